@@ -1,0 +1,3 @@
+"""gpu-accept: hardware acceptance tests for multi-GPU servers."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from gpuaccept.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""Inventory checks: the GPUs the profile names, their memory and ECC, the driver and CUDA."""
+
+from __future__ import annotations
+
+from gpuaccept.checks.verdict import AtLeast, AtLeastVersion, Criterion, Equals, Judge, MatchesAny, Verdict
+from gpuaccept.facts.model import Facts, GpuFacts
+from gpuaccept.profile.model import Profile
+
+GIB = 2**30
+
+
+def gpu_name(index: int) -> str:
+    return f"gpu{index}"
+
+
+def present_gpu(judge: Judge, facts: Facts, index: int, what: str, criterion: Criterion | str) -> GpuFacts | Verdict:
+    """The GPU's facts, or the failure verdict that says it is not there."""
+    gpu = facts.gpu(index)
+    if gpu is None:
+        return judge.failed(
+            gpu_name(index),
+            f"{what}: GPU not present ({_found(facts)})",
+            None,
+            criterion,
+        )
+    return gpu
+
+
+def _found(facts: Facts) -> str:
+    text = f"{facts.gpu_count} GPU(s) under test"
+    visible = facts.environment.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        text += f", CUDA_VISIBLE_DEVICES={visible}"
+    if facts.system.nvml_gpu_count != facts.gpu_count:
+        text += f", {facts.system.nvml_gpu_count} in the machine"
+    return text
+
+
+def gpu_count(profile: Profile, facts: Facts) -> Verdict:
+    judge = Judge("gpu_count", profile.name)
+    criterion = Equals(profile.gpu_count)
+    measured = facts.gpu_count
+    if criterion.holds(measured):
+        return judge(facts.system.hostname, "GPU count", measured, criterion)
+    return judge.failed(
+        facts.system.hostname, f"found {measured} GPU(s), expected {profile.gpu_count} ({_found(facts)})", measured, criterion
+    )
+
+
+def gpu_model(profile: Profile, facts: Facts, index: int) -> Verdict:
+    judge = Judge("gpu_model", profile.name)
+    criterion = MatchesAny(tuple(profile.spec.gpus.model))
+    gpu = present_gpu(judge, facts, index, "model", criterion)
+    if isinstance(gpu, Verdict):
+        return gpu
+    return judge(gpu_name(index), "model", gpu.name, criterion, note=f"bus {gpu.pci_bus_id}")
+
+
+def gpu_memory(profile: Profile, facts: Facts, index: int) -> Verdict:
+    judge = Judge("gpu_memory", profile.name)
+    minimum = profile.spec.gpus.memory_min_gib
+    if minimum is None:
+        return judge.not_applicable(gpu_name(index), "the profile sets no memory minimum")
+    criterion = AtLeast(minimum, "GiB")
+    gpu = present_gpu(judge, facts, index, "memory", criterion)
+    if isinstance(gpu, Verdict):
+        return gpu
+    return judge(gpu_name(index), "memory", round(gpu.memory_total_bytes / GIB, 2), criterion)
+
+
+def ecc_mode(profile: Profile, facts: Facts, index: int) -> Verdict:
+    judge = Judge("ecc_mode", profile.name)
+    wanted = profile.spec.gpus.ecc
+    if wanted is None:
+        return judge.not_applicable(gpu_name(index), "the profile states no ECC mode")
+    criterion = Equals(wanted)
+    gpu = present_gpu(judge, facts, index, "ECC", criterion)
+    if isinstance(gpu, Verdict):
+        return gpu
+    reading = gpu.ecc_enabled
+    measured = reading if not isinstance(reading, bool) else ("enabled" if reading else "disabled")
+    if wanted == "disabled" and not isinstance(reading, bool) and reading.unavailable == "not_supported":
+        measured = "disabled"  # a GPU without ECC has it off; NVML says "not supported"
+    return judge(gpu_name(index), "ECC", measured, criterion)
+
+
+def driver_version(profile: Profile, facts: Facts) -> Verdict:
+    judge = Judge("driver_version", profile.name)
+    software = profile.spec.software
+    if software is None or software.driver_min is None:
+        return judge.not_applicable(facts.system.hostname, "the profile sets no minimum driver")
+    return judge(facts.system.hostname, "driver", facts.system.driver_version, AtLeastVersion(software.driver_min))
+
+
+def cuda_version(profile: Profile, facts: Facts) -> Verdict:
+    judge = Judge("cuda_version", profile.name)
+    software = profile.spec.software
+    if software is None or software.cuda_min is None:
+        return judge.not_applicable(facts.system.hostname, "the profile sets no minimum CUDA version")
+    return judge(facts.system.hostname, "CUDA (driver)", facts.system.cuda_driver_version, AtLeastVersion(software.cuda_min))

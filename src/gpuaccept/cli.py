@@ -1,0 +1,188 @@
+"""The `gpu-accept` command line.
+
+Exit codes: 0 every check passed; 1 a check failed; 2 the run could not judge the machine (bad
+usage, a bad profile or facts file, no driver or GPU, a probe that hung).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+
+from gpuaccept import __version__
+from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, ProfileError
+from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
+from gpuaccept.profile.catalog import BASES_FOLDER
+from gpuaccept.profile.render import render_yaml
+from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.resources import shipped_dir
+
+# pytest's exit codes, as this tool reports them
+_PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_CHECK_FAILED}
+
+
+def main(argv: list[str] | None = None) -> int:
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `gpu-accept profile list | head` ends quietly
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "run":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if not args.command:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return args.handler(args, extra)
+    except GpuAcceptError as error:
+        for line in error.lines():
+            print(f"gpu-accept: {line}", file=sys.stderr)
+        return error.exit_code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-accept", description="Hardware acceptance tests for multi-GPU servers.")
+    parser.add_argument("--version", action="version", version=f"gpu-accept {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = commands.add_parser(
+        "run",
+        help="run the acceptance suites (extra arguments go to pytest)",
+        description="Run the acceptance suites against a profile. Arguments this command does not know "
+        "(-k, -x, -n 4, ...) are passed to pytest.",
+    )
+    run.add_argument("--profile", default="auto", help="profile name, YAML path, or 'auto' (default)")
+    run.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
+    run.add_argument("--facts", help="evaluate this facts file instead of probing the machine")
+    run.add_argument("--reports", default="reports", help="folder for junit.xml and facts.json (default: reports)")
+    run.set_defaults(handler=_run)
+
+    record = commands.add_parser("record", help="probe this machine and write its facts as JSON")
+    record.add_argument("-o", "--output", required=True, help="facts file to write")
+    record.add_argument("--nvml-log", help="also write every raw NVML answer (for replay in tests)")
+    record.set_defaults(handler=_record)
+
+    profile = commands.add_parser("profile", help="list, validate and show profiles")
+    profile_commands = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
+    listing = profile_commands.add_parser("list", help="the profiles that --profile NAME can name")
+    listing.add_argument("--profile-dir", action="append", default=[])
+    listing.set_defaults(handler=_profile_list)
+    validate = profile_commands.add_parser("validate", help="check profile files; every problem, one line each")
+    validate.add_argument("files", nargs="+", type=Path)
+    validate.add_argument("--profile-dir", action="append", default=[])
+    validate.set_defaults(handler=_profile_validate)
+    show = profile_commands.add_parser("show", help="a profile with its `extends` applied")
+    show.add_argument("name")
+    show.add_argument("--profile-dir", action="append", default=[])
+    show.set_defaults(handler=_profile_show)
+    schema = profile_commands.add_parser("schema", help="the JSON Schema of profiles, for editors")
+    schema.set_defaults(handler=_profile_schema)
+    return parser
+
+
+def _catalog(args) -> ProfileCatalog:
+    return ProfileCatalog.with_shipped([Path(d) for d in getattr(args, "profile_dir", [])])
+
+
+def _run(args, extra: list[str]) -> int:
+    import pytest
+
+    reports = Path(args.reports)
+    reports.mkdir(parents=True, exist_ok=True)
+    suites = shipped_dir("suites")
+    pytest_args = [
+        str(suites),
+        "-c",
+        str(suites / "pytest.ini"),
+        "--rootdir",
+        str(suites),
+        "--profile",
+        args.profile,
+        "--junitxml",
+        str(reports / "junit.xml"),
+    ]
+    for folder in args.profile_dir:
+        pytest_args += ["--profile-dir", folder]
+    if args.facts:
+        pytest_args += ["--facts", args.facts]
+    else:
+        pytest_args += ["--facts-out", str(reports / "facts.json")]
+    code = int(pytest.main(pytest_args + extra))
+    return _PYTEST_EXIT.get(code, EXIT_USAGE)
+
+
+def _record(args, extra: list[str]) -> int:
+    from gpuaccept.facts import save_facts
+    from gpuaccept.probe import probe_machine
+
+    facts = probe_machine(nvml_log=args.nvml_log)
+    save_facts(facts, Path(args.output))
+    gpus = facts.gpus
+    print(f"recorded {len(gpus)}x {gpus[0].name if gpus else 'no GPU'} on {facts.system.hostname} to {args.output}")
+    return EXIT_OK
+
+
+def _profile_list(args, extra: list[str]) -> int:
+    catalog = _catalog(args)
+    for name, path in catalog.names():
+        try:
+            profile = load_profile(path, catalog.base_folders())
+        except ProfileError as error:
+            print(f"{name:28} INVALID ({len(error.problems)} problem(s): gpu-accept profile validate {path})")
+            continue
+        rule = profile.spec.match
+        matches = f"auto: {rule.gpu_count}x {' | '.join(rule.gpu_model)}" if rule else "auto: never"
+        print(f"{name:28} {profile.spec.description or '':60} {matches}")
+    return EXIT_OK
+
+
+def _profile_validate(args, extra: list[str]) -> int:
+    catalog = _catalog(args)
+    failed = False
+    for path in args.files:
+        try:
+            if path.parent.name == BASES_FOLDER:
+                check_base_profile(path, catalog.base_folders())
+                print(f"ok: {path} (base profile)")
+            else:
+                profile = load_profile(path, catalog.base_folders())
+                print(f"ok: {path} ({profile.name})")
+        except ProfileError as error:
+            failed = True
+            for line in error.lines():
+                print(line, file=sys.stderr)
+    return EXIT_USAGE if failed else EXIT_OK
+
+
+def _profile_show(args, extra: list[str]) -> int:
+    profile = _catalog(args).load(args.name)
+    data = profile.spec.model_dump(by_alias=True, exclude_none=True, exclude_defaults=False)
+    data.pop("extends", None)
+    data = {k: v for k, v in data.items() if v not in ({}, [])}
+    header = f"{profile.name}: {profile.path}, with extends applied (sha256 {profile.sha256[:12]})"
+    sys.stdout.write(render_yaml(_drop_empty(data), profile.provenance, header=header))
+    return EXIT_OK
+
+
+def _drop_empty(value):
+    if isinstance(value, dict):
+        return {k: _drop_empty(v) for k, v in value.items() if v not in ({}, [], None)}
+    return value
+
+
+def _profile_schema(args, extra: list[str]) -> int:
+    print(json.dumps(profile_json_schema(), indent=2))
+    return EXIT_OK
+
+
+def profile_json_schema() -> dict:
+    schema = ProfileSpec.model_json_schema(by_alias=True, mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "gpu-accept profile"
+    return schema
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""Errors that end a run before any check is made.
+
+Each carries a message meant to be printed as is, one line per problem, and the exit code the
+command line gives for it. Hardware faults are not errors here: they are verdicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+
+
+class GpuAcceptError(Exception):
+    """A problem with the input or the environment: bad usage, a bad file, no driver."""
+
+    exit_code = EXIT_USAGE
+
+    def lines(self) -> list[str]:
+        return str(self).splitlines() or [type(self).__name__]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in an input file, located as precisely as the file allows."""
+
+    file: str
+    line: int | None
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+class InputFileError(GpuAcceptError):
+    """An input file (profile, facts, baseline) that cannot be used; lists every problem found."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class ProfileError(InputFileError):
+    pass
+
+
+class FactsError(InputFileError):
+    pass
+
+
+class ProfileNotFound(GpuAcceptError):
+    pass
+
+
+class NoDriverError(GpuAcceptError):
+    """No NVIDIA driver or no GPU on this machine: nothing can be probed."""
+
+
+class ProbeError(GpuAcceptError):
+    """The probe itself could not run (it crashed or hung): the run cannot say anything."""

@@ -1,0 +1,69 @@
+"""Reading and writing facts files, with one-line errors that name the file and the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from gpuaccept.errors import FactsError, Problem
+from gpuaccept.facts.model import FACTS_VERSION, Facts
+from gpuaccept.profile.source import format_path
+
+
+def dump_facts(facts: Facts) -> str:
+    return facts.model_dump_json(indent=1) + "\n"
+
+
+def save_facts(facts: Facts, path: Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".partial")
+    temporary.write_text(dump_facts(facts), encoding="utf-8")
+    temporary.replace(path)  # a reader never sees half a file
+
+
+def load_facts(path: Path) -> Facts:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FactsError([Problem(str(path), None, "", f"cannot read facts: {exc.strerror or exc}")]) from None
+    return parse_facts(text, str(path))
+
+
+def parse_facts(text: str, name: str) -> Facts:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FactsError([Problem(name, exc.lineno, "", f"invalid JSON: {exc.msg} (column {exc.colno})")]) from None
+    if not isinstance(raw, dict):
+        raise FactsError([Problem(name, None, "", "expected a JSON object of facts")])
+    version = raw.get("facts_version")
+    if version != FACTS_VERSION:
+        raise FactsError(
+            [Problem(name, None, "facts_version", f"{version!r} is not a facts format this release reads ({FACTS_VERSION})")]
+        )
+    try:
+        return Facts.model_validate_json(text)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            message = error["msg"]
+            got = error.get("input")
+            if error["type"] == "missing":
+                message = "required key is missing"
+            elif isinstance(got, (str, int, float, bool)) or got is None:
+                message += f" (got {got!r})"
+            problems.append(Problem(name, None, format_path(tuple(error["loc"])), message))
+        raise FactsError(_first_per_key(problems)) from None
+
+
+def _first_per_key(problems: list[Problem]) -> list[Problem]:
+    """A value that fits no branch of a union yields one error per branch: keep the first per key."""
+    seen: dict[str, Problem] = {}
+    for problem in problems:
+        key = problem.path.rsplit(".", 1)[0] if problem.path.endswith((".int", ".str", ".bool", ".Unavailable")) else problem.path
+        seen.setdefault(key, Problem(problem.file, problem.line, key, problem.message))
+    return list(seen.values())

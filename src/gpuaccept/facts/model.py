@@ -1,0 +1,143 @@
+"""Facts: what was found on a machine, frozen, with an exact JSON round trip.
+
+Everything above this seam touches hardware; everything below reads only these records. A value
+the hardware would not give is recorded as `Unavailable` with its reason, never as None or 0, so
+a check can tell "not supported" from "zero" and say which it saw.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FACTS_VERSION = 1
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Unavailable(Record):
+    """A fact the machine did not give: `reason` is a short code, `detail` says which call and why."""
+
+    unavailable: Literal[
+        "not_supported", "no_permission", "gpu_is_lost", "not_found", "timeout", "error", "not_installed", "not_probed"
+    ]
+    detail: str = ""
+
+    def __str__(self) -> str:
+        text = self.unavailable.replace("_", " ")
+        return f"{text} ({self.detail})" if self.detail else text
+
+
+def is_known(value: object) -> bool:
+    return not isinstance(value, Unavailable)
+
+
+# A reading: the value, or why there is none. Union order matters: pydantic tries the value first.
+IntReading = Union[int, Unavailable]
+StrReading = Union[str, Unavailable]
+BoolReading = Union[bool, Unavailable]
+
+
+class PcieFacts(Record):
+    generation_current: IntReading
+    generation_max: IntReading  # what the GPU and its slot together allow
+    generation_gpu_max: IntReading  # what the GPU alone supports
+    width_current: IntReading
+    width_max: IntReading
+
+
+class NvLinkFacts(Record):
+    link: int
+    active: bool
+    version: IntReading  # NVML's code: 4 = NVLink 3.0, 6 = NVLink 4.0, 7 = NVLink 5.0
+    remote_type: IntReading  # 0 GPU, 1 IBM NPU, 2 NVSwitch, 255 unknown
+    remote_bus_id: StrReading  # normalized; FFFFFFFF:FF:FF.0 inside VMs for switch links
+
+
+class FabricFacts(Record):
+    state: int  # 0 not supported, 1 not started, 2 in progress, 3 completed
+    status: int  # an NVML return code: 0 success
+    clique_id: int
+    cluster_uuid: str
+
+
+class GpuFacts(Record):
+    index: int  # the CUDA ordinal, as the process under test sees it: the `gpuN` of test ids
+    nvml_index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    serial: StrReading
+    vbios: StrReading
+    memory_total_bytes: int
+    ecc_enabled: BoolReading
+    persistence_mode: BoolReading
+    numa_node: IntReading
+    clock_event_reasons: IntReading
+    pcie: PcieFacts
+    nvlinks: Union[list[NvLinkFacts], Unavailable]
+    fabric: Union[FabricFacts, Unavailable]
+
+
+class LinkFacts(Record):
+    """How two GPUs are connected, as `nvidia-smi topo -m` shows it, with the evidence."""
+
+    gpus: tuple[int, int]
+    link_type: StrReading  # NV18, PIX, SYS ...
+    direct_nvlinks: int  # links from the first GPU whose far end is the second
+    topology_level: IntReading  # nvmlDeviceGetTopologyCommonAncestor
+    via_switch: bool  # both GPUs reach each other through NVSwitch links
+
+
+class P2PFacts(Record):
+    """Peer-to-peer capability of an ordered pair: NVML status per capability, and CUDA's answer."""
+
+    gpus: tuple[int, int]
+    nvml: dict[str, StrReading]  # read/write/nvlink/atomics/pci -> OK, NOT_SUPPORTED, ...
+    cuda_can_access_peer: BoolReading
+
+
+class CudaFacts(Record):
+    torch_version: str
+    cuda_runtime: StrReading
+    device_count: int
+    visible_devices: str | None  # CUDA_VISIBLE_DEVICES as set, None when unset
+    uuids: list[str]  # in CUDA ordinal order
+    peer_access: list[list[bool | None]]  # [i][j], None on the diagonal
+
+
+class SystemFacts(Record):
+    hostname: str
+    driver_version: str
+    cuda_driver_version: StrReading  # the CUDA version the driver supports, e.g. "13.0"
+    nvml_version: StrReading
+    nvml_gpu_count: int  # every GPU NVML sees, under test or not
+
+
+class Facts(Record):
+    facts_version: Literal[1] = FACTS_VERSION
+    recorded_at: str  # ISO 8601, UTC
+    tool_version: str
+    system: SystemFacts
+    cuda: Union[CudaFacts, Unavailable]
+    gpus: list[GpuFacts]
+    links: list[LinkFacts] = Field(default_factory=list)
+    p2p: list[P2PFacts] = Field(default_factory=list)
+    environment: dict[str, str] = Field(default_factory=dict)  # CUDA_*, NCCL_* ... as the probe saw them
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus)
+
+    def gpu(self, index: int) -> GpuFacts | None:
+        return self.gpus[index] if 0 <= index < len(self.gpus) else None
+
+    def link(self, a: int, b: int) -> LinkFacts | None:
+        key = (min(a, b), max(a, b))
+        return next((link for link in self.links if tuple(link.gpus) == key), None)
+
+    def p2p_of(self, src: int, dst: int) -> P2PFacts | None:
+        return next((p for p in self.p2p if tuple(p.gpus) == (src, dst)), None)

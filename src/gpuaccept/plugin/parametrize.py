@@ -1,0 +1,29 @@
+"""Test ids from the profile: a suite asks for `gpu`, `gpu_pair` or `gpu_ordered_pair` and gets
+one test per GPU or pair the profile expects, named like the hardware: `test_link_type[gpu0-gpu1]`.
+
+Ids come from the profile, not from what was found, so a missing GPU fails its own tests instead
+of making them disappear, and ids stay the same from machine to machine (baselines, fleets).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuaccept.profile import Profile
+from gpuaccept.topology import pair_key
+
+
+def parametrize_from_profile(metafunc: pytest.Metafunc, profile: Profile) -> None:
+    families = {
+        "gpu": (list(range(profile.gpu_count)), lambda g: f"gpu{g}", "no GPUs"),
+        "gpu_pair": (profile.gpu_pairs(), lambda p: pair_key(*p), "no GPU pairs"),
+        "gpu_ordered_pair": (profile.ordered_gpu_pairs(), lambda p: pair_key(*p), "no GPU pairs"),
+    }
+    for name, (values, make_id, nothing) in families.items():
+        if name not in metafunc.fixturenames:
+            continue
+        if values:
+            metafunc.parametrize(name, values, ids=[make_id(v) for v in values])
+        else:
+            reason = f"profile {profile.name} expects {profile.gpu_count} GPU: {nothing} to test"
+            metafunc.parametrize(name, [pytest.param(None, marks=pytest.mark.skip(reason=reason))], ids=["none"])

@@ -1,0 +1,29 @@
+"""Probing a machine: NVML and CUDA answers turned into Facts, in a child process with a time limit."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from gpuaccept.errors import NoDriverError, ProbeError
+from gpuaccept.facts import Facts, parse_facts
+from gpuaccept.process import run_bounded
+
+EXIT_NO_DRIVER = 2  # what `python -m gpuaccept.probe` exits with when there is no driver or GPU
+
+PROBE_TIMEOUT_S = 180.0
+
+
+def probe_machine(nvml_log: str | None = None, timeout_s: float = PROBE_TIMEOUT_S) -> Facts:
+    command = [sys.executable, "-m", "gpuaccept.probe"]
+    if nvml_log:
+        command += ["--nvml-log", str(nvml_log)]
+    finished = run_bounded(command, timeout_s, env=dict(os.environ))
+    if finished.timed_out:
+        raise ProbeError(f"the probe did not finish within {timeout_s:.0f} s: NVML or CUDA initialization hung")
+    last_line = (finished.stderr.strip().splitlines() or [""])[-1].removeprefix("gpu-accept: ")
+    if finished.returncode == EXIT_NO_DRIVER:
+        raise NoDriverError(last_line or "no NVIDIA driver found")
+    if finished.returncode != 0:
+        raise ProbeError(f"the probe failed (exit {finished.returncode}): {last_line or 'no message'}")
+    return parse_facts(finished.stdout, "probe output")

@@ -1,0 +1,30 @@
+"""What CUDA (through torch) says about the GPUs: which ones this process sees, and peer access."""
+
+from __future__ import annotations
+
+import os
+
+from gpuaccept.facts.model import CudaFacts, Unavailable
+
+
+def probe_cuda() -> CudaFacts | Unavailable:
+    try:
+        import torch
+    except ImportError:
+        return Unavailable(unavailable="not_installed", detail="torch is not installed (pip install 'gpu-accept[torch]')")
+    try:
+        if not torch.cuda.is_available():
+            return Unavailable(unavailable="error", detail=f"torch {torch.__version__} sees no CUDA device")
+        count = torch.cuda.device_count()
+        uuids = [str(torch.cuda.get_device_properties(i).uuid) for i in range(count)]
+        peer = [[None if i == j else bool(torch.cuda.can_device_access_peer(i, j)) for j in range(count)] for i in range(count)]
+    except RuntimeError as exc:  # CUDA initialization errors surface as RuntimeError
+        return Unavailable(unavailable="error", detail=f"CUDA: {str(exc).splitlines()[0]}")
+    return CudaFacts(
+        torch_version=torch.__version__,
+        cuda_runtime=torch.version.cuda or Unavailable(unavailable="not_installed", detail="torch built without CUDA"),
+        device_count=count,
+        visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        uuids=uuids,
+        peer_access=peer,
+    )

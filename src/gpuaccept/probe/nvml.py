@@ -1,0 +1,212 @@
+"""A narrow door to NVML: named queries with plain arguments and JSON-able answers.
+
+The probe asks only through `Nvml.query(name, *args)`. Three implementations stand behind it:
+`LiveNvml` (nvidia-ml-py on a real machine), `RecordingNvml` (wraps another and keeps every
+answer, errors included) and `ReplayNvml` (answers from such a recording). A recording taken on a
+real machine therefore drives the same probe code on a CPU-only one, and faults are made by
+editing answers, not by mocking functions.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+NVML_RECORDING_VERSION = 1
+
+
+class P2PCapability(enum.IntEnum):
+    # nvidia-ml-py writes `NVML_P2P_CAPS_INDEX_READ = 0,` (a tuple), which ctypes cannot pass:
+    # the indices are kept here instead.
+    READ = 0
+    WRITE = 1
+    NVLINK = 2
+    ATOMICS = 3
+    PCI = 4
+
+
+P2P_STATUS_NAMES = {
+    0: "OK",
+    1: "CHIPSET_NOT_SUPPORTED",
+    2: "GPU_NOT_SUPPORTED",
+    3: "IOH_TOPOLOGY_NOT_SUPPORTED",
+    4: "DISABLED_BY_REGKEY",
+    5: "NOT_SUPPORTED",
+    6: "UNKNOWN",
+}
+
+NVLINK_REMOTE_GPU = 0
+NVLINK_REMOTE_SWITCH = 2
+NVLINK_VERSION_NAMES = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
+FABRIC_STATE_NAMES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+MAX_NVLINKS = 36  # NVML_NVLINK_MAX_LINKS in recent headers; older bindings say 18
+
+
+class NvmlCallError(Exception):
+    """An NVML call that returned an error: `code` is NVML's name for it (NOT_SUPPORTED, ...)."""
+
+    def __init__(self, query: str, args: tuple, code: str, message: str = ""):
+        self.query, self.query_args, self.code, self.message = query, tuple(args), code, message
+        super().__init__(f"{query}{list(args)}: {message or code}")
+
+
+class Nvml:
+    def query(self, name: str, *args: int) -> Any:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class LiveNvml(Nvml):
+    """nvidia-ml-py on this machine. Constructing it initializes NVML; NoDriverError if it cannot."""
+
+    def __init__(self):
+        import pynvml
+
+        self._nvml = pynvml
+        self._handles: dict[int, Any] = {}
+        self._error_names = {
+            value: name[len("NVML_ERROR_") :]
+            for name, value in vars(pynvml).items()
+            if name.startswith("NVML_ERROR_") and isinstance(value, int)
+        }
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            from gpuaccept.errors import NoDriverError
+
+            raise NoDriverError(f"no NVIDIA driver found: NVML could not start ({exc})") from None
+        self._queries: dict[str, Callable[..., Any]] = self._build_queries()
+
+    def close(self) -> None:
+        try:
+            self._nvml.nvmlShutdown()
+        except self._nvml.NVMLError:
+            pass
+
+    def _handle(self, index: int) -> Any:
+        if index not in self._handles:
+            self._handles[index] = self._nvml.nvmlDeviceGetHandleByIndex(index)
+        return self._handles[index]
+
+    def query(self, name: str, *args: int) -> Any:
+        try:
+            return self._queries[name](*args)
+        except self._nvml.NVMLError as exc:
+            code = self._error_names.get(exc.value, f"CODE_{exc.value}")
+            raise NvmlCallError(name, args, code, str(exc)) from None
+        except (ctypes.ArgumentError, TypeError, AttributeError) as exc:
+            # a binding that does not match the library: recorded as an error, never a crash
+            raise NvmlCallError(name, args, "BINDING", f"{type(exc).__name__}: {exc}") from None
+
+    def _build_queries(self) -> dict[str, Callable[..., Any]]:
+        n = self._nvml
+        h = self._handle
+
+        def text(value: Any) -> str:
+            return value.decode() if isinstance(value, bytes) else str(value)
+
+        def fabric(i: int) -> dict:
+            if hasattr(n, "c_nvmlGpuFabricInfoV_t") and hasattr(n, "nvmlDeviceGetGpuFabricInfoV"):
+                info = n.c_nvmlGpuFabricInfoV_t()
+                n.nvmlDeviceGetGpuFabricInfoV(h(i), ctypes.byref(info))
+            else:
+                info = n.c_nvmlGpuFabricInfo_t()
+                n.nvmlDeviceGetGpuFabricInfo(h(i), ctypes.byref(info))
+            return {
+                "state": int(info.state),
+                "status": int(info.status),
+                "clique_id": int(info.cliqueId),
+                "cluster_uuid": bytes(info.clusterUuid).hex(),
+            }
+
+        return {
+            "driver_version": lambda: text(n.nvmlSystemGetDriverVersion()),
+            "cuda_driver_version": lambda: int(n.nvmlSystemGetCudaDriverVersion()),
+            "nvml_version": lambda: text(n.nvmlSystemGetNVMLVersion()),
+            "device_count": lambda: int(n.nvmlDeviceGetCount()),
+            "name": lambda i: text(n.nvmlDeviceGetName(h(i))),
+            "uuid": lambda i: text(n.nvmlDeviceGetUUID(h(i))),
+            "pci_bus_id": lambda i: text(n.nvmlDeviceGetPciInfo(h(i)).busId),
+            "serial": lambda i: text(n.nvmlDeviceGetSerial(h(i))),
+            "vbios": lambda i: text(n.nvmlDeviceGetVbiosVersion(h(i))),
+            "memory_total": lambda i: int(n.nvmlDeviceGetMemoryInfo(h(i)).total),
+            "ecc_mode": lambda i: [int(v) for v in n.nvmlDeviceGetEccMode(h(i))],
+            "persistence_mode": lambda i: int(n.nvmlDeviceGetPersistenceMode(h(i))),
+            "numa_node": lambda i: int(n.nvmlDeviceGetNumaNodeId(h(i))),
+            "clock_event_reasons": lambda i: int(n.nvmlDeviceGetCurrentClocksEventReasons(h(i))),
+            "pcie_generation_current": lambda i: int(n.nvmlDeviceGetCurrPcieLinkGeneration(h(i))),
+            "pcie_generation_max": lambda i: int(n.nvmlDeviceGetMaxPcieLinkGeneration(h(i))),
+            "pcie_generation_gpu_max": lambda i: int(n.nvmlDeviceGetGpuMaxPcieLinkGeneration(h(i))),
+            "pcie_width_current": lambda i: int(n.nvmlDeviceGetCurrPcieLinkWidth(h(i))),
+            "pcie_width_max": lambda i: int(n.nvmlDeviceGetMaxPcieLinkWidth(h(i))),
+            "nvlink_state": lambda i, link: int(n.nvmlDeviceGetNvLinkState(h(i), link)),
+            "nvlink_version": lambda i, link: int(n.nvmlDeviceGetNvLinkVersion(h(i), link)),
+            "nvlink_remote_type": lambda i, link: int(n.nvmlDeviceGetNvLinkRemoteDeviceType(h(i), link)),
+            "nvlink_remote_bus_id": lambda i, link: text(n.nvmlDeviceGetNvLinkRemotePciInfo(h(i), link).busId),
+            "fabric_info": fabric,
+            "topology_common_ancestor": lambda i, j: int(n.nvmlDeviceGetTopologyCommonAncestor(h(i), h(j))),
+            "p2p_status": lambda i, j, cap: int(n.nvmlDeviceGetP2PStatus(h(i), h(j), int(cap))),
+        }
+
+
+class RecordingNvml(Nvml):
+    """Passes queries through and keeps every answer and error, to be saved and replayed."""
+
+    def __init__(self, inner: Nvml):
+        self.inner = inner
+        self.answers: list[dict] = []
+
+    def query(self, name: str, *args: int) -> Any:
+        entry: dict[str, Any] = {"query": name, "args": list(args)}
+        try:
+            value = self.inner.query(name, *args)
+        except NvmlCallError as exc:
+            entry.update(error=exc.code, message=exc.message)
+            self.answers.append(entry)
+            raise
+        entry["value"] = value
+        self.answers.append(entry)
+        return value
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def save(self, path: Path) -> None:
+        document = {"nvml_recording": NVML_RECORDING_VERSION, "answers": self.answers}
+        Path(path).write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+
+
+class ReplayNvml(Nvml):
+    """Answers from a recording. A query the recording lacks is an error, never a guess."""
+
+    def __init__(self, answers: list[dict]):
+        self._answers = {(a["query"], tuple(a["args"])): a for a in answers}
+
+    @classmethod
+    def from_file(cls, path: Path) -> ReplayNvml:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        if document.get("nvml_recording") != NVML_RECORDING_VERSION:
+            raise ValueError(f"{path}: not an NVML recording of version {NVML_RECORDING_VERSION}")
+        return cls(document["answers"])
+
+    def query(self, name: str, *args: int) -> Any:
+        answer = self._answers.get((name, tuple(args)))
+        if answer is None:
+            raise NvmlCallError(name, args, "NOT_RECORDED", "the recording has no answer for this query")
+        if "error" in answer:
+            raise NvmlCallError(name, args, answer["error"], answer.get("message", ""))
+        return answer["value"]
+
+    def answer(self, name: str, *args: int, value: Any = None, error: str | None = None) -> None:
+        """Change one answer (how tests make a faulty machine out of a healthy recording)."""
+        entry: dict[str, Any] = {"query": name, "args": list(args)}
+        if error:
+            entry.update(error=error, message=error.replace("_", " ").title())
+        else:
+            entry["value"] = value
+        self._answers[(name, tuple(args))] = entry

@@ -1,0 +1,48 @@
+"""Running a child process that must not outlive its time limit, nor leave children behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int | None  # None when it was killed at its time limit
+    stdout: str
+    stderr: str
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def run_bounded(command: list[str], timeout_s: float, env: dict[str, str] | None = None, cwd: str | None = None) -> Finished:
+    """Run `command` in its own process group; at `timeout_s` kill the whole group.
+
+    A hung NCCL collective or NVML call keeps its process (and any it started) alive forever:
+    killing the group is the only way to be sure nothing is left holding the GPUs.
+    """
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, start_new_session=True
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+        return Finished(process.returncode, stdout, stderr)
+    except subprocess.TimeoutExpired:
+        kill_group(process)
+        stdout, stderr = process.communicate()
+        return Finished(None, stdout, stderr)
+    except BaseException:
+        kill_group(process)
+        process.communicate()
+        raise
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,76 @@
+"""Finding profiles: by path, by name in the profile folders, or by matching the machine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuaccept.errors import ProfileNotFound
+from gpuaccept.profile.load import load_profile
+from gpuaccept.profile.model import Profile
+from gpuaccept.resources import shipped_dir
+
+BASES_FOLDER = "bases"
+
+
+@dataclass
+class ProfileCatalog:
+    """Profile folders, searched in order: the user's first, the shipped ones last."""
+
+    folders: list[Path] = field(default_factory=list)
+
+    @classmethod
+    def with_shipped(cls, extra: list[Path] = ()) -> ProfileCatalog:
+        return cls([Path(p) for p in extra] + [shipped_dir("profiles")])
+
+    def base_folders(self) -> list[Path]:
+        """Where `extends: NAME` looks: each folder itself (so `extends: bases/x` works) first."""
+        return list(self.folders)
+
+    def names(self) -> list[tuple[str, Path]]:
+        """Concrete profiles (not bases), first folder wins a name."""
+        seen: dict[str, Path] = {}
+        for folder in self.folders:
+            for path in sorted(folder.glob("*.y*ml")):
+                if path.suffix in (".yaml", ".yml") and path.stem not in seen:
+                    seen[path.stem] = path
+        return sorted(seen.items())
+
+    def resolve(self, name_or_path: str) -> Path:
+        candidate = Path(name_or_path)
+        if candidate.suffix in (".yaml", ".yml") or "/" in name_or_path:
+            if candidate.is_file():
+                return candidate
+            raise ProfileNotFound(f"profile file {name_or_path} does not exist")
+        for name, path in self.names():
+            if name == name_or_path:
+                return path
+        known = ", ".join(name for name, _ in self.names()) or "none"
+        raise ProfileNotFound(f"no profile named {name_or_path!r}; known profiles: {known}")
+
+    def load(self, name_or_path: str) -> Profile:
+        return load_profile(self.resolve(name_or_path), self.base_folders())
+
+    def load_all(self) -> list[Profile]:
+        return [load_profile(path, self.base_folders()) for _, path in self.names()]
+
+    def auto_select(self, gpu_model: str, gpu_count: int) -> Profile:
+        profiles = self.load_all()
+        matching = [p for p in profiles if p.matches_machine(gpu_model, gpu_count)]
+        if len(matching) == 1:
+            return matching[0]
+        machine = f"{gpu_count}x {gpu_model}"
+        if not matching:
+            candidates = [
+                f"{p.name} ({p.spec.match.gpu_count}x {'|'.join(p.spec.match.gpu_model)})" for p in profiles if p.spec.match
+            ]
+            raise ProfileNotFound(
+                f"no profile matches this machine ({machine}); profiles with match rules: "
+                + (", ".join(candidates) or "none")
+                + "; pass --profile NAME or write one (gpu-accept profile init)"
+            )
+        raise ProfileNotFound(
+            f"several profiles match this machine ({machine}): "
+            + ", ".join(f"{p.name} ({p.path})" for p in matching)
+            + "; pass --profile NAME to choose"
+        )

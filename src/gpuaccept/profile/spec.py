@@ -1,0 +1,148 @@
+"""The profile schema: what a machine must be, as typed, strict, frozen data.
+
+Pydantic does the type checking (unknown keys, wrong types, ranges) and publishes the JSON Schema
+editors use; rules that need several keys at once live in `semantic_problems`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
+
+from gpuaccept.topology import LINK_TYPE_PATTERN, PAIR_KEY_PATTERN, MatrixParseError, parse_link_matrix
+
+SCHEMA_VERSION = 1
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _version_text(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(f"quote version numbers ('{value}'): YAML reads an unquoted version as a number and drops trailing zeros")
+    return value
+
+
+def _one_or_many(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+def _nvlink_version(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{float(value):.1f}"
+    return value
+
+
+VersionText = Annotated[str, BeforeValidator(_version_text), StringConstraints(pattern=r"^\d+(\.\d+)*$")]
+ModelPatterns = Annotated[
+    list[Annotated[str, StringConstraints(min_length=1)]], BeforeValidator(_one_or_many), Field(min_length=1)
+]
+LinkType = Annotated[str, StringConstraints(pattern=LINK_TYPE_PATTERN)]
+PairKey = Annotated[str, StringConstraints(pattern=PAIR_KEY_PATTERN)]
+GpuKey = Annotated[str, StringConstraints(pattern=r"^gpu\d+$")]
+NvLinkVersion = Annotated[str, BeforeValidator(_nvlink_version), StringConstraints(pattern=r"^[1-9]\.\d$")]
+GpuCount = Annotated[int, Field(ge=1, le=1024)]
+
+
+class MatchRule(Strict):
+    """When `--profile auto` picks this profile: every stated rule must hold."""
+
+    gpu_model: ModelPatterns = Field(description="GPU product name as NVML reports it; shell-style wildcards allowed")
+    gpu_count: GpuCount
+
+
+class GpuSpec(Strict):
+    count: GpuCount = Field(description="GPUs under test (those CUDA sees)")
+    model: ModelPatterns = Field(description="product name as NVML reports it, e.g. 'NVIDIA H200'; wildcards allowed")
+    memory_min_gib: Annotated[float, Field(gt=0)] | None = Field(None, description="total memory per GPU, GiB")
+    ecc: Literal["enabled", "disabled"] | None = None
+
+
+class SoftwareSpec(Strict):
+    driver_min: VersionText | None = Field(None, description="minimum driver version, e.g. '580.65.06'")
+    cuda_min: VersionText | None = Field(None, description="minimum CUDA version the driver supports, e.g. '12.8'")
+
+
+class PcieSpec(Strict):
+    generation: Annotated[int, Field(ge=1, le=7)] | None = Field(None, description="minimum PCIe generation per GPU")
+    width: Literal[1, 2, 4, 8, 16, 32] | None = Field(None, description="minimum PCIe link width per GPU")
+    idle_downshift: bool = Field(
+        False,
+        description="the GPU lowers its PCIe generation when idle (GeForce cards do): judge the generation by the "
+        "link's maximum instead of its current state",
+    )
+
+
+class NvLinkSpec(Strict):
+    active_links: Annotated[int, Field(ge=0, le=36)] = Field(description="NVLinks up per GPU (0: none expected)")
+    version: NvLinkVersion | None = Field(None, description="NVLink version, e.g. '4.0' (Hopper), '3.0' (Ampere)")
+    inactive_by_design: dict[GpuKey, list[Annotated[int, Field(ge=0, le=35)]]] = Field(
+        default_factory=dict, description="links allowed to be down, per GPU: {gpu3: [16, 17]}"
+    )
+
+
+class FabricSpec(Strict):
+    state: Literal["completed", "not_supported"] = Field(
+        description="NVSwitch fabric registration: 'completed' on NVSwitch systems"
+    )
+
+
+class LinkSpec(Strict):
+    """The link-type matrix, as a rule for all pairs, per pair, or pasted from `nvidia-smi topo -m`."""
+
+    all: LinkType | None = Field(None, description="link type of every GPU pair, e.g. NV18")
+    pairs: dict[PairKey, LinkType] = Field(default_factory=dict, description="per pair, overriding `all`")
+    matrix: str | None = Field(None, description="the GPU block of `nvidia-smi topo -m`, pasted as printed")
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix_parses(cls, text: str | None) -> str | None:
+        if text is not None:
+            try:
+                parse_link_matrix(text)
+            except MatrixParseError as exc:
+                raise ValueError(str(exc)) from None
+        return text
+
+
+class P2PCaps(Strict):
+    """Whether NVML must report each peer-to-peer capability as OK (true) or as not available (false)."""
+
+    read: bool | None = None
+    write: bool | None = None
+    nvlink: bool | None = None
+    atomics: bool | None = None
+
+    def stated(self) -> dict[str, bool]:
+        return {name: value for name, value in self.model_dump().items() if value is not None}
+
+
+class P2PSpec(Strict):
+    all: P2PCaps | None = Field(None, description="capabilities of every ordered GPU pair")
+    pairs: dict[PairKey, P2PCaps] = Field(default_factory=dict, description="per ordered pair, overriding `all`")
+
+
+class ProfileSpec(Strict):
+    schema_version: int = Field(alias="schema", description="profile format version; this release reads 1")
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] | None = None
+    description: str | None = None
+    extends: str | None = Field(None, description="a base profile: a path relative to this file, or a shipped name")
+    match: MatchRule | None = None
+    gpus: GpuSpec
+    software: SoftwareSpec | None = None
+    pcie: PcieSpec | None = None
+    nvlink: NvLinkSpec | None = None
+    fabric: FabricSpec | None = None
+    links: LinkSpec | None = None
+    p2p: P2PSpec | None = None
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_schema(cls, value: int) -> int:
+        if value != SCHEMA_VERSION:
+            raise ValueError(f"schema {value} is not known to this release: it reads schema {SCHEMA_VERSION}")
+        return value

@@ -1,0 +1,11 @@
+"""Peer-to-peer: what NVML reports for each ordered pair against the profile, and CUDA against NVML."""
+
+from gpuaccept.checks import p2p
+
+
+def test_p2p_capability(gpu_ordered_pair, profile, facts, verdict):
+    verdict(p2p.p2p_capability(profile, facts, gpu_ordered_pair))
+
+
+def test_p2p_cuda_agrees(gpu_ordered_pair, profile, facts, verdict):
+    verdict(p2p.p2p_cuda_agrees(profile, facts, gpu_ordered_pair))

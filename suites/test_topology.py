@@ -1,0 +1,27 @@
+"""Topology: each GPU's PCIe link and NVLinks, the NVSwitch fabric, and the link type of every pair."""
+
+from gpuaccept.checks import topology
+
+
+def test_pcie_generation(gpu, profile, facts, verdict):
+    verdict(topology.pcie_generation(profile, facts, gpu))
+
+
+def test_pcie_width(gpu, profile, facts, verdict):
+    verdict(topology.pcie_width(profile, facts, gpu))
+
+
+def test_nvlink_links(gpu, profile, facts, verdict):
+    verdict(topology.nvlink_links(profile, facts, gpu))
+
+
+def test_nvlink_version(gpu, profile, facts, verdict):
+    verdict(topology.nvlink_version(profile, facts, gpu))
+
+
+def test_fabric_state(gpu, profile, facts, verdict):
+    verdict(topology.fabric_state(profile, facts, gpu))
+
+
+def test_link_type(gpu_pair, profile, facts, verdict):
+    verdict(topology.link_type(profile, facts, gpu_pair))
