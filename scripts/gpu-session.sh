@@ -21,7 +21,7 @@ foundation)
   say "record"
   gpu-accept record -o "$OUT/facts-$tag.json" --nvml-log "$OUT/nvml-$tag.json" 2>&1 | tee -a "$log"
   say "run --profile auto"
-  gpu-accept run --reports /tmp/reports-auto -q 2> -q -p no:randomly 2>&11 | tail -25 | tee -a "$log"
+  gpu-accept run --reports /tmp/reports-auto -q 2>&1 | tail -25 | tee -a "$log"
   echo "exit code: ${PIPESTATUS[0]}" | tee -a "$log"
   cp /tmp/reports-auto/junit.xml "$OUT/junit-$tag.xml" 2>/dev/null
   gpus=$(nvidia-smi -L | wc -l)

@@ -40,7 +40,18 @@ _REASONS = {
 }
 
 # Environment a run depends on, kept with the facts so a replay knows what the machine was told.
-ENVIRONMENT_PREFIXES = ("CUDA_", "NCCL_", "NVIDIA_", "TORCH_", "NVSHMEM_", "SLURM_JOB", "OMP_NUM_THREADS")
+ENVIRONMENT_PREFIXES = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NCCL_",
+    "NVSHMEM_",
+    "TORCH_NCCL_",
+    "TORCH_SYMM_MEM_",
+    "NVIDIA_VISIBLE_DEVICES",
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NODELIST",
+    "OMP_NUM_THREADS",
+)
 
 
 def unavailable(error: NvmlCallError) -> Unavailable:
