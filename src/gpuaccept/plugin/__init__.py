@@ -15,7 +15,7 @@ from gpuaccept.facts import save_facts
 from gpuaccept.plugin.context import AUTO, RunContext
 from gpuaccept.plugin.junit import add_suite_properties
 from gpuaccept.plugin.parametrize import parametrize_from_profile
-from gpuaccept.plugin.verdicts import VerdictRecorder
+from gpuaccept.plugin.verdicts import VERDICTS_KEY, VerdictRecorder, failure_message
 
 CONTEXT_KEY = pytest.StashKey[RunContext]()
 WORKER_INPUT = "gpuaccept_context"
@@ -104,6 +104,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     context = metafunc.config.stash.get(CONTEXT_KEY, None)
     if context is not None:
         parametrize_from_profile(metafunc, context.profile)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    message = failure_message(item)
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if report.when == "call" and report.failed and message and crash is not None:
+        # the verdict's own line, without pytest's "Failed: " prefix, in the summary and in JUnit
+        crash.message = message
+    if report.when == "call" and report.skipped and isinstance(report.longrepr, tuple) and item.stash.get(VERDICTS_KEY, None):
+        # a verdict skips from inside the plugin: point the skip at the test, as skip marks do
+        path, line = item.reportinfo()[:2]
+        report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
+    return report
 
 
 @pytest.fixture(scope="session")

@@ -31,5 +31,16 @@ class VerdictRecorder:
         if verdict.outcome is Outcome.FAILED:
             pytest.fail(verdict.message, pytrace=False)
         if verdict.outcome is Outcome.ERROR:
-            pytest.fail(f"could not be established: {verdict.message}", pytrace=False)
+            pytest.fail(verdict.message, pytrace=False)
         return verdict
+
+
+def failure_message(item: pytest.Item) -> str:
+    """The lines of the verdicts that failed this test; '' where none did (a crash keeps its traceback)."""
+    lines = []
+    for verdict in item.stash.get(VERDICTS_KEY, []):
+        if verdict.outcome is Outcome.FAILED:
+            lines.append(verdict.message)
+        elif verdict.outcome is Outcome.ERROR:
+            lines.append(f"could not be established: {verdict.message}")
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""Shared helpers for the project's own tests: real recordings, and faults made from them."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Callable
+
+from gpuaccept.facts import Facts, load_facts, parse_facts
+from gpuaccept.facts.model import CudaFacts
+from gpuaccept.probe.collect import collect_facts
+from gpuaccept.probe.nvml import ReplayNvml
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+EXAMPLES = ROOT / "examples" / "facts"
+REFERENCE = ROOT.parent / "shared" / "reference" / "h200x4"  # present beside a checkout of the project
+
+
+def example_facts(name: str) -> Facts:
+    return load_facts(EXAMPLES / f"{name}.json")
+
+
+def nvml_replay(name: str) -> ReplayNvml:
+    return ReplayNvml.from_file(DATA / "nvml" / f"{name}.json")
+
+
+def cuda_seeing(replay: ReplayNvml, nvml_indices: list[int], peer: bool = True, visible: str | None = None) -> CudaFacts:
+    """CUDA facts as a process would see them with the given NVML GPUs visible, in that order."""
+    uuids = [replay.query("uuid", i).removeprefix("GPU-") for i in nvml_indices]
+    n = len(uuids)
+    return CudaFacts(
+        torch_version="2.11.0+cu130",
+        cuda_runtime="13.0",
+        device_count=n,
+        visible_devices=visible,
+        uuids=uuids,
+        peer_access=[[None if i == j else peer for j in range(n)] for i in range(n)],
+    )
+
+
+def probe_replay(replay: ReplayNvml, nvml_indices: list[int] | None = None, **cuda_options) -> Facts:
+    count = replay.query("device_count")
+    indices = list(range(count)) if nvml_indices is None else nvml_indices
+    environ = {} if cuda_options.get("visible") is None else {"CUDA_VISIBLE_DEVICES": cuda_options["visible"]}
+    return collect_facts(replay, cuda_seeing(replay, indices, **cuda_options), environ)
+
+
+def mutated(facts: Facts, change: Callable[[dict], None]) -> Facts:
+    """A copy of `facts` with `change` applied to its JSON form: how a fault is made from a real recording."""
+    data = facts.model_dump(mode="json")
+    change(data)
+    return parse_facts(json.dumps(data), "mutated facts")
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path

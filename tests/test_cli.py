@@ -1,0 +1,91 @@
+"""The `gpu-accept` command: exit codes that tell the truth, one-line errors, no tracebacks."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from gpuaccept.facts import save_facts
+from gpuaccept.profile import load_profile
+from tests.helpers import EXAMPLES, example_facts, mutated, write
+
+no_driver_here = pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA driver")
+
+
+def gpu_accept(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "gpuaccept", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_run_on_recorded_facts_passes_and_writes_junit(tmp_path):
+    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), "--reports", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "65 passed" in done.stdout
+    assert (tmp_path / "junit.xml").is_file()
+
+
+def test_run_exits_1_when_a_check_fails(tmp_path):
+    faulty = tmp_path / "faulty.json"
+    save_facts(mutated(example_facts("h200x4"), lambda d: d["gpus"][0].update(name="NVIDIA A100-SXM4-80GB")), faulty)
+    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(faulty), "--reports", str(tmp_path), "-q")
+    assert done.returncode == 1
+    assert "gpu0: model 'NVIDIA A100-SXM4-80GB', expected 'NVIDIA H200'" in done.stdout
+
+
+@no_driver_here
+def test_run_without_a_driver_says_so_in_one_line_and_exits_2(tmp_path):
+    done = gpu_accept("run", "--reports", str(tmp_path))
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "no NVIDIA driver found" in lines[0], done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+@no_driver_here
+def test_record_without_a_driver_says_so_in_one_line_and_exits_2(tmp_path):
+    done = gpu_accept("record", "-o", str(tmp_path / "facts.json"))
+    assert done.returncode == 2
+    assert done.stderr.startswith("gpu-accept: no NVIDIA driver found") and done.stderr.count("\n") == 1
+    assert not (tmp_path / "facts.json").exists()
+
+
+def test_unknown_profile_exits_2_in_one_line(tmp_path):
+    done = gpu_accept("run", "--profile", "h300-8", "--facts", str(EXAMPLES / "h200x4.json"), "--reports", str(tmp_path))
+    assert done.returncode == 2
+    assert "no profile named 'h300-8'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_profile_validate_reports_every_problem_and_exits_2(tmp_path):
+    good = write(tmp_path / "good.yaml", "schema: 1\ngpus: {count: 1, model: X}\n")
+    bad = write(tmp_path / "bad.yaml", "schema: 1\ngpus:\n  count: 0\n  model: X\n  ecc: on\n")
+    done = gpu_accept("profile", "validate", str(good), str(bad))
+    assert done.returncode == 2
+    assert done.stdout.strip() == f"ok: {good} (good)"
+    assert done.stderr.splitlines() == [
+        f"{bad}:3: gpus.count: Input should be greater than or equal to 1 (got 0)",
+        f"{bad}:5: gpus.ecc: Input should be 'enabled' or 'disabled' (got True)",
+    ]
+
+
+def test_profile_show_round_trips_to_the_same_profile(tmp_path):
+    done = gpu_accept("profile", "show", "rtx3090-4-nvlink-pairs")
+    assert done.returncode == 0
+    shown = tmp_path / "shown.yaml"
+    shown.write_text(done.stdout)
+    original = load_profile(EXAMPLES.parents[1] / "profiles" / "rtx3090-4-nvlink-pairs.yaml", [EXAMPLES.parents[1] / "profiles"])
+    again = load_profile(shown)
+    assert again.spec.model_dump(exclude={"extends"}) == original.spec.model_dump(exclude={"extends"})
+    assert "# GA102 whitepaper" in done.stdout  # provenance travels with the values
+
+
+def test_profile_list_names_every_shipped_profile():
+    done = gpu_accept("profile", "list")
+    assert done.returncode == 0
+    names = [line.split()[0] for line in done.stdout.splitlines()]
+    assert {"h200-4-nvswitch", "h200-2-nvswitch", "h200-1", "h100-1", "h100-8-nvswitch", "a100-8-nvswitch",
+            "rtx3090-2-nvlink", "rtx3090-4-nvlink-pairs", "rtx4090-2-pcie", "rtx4090-4-pcie"} <= set(names)
+
+
+def test_unknown_arguments_outside_run_are_usage_errors():
+    done = gpu_accept("profile", "list", "--bogus")
+    assert done.returncode == 2 and "unrecognized arguments: --bogus" in done.stderr

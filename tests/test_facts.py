@@ -1,0 +1,58 @@
+"""Facts files: an exact JSON round trip, and a clear one-line error for each kind of broken file."""
+
+import json
+
+import pytest
+
+from gpuaccept.errors import FactsError
+from gpuaccept.facts import dump_facts, load_facts, parse_facts
+from tests.helpers import EXAMPLES
+
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.json"))
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.stem for p in EXAMPLE_FILES])
+def test_recorded_facts_round_trip_exactly(path):
+    text = path.read_text()
+    facts = parse_facts(text, str(path))
+    again = dump_facts(facts)
+    assert again == text
+    assert parse_facts(again, "again") == facts
+
+
+def _broken(tmp_path, change):
+    data = json.loads((EXAMPLES / "h200x4.json").read_text())
+    change(data)
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda d: d["gpus"][2]["pcie"].update(width_current="16"), "gpus[2].pcie.width_current: Input should be a valid integer"),
+        (lambda d: d["gpus"][0].pop("uuid"), "gpus[0].uuid: required key is missing"),
+        (lambda d: d.update(facts_version=7), "facts_version: 7 is not a facts format this release reads"),
+        (lambda d: d["system"].update(colour="green"), "system.colour: Extra inputs are not permitted"),
+    ],
+)
+def test_broken_facts_name_the_file_and_key(tmp_path, change, expected):
+    path = _broken(tmp_path, change)
+    with pytest.raises(FactsError) as caught:
+        load_facts(path)
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"{path}: ") and expected in lines[0], lines[0]
+
+
+def test_truncated_json_gives_its_line(tmp_path):
+    path = tmp_path / "cut.json"
+    path.write_text((EXAMPLES / "h200x4.json").read_text()[:500])
+    with pytest.raises(FactsError, match=rf"{path}:\d+: invalid JSON"):
+        load_facts(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FactsError, match="cannot read facts: No such file"):
+        load_facts(tmp_path / "none.json")

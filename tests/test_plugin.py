@@ -1,0 +1,105 @@
+"""The pytest plugin end to end (pytester): the shipped suites against recorded facts, JUnit out."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from gpuaccept.facts import save_facts
+from gpuaccept.resources import shipped_dir
+from tests.helpers import EXAMPLES, example_facts, mutated
+
+SUITES = shipped_dir("suites")
+
+
+def run_suites(pytester, *args, subprocess=False):
+    junit = pytester.path / "junit.xml"
+    argv = [str(SUITES), "-c", str(SUITES / "pytest.ini"), "--rootdir", str(SUITES), "--junitxml", str(junit), *args]
+    result = pytester.runpytest_subprocess(*argv) if subprocess else pytester.runpytest(*argv)
+    return result, ET.parse(junit).getroot() if junit.exists() else None
+
+
+def properties(element):
+    return {p.get("name"): p.get("value") for p in element.findall("properties/property")}
+
+
+def cases_by_name(root):
+    return {case.get("name"): case for case in root.iter("testcase")}
+
+
+def test_recorded_h200x4_passes_its_profile_and_every_case_carries_its_numbers(pytester):
+    result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"))
+    result.assert_outcomes(passed=65)
+    assert result.ret == 0
+    cases = cases_by_name(root)
+    assert "test_link_type[gpu0-gpu1]" in cases and "test_p2p_capability[gpu3-gpu2]" in cases
+    memory = properties(cases["test_gpu_memory[gpu2]"])
+    assert memory["measured"] == "140.4" and memory["expected"] == ">= 140 GiB" and memory["unit"] == "GiB"
+    assert memory["profile"] == "h200-4-nvswitch" and memory["subject"] == "gpu2" and memory["outcome"] == "passed"
+    suite = properties(root.find("testsuite"))
+    assert suite["profile"] == "h200-4-nvswitch" and suite["gpu_model"] == "NVIDIA H200" and suite["gpu_count"] == "4"
+    assert suite["driver"] == "580.159.04" and suite["host"]
+
+
+def test_a_fault_fails_exactly_its_test_with_value_and_threshold_in_junit(pytester, tmp_path):
+    faulty = tmp_path / "x8.json"
+    save_facts(mutated(example_facts("h200x4"), lambda d: d["gpus"][2]["pcie"].update(width_current=8)), faulty)
+    result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(faulty))
+    result.assert_outcomes(passed=64, failed=1)
+    assert result.ret == 1
+    failure = cases_by_name(root)["test_pcie_width[gpu2]"].find("failure")
+    assert failure.get("message") == "gpu2: PCIe width 8 lanes < 16 lanes (link max x16) (profile h200-4-nvswitch)"
+    result.stdout.fnmatch_lines(["*_ test_pcie_width?gpu2? _*", "gpu2: PCIe width 8 lanes < 16 lanes (link max x16) (profile h200-4-nvswitch)"])
+
+
+def test_three_visible_gpus_against_the_four_gpu_profile(pytester, tmp_path):
+    from tests.test_checks import without_gpu3
+
+    three = tmp_path / "three.json"
+    save_facts(mutated(example_facts("h200x4"), without_gpu3), three)
+    result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(three))
+    failed = sorted(name for name, case in cases_by_name(root).items() if case.find("failure") is not None)
+    assert "test_gpu_count" in failed
+    assert all(name == "test_gpu_count" or "gpu3" in name for name in failed)
+    assert {"test_link_type[gpu0-gpu3]", "test_p2p_capability[gpu3-gpu0]", "test_gpu_model[gpu3]"} <= set(failed)
+    assert result.ret == 1
+
+
+def test_auto_profile_from_facts(pytester):
+    result, root = run_suites(pytester, "--profile", "auto", "--facts", str(EXAMPLES / "h100x1.json"))
+    assert properties(root.find("testsuite"))["profile"] == "h100-1"
+    result.assert_outcomes(passed=10, skipped=4)
+    result.stdout.fnmatch_lines(["*profile h100-1 expects 1 GPU: no GPU pairs to test*"])
+
+
+def test_suite_properties_survive_xdist(pytester):
+    pytest.importorskip("xdist")
+    result, root = run_suites(
+        pytester, "-n", "2", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), subprocess=True
+    )
+    assert result.ret == 0
+    suite = properties(root.find("testsuite"))
+    assert suite["profile"] == "h200-4-nvswitch" and suite["host"]
+    assert properties(cases_by_name(root)["test_link_type[gpu1-gpu2]"])["measured"] == "NV18"
+
+
+def test_a_bad_profile_is_a_usage_error_in_one_line(pytester, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("schema: 1\ngpus:\n  count: 2\n  model: X\n  colour: red\n")
+    result, _ = run_suites(pytester, "--profile", str(bad), "--facts", str(EXAMPLES / "h200x4.json"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert errors == [f"ERROR: gpu-accept: {bad}:5: gpus.colour: unknown key; known keys here: count, model, memory_min_gib, ecc"]
+
+
+def test_the_plugin_is_inert_without_its_options(pytester):
+    pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "gpu-accept:" not in result.stdout.str()
+
+
+def test_facts_out_saves_what_was_evaluated(pytester, tmp_path):
+    out = tmp_path / "saved.json"
+    run_suites(pytester, "--facts", str(EXAMPLES / "h200x1.json"), "--facts-out", str(out))
+    assert json.loads(out.read_text())["gpus"][0]["name"] == "NVIDIA H200"

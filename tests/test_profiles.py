@@ -1,0 +1,223 @@
+"""Profiles: every shipped one is valid and says where its numbers come from; bad ones are
+rejected with one line per problem, naming file, line and key."""
+
+import json
+import re
+
+import pytest
+
+from gpuaccept.cli import profile_json_schema
+from gpuaccept.errors import ProfileError, ProfileNotFound
+from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
+from gpuaccept.resources import shipped_dir
+from tests.helpers import write
+
+PROFILES = shipped_dir("profiles")
+SHIPPED = sorted(PROFILES.glob("*.yaml"))
+BASES = sorted((PROFILES / "bases").glob("*.yaml"))
+# keys that describe the profile rather than the machine: no provenance needed
+DESCRIPTIVE = {"schema", "name", "description", "extends", "match"}
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_shipped_profile_loads(path):
+    profile = load_profile(path, [PROFILES])
+    assert profile.name == path.stem
+    assert profile.spec.match is not None, "every shipped profile can be picked by --profile auto"
+    assert len(profile.sha256) == 64
+
+
+@pytest.mark.parametrize("path", BASES, ids=[p.stem for p in BASES])
+def test_shipped_base_is_a_valid_partial_profile(path):
+    check_base_profile(path, [PROFILES])
+
+
+def _leaves(data, path=()):
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from _leaves(value, path + (key,))
+    else:
+        yield path
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_every_expectation_says_where_it_came_from(path):
+    profile = load_profile(path, [PROFILES])
+    data = profile.spec.model_dump(by_alias=True, exclude_none=True, exclude_unset=True)
+    missing = []
+    for leaf in _leaves(data):
+        if leaf[0] in DESCRIPTIVE:
+            continue
+        dotted = [".".join(leaf[:n]) for n in range(len(leaf), 0, -1)]
+        if not any(profile.where(key) for key in dotted):
+            missing.append(".".join(leaf))
+    assert not missing, f"{path.name}: no provenance comment for {missing}"
+
+
+def test_no_two_shipped_profiles_claim_the_same_machine():
+    profiles = ProfileCatalog.with_shipped().load_all()
+    claims = {}
+    for profile in profiles:
+        for model in profile.spec.match.gpu_model:
+            key = (model, profile.spec.match.gpu_count)
+            assert key not in claims, f"{profile.name} and {claims[key]} both match {key}"
+            claims[key] = profile.name
+
+
+def test_published_json_schema_is_current():
+    published = json.loads((PROFILES / "profile.schema.json").read_text())
+    assert published == profile_json_schema(), "run: gpu-accept profile schema > profiles/profile.schema.json"
+
+
+def test_shipped_profiles_satisfy_the_published_json_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    import yaml
+
+    schema = json.loads((PROFILES / "profile.schema.json").read_text())
+    for path in SHIPPED:
+        profile = load_profile(path, [PROFILES])
+        document = profile.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+        jsonschema.validate(document, schema)
+        assert yaml.safe_load(path.read_text())  # and they are plain YAML to other tools
+
+
+def test_extends_merges_mappings_and_null_removes(tmp_path):
+    write(tmp_path / "bases" / "b.yaml", """
+        schema: 1
+        gpus: {model: "X*", memory_min_gib: 10, ecc: enabled}
+        links: {all: NV4}
+    """)
+    child = write(tmp_path / "c.yaml", """
+        schema: 1
+        extends: bases/b
+        gpus: {count: 2, memory_min_gib: 20}
+        links: null
+    """)
+    profile = load_profile(child)
+    assert profile.spec.gpus.memory_min_gib == 20
+    assert profile.spec.gpus.ecc == "enabled"
+    assert profile.spec.gpus.count == 2
+    assert profile.spec.links is None
+
+
+def test_pasted_matrix_and_pair_rules_give_the_expected_link_of_each_pair():
+    pairs = ProfileCatalog.with_shipped().load("rtx3090-4-nvlink-pairs")
+    assert pairs.expected_link(0, 1) == "NV4" and pairs.expected_link(1, 2) == "SYS"
+    server = ProfileCatalog.with_shipped().load("rtx4090-4-pcie")
+    assert server.expected_link(1, 0) == "NODE" and server.expected_link(0, 3) == "SYS"
+
+
+def test_auto_selection_picks_by_model_and_count_and_lists_candidates_when_none_fits():
+    catalog = ProfileCatalog.with_shipped()
+    assert catalog.auto_select("NVIDIA H200", 4).name == "h200-4-nvswitch"
+    assert catalog.auto_select("NVIDIA H200", 2).name == "h200-2-nvswitch"
+    with pytest.raises(ProfileNotFound, match=r"no profile matches this machine \(3x NVIDIA H200\).*h200-4-nvswitch \(4x NVIDIA H200\)"):
+        catalog.auto_select("NVIDIA H200", 3)
+
+
+def test_auto_selection_refuses_to_choose_between_two_matches(tmp_path):
+    write(tmp_path / "mine.yaml", """
+        schema: 1
+        match: {gpu_model: "NVIDIA H200", gpu_count: 4}
+        gpus: {count: 4, model: "NVIDIA H200"}
+    """)
+    catalog = ProfileCatalog.with_shipped([tmp_path])
+    with pytest.raises(ProfileNotFound, match=r"several profiles match .*h200-4-nvswitch .*, mine \("):
+        catalog.auto_select("NVIDIA H200", 4)
+
+
+def test_unknown_profile_name_lists_the_known_ones():
+    with pytest.raises(ProfileNotFound, match="no profile named 'h300'; known profiles: a100-8-nvswitch, "):
+        ProfileCatalog.with_shipped().resolve("h300")
+
+
+# ---- malformed profiles: each gives its own one-line error ----------------------------------
+
+MINIMAL = 'schema: 1\ngpus:\n  count: 4\n  model: "NVIDIA H200"\n'
+
+MALFORMED = {
+    "unknown-top-key": (MINIMAL + "gpuz: 1\n", 5, "gpuz", "unknown key (did you mean 'gpus'?)"),
+    "unknown-nested-key": (MINIMAL + "  memory_gib: 140\n", 5, "gpus.memory_gib", "did you mean 'memory_min_gib'?"),
+    "duplicate-key": (MINIMAL + "  count: 8\n", 5, "gpus.count", "duplicate key (first given on line 3)"),
+    "text-for-number": ('schema: 1\ngpus:\n  count: four\n  model: "X"\n', 3, "gpus.count", "valid integer"),
+    "bool-for-number": ('schema: 1\ngpus:\n  count: true\n  model: "X"\n', 3, "gpus.count", "valid integer"),
+    "zero-gpus": ('schema: 1\ngpus:\n  count: 0\n  model: "X"\n', 3, "gpus.count", "greater than or equal to 1"),
+    "odd-pcie-width": (MINIMAL + "pcie:\n  width: 12\n", 6, "pcie.width", "Input should be 1, 2, 4, 8, 16 or 32"),
+    "pcie-generation-9": (MINIMAL + "pcie:\n  generation: 9\n", 6, "pcie.generation", "less than or equal to 7"),
+    "yaml-on-is-a-bool": (MINIMAL + "  ecc: on\n", 5, "gpus.ecc", "'enabled' or 'disabled'"),
+    "bad-link-type": (MINIMAL + "links:\n  all: NV\n", 6, "links.all", "should match pattern"),
+    "bad-pair-key": (MINIMAL + "links:\n  pairs:\n    0-1: NV4\n", 7, "links.pairs.0-1", "a GPU pair is written gpuN-gpuM"),
+    "pair-out-of-range": (MINIMAL + "links:\n  pairs:\n    gpu7-gpu0: NV4\n", 7, "links.pairs.gpu7-gpu0", "gpu7 is out of range: the profile has 4 GPU(s)"),
+    "matrix-wrong-size": (MINIMAL + "links:\n  matrix: |\n    GPU0 GPU1\n    GPU0 X NV4\n    GPU1 NV4 X\n", 6, "links.matrix", "the matrix has 2 GPUs but gpus.count is 4"),
+    "matrix-asymmetric": (
+        'schema: 1\ngpus:\n  count: 2\n  model: "X"\nlinks:\n  matrix: |\n    GPU0 GPU1\n    GPU0 X NV4\n    GPU1 SYS X\n',
+        6,
+        "links.matrix",
+        "GPU1 to GPU0 reads SYS but GPU0 to GPU1 reads NV4",
+    ),
+    "missing-base": ("schema: 1\nextends: bases/nothing\n" + MINIMAL[10:], 2, "extends", "base profile 'bases/nothing' not found"),
+    "missing-required": ('schema: 1\ngpus:\n  model: "X"\n', 2, "gpus.count", "required key is missing"),
+    "yaml-syntax": (MINIMAL + "links: {all: NV4\n", 6, "", "invalid YAML"),
+    "unknown-schema": (MINIMAL.replace("schema: 1", "schema: 2"), 1, "schema", "schema 2 is not known to this release"),
+    "unquoted-version": (MINIMAL + "software:\n  driver_min: 570.10\n", 6, "software.driver_min", "quote version numbers ('570.1')"),
+    "match-contradicts-count": (MINIMAL + "match:\n  gpu_model: X\n  gpu_count: 8\n", 7, "match.gpu_count", "8 contradicts gpus.count 4"),
+    "empty-file": ("", 1, "", "the file is empty"),
+    "list-at-top": ("- gpus\n", 1, "", "expected a mapping of profile keys"),
+    "negative-memory": (MINIMAL + "  memory_min_gib: -1\n", 5, "gpus.memory_min_gib", "greater than 0"),
+    "inactive-link-gpu-out-of-range": (
+        MINIMAL + "nvlink:\n  active_links: 18\n  inactive_by_design:\n    gpu9: [1]\n",
+        8,
+        "nvlink.inactive_by_design.gpu9",
+        "gpu9 is out of range",
+    ),
+    "p2p-pair-with-itself": (MINIMAL + "p2p:\n  pairs:\n    gpu1-gpu1: {read: true}\n", 7, "p2p.pairs.gpu1-gpu1", "not paired with itself"),
+}
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_malformed_profile_gives_one_located_line(tmp_path, name):
+    text, line, key, message = MALFORMED[name]
+    path = write(tmp_path / f"{name}.yaml", text) if text else tmp_path / f"{name}.yaml"
+    if not text:
+        path.write_text("")
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 1, lines
+    expected = f"{path}:{line}: " + (f"{key}: " if key else "")
+    assert lines[0].startswith(expected), lines[0]
+    assert message in lines[0], lines[0]
+
+
+def test_circular_extends_is_named(tmp_path):
+    write(tmp_path / "a.yaml", "schema: 1\nextends: b\n")
+    write(tmp_path / "b.yaml", "schema: 1\nextends: a\n")
+    with pytest.raises(ProfileError, match=r"b.yaml:2: extends: circular extends: .*a.yaml -> .*b.yaml -> .*a.yaml"):
+        load_profile(tmp_path / "a.yaml")
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    path = write(tmp_path / "many.yaml", """
+        schema: 1
+        gpus:
+          count: many
+          model: "X"
+          colour: green
+        pcie:
+          width: 3
+    """)
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    lines = str(caught.value).splitlines()
+    assert [re.match(r".*:(\d+): ([\w.]+):", line).groups() for line in lines] == [
+        ("3", "gpus.count"),
+        ("5", "gpus.colour"),
+        ("7", "pcie.width"),
+    ]
+
+
+def test_an_error_in_a_base_names_the_base_file_and_its_line(tmp_path):
+    write(tmp_path / "bases" / "b.yaml", "schema: 1\ngpus:\n  model: X\n  ecc: maybe\n")
+    child = write(tmp_path / "c.yaml", "schema: 1\nextends: bases/b\ngpus:\n  count: 2\n")
+    with pytest.raises(ProfileError, match=r"bases/b.yaml:4: gpus.ecc: "):
+        load_profile(child)
