@@ -117,6 +117,134 @@ class SystemFacts(Record):
     nvml_gpu_count: int  # every GPU NVML sees, under test or not
 
 
+class StepFailure(Record):
+    """A measurement that did not produce a number, and why."""
+
+    step: str  # "all_reduce 1 GiB"
+    reason: Literal["timeout", "crashed", "not_run", "unsupported", "error"]
+    message: str
+
+
+class CollectiveResult(Record):
+    collective: str
+    size_bytes: int  # S as nccl-tests prints it
+    nominal_size: str  # the size the profile asked for: the test id ("1GiB")
+    dtype: str
+    ranks: int
+    warmup: int
+    iterations: int
+    time_us: float  # one operation, the slowest rank's mean over the timed iterations
+    algbw_GBps: float
+    busbw_GBps: float
+    wrong: int  # elements differing from the expected result in the validation run
+
+
+class CollectiveSweep(Record):
+    backend: str
+    nccl_version: str | None
+    torch_version: str
+    ranks: int
+    environment: dict[str, str]  # NCCL_* and friends, as the workers saw them
+    wall_s: float
+    results: list[CollectiveResult]
+    failures: list[StepFailure] = Field(default_factory=list)
+
+    def result(self, collective: str, nominal_size: str) -> CollectiveResult | None:
+        return next((r for r in self.results if r.collective == collective and r.nominal_size == nominal_size), None)
+
+
+class PairResult(Record):
+    gpus: tuple[int, int]
+    size_bytes: int
+    iterations: int
+    time_us: float  # one exchange in both directions, the slower of the two ranks
+    busbw_GBps: float  # bytes one way per second: what each direction carried
+    wrong: int
+    round: int  # pairs of one round ran at the same time
+
+
+class PairSweep(Record):
+    backend: str
+    concurrent: bool
+    wall_s: float
+    results: list[PairResult]
+    failures: list[StepFailure] = Field(default_factory=list)
+
+    def result(self, a: int, b: int) -> PairResult | None:
+        key = (min(a, b), max(a, b))
+        return next((r for r in self.results if tuple(r.gpus) == key), None)
+
+
+class CopyResult(Record):
+    what: Literal["p2p", "p2p_bidirectional", "local", "host_to_device", "device_to_host"]
+    gpus: tuple[int, ...]  # (src, dst) for p2p; (gpu,) otherwise
+    size_bytes: int
+    iterations: int
+    GBps: float  # bytes moved per second; bidirectional counts both directions, local counts bytes once
+    wrong: int
+
+
+class CopySweep(Record):
+    wall_s: float
+    results: list[CopyResult]
+    failures: list[StepFailure] = Field(default_factory=list)
+
+    def result(self, what: str, gpus: tuple[int, ...]) -> CopyResult | None:
+        return next((r for r in self.results if r.what == what and tuple(r.gpus) == tuple(gpus)), None)
+
+
+class DdpResult(Record):
+    world: int
+    batch: int  # per GPU, per micro-step
+    accumulation: int  # micro-steps per optimizer step; DDP synchronizes on the last
+    step_s: float  # one optimizer step, the slowest rank's mean
+    no_sync_step_s: float | None  # the same step without gradient synchronization
+    samples_per_s_per_gpu: float
+    tokens_per_s_per_gpu: float
+    parameters: int
+
+    @property
+    def case(self) -> str:
+        return ddp_case(self.world, self.batch, self.accumulation)
+
+
+def ddp_case(world: int, batch: int, accumulation: int = 1) -> str:
+    """The test id of a DDP setting: 4gpu-bs8, 4gpu-bs2-acc4."""
+    return f"{world}gpu-bs{batch}" + (f"-acc{accumulation}" if accumulation != 1 else "")
+
+
+def parse_ddp_case(case: str) -> tuple[int, int, int]:
+    """'4gpu-bs2-acc4' -> (4, 2, 4): world, batch, accumulation."""
+    world, _, rest = case.partition("gpu-bs")
+    batch, _, accumulation = rest.partition("-acc")
+    return int(world), int(batch), int(accumulation or 1)
+
+
+class DdpSweep(Record):
+    backend: str
+    model: dict[str, int]  # layers, d_model, heads, vocab, seq_len
+    parameters: int
+    dtype: str
+    warmup_steps: int
+    steps: int
+    p2p_disabled: bool  # the NVLink A/B's other arm: NCCL_P2P_DISABLE=1
+    environment: dict[str, str]
+    wall_s: float
+    results: list[DdpResult]
+    failures: list[StepFailure] = Field(default_factory=list)
+
+    def result(self, world: int, batch: int, accumulation: int = 1) -> DdpResult | None:
+        return next((r for r in self.results if (r.world, r.batch, r.accumulation) == (world, batch, accumulation)), None)
+
+
+class Measurements(Record):
+    collectives: CollectiveSweep | None = None
+    pairwise: PairSweep | None = None
+    copies: CopySweep | None = None
+    ddp: DdpSweep | None = None
+    ddp_without_p2p: DdpSweep | None = None
+
+
 class Facts(Record):
     facts_version: Literal[1] = FACTS_VERSION
     recorded_at: str  # ISO 8601, UTC
@@ -127,6 +255,7 @@ class Facts(Record):
     links: list[LinkFacts] = Field(default_factory=list)
     p2p: list[P2PFacts] = Field(default_factory=list)
     environment: dict[str, str] = Field(default_factory=dict)  # CUDA_*, NCCL_* ... as the probe saw them
+    measurements: Measurements = Field(default_factory=Measurements)
 
     @property
     def gpu_count(self) -> int:

@@ -6,6 +6,8 @@ Loaded in every pytest run of the environment (entry point `pytest11`), it stays
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,11 +16,14 @@ from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import save_facts
 from gpuaccept.plugin.context import AUTO, RunContext
 from gpuaccept.plugin.junit import add_suite_properties
+from gpuaccept.plugin.measurements import MeasurementStore, merge, terminal_line
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.verdicts import VERDICTS_KEY, VerdictRecorder, failure_message
 
 CONTEXT_KEY = pytest.StashKey[RunContext]()
+STORE_KEY = pytest.StashKey[MeasurementStore]()
 WORKER_INPUT = "gpuaccept_context"
+WORKER_STORE = "gpuaccept_store"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,16 +59,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and WORKER_INPUT in workerinput:
-        config.stash[CONTEXT_KEY] = RunContext.from_json(workerinput[WORKER_INPUT])
+        context = RunContext.from_json(workerinput[WORKER_INPUT])
+        config.stash[CONTEXT_KEY] = context
+        config.stash[STORE_KEY] = MeasurementStore(Path(workerinput[WORKER_STORE]), live=context.live)
         return
     profile = config.getoption("gpuaccept_profile")
     facts_file = config.getoption("gpuaccept_facts")
     if profile is None and facts_file is None:
         return  # not a gpu-accept run
     try:
-        config.stash[CONTEXT_KEY] = RunContext.build(profile or AUTO, facts_file, config.getoption("gpuaccept_profile_dirs"))
+        context = RunContext.build(profile or AUTO, facts_file, config.getoption("gpuaccept_profile_dirs"))
     except GpuAcceptError as error:
         raise pytest.UsageError(f"gpu-accept: {error}") from None
+    config.stash[CONTEXT_KEY] = context
+    folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
+    config.stash[STORE_KEY] = MeasurementStore(folder, live=context.live, say=terminal_line(config))
 
 
 def context_of(config: pytest.Config) -> RunContext:
@@ -79,6 +89,7 @@ def pytest_configure_node(node) -> None:
     context = node.config.stash.get(CONTEXT_KEY, None)
     if context is not None:
         node.workerinput[WORKER_INPUT] = context.to_json()
+        node.workerinput[WORKER_STORE] = str(node.config.stash[STORE_KEY].folder)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -95,9 +106,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     context = config.stash.get(CONTEXT_KEY, None)
+    if context is None or hasattr(config, "workerinput"):
+        return
+    store = config.stash[STORE_KEY]
     target = config.getoption("gpuaccept_facts_out")
-    if context is not None and target and not hasattr(config, "workerinput"):
-        save_facts(context.facts, Path(target))
+    if target:
+        save_facts(merge(context.facts, store.collected()) if context.live else context.facts, Path(target))
+    shutil.rmtree(store.folder, ignore_errors=True)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -131,6 +146,27 @@ def profile(request: pytest.FixtureRequest):
 def facts(request: pytest.FixtureRequest):
     """The facts of the machine under test (probed once per session, or replayed from a file)."""
     return context_of(request.config).facts
+
+
+@pytest.fixture(scope="session")
+def facts_with_nccl(request: pytest.FixtureRequest):
+    """The facts with the NCCL stage's collective sweep and pairwise exchange (measured on first use)."""
+    context = context_of(request.config)
+    return request.config.stash[STORE_KEY].with_stage("nccl", context.facts, context.profile)
+
+
+@pytest.fixture(scope="session")
+def facts_with_copies(request: pytest.FixtureRequest):
+    """The facts with the copy stage's bandwidths (measured on first use)."""
+    context = context_of(request.config)
+    return request.config.stash[STORE_KEY].with_stage("copies", context.facts, context.profile)
+
+
+@pytest.fixture(scope="session")
+def facts_with_ddp(request: pytest.FixtureRequest):
+    """The facts with the DDP stage's scaling sweep, and its P2P A/B where asked (measured on first use)."""
+    context = context_of(request.config)
+    return request.config.stash[STORE_KEY].with_stage("ddp", context.facts, context.profile)
 
 
 @pytest.fixture

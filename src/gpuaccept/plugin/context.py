@@ -35,6 +35,11 @@ class RunContext:
             profile = catalog.auto_select(facts.gpus[0].name, facts.gpu_count)
         return cls(profile, facts, facts_file or "live", tuple(str(f) for f in catalog.folders))
 
+    @property
+    def live(self) -> bool:
+        """Whether this run probes and measures the machine it runs on (not replayed facts)."""
+        return self.facts_source == "live"
+
     def to_json(self) -> str:
         return json.dumps(
             {

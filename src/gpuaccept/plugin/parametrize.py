@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from gpuaccept.checks.ddp import ddp_cases
+from gpuaccept.checks.fabric import busbw_cases, case_id
 from gpuaccept.profile import Profile
 from gpuaccept.topology import pair_key
 
@@ -18,6 +20,8 @@ def parametrize_from_profile(metafunc: pytest.Metafunc, profile: Profile) -> Non
         "gpu": (list(range(profile.gpu_count)), lambda g: f"gpu{g}", "no GPUs"),
         "gpu_pair": (profile.gpu_pairs(), lambda p: pair_key(*p), "no GPU pairs"),
         "gpu_ordered_pair": (profile.ordered_gpu_pairs(), lambda p: pair_key(*p), "no GPU pairs"),
+        "busbw_case": (busbw_cases(profile), lambda c: case_id(*c), "no collective bandwidth floors"),
+        "ddp_case": (ddp_cases(profile), str, "no DDP settings"),
     }
     for name, (values, make_id, nothing) in families.items():
         if name not in metafunc.fixturenames:
@@ -25,5 +29,5 @@ def parametrize_from_profile(metafunc: pytest.Metafunc, profile: Profile) -> Non
         if values:
             metafunc.parametrize(name, values, ids=[make_id(v) for v in values])
         else:
-            reason = f"profile {profile.name} expects {profile.gpu_count} GPU: {nothing} to test"
+            reason = f"profile {profile.name} has {nothing} to test ({profile.gpu_count} GPU(s))"
             metafunc.parametrize(name, [pytest.param(None, marks=pytest.mark.skip(reason=reason))], ids=["none"])

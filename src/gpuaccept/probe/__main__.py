@@ -2,11 +2,15 @@
 
 Run as a child of the suite so that a hung driver call can be killed, and so that CUDA is never
 initialized in the pytest process itself.
+
+Test hook: GPUACCEPT_NVML_REPLAY=<recording> answers NVML queries from a recording made with
+`gpu-accept record --nvml-log` instead of the driver, so the whole live path runs on CPU machines.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from gpuaccept.errors import GpuAcceptError, NoDriverError
@@ -14,7 +18,9 @@ from gpuaccept.facts import dump_facts
 from gpuaccept.probe import EXIT_NO_DRIVER
 from gpuaccept.probe.collect import collect_facts
 from gpuaccept.probe.cuda import probe_cuda
-from gpuaccept.probe.nvml import LiveNvml, RecordingNvml
+from gpuaccept.probe.nvml import LiveNvml, RecordingNvml, ReplayNvml
+
+NVML_REPLAY = "GPUACCEPT_NVML_REPLAY"
 
 
 EXIT_PROBE_FAILED = 3
@@ -25,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nvml-log", help="also save every NVML answer here, for replay in tests")
     args = parser.parse_args(argv)
     try:
-        nvml = LiveNvml()
+        replay = os.environ.get(NVML_REPLAY)
+        nvml = ReplayNvml.from_file(replay) if replay else LiveNvml()
         recorder = RecordingNvml(nvml) if args.nvml_log else None
         try:
             facts = collect_facts(recorder or nvml, probe_cuda())

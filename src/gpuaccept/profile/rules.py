@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpuaccept.facts.model import parse_ddp_case
+from gpuaccept.measure.sizes import format_size, parse_size
 from gpuaccept.profile.source import KeyPath
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.topology import parse_link_matrix, parse_pair_key
@@ -27,6 +29,8 @@ def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
     if spec.p2p is not None:
         yield from _pair_problems(("p2p", "pairs"), spec.p2p.pairs, count, ordered=True)
 
+    yield from _measurement_problems(spec)
+
     nvlink = spec.nvlink
     if nvlink is not None:
         for key, link_ids in nvlink.inactive_by_design.items():
@@ -36,6 +40,49 @@ def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
                 yield where, f"{key} is out of range: the profile has {count} GPU(s), gpu0 to gpu{count - 1}"
             if len(set(link_ids)) != len(link_ids):
                 yield where, "a link is listed twice"
+
+
+def _measurement_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
+    count = spec.gpus.count
+    for section in ("nccl", "pairwise"):
+        if getattr(spec, section) is not None and count < 2:
+            yield (section,), f"needs at least 2 GPUs; the profile has {count}"
+    copies = spec.copies
+    if copies is not None and count < 2:
+        for key in ("p2p_min", "p2p_bidirectional_min"):
+            if getattr(copies, key) is not None:
+                yield ("copies", key), f"peer copies need at least 2 GPUs; the profile has {count}"
+    if spec.ddp is not None:
+        yield from _ddp_problems(spec)
+    if spec.nccl is not None:
+        for collective, sizes in spec.nccl.busbw.items():
+            seen: dict[int, str] = {}
+            for text in sizes:
+                size = parse_size(text)
+                if size in seen:
+                    yield ("nccl", "busbw", collective, text), f"the same size as {seen[size]} ({format_size(size)})"
+                seen[size] = text
+
+
+def _ddp_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
+    ddp = spec.ddp
+    worlds = ddp.world_sizes
+    if 1 not in worlds:
+        yield ("ddp", "world_sizes"), "must include 1: efficiency is measured against one GPU"
+    if max(worlds) > spec.gpus.count:
+        yield ("ddp", "world_sizes"), f"{max(worlds)} GPUs asked for; the profile has {spec.gpus.count}"
+    for table in ("min_efficiency", "max_exposed_comm", "nvlink_ab"):
+        for case in getattr(ddp, table):
+            world, batch, accumulation = parse_ddp_case(case)
+            where = ("ddp", table, case)
+            if world not in worlds:
+                yield where, f"{world} GPUs is not among world_sizes {worlds}"
+            elif world < 2:
+                yield where, "needs at least 2 GPUs: one GPU has nothing to synchronize"
+            if batch not in ddp.batches:
+                yield where, f"batch {batch} is not among batches {ddp.batches}"
+            if accumulation not in ddp.accumulation:
+                yield where, f"accumulation {accumulation} is not among accumulation {ddp.accumulation}"
 
 
 def _pair_problems(where: KeyPath, pairs: dict, count: int, ordered: bool) -> Iterator[tuple[KeyPath, str]]:

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
 
+from gpuaccept.measure.sizes import SIZE_PATTERN
 from gpuaccept.topology import LINK_TYPE_PATTERN, PAIR_KEY_PATTERN, MatrixParseError, parse_link_matrix
 
 SCHEMA_VERSION = 1
@@ -124,6 +125,93 @@ class P2PSpec(Strict):
     pairs: dict[PairKey, P2PCaps] = Field(default_factory=dict, description="per ordered pair, overriding `all`")
 
 
+SizeText = Annotated[str, StringConstraints(pattern=SIZE_PATTERN)]
+GBps = Annotated[float, Field(gt=0)]
+Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
+MeasureDtype = Literal["bfloat16", "float16", "float32"]
+
+
+class NcclSpec(Strict):
+    """Collective bus bandwidth, as nccl-tests defines it: a floor per collective and size."""
+
+    dtype: MeasureDtype = "bfloat16"
+    warmup: Annotated[int, Field(ge=0, le=1000)] = 5
+    iterations: Annotated[int, Field(ge=1, le=10000)] = 20
+    timeout_s: Annotated[float, Field(gt=0)] = Field(60.0, description="time limit of one collective at one size")
+    busbw: dict[Collective, dict[SizeText, GBps]] = Field(
+        description="minimum bus bandwidth in GB/s, per collective and size: {all_reduce: {1GiB: 330}}"
+    )
+
+
+class PairwiseSpec(Strict):
+    """Send/receive bandwidth between every GPU pair, to name a single weak link or GPU."""
+
+    size: SizeText = "256MiB"
+    dtype: MeasureDtype = "bfloat16"
+    warmup: Annotated[int, Field(ge=0)] = 3
+    iterations: Annotated[int, Field(ge=1)] = 10
+    timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    concurrent: bool = Field(
+        description="run disjoint pairs at the same time (switch systems, where pairs share nothing); "
+        "false on PCIe trees, where pairs share uplinks"
+    )
+    min_busbw: GBps = Field(description="minimum GB/s each way, per pair")
+
+
+class CopySpec(Strict):
+    """Copy-engine bandwidth: GPU to GPU, within a GPU, and between pinned host memory and each GPU."""
+
+    size: SizeText = "1GiB"
+    warmup: Annotated[int, Field(ge=0)] = 2
+    iterations: Annotated[int, Field(ge=1)] = 10
+    timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    p2p_min: GBps | None = Field(None, description="GB/s per ordered pair, one direction")
+    p2p_bidirectional_min: GBps | None = Field(None, description="GB/s per pair, both directions together")
+    local_min: GBps | None = Field(None, description="GB/s of a copy within one GPU, bytes counted once")
+    host_to_device_min: GBps | None = Field(None, description="GB/s from pinned host memory, per GPU")
+    device_to_host_min: GBps | None = Field(None, description="GB/s to pinned host memory, per GPU")
+
+
+DdpCase = Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]*gpu-bs[1-9][0-9]*(-acc[1-9][0-9]*)?$")]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+
+
+class GptDims(Strict):
+    layers: Annotated[int, Field(ge=1, le=200)]
+    d_model: Annotated[int, Field(ge=8, le=16384)]
+    heads: Annotated[int, Field(ge=1, le=256)]
+    vocab: Annotated[int, Field(ge=2, le=1_000_000)] = 50304
+    seq_len: Annotated[int, Field(ge=2, le=65536)] = 1024
+
+
+class DdpSpec(Strict):
+    """Data-parallel training scaling: E(N) = throughput(N) / (N x throughput(1)) per setting.
+
+    Settings are named like their test ids: `4gpu-bs8` (4 GPUs, batch 8 per GPU), `4gpu-bs2-acc4`
+    (batch 2, four micro-steps per optimizer step)."""
+
+    model: Literal["tiny", "gpt2-small", "gpt2-medium", "gpt2-large"] | GptDims = Field(
+        description="a GPT-2-style model: a preset name or its dimensions"
+    )
+    seq_len: Annotated[int, Field(ge=2, le=65536)] | None = Field(None, description="override the preset's sequence length")
+    dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    world_sizes: list[Annotated[int, Field(ge=1, le=1024)]] = Field(description="GPU counts to train on; 1 is the baseline")
+    batches: list[Annotated[int, Field(ge=1)]] = Field(description="samples per GPU per micro-step")
+    accumulation: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1], description="micro-steps per optimizer step")
+    warmup_steps: Annotated[int, Field(ge=0)] = 3
+    steps: Annotated[int, Field(ge=1)] = 10
+    timeout_s: Annotated[float, Field(gt=0)] = Field(180.0, description="time limit of training on one world size")
+    min_efficiency: dict[DdpCase, Annotated[float, Field(gt=0, le=1.5)]] = Field(
+        default_factory=dict, description="minimum scaling efficiency per setting: {4gpu-bs8: 0.85}"
+    )
+    max_exposed_comm: dict[DdpCase, Fraction] = Field(
+        default_factory=dict, description="largest share of a step spent in communication compute did not hide"
+    )
+    nvlink_ab: dict[DdpCase, GBps] = Field(
+        default_factory=dict, description="minimum throughput ratio with P2P over without (NCCL_P2P_DISABLE=1)"
+    )
+
+
 class ProfileSpec(Strict):
     schema_version: int = Field(alias="schema", description="profile format version; this release reads 1")
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] | None = None
@@ -137,6 +225,10 @@ class ProfileSpec(Strict):
     fabric: FabricSpec | None = None
     links: LinkSpec | None = None
     p2p: P2PSpec | None = None
+    nccl: NcclSpec | None = None
+    pairwise: PairwiseSpec | None = None
+    copies: CopySpec | None = None
+    ddp: DdpSpec | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
 

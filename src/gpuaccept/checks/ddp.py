@@ -1,0 +1,110 @@
+"""DDP checks: scaling efficiency, exposed communication, and the NVLink A/B, per setting."""
+
+from __future__ import annotations
+
+from gpuaccept.checks.verdict import AtLeast, AtMost, Judge, Verdict
+from gpuaccept.facts.model import DdpSweep, Facts, StepFailure, parse_ddp_case
+from gpuaccept.profile.model import Profile
+
+NO_SWEEP = "the facts hold no DDP sweep{what} (record them with `gpu-accept record --measure --profile {profile}`)"
+
+
+def ddp_cases(profile: Profile) -> list[str]:
+    """Every setting with a threshold, in profile order: one test id each per kind of check."""
+    ddp = profile.spec.ddp
+    if ddp is None:
+        return []
+    cases: list[str] = []
+    for table in (ddp.min_efficiency, ddp.max_exposed_comm, ddp.nvlink_ab):
+        cases += [case for case in table if case not in cases]
+    return cases
+
+
+def _failure(sweep: DdpSweep, world: int) -> StepFailure | None:
+    label = f"DDP on {world} GPU{'s' if world > 1 else ''}"
+    return next((f for f in sweep.failures if f.step == label), None)
+
+
+def _throughput(judge: Judge, sweep: DdpSweep | None, case: str, world: int, batch: int, accumulation: int, criterion, profile: str):
+    """The result of one setting, or the verdict that says why there is none."""
+    if sweep is None:
+        return judge.error(case, NO_SWEEP.format(what="", profile=profile), criterion)
+    failure = _failure(sweep, world)
+    if failure:
+        return judge.failed(case, failure.message, None, criterion, context={"reason": failure.reason})
+    result = sweep.result(world, batch, accumulation)
+    if result is None:
+        return judge.error(case, f"no result for {world} GPU(s), batch {batch}, accumulation {accumulation}", criterion)
+    return result
+
+
+def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
+    judge = Judge("ddp_scaling", profile.name)
+    minimum = profile.spec.ddp.min_efficiency.get(case) if profile.spec.ddp else None
+    if minimum is None:
+        return judge.not_applicable(case, "the profile sets no scaling efficiency for this setting")
+    criterion = AtLeast(minimum)
+    world, batch, accumulation = parse_ddp_case(case)
+    sweep = facts.measurements.ddp
+    many = _throughput(judge, sweep, case, world, batch, accumulation, criterion, profile.name)
+    if isinstance(many, Verdict):
+        return many
+    one = _throughput(judge, sweep, case, 1, batch, accumulation, criterion, profile.name)
+    if isinstance(one, Verdict):
+        return one
+    efficiency = many.samples_per_s_per_gpu / one.samples_per_s_per_gpu
+    note = (
+        f"{many.samples_per_s_per_gpu:.1f} samples/s per GPU on {world} GPUs, {one.samples_per_s_per_gpu:.1f} on 1; "
+        f"{many.parameters / 1e6:.0f}M parameters, {sweep.dtype}"
+    )
+    context = {
+        "samples_per_s_per_gpu": round(many.samples_per_s_per_gpu, 2),
+        "baseline_samples_per_s": round(one.samples_per_s_per_gpu, 2),
+        "tokens_per_s_per_gpu": round(many.tokens_per_s_per_gpu, 1),
+        "step_s": round(many.step_s, 5),
+    }
+    return judge(case, "scaling efficiency", round(efficiency, 4), criterion, note=note, context=context)
+
+
+def exposed_communication(profile: Profile, facts: Facts, case: str) -> Verdict:
+    judge = Judge("ddp_exposed_comm", profile.name)
+    maximum = profile.spec.ddp.max_exposed_comm.get(case) if profile.spec.ddp else None
+    if maximum is None:
+        return judge.not_applicable(case, "the profile sets no exposed-communication limit for this setting")
+    criterion = AtMost(maximum)
+    world, batch, accumulation = parse_ddp_case(case)
+    result = _throughput(judge, facts.measurements.ddp, case, world, batch, accumulation, criterion, profile.name)
+    if isinstance(result, Verdict):
+        return result
+    if result.no_sync_step_s is None:
+        return judge.error(case, "the sweep did not time steps without gradient synchronization", criterion)
+    exposed = max(0.0, (result.step_s - result.no_sync_step_s) / result.step_s)
+    note = f"step {result.step_s * 1e3:.1f} ms, {result.no_sync_step_s * 1e3:.1f} ms without gradient all-reduce"
+    return judge(case, "exposed communication", round(exposed, 4), criterion, note=note)
+
+
+def nvlink_speedup(profile: Profile, facts: Facts, case: str) -> Verdict:
+    judge = Judge("ddp_nvlink_speedup", profile.name)
+    minimum = profile.spec.ddp.nvlink_ab.get(case) if profile.spec.ddp else None
+    if minimum is None:
+        return judge.not_applicable(case, "the profile sets no NVLink A/B for this setting")
+    p2p = profile.expected_p2p(0, 1)
+    if p2p is not None and p2p.read is False:
+        return judge.not_applicable(case, "the profile says P2P is not supported: there is no P2P path to compare")
+    criterion = AtLeast(minimum, "x")
+    world, batch, accumulation = parse_ddp_case(case)
+    with_p2p = _throughput(judge, facts.measurements.ddp, case, world, batch, accumulation, criterion, profile.name)
+    if isinstance(with_p2p, Verdict):
+        return with_p2p
+    without_sweep = facts.measurements.ddp_without_p2p
+    if without_sweep is None:
+        return judge.error(case, NO_SWEEP.format(what=" without P2P", profile=profile.name), criterion)
+    without = _throughput(judge, without_sweep, case, world, batch, accumulation, criterion, profile.name)
+    if isinstance(without, Verdict):
+        return without
+    ratio = with_p2p.samples_per_s_per_gpu / without.samples_per_s_per_gpu
+    note = (
+        f"{with_p2p.samples_per_s_per_gpu:.1f} samples/s per GPU with P2P, "
+        f"{without.samples_per_s_per_gpu:.1f} with NCCL_P2P_DISABLE=1"
+    )
+    return judge(case, "P2P speedup", round(ratio, 3), criterion, note=note)

@@ -1,0 +1,151 @@
+"""Fabric checks: collective bus bandwidth and correctness, pairwise bandwidth, copy bandwidth.
+
+Each bandwidth is judged against the profile's floor and reported with its share of the physical
+peak. A measurement that hung or crashed fails its test with the step named; one missing from
+replayed facts is an error, never a pass.
+"""
+
+from __future__ import annotations
+
+from gpuaccept.checks.inventory import gpu_name
+from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
+from gpuaccept.checks.verdict import AtLeast, Equals, Judge, Verdict
+from gpuaccept.facts.model import Facts, StepFailure
+from gpuaccept.measure.plan import human_size
+from gpuaccept.measure.sizes import format_size, parse_size
+from gpuaccept.profile.model import Profile
+from gpuaccept.topology import pair_key
+
+NO_MEASUREMENT = "the facts hold no {what} (record them with `gpu-accept record --measure --profile {profile}`)"
+
+
+def busbw_cases(profile: Profile) -> list[tuple[str, str]]:
+    """(collective, size as the profile wrote it), in profile order: one test each."""
+    nccl = profile.spec.nccl
+    if nccl is None:
+        return []
+    return [(collective, size) for collective, sizes in nccl.busbw.items() for size in sizes]
+
+
+def case_id(collective: str, size: str) -> str:
+    return f"{collective}-{format_size(parse_size(size))}"
+
+
+def _failure(failures: list[StepFailure], label: str) -> StepFailure | None:
+    return next((f for f in failures if f.step == label), None)
+
+
+def _with_peak(measured: float, peak: Peak | None) -> tuple[str, dict]:
+    if peak is None:
+        return "", {}
+    share = peak.share(measured)
+    return f"{share:.0f}% of {peak.GBps:.1f} GB/s {peak.what} peak", {"peak_GBps": round(peak.GBps, 2), "percent_of_peak": round(share, 1)}
+
+
+def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
+    collective, size_text = case
+    judge = Judge("busbw", profile.name)
+    nominal = format_size(parse_size(size_text))
+    label = f"{collective} {human_size(parse_size(size_text))}"
+    criterion = AtLeast(profile.spec.nccl.busbw[collective][size_text], "GB/s")
+    sweep = facts.measurements.collectives
+    if sweep is None:
+        return judge.error(label, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
+    failure = _failure(sweep.failures, label)
+    if failure:
+        return judge.failed(label, failure.message, None, criterion, context={"reason": failure.reason})
+    result = sweep.result(collective, nominal)
+    if result is None:
+        return judge.error(label, "no result for this collective and size in the sweep", criterion)
+    note, context = _with_peak(result.busbw_GBps, collective_peak(facts))
+    context.update(algbw_GBps=round(result.algbw_GBps, 2), time_us=round(result.time_us, 1), ranks=result.ranks, size_bytes=result.size_bytes)
+    note = "; ".join(part for part in (note, f"algbw {result.algbw_GBps:.1f} GB/s, {result.time_us:.0f} us, {result.ranks} ranks") if part)
+    return judge(label, "busbw", round(result.busbw_GBps, 2), criterion, note=note, context=context)
+
+
+def collective_correct(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
+    collective, size_text = case
+    judge = Judge("collective_correct", profile.name)
+    nominal = format_size(parse_size(size_text))
+    label = f"{collective} {human_size(parse_size(size_text))}"
+    criterion = Equals(0, "wrong elements")
+    sweep = facts.measurements.collectives
+    if sweep is None:
+        return judge.error(label, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
+    failure = _failure(sweep.failures, label)
+    if failure:
+        return judge.failed(label, failure.message, None, criterion, context={"reason": failure.reason})
+    result = sweep.result(collective, nominal)
+    if result is None:
+        return judge.error(label, "no result for this collective and size in the sweep", criterion)
+    return judge(label, "result check:", result.wrong, criterion, note=f"{result.dtype}, {result.ranks} ranks")
+
+
+def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    judge = Judge("pair_busbw", profile.name)
+    subject = pair_key(*pair)
+    spec = profile.spec.pairwise
+    if spec is None:
+        return judge.not_applicable(subject, "the profile sets no pairwise bandwidth")
+    criterion = AtLeast(spec.min_busbw, "GB/s")
+    sweep = facts.measurements.pairwise
+    if sweep is None:
+        return judge.error(subject, NO_MEASUREMENT.format(what="pairwise sweep", profile=profile.name), criterion)
+    if sweep.failures:
+        return judge.failed(subject, sweep.failures[0].message, None, criterion, context={"reason": sweep.failures[0].reason})
+    result = sweep.result(*pair)
+    if result is None:
+        return judge.failed(subject, f"pair not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)
+    if result.wrong:
+        return judge.failed(subject, f"{result.wrong} elements arrived wrong in the send/receive check", result.busbw_GBps, criterion)
+    note, context = _with_peak(result.busbw_GBps, pair_peak(facts, *pair))
+    how = "concurrently with the other pairs of its round" if sweep.concurrent else "alone"
+    note = "; ".join(part for part in (note, f"each way, {human_size(result.size_bytes)}, {how}") if part)
+    context.update(time_us=round(result.time_us, 1), round=result.round)
+    return judge(subject, "send/receive", round(result.busbw_GBps, 2), criterion, note=note, context=context)
+
+
+def _copy_verdict(check: str, profile: Profile, facts: Facts, what: str, gpus: tuple[int, ...], floor_key: str, peak: Peak | None) -> Verdict:
+    judge = Judge(check, profile.name)
+    subject = pair_key(*gpus) if len(gpus) == 2 else gpu_name(gpus[0])
+    copies = profile.spec.copies
+    floor = getattr(copies, floor_key) if copies else None
+    if floor is None:
+        return judge.not_applicable(subject, f"the profile sets no copies.{floor_key}")
+    criterion = AtLeast(floor, "GB/s")
+    sweep = facts.measurements.copies
+    if sweep is None:
+        return judge.error(subject, NO_MEASUREMENT.format(what="copy bandwidth", profile=profile.name), criterion)
+    if sweep.failures:
+        return judge.failed(subject, sweep.failures[0].message, None, criterion, context={"reason": sweep.failures[0].reason})
+    result = sweep.result(what, gpus)
+    if result is None:
+        return judge.failed(subject, f"not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)
+    if result.wrong:
+        return judge.failed(subject, f"{result.wrong} bytes differ from the source after the copy", result.GBps, criterion)
+    note, context = _with_peak(result.GBps, peak)
+    return judge(subject, what.replace("_", " "), round(result.GBps, 2), criterion, note=note, context=context)
+
+
+def p2p_copy(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    return _copy_verdict("p2p_copy", profile, facts, "p2p", pair, "p2p_min", pair_peak(facts, *pair))
+
+
+def p2p_copy_bidirectional(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    peak = pair_peak(facts, *pair)
+    both_ways = Peak(2 * peak.GBps, f"{peak.what}, both ways") if peak else None
+    return _copy_verdict("p2p_copy_bidirectional", profile, facts, "p2p_bidirectional", pair, "p2p_bidirectional_min", both_ways)
+
+
+def local_copy(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    return _copy_verdict("local_copy", profile, facts, "local", (gpu,), "local_min", None)
+
+
+def host_to_device(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    found = facts.gpu(gpu)
+    return _copy_verdict("host_to_device", profile, facts, "host_to_device", (gpu,), "host_to_device_min", pcie_peak(found) if found else None)
+
+
+def device_to_host(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    found = facts.gpu(gpu)
+    return _copy_verdict("device_to_host", profile, facts, "device_to_host", (gpu,), "device_to_host_min", pcie_peak(found) if found else None)

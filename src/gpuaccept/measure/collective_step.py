@@ -1,0 +1,151 @@
+"""One collective at one size: warm up, time, then check the result as nccl-tests' #wrong does.
+
+Timing: a barrier, then CUDA events around `iterations` back-to-back operations on the rank's
+stream (a host clock under gloo, whose operations are synchronous); the time of one operation is
+the slowest rank's mean, as one nccl-tests process driving every GPU sees it.
+
+Validation: a separate, untimed operation on inputs whose exact result is known. The values are
+small integers (at most 256, and every partial sum too) so that bf16 sums are exact and any
+difference is a real error, not rounding. The output is poisoned with NaN first, so an element
+nobody wrote counts as wrong.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gpuaccept.measure.collectives import bandwidths, buffers
+from gpuaccept.measure.plan import CollectiveStep
+from gpuaccept.measure.timing import slowest_rank_seconds, time_operation
+
+EXACT_LIMIT = 256  # bf16 holds every integer up to 256
+# Test hook: GPUACCEPT_INJECT_WRONG="<step label>" corrupts one element of the last rank's result
+INJECT_WRONG = "GPUACCEPT_INJECT_WRONG"
+
+
+def measure_collective(step: CollectiveStep, me) -> dict:
+    import torch
+
+    dtype = getattr(torch, step.dtype)
+    shape = buffers(step.collective, step.size_bytes, me.world, step.dtype)
+    inputs = torch.empty(shape.input_elements, dtype=dtype, device=me.device)
+    in_place = step.collective in ("all_reduce", "broadcast")
+    outputs = inputs if in_place else torch.empty(shape.output_elements, dtype=dtype, device=me.device)
+    operation = _operation(step.collective, inputs, outputs)
+
+    _fill(step.collective, inputs, me)  # time real data, never zeros
+    for _ in range(step.warmup):
+        operation()
+    seconds = slowest_rank_seconds(time_operation(operation, step.iterations, me), me)
+
+    _fill(step.collective, inputs, me)
+    if not in_place:
+        outputs.fill_(float("nan"))
+    elif step.collective == "broadcast" and me.rank != 0:
+        outputs.fill_(float("nan"))
+    operation()
+    if os.environ.get(INJECT_WRONG) == step.label and me.rank == me.world - 1:
+        outputs[0] += 1  # the injected fault: one element of the result is off
+    wrong = _count_wrong(step.collective, outputs, shape, me)
+
+    algbw, busbw = bandwidths(step.collective, shape.size_bytes, seconds, me.world)
+    return {
+        "collective": step.collective,
+        "size_bytes": shape.size_bytes,
+        "dtype": step.dtype,
+        "ranks": me.world,
+        "warmup": step.warmup,
+        "iterations": step.iterations,
+        "time_us": seconds * 1e6,
+        "algbw_GBps": algbw,
+        "busbw_GBps": busbw,
+        "wrong": wrong,
+    }
+
+
+def _operation(collective: str, inputs, outputs):
+    import torch.distributed as dist
+
+    # torch 2.13 renames the tensor forms to *_single; older releases have only the old names
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    operations = {
+        "all_reduce": lambda: dist.all_reduce(inputs),
+        "broadcast": lambda: dist.broadcast(inputs, src=0),
+        "all_gather": lambda: gather(outputs, inputs),
+        "reduce_scatter": lambda: scatter(outputs, inputs),
+        "alltoall": lambda: dist.all_to_all_single(outputs, inputs),
+    }
+    return operations[collective]
+
+
+def _pattern(length: int, device, dtype):
+    """1, 2, ... 7, 1, 2, ...: position-dependent, so misplaced data is caught."""
+    import torch
+
+    return (torch.arange(length, device=device) % 7 + 1).to(dtype)
+
+
+def _reduce_scale(rank: int, ranks: int) -> int:
+    """A per-rank factor for reductions that keeps every partial sum exact (<= 256)."""
+    if 7 * ranks * (ranks + 1) // 2 <= EXACT_LIMIT:
+        return rank + 1
+    return 1
+
+
+def _alltoall_code(source: int, destination: int, ranks: int) -> int:
+    return (source * ranks + destination) % 31 + 1  # times at most 7: at most 217
+
+
+def _fill(collective: str, inputs, me) -> None:
+    n = inputs.numel()
+    if collective in ("all_reduce", "reduce_scatter"):
+        inputs.copy_(_pattern(n, me.device, inputs.dtype) * _reduce_scale(me.rank, me.world))
+        if 7 * me.world > EXACT_LIMIT:
+            inputs.fill_(1)
+    elif collective == "broadcast":
+        inputs.copy_(_pattern(n, me.device, inputs.dtype) * (1 if me.rank == 0 else 3))
+    elif collective == "all_gather":
+        inputs.copy_(_pattern(n, me.device, inputs.dtype) * (me.rank % 8 + 1))
+    elif collective == "alltoall":
+        chunk = n // me.world
+        base = _pattern(chunk, me.device, inputs.dtype)
+        for destination in range(me.world):
+            inputs[destination * chunk : (destination + 1) * chunk] = base * _alltoall_code(me.rank, destination, me.world)
+
+
+def _expected(collective: str, outputs, shape, me):
+    import torch
+
+    n = outputs.numel()
+    device, dtype = me.device, outputs.dtype
+    if collective == "all_reduce":
+        if 7 * me.world > EXACT_LIMIT:
+            return torch.full((n,), float(me.world), device=device, dtype=dtype)
+        total = sum(_reduce_scale(r, me.world) for r in range(me.world))
+        return _pattern(n, device, dtype) * total
+    if collective == "broadcast":
+        return _pattern(n, device, dtype)
+    if collective == "reduce_scatter":
+        chunk = shape.output_elements
+        if 7 * me.world > EXACT_LIMIT:
+            return torch.full((n,), float(me.world), device=device, dtype=dtype)
+        total = sum(_reduce_scale(r, me.world) for r in range(me.world))
+        positions = torch.arange(me.rank * chunk, (me.rank + 1) * chunk, device=device)
+        return (positions % 7 + 1).to(dtype) * total
+    chunk = n // me.world
+    base = _pattern(chunk, device, dtype)
+    if collective == "all_gather":
+        return torch.cat([base * (source % 8 + 1) for source in range(me.world)])
+    if collective == "alltoall":
+        return torch.cat([base * _alltoall_code(source, me.rank, me.world) for source in range(me.world)])
+    raise ValueError(collective)
+
+
+def _count_wrong(collective: str, outputs, shape, me) -> int:
+    import torch
+    import torch.distributed as dist
+
+    wrong = (outputs != _expected(collective, outputs, shape, me)).sum().to(torch.int64).reshape(1)
+    dist.all_reduce(wrong)
+    return int(wrong.item())

@@ -1,0 +1,107 @@
+"""Copy-engine bandwidth, in one process that sees every GPU.
+
+- p2p: one GPU's buffer copied into another's (cudaMemcpyPeer through torch), per ordered pair;
+- p2p_bidirectional: both directions of a pair at once, bytes of both directions counted;
+- local: a copy within one GPU, bytes counted once;
+- host_to_device / device_to_host: pinned host memory to and from each GPU: the PCIe link under
+  load, which catches a link that trained down (x8, Gen3) while idle readings looked right.
+
+Each copy is checked: the destination must equal the source afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gpuaccept.measure.plan import CopyStep
+
+
+def measure_copies(step: CopyStep, me) -> list[dict]:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("copy bandwidth needs CUDA devices")
+    gpus = torch.cuda.device_count()
+    size = step.size_bytes
+    sources = [_random_bytes(size, torch.device("cuda", g)) for g in range(gpus)]
+    targets = [torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", g)) for g in range(gpus)]
+    results = []
+
+    def differ(destination, source) -> int:
+        return int((destination != source.to(destination.device)).sum().item())
+
+    def record(what: str, devices: tuple[int, ...], copies: list, moved: int, check) -> None:
+        for _ in range(step.warmup):
+            _run(copies, devices)
+        seconds = _timed(copies, devices, step.iterations)
+        wrong = check()  # after the copies: the destination must hold the source
+        results.append(
+            {"what": what, "gpus": list(devices), "size_bytes": size, "iterations": step.iterations, "GBps": moved / seconds / 1e9, "wrong": wrong}
+        )
+
+    if "local" in step.what:
+        for g in range(gpus):
+            record("local", (g,), [lambda g=g: targets[g].copy_(sources[g])], size, lambda g=g: differ(targets[g], sources[g]))
+    if "host_to_device" in step.what or "device_to_host" in step.what:
+        host = _random_bytes(size, torch.device("cpu")).pin_memory()
+        landing = torch.empty(size, dtype=torch.uint8).pin_memory()
+        for g in range(gpus):
+            if "host_to_device" in step.what:
+                record("host_to_device", (g,), [lambda g=g: targets[g].copy_(host, non_blocking=True)], size, lambda g=g: differ(targets[g], host))
+            if "device_to_host" in step.what:
+                record("device_to_host", (g,), [lambda g=g: landing.copy_(sources[g], non_blocking=True)], size, lambda g=g: differ(sources[g], landing))
+    if "p2p" in step.what:
+        for a in range(gpus):
+            for b in range(gpus):
+                if a != b:
+                    copy = [lambda a=a, b=b: targets[b].copy_(sources[a], non_blocking=True)]
+                    record("p2p", (a, b), copy, size, lambda a=a, b=b: differ(targets[b], sources[a]))
+    if "p2p_bidirectional" in step.what:
+        streams = [torch.cuda.Stream(device=torch.device("cuda", g)) for g in range(gpus)]
+        for a in range(gpus):
+            for b in range(a + 1, gpus):
+                both = [
+                    lambda a=a, b=b: _on_stream(streams[a], lambda: targets[b].copy_(sources[a], non_blocking=True)),
+                    lambda a=a, b=b: _on_stream(streams[b], lambda: targets[a].copy_(sources[b], non_blocking=True)),
+                ]
+                check = lambda a=a, b=b: differ(targets[b], sources[a]) + differ(targets[a], sources[b])  # noqa: E731
+                record("p2p_bidirectional", (a, b), both, 2 * size, check)
+    return results
+
+
+def _random_bytes(size: int, device):
+    import torch
+
+    return torch.randint(0, 256, (size,), dtype=torch.uint8, device=device)
+
+
+def _on_stream(stream, work) -> None:
+    import torch
+
+    with torch.cuda.stream(stream):
+        work()
+
+
+def _run(copies: list, devices: tuple[int, ...]) -> None:
+    for copy in copies:
+        copy()
+    _synchronize(devices)
+
+
+def _timed(copies: list, devices: tuple[int, ...], iterations: int) -> float:
+    # a host clock between full synchronizations: a copy between two GPUs runs on one device's
+    # stream and is awaited on the other's, so no single pair of events brackets it
+    _synchronize(devices)
+    began = time.perf_counter()
+    for _ in range(iterations):
+        for copy in copies:
+            copy()
+    _synchronize(devices)
+    return (time.perf_counter() - began) / iterations
+
+
+def _synchronize(devices: tuple[int, ...]) -> None:
+    import torch
+
+    for device in devices:
+        torch.cuda.synchronize(device)

@@ -1,0 +1,203 @@
+"""Starting measurement workers on this node, and never waiting on them forever.
+
+One worker process per rank, each in its own process group. A watchdog reads rank 0's progress:
+a step that runs past its time limit, or a rank that dies, ends the whole attempt (every group is
+killed, so nothing is left holding a GPU), and the step is named in the failure. The steps after
+it run in a fresh set of workers, up to `max_restarts` times: one hung size does not cost the
+others their numbers, a machine that hangs at every step does not cost hours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from gpuaccept.measure.plan import Plan
+from gpuaccept.measure.worker import ERROR_MARK
+
+POLL_S = 0.1
+
+
+@dataclass
+class Failure:
+    step: str
+    reason: str  # timeout | crashed | not_run
+    message: str
+
+
+@dataclass
+class Outcome:
+    ready: dict | None = None  # the workers' report of backend, versions and environment
+    results: dict[int, Any] = field(default_factory=dict)  # step index -> what the step returned
+    failures: dict[int, Failure] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+EventCallback = Callable[[dict], None]
+
+
+def run_plan(
+    plan: Plan, ranks: int, *, env: dict[str, str] | None = None, on_event: EventCallback | None = None, max_restarts: int = 2
+) -> Outcome:
+    outcome = Outcome()
+    began = time.monotonic()
+    remaining = list(range(len(plan.steps)))
+    restarts = 0
+    while remaining:
+        attempt_plan = plan.model_copy(update={"steps": [plan.steps[i] for i in remaining]})
+        attempt = _attempt(attempt_plan, ranks, env, on_event)
+        outcome.ready = outcome.ready or attempt.ready
+        for local, result in attempt.results.items():
+            outcome.results[remaining[local]] = result
+        if not attempt.failures:
+            break
+        (local, failure), = attempt.failures.items()
+        if local is None:
+            # the workers failed outside any step (start-up, between steps): every step still
+            # without a number carries that failure; a retry would meet it again
+            for position, index in enumerate(remaining):
+                if position not in attempt.results:
+                    outcome.failures[index] = Failure(plan.steps[index].label, failure.reason, failure.message)
+            break
+        outcome.failures[remaining[local]] = failure
+        remaining = remaining[local + 1 :]
+        restarts += 1
+        if remaining and restarts > max_restarts:
+            for index in remaining:
+                outcome.failures[index] = Failure(
+                    plan.steps[index].label, "not_run", f"not run: {restarts} earlier steps of this stage failed ({failure.message})"
+                )
+            break
+    outcome.wall_s = time.monotonic() - began
+    return outcome
+
+
+@dataclass
+class _Attempt:
+    ready: dict | None = None
+    results: dict[int, Any] = field(default_factory=dict)
+    failures: dict[int | None, Failure] = field(default_factory=dict)
+
+
+def _attempt(plan: Plan, ranks: int, env: dict[str, str] | None, on_event: EventCallback | None) -> _Attempt:
+    workdir = Path(tempfile.mkdtemp(prefix="gpuaccept-measure-"))
+    attempt = _Attempt()
+    processes: list[subprocess.Popen] = []
+    try:
+        (workdir / "plan.json").write_text(plan.model_dump_json(), encoding="utf-8")
+        base = dict(os.environ if env is None else env)
+        base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks))
+        for rank in range(ranks):
+            rank_env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
+            log = open(workdir / f"rank{rank}.log", "w", encoding="utf-8")
+            command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", str(workdir / "plan.json"), "--out", str(workdir)]
+            processes.append(
+                subprocess.Popen(command, env=rank_env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            )
+            log.close()
+        _watch(plan, processes, workdir, attempt, on_event)
+    finally:
+        for process in processes:
+            _kill_group(process)
+        for process in processes:
+            process.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return attempt
+
+
+def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: EventCallback | None) -> None:
+    progress = _ProgressReader(workdir / "progress.jsonl")
+    began = time.monotonic()
+    current: tuple[int, str, float, float] | None = None  # step index, label, when it started, its limit
+    last_event = began
+    finished = False
+    while True:
+        for event in progress.read():
+            last_event = time.monotonic()
+            kind = event.get("event")
+            if kind == "ready":
+                attempt.ready = event
+            elif kind == "start":
+                current = (event["step"], event["label"], last_event, event["timeout_s"])
+            elif kind == "result":
+                attempt.results[event["step"]] = event["result"]
+                current = None
+            elif kind == "done":
+                finished = True
+            if on_event:
+                on_event(event)
+        codes = [process.poll() for process in processes]
+        if finished and all(code is not None for code in codes):
+            return  # every result was delivered; an untidy exit after that changes no number
+        now = time.monotonic()
+        if any(code not in (None, 0) for code in codes) or (all(code == 0 for code in codes) and not finished):
+            step, label = (current[0], current[1]) if current else (None, "start-up" if attempt.ready is None else "between steps")
+            attempt.failures[step] = Failure(label, "crashed", f"{label}: {_crash_message(workdir, codes)}")
+            return
+        if current is not None and now - current[2] > current[3]:
+            attempt.failures[current[0]] = Failure(current[1], "timeout", f"{current[1]} did not finish within {current[3]:.0f} s")
+            return
+        if current is None and not finished:
+            waiting_for_start = attempt.ready is None
+            limit = plan.startup_timeout_s if waiting_for_start else max(step.timeout_s for step in plan.steps)
+            if now - last_event > limit:
+                what = "start-up (process group and NCCL initialization)" if waiting_for_start else "the workers between steps"
+                attempt.failures[None] = Failure(what, "timeout", f"{what} did not finish within {limit:.0f} s")
+                return
+        time.sleep(POLL_S)
+
+
+class _ProgressReader:
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.partial = ""
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                handle.seek(self.offset)
+                text = handle.read()
+                self.offset = handle.tell()
+        except FileNotFoundError:
+            return []
+        text = self.partial + text
+        lines = text.split("\n")
+        self.partial = lines.pop()  # an unfinished last line waits for the rest
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def _crash_message(workdir: Path, codes: list[int | None]) -> str:
+    for rank, code in enumerate(codes):
+        if code in (None, 0):
+            continue
+        text = (workdir / f"rank{rank}.log").read_text(encoding="utf-8", errors="replace")
+        marked = [line for line in text.splitlines() if line.startswith(ERROR_MARK)]
+        if marked:
+            return marked[-1].removeprefix(ERROR_MARK).strip()
+        lines = [line for line in text.splitlines() if line.strip()]
+        return f"rank {rank} exited with code {code}" + (f": {lines[-1].strip()}" if lines else "")
+    return "a worker exited before finishing its steps"
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

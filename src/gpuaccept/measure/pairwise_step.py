@@ -1,0 +1,89 @@
+"""Bandwidth between every GPU pair, to name the one weak link or GPU a collective only averages.
+
+Each pair exchanges a buffer both ways at once (NCCL send/receive, like nccl-tests' sendrecv on
+two GPUs); busbw is the bytes one way per second. On switch systems disjoint pairs run at once,
+in the N-1 rounds of a round-robin schedule; on PCIe trees, where pairs share uplinks and would
+slow each other, one pair at a time.
+"""
+
+from __future__ import annotations
+
+from gpuaccept.measure.collectives import DTYPE_BYTES
+from gpuaccept.measure.plan import PairwiseStep
+from gpuaccept.measure.timing import time_operation
+
+
+def round_robin(ranks: int) -> list[list[tuple[int, int]]]:
+    """Rounds of disjoint pairs covering every pair once (the circle method)."""
+    players = list(range(ranks)) + ([None] if ranks % 2 else [])
+    rounds = []
+    for _ in range(len(players) - 1):
+        half = len(players) // 2
+        pairs = [(players[i], players[-1 - i]) for i in range(half)]
+        rounds.append(sorted((min(a, b), max(a, b)) for a, b in pairs if a is not None and b is not None))
+        players = [players[0], players[-1]] + players[1:-1]
+    return rounds
+
+
+def schedule(ranks: int, concurrent: bool) -> list[list[tuple[int, int]]]:
+    if concurrent:
+        return round_robin(ranks)
+    return [[(a, b)] for a in range(ranks) for b in range(a + 1, ranks)]
+
+
+def _code(source: int, destination: int) -> int:
+    return (source * 8 + destination) % 31 + 1
+
+
+def measure_pairs(step: PairwiseStep, me) -> list[dict]:
+    import torch
+    import torch.distributed as dist
+
+    dtype = getattr(torch, step.dtype)
+    count = step.size_bytes // DTYPE_BYTES[step.dtype]
+    pattern = (torch.arange(count, device=me.device) % 7 + 1).to(dtype)
+    send = torch.empty(count, dtype=dtype, device=me.device)
+    receive = torch.empty(count, dtype=dtype, device=me.device)
+    rounds = schedule(me.world, step.concurrent)
+    all_pairs = [pair for pairs in rounds for pair in pairs]
+    times = torch.zeros(len(all_pairs), dtype=torch.float64, device=me.device)
+    wrong = torch.zeros(len(all_pairs), dtype=torch.int64, device=me.device)
+
+    def exchange(peer: int) -> None:
+        requests = dist.batch_isend_irecv([dist.P2POp(dist.isend, send, peer), dist.P2POp(dist.irecv, receive, peer)])
+        for request in requests:
+            request.wait()
+
+    for pairs in rounds:
+        mine = next((pair for pair in pairs if me.rank in pair), None)
+        if mine is None:
+            dist.barrier()  # the timing barrier the others pass through
+            continue
+        peer = mine[1] if mine[0] == me.rank else mine[0]
+        index = all_pairs.index(mine)
+        send.copy_(pattern * _code(me.rank, peer))
+        for _ in range(step.warmup):
+            exchange(peer)
+        times[index] = time_operation(lambda: exchange(peer), step.iterations, me)
+        receive.fill_(float("nan"))
+        exchange(peer)
+        wrong[index] = (receive != pattern * _code(peer, me.rank)).sum()
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    dist.all_reduce(wrong)
+    results = []
+    for round_index, pairs in enumerate(rounds):
+        for pair in pairs:
+            index = all_pairs.index(pair)
+            seconds = float(times[index].item())
+            results.append(
+                {
+                    "gpus": list(pair),
+                    "size_bytes": count * DTYPE_BYTES[step.dtype],
+                    "iterations": step.iterations,
+                    "time_us": seconds * 1e6,
+                    "busbw_GBps": count * DTYPE_BYTES[step.dtype] / seconds / 1e9,
+                    "wrong": int(wrong[index].item()),
+                    "round": round_index,
+                }
+            )
+    return results

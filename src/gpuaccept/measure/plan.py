@@ -1,0 +1,98 @@
+"""What a measurement worker is asked to do: a list of steps, run in order by every rank."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpuaccept.measure.sizes import format_size
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout_s: float = 60.0  # the step is killed, and named, past this
+
+
+class CollectiveStep(Step):
+    kind: Literal["collective"] = "collective"
+    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
+    size_bytes: int
+    dtype: str = "bfloat16"
+    warmup: int = 5
+    iterations: int = 20
+
+    @property
+    def label(self) -> str:
+        return f"{self.collective} {human_size(self.size_bytes)}"
+
+
+class PairwiseStep(Step):
+    """Send/receive both ways between every GPU pair; disjoint pairs at once when `concurrent`."""
+
+    kind: Literal["pairwise"] = "pairwise"
+    size_bytes: int
+    dtype: str = "bfloat16"
+    warmup: int = 3
+    iterations: int = 10
+    concurrent: bool = True
+
+    @property
+    def label(self) -> str:
+        return f"pairwise send/receive {human_size(self.size_bytes)}"
+
+
+class CopyStep(Step):
+    """Copy-engine bandwidth in one process that sees every GPU: peer, local, host to and from device."""
+
+    kind: Literal["copies"] = "copies"
+    size_bytes: int
+    warmup: int = 2
+    iterations: int = 10
+    what: list[Literal["p2p", "p2p_bidirectional", "local", "host_to_device", "device_to_host"]]
+
+    @property
+    def label(self) -> str:
+        return f"copy bandwidth {human_size(self.size_bytes)}"
+
+
+class DdpStep(Step):
+    """Data-parallel training of the GPT workload on the first `world` ranks, per batch setting."""
+
+    kind: Literal["ddp"] = "ddp"
+    world: int
+    layers: int
+    d_model: int
+    heads: int
+    vocab: int
+    seq_len: int
+    dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    batches: list[int]
+    accumulation: list[int] = [1]
+    warmup_steps: int = 3
+    steps: int = 10
+    no_sync: bool = True  # also time the same steps without gradient synchronization
+
+    @property
+    def label(self) -> str:
+        return f"DDP on {self.world} GPU{'s' if self.world > 1 else ''}"
+
+
+AnyStep = Annotated[Union[CollectiveStep, PairwiseStep, CopyStep, DdpStep], Field(discriminator="kind")]
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    steps: list[AnyStep]
+    backend: Literal["auto", "nccl", "gloo"] = "auto"  # auto: NCCL where CUDA is, gloo elsewhere
+    startup_timeout_s: float = 180.0  # process start, torch import, process group and NCCL set-up
+
+
+def human_size(size: int) -> str:
+    text = format_size(size)
+    for unit in ("TiB", "GiB", "MiB", "KiB"):
+        if text.endswith(unit):
+            return f"{text[: -len(unit)]} {unit}"
+    return f"{size} B"

@@ -1,0 +1,40 @@
+"""Timing device work: CUDA events on the rank's stream, a host clock where work is synchronous."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+
+def time_operation(operation: Callable[[], object], iterations: int, me) -> float:
+    """Mean seconds of one `operation` over `iterations` back-to-back runs, after a barrier."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+    if me.cuda:
+        torch.cuda.synchronize(me.device)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iterations):
+            operation()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / iterations
+    began = time.perf_counter()
+    for _ in range(iterations):
+        operation()
+    return (time.perf_counter() - began) / iterations
+
+
+def slowest_rank_seconds(seconds: float, me) -> float:
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or me.world == 1:
+        return seconds
+    value = torch.tensor([seconds], dtype=torch.float64, device=me.device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return float(value.item())

@@ -1,0 +1,150 @@
+"""`python -m gpuaccept.measure.worker --plan PLAN --out DIR`: one rank of a measurement.
+
+The suite starts one such process per GPU itself (`launch.py`); the same module runs under
+`torchrun` or `srun`, which set RANK / WORLD_SIZE / LOCAL_RANK (or SLURM_PROCID / SLURM_NTASKS /
+SLURM_LOCALID) and MASTER_ADDR / MASTER_PORT. NCCL is used where CUDA is, gloo elsewhere, so the
+project's CPU tests run this very code.
+
+Rank 0 reports through `DIR/progress.jsonl`, one JSON object a line: a `start` before each step,
+a `result` after it, `done` at the end. The launcher watches that file to enforce each step's time
+limit and to name the step that hung.
+
+Test hook: GPUACCEPT_INJECT_HANG="<step label>" (e.g. "all_reduce 1 GiB") makes the last rank
+sleep forever at the start of that step, so its peers block inside a real collective.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
+
+INJECT_HANG = "GPUACCEPT_INJECT_HANG"
+ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
+RECORDED_ENVIRONMENT = ("NCCL_", "TORCH_NCCL_", "CUDA_VISIBLE_DEVICES", "NVSHMEM_", "TORCH_SYMM_MEM_")
+
+
+@dataclass
+class Rank:
+    rank: int
+    world: int
+    local_rank: int
+    device: Any  # torch.device
+    backend: str
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+
+def rank_from_environment() -> tuple[int, int, int]:
+    env = os.environ
+    if "RANK" in env:
+        return int(env["RANK"]), int(env.get("WORLD_SIZE", "1")), int(env.get("LOCAL_RANK", env["RANK"]))
+    if "SLURM_PROCID" in env:
+        return int(env["SLURM_PROCID"]), int(env.get("SLURM_NTASKS", "1")), int(env.get("SLURM_LOCALID", "0"))
+    return 0, 1, 0
+
+
+class Progress:
+    """Rank 0's report to the launcher: appended and flushed line by line."""
+
+    def __init__(self, out: Path, enabled: bool):
+        self.file = open(out / "progress.jsonl", "a", encoding="utf-8") if enabled else None
+
+    def emit(self, **event: Any) -> None:
+        if self.file:
+            event["time"] = time.time()
+            self.file.write(json.dumps(event) + "\n")
+            self.file.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpuaccept.measure.worker")
+    parser.add_argument("--plan", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+    rank, world, local_rank = rank_from_environment()
+    try:
+        plan = Plan.model_validate_json(args.plan.read_text(encoding="utf-8"))
+        args.out.mkdir(parents=True, exist_ok=True)
+        run(plan, args.out, rank, world, local_rank)
+    except Exception as exc:  # reported to the launcher in one line; the traceback goes to this rank's log
+        traceback.print_exc()
+        print(f"{ERROR_MARK} rank {rank}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int) -> None:
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    import torch
+    import torch.distributed as dist
+
+    use_cuda = plan.backend != "gloo" and torch.cuda.is_available()
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    backend = "nccl" if use_cuda else "gloo"
+    me = Rank(rank, world, local_rank, device, backend)
+    progress = Progress(out, enabled=rank == 0)
+    needs_group = any(not isinstance(step, CopyStep) for step in plan.steps)
+    if needs_group:
+        options = {"device_id": device} if use_cuda else {}
+        dist.init_process_group(backend, rank=rank, world_size=world, **options)
+    nccl = ".".join(str(v) for v in torch.cuda.nccl.version()) if use_cuda else None
+    progress.emit(
+        event="ready",
+        backend=backend,
+        ranks=world,
+        torch=torch.__version__,
+        nccl=nccl,
+        environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENVIRONMENT)},
+    )
+    hang_at = os.environ.get(INJECT_HANG)
+    for index, step in enumerate(plan.steps):
+        progress.emit(event="start", step=index, label=step.label, timeout_s=step.timeout_s)
+        if hang_at == step.label and rank == world - 1:
+            while True:  # the injected fault: this rank never joins the step's collectives
+                time.sleep(3600)
+        result = run_step(step, me)
+        progress.emit(event="result", step=index, label=step.label, result=result)
+    if needs_group:
+        dist.barrier()
+        dist.destroy_process_group()
+    progress.emit(event="done")
+
+
+def run_step(step, me: Rank) -> Any:
+    if isinstance(step, CollectiveStep):
+        from gpuaccept.measure.collective_step import measure_collective
+
+        return measure_collective(step, me)
+    if isinstance(step, PairwiseStep):
+        from gpuaccept.measure.pairwise_step import measure_pairs
+
+        return measure_pairs(step, me)
+    if isinstance(step, CopyStep):
+        from gpuaccept.measure.copy_step import measure_copies
+
+        return measure_copies(step, me)
+    if isinstance(step, DdpStep):
+        from gpuaccept.measure.ddp_step import measure_ddp
+
+        return measure_ddp(step, me)
+    raise ValueError(f"unknown step {step!r}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

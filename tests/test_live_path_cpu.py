@@ -1,0 +1,66 @@
+"""The live path end to end on a CPU machine: the probe in its child process (NVML answers replayed
+from a real recording), measurement workers on gloo, checks, JUnit, facts out, exit codes."""
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.helpers import DATA, write
+
+pytest.importorskip("torch")
+
+PROFILE = """
+    schema: 1
+    extends: bases/hgx-h200
+    description: the 4xH200 recording, with measurement floors a CPU can meet
+    gpus: {count: 4}
+    nccl:
+      dtype: float32
+      warmup: 1
+      iterations: 2
+      timeout_s: 8
+      busbw:
+        all_reduce: {64KiB: 0.0001, 256KiB: 0.0001}
+        alltoall: {64KiB: 0.0001}
+    pairwise: {size: 64KiB, dtype: float32, iterations: 2, concurrent: true, min_busbw: 0.0001}
+"""
+
+
+def run(tmp_path, *extra, env=None):
+    from gpuaccept.resources import shipped_dir
+
+    profile = write(tmp_path / "cpu.yaml", PROFILE)
+    environment = {**__import__("os").environ, "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x4.json"), **(env or {})}
+    command = [sys.executable, "-m", "gpuaccept", "run", "--profile", str(profile), "--profile-dir", str(shipped_dir("profiles")),
+               "--reports", str(tmp_path / "reports"), "-q", "-k", "busbw or correct", *extra]
+    return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
+
+
+def failed_cases(tmp_path):
+    root = ET.parse(tmp_path / "reports" / "junit.xml").getroot()
+    return {case.get("name"): case.find("failure").get("message") for case in root.iter("testcase") if case.find("failure") is not None}
+
+
+def test_live_run_measures_once_and_passes(tmp_path):
+    done = run(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "12 passed" in done.stdout  # 3 busbw, 3 correctness, 6 pairs
+    assert done.stdout.count("gpu-accept: NCCL stage on 4 GPUs") == 1  # measured once for all twelve
+    assert "gpu-accept: measuring all_reduce 256 KiB" in done.stdout
+    facts = json.loads((tmp_path / "reports" / "facts.json").read_text())
+    sweep = facts["measurements"]["collectives"]
+    assert sweep["backend"] == "gloo" and sweep["ranks"] == 4 and len(sweep["results"]) == 3
+    assert len(facts["measurements"]["pairwise"]["results"]) == 6
+
+
+def test_a_hung_collective_fails_its_tests_and_the_run_goes_on(tmp_path):
+    done = run(tmp_path, env={"GPUACCEPT_INJECT_HANG": "all_reduce 256 KiB"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    failed = failed_cases(tmp_path)
+    assert set(failed) == {"test_busbw[all_reduce-256KiB]", "test_collective_correct[all_reduce-256KiB]"}
+    assert failed["test_busbw[all_reduce-256KiB]"] == "all_reduce 256 KiB: all_reduce 256 KiB did not finish within 8 s (profile cpu)"
+    facts = json.loads((tmp_path / "reports" / "facts.json").read_text())
+    assert [r["nominal_size"] for r in facts["measurements"]["collectives"]["results"]] == ["64KiB", "64KiB"]

@@ -1,0 +1,88 @@
+"""The real measurement path (workers, launcher, watchdog) on CPU with gloo, 2 and 4 processes."""
+
+import pytest
+
+from gpuaccept.measure.launch import run_plan
+from gpuaccept.measure.pairwise_step import round_robin, schedule
+from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
+from gpuaccept.measure.stages import nccl_plan, run_nccl_stage
+from gpuaccept.profile.spec import ProfileSpec
+
+pytest.importorskip("torch")
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
+
+
+def small_spec(ranks: int, **extra) -> ProfileSpec:
+    return ProfileSpec.model_validate(
+        {
+            "schema": 1,
+            "gpus": {"count": ranks, "model": "cpu"},
+            "nccl": {"dtype": "float32", "warmup": 1, "iterations": 3, "timeout_s": 30,
+                     "busbw": {c: {"64KiB": 0.001, "1MiB": 0.001} for c in COLLECTIVES}},
+            "pairwise": {"size": "256KiB", "dtype": "float32", "warmup": 1, "iterations": 2, "concurrent": True, "min_busbw": 0.001},
+            **extra,
+        }
+    )
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_every_collective_and_pair_is_measured_and_correct(ranks):
+    collectives, pairs = run_nccl_stage(small_spec(ranks), ranks, backend="gloo")
+    assert collectives.failures == [] and pairs.failures == []
+    assert collectives.backend == "gloo" and collectives.ranks == ranks and collectives.nccl_version is None
+    assert sorted((r.collective, r.nominal_size) for r in collectives.results) == sorted(
+        (c, s) for c in COLLECTIVES for s in ("64KiB", "1MiB")
+    )
+    for result in collectives.results:
+        assert result.wrong == 0, result
+        assert result.busbw_GBps > 0 and result.time_us > 0 and result.iterations == 3
+    assert sorted(tuple(r.gpus) for r in pairs.results) == [(a, b) for a in range(ranks) for b in range(a + 1, ranks)]
+    assert all(r.wrong == 0 and r.busbw_GBps > 0 for r in pairs.results)
+    assert len({r.round for r in pairs.results}) == ranks - 1  # concurrent: N-1 rounds
+
+
+def test_a_hung_collective_is_killed_named_and_the_rest_still_measured(monkeypatch):
+    monkeypatch.setenv("GPUACCEPT_INJECT_HANG", "all_gather 64 KiB")
+    steps = [
+        CollectiveStep(collective=c, size_bytes=64 << 10, dtype="float32", warmup=1, iterations=2, timeout_s=4)
+        for c in ("all_reduce", "all_gather", "broadcast")
+    ]
+    outcome = run_plan(Plan(steps=steps, backend="gloo"), 2)
+    assert set(outcome.results) == {0, 2}
+    failure = outcome.failures[1]
+    assert failure.reason == "timeout" and failure.message == "all_gather 64 KiB did not finish within 4 s"
+
+
+def test_a_wrong_result_is_counted(monkeypatch):
+    monkeypatch.setenv("GPUACCEPT_INJECT_WRONG", "all_reduce 64 KiB")
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+    outcome = run_plan(Plan(steps=[step], backend="gloo"), 2)
+    assert outcome.results[0]["wrong"] == 1
+
+
+def test_a_crashing_worker_is_reported_with_its_error_not_waited_for():
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float64", warmup=0, iterations=1)
+    broken = Plan(steps=[step], backend="gloo").model_copy(update={"steps": [step.model_copy(update={"dtype": "complex7"})]})
+    outcome = run_plan(broken, 2, max_restarts=0)
+    failure = outcome.failures[0]
+    assert failure.reason == "crashed" and "AttributeError" in failure.message and "complex7" in failure.message
+
+
+def test_plans_follow_the_profile():
+    plan = nccl_plan(small_spec(4))
+    labels = [step.label for step in plan.steps]
+    assert labels[:2] == ["all_reduce 64 KiB", "all_reduce 1 MiB"] and labels[-1] == "pairwise send/receive 256 KiB"
+    assert [step.timeout_s for step in plan.steps] == [30] * 10 + [60]  # each step its own limit
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4, 5, 8])
+def test_round_robin_covers_every_pair_once_in_disjoint_rounds(ranks):
+    rounds = round_robin(ranks)
+    pairs = [pair for r in rounds for pair in r]
+    assert sorted(pairs) == [(a, b) for a in range(ranks) for b in range(a + 1, ranks)]
+    for r in rounds:
+        members = [g for pair in r for g in pair]
+        assert len(members) == len(set(members))
+    assert len(rounds) == (ranks - 1 if ranks % 2 == 0 else ranks)
+    assert schedule(ranks, concurrent=False) == [[pair] for pair in sorted(pairs)]
