@@ -60,7 +60,7 @@ def _result(world, batch, rate, no_sync=None):
 
 
 def _sweep(results, p2p_disabled=False, failures=()):
-    return DdpSweep(backend="nccl", model={}, parameters=604_000_000, dtype="bfloat16", warmup_steps=3, steps=10,
+    return DdpSweep(backend="nccl", nccl_version="2.28.9", torch_version="2.11.0", model={}, parameters=604_000_000, dtype="bfloat16", warmup_steps=3, steps=10,
                     p2p_disabled=p2p_disabled, environment={}, wall_s=9.0, results=results, failures=list(failures))
 
 

@@ -56,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", default="auto", help="profile name, YAML path, or 'auto' (default)")
     run.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
     run.add_argument("--facts", help="evaluate this facts file instead of probing the machine")
-    run.add_argument("--reports", default="reports", help="folder for junit.xml and facts.json (default: reports)")
+    run.add_argument(
+        "--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json (default: reports)"
+    )
     run.set_defaults(handler=_run)
 
     record = commands.add_parser("record", help="probe this machine and write its facts as JSON")
@@ -79,6 +81,28 @@ def _parser() -> argparse.ArgumentParser:
     show.set_defaults(handler=_profile_show)
     schema = profile_commands.add_parser("schema", help="the JSON Schema of profiles, for editors")
     schema.set_defaults(handler=_profile_schema)
+    init = profile_commands.add_parser("init", help="a profile from a golden machine's results.json")
+    init.add_argument("--from", dest="source", required=True, type=Path, help="results.json of a run on the golden machine")
+    init.add_argument("--margin", type=float, default=0.9, help="floors are measured values times this (default 0.9)")
+    init.add_argument("--name", required=True, help="the profile's name (e.g. the SKU)")
+    init.add_argument("-o", "--output", type=Path, help="file to write (default: print)")
+    init.set_defaults(handler=_profile_init)
+
+    report = commands.add_parser("report", help="reports from results.json files (no hardware touched)")
+    report_commands = report.add_subparsers(dest="report_command", metavar="KIND", required=True)
+    html_report = report_commands.add_parser("html", help="the self-contained HTML report of one run")
+    html_report.add_argument("results", type=Path)
+    html_report.add_argument("-o", "--output", type=Path, required=True)
+    html_report.set_defaults(handler=_report_html)
+    junit = report_commands.add_parser("junit", help="one JUnit file, a testsuite per host, from many results files")
+    junit.add_argument("results", nargs="+")
+    junit.add_argument("-o", "--output", type=Path, required=True)
+    junit.set_defaults(handler=_report_junit)
+    fleet = report_commands.add_parser("fleet", help="hosts whose measured values sit far below the fleet's median")
+    fleet.add_argument("results", nargs="+")
+    fleet.add_argument("--tolerance", default="10%", help="how far below the median is an outlier (default 10%%)")
+    fleet.add_argument("-o", "--output", type=Path, help="also write fleet JUnit, outliers as failing test cases")
+    fleet.set_defaults(handler=_report_fleet)
     return parser
 
 
@@ -102,6 +126,10 @@ def _run(args, extra: list[str]) -> int:
         args.profile,
         "--junitxml",
         str(reports / "junit.xml"),
+        "--results",
+        str(reports / "results.json"),
+        "--html-report",
+        str(reports / "report.html"),
     ]
     for folder in args.profile_dir:
         pytest_args += ["--profile-dir", folder]
@@ -109,6 +137,8 @@ def _run(args, extra: list[str]) -> int:
         pytest_args += ["--facts", args.facts]
     else:
         pytest_args += ["--facts-out", str(reports / "facts.json")]
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
     code = int(pytest.main(pytest_args + extra))
     return _PYTEST_EXIT.get(code, EXIT_USAGE)
 
@@ -170,6 +200,62 @@ def _drop_empty(value):
     if isinstance(value, dict):
         return {k: _drop_empty(v) for k, v in value.items() if v not in ({}, [], None)}
     return value
+
+
+def _profile_init(args, extra: list[str]) -> int:
+    from gpuaccept.profile.from_results import profile_from_results
+    from gpuaccept.report.results import load_results
+
+    try:
+        text = profile_from_results(load_results(args.source), str(args.source), args.name, args.margin)
+    except ValueError as error:
+        raise GpuAcceptError(str(error)) from None
+    check = Path(args.output) if args.output else Path(f"/tmp/gpuaccept-profile-init-{args.name}.yaml")
+    check.write_text(text, encoding="utf-8")
+    load_profile(check, ProfileCatalog.with_shipped().base_folders())  # what is written must load
+    if args.output is None:
+        check.unlink()
+        sys.stdout.write(text)
+    else:
+        print(f"wrote {args.output}: review it, then gpu-accept profile validate {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _report_html(args, extra: list[str]) -> int:
+    from gpuaccept.report.html import render_html
+    from gpuaccept.report.results import load_results
+
+    args.output.write_text(render_html(load_results(args.results)), encoding="utf-8")
+    print(f"wrote {args.output}")
+    return EXIT_OK
+
+
+def _report_junit(args, extra: list[str]) -> int:
+    from gpuaccept.report.fleet import read_fleet, write_fleet_junit
+
+    hosts = read_fleet(args.results)
+    cases = write_fleet_junit(hosts, args.output)
+    print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
+    return EXIT_OK
+
+
+def _report_fleet(args, extra: list[str]) -> int:
+    from gpuaccept.report.baseline import parse_percent
+    from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit
+
+    try:
+        tolerance = parse_percent(args.tolerance)
+    except ValueError as error:
+        raise GpuAcceptError(str(error)) from None
+    hosts = read_fleet(args.results)
+    outliers = fleet_outliers(hosts, tolerance)
+    for outlier in outliers:
+        print(outlier.message)
+    flagged = sorted({o.host for o in outliers})
+    print(f"{len(hosts)} host(s), {len(outliers)} value(s) more than {tolerance:.0%} worse than the fleet median on {len(flagged)} host(s)")
+    if args.output:
+        write_fleet_junit(hosts, args.output, outliers)
+    return EXIT_CHECK_FAILED if outliers else EXIT_OK
 
 
 def _profile_schema(args, extra: list[str]) -> int:

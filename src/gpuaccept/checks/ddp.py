@@ -55,7 +55,7 @@ def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
     efficiency = many.samples_per_s_per_gpu / one.samples_per_s_per_gpu
     note = (
         f"{many.samples_per_s_per_gpu:.1f} samples/s per GPU on {world} GPUs, {one.samples_per_s_per_gpu:.1f} on 1; "
-        f"{many.parameters / 1e6:.0f}M parameters, {sweep.dtype}"
+        f"{many.parameters / 1e6:.1f}M parameters, {sweep.dtype}"
     )
     context = {
         "samples_per_s_per_gpu": round(many.samples_per_s_per_gpu, 2),

@@ -65,7 +65,7 @@ def p2p_cuda_agrees(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Ve
     read, write = found.nvml.get("read"), found.nvml.get("write")
     cuda = found.cuda_can_access_peer
     if isinstance(cuda, Unavailable):
-        return judge.unavailable(subject, "CUDA peer access", cuda, Equals("known"))
+        return judge.error(subject, f"CUDA peer access could not be read: {cuda}", "CUDA agrees with NVML")
     if not isinstance(read, str) or not isinstance(write, str):
         return judge.error(subject, f"NVML P2P status unreadable: read {read}, write {write}", "CUDA agrees with NVML")
     nvml_says = read == "OK" and write == "OK"

@@ -222,6 +222,8 @@ def parse_ddp_case(case: str) -> tuple[int, int, int]:
 
 class DdpSweep(Record):
     backend: str
+    nccl_version: str | None
+    torch_version: str
     model: dict[str, int]  # layers, d_model, heads, vocab, seq_len
     parameters: int
     dtype: str

@@ -210,6 +210,8 @@ def _ddp_sweep(spec, ranks, without_p2p, backend, env, on_event) -> DdpSweep:
     ready = (outcome.ready if outcome else None) or {}
     return DdpSweep(
         backend=ready.get("backend", backend),
+        nccl_version=ready.get("nccl"),
+        torch_version=ready.get("torch", ""),
         model={"layers": shape.layers, "d_model": shape.d_model, "heads": shape.heads, "vocab": shape.vocab, "seq_len": shape.seq_len},
         parameters=shape.parameters(),
         dtype=spec.ddp.dtype,

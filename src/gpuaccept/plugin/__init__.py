@@ -6,21 +6,24 @@ Loaded in every pytest run of the environment (entry point `pytest11`), it stays
 
 from __future__ import annotations
 
-import shutil
+import signal
 import tempfile
+import warnings
+import threading
 from pathlib import Path
 
 import pytest
 
 from gpuaccept.errors import GpuAcceptError
-from gpuaccept.facts import save_facts
 from gpuaccept.plugin.context import AUTO, RunContext
-from gpuaccept.plugin.junit import add_suite_properties
-from gpuaccept.plugin.measurements import MeasurementStore, merge, terminal_line
+from gpuaccept.plugin.measurements import MeasurementStore, terminal_line
+from gpuaccept.plugin.reporting import RunReporting
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.verdicts import VERDICTS_KEY, VerdictRecorder, failure_message
+from gpuaccept.report.baseline import load_baseline, parse_percent
 
 CONTEXT_KEY = pytest.StashKey[RunContext]()
+BASELINE_KEY = pytest.StashKey[tuple]()
 STORE_KEY = pytest.StashKey[MeasurementStore]()
 WORKER_INPUT = "gpuaccept_context"
 WORKER_STORE = "gpuaccept_store"
@@ -54,10 +57,49 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE",
         help="save the facts this run gathered, to re-check them later with --facts",
     )
+    group.addoption(
+        "--baseline",
+        dest="gpuaccept_baseline",
+        metavar="FILE",
+        help="gate on a baseline saved earlier: one test per value it holds",
+    )
+    group.addoption(
+        "--max-regression",
+        dest="gpuaccept_max_regression",
+        default="5%",
+        metavar="PERCENT",
+        help="how much worse than the baseline a value may be (default 5%%)",
+    )
+    group.addoption(
+        "--save-baseline",
+        dest="gpuaccept_save_baseline",
+        metavar="FILE",
+        help="save this run's measured values as a baseline for later runs",
+    )
+    group.addoption(
+        "--html-report",
+        dest="gpuaccept_html",
+        metavar="FILE",
+        help="write a self-contained HTML report at the end (needs --results)",
+    )
+    group.addoption(
+        "--results",
+        dest="gpuaccept_results",
+        metavar="FILE",
+        help="write results.json (facts, every verdict, environment, timings), kept valid as the run goes",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
+    if getattr(config.option, "gpuaccept_baseline", None):
+        try:
+            config.stash[BASELINE_KEY] = (
+                load_baseline(Path(config.getoption("gpuaccept_baseline"))),
+                parse_percent(config.getoption("gpuaccept_max_regression")),
+            )
+        except (GpuAcceptError, ValueError) as error:
+            raise pytest.UsageError(f"gpu-accept: {error}") from None
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
         config.stash[CONTEXT_KEY] = context
@@ -73,7 +115,26 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"gpu-accept: {error}") from None
     config.stash[CONTEXT_KEY] = context
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
-    config.stash[STORE_KEY] = MeasurementStore(folder, live=context.live, say=terminal_line(config))
+    store = MeasurementStore(folder, live=context.live, say=terminal_line(config))
+    config.stash[STORE_KEY] = store
+    config.pluginmanager.register(RunReporting(config, context, store), "gpuaccept-reporting")
+    _end_cleanly_on_sigterm()
+
+
+def _end_cleanly_on_sigterm() -> None:
+    """SIGTERM (a CI job cancelled, a scheduler's time limit) ends the run as Ctrl-C does: pytest
+    then still writes its JUnit and this plugin its results of what finished."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+class BaselineMismatch(UserWarning):
+    """A baseline compared with a run on other hardware or software: the comparison may mislead."""
 
 
 def context_of(config: pytest.Config) -> RunContext:
@@ -97,34 +158,27 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"gpu-accept: {context.describe()}" if context else None
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    context = session.config.stash.get(CONTEXT_KEY, None)
-    if context is not None and not hasattr(session.config, "workerinput"):
-        add_suite_properties(session.config, context)
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    config = session.config
-    context = config.stash.get(CONTEXT_KEY, None)
-    if context is None or hasattr(config, "workerinput"):
-        return
-    store = config.stash[STORE_KEY]
-    target = config.getoption("gpuaccept_facts_out")
-    if target:
-        save_facts(merge(context.facts, store.collected()) if context.live else context.facts, Path(target))
-    shutil.rmtree(store.folder, ignore_errors=True)
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     context = metafunc.config.stash.get(CONTEXT_KEY, None)
     if context is not None:
         parametrize_from_profile(metafunc, context.profile)
+    if "baseline_metric" in metafunc.fixturenames:
+        baseline = metafunc.config.stash.get(BASELINE_KEY, None)
+        keys = sorted(baseline[0].metrics) if baseline else []
+        if keys:
+            metafunc.parametrize("baseline_metric", keys, ids=keys)
+        else:
+            reason = "no --baseline given" if baseline is None else f"the baseline {baseline[0].path} holds no values"
+            metafunc.parametrize("baseline_metric", [pytest.param(None, marks=pytest.mark.skip(reason=reason))], ids=["none"])
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     message = failure_message(item)
+    verdicts = item.stash.get(VERDICTS_KEY, None)
+    if report.when == "call" and verdicts:
+        report.gpuaccept_verdict = verdicts[-1].as_record()  # travels with the report from xdist workers
     crash = getattr(report.longrepr, "reprcrash", None)
     if report.when == "call" and report.failed and message and crash is not None:
         # the verdict's own line, without pytest's "Failed: " prefix, in the summary and in JUnit
@@ -167,6 +221,25 @@ def facts_with_ddp(request: pytest.FixtureRequest):
     """The facts with the DDP stage's scaling sweep, and its P2P A/B where asked (measured on first use)."""
     context = context_of(request.config)
     return request.config.stash[STORE_KEY].with_stage("ddp", context.facts, context.profile)
+
+
+@pytest.fixture(scope="session")
+def facts_with_everything(facts_with_nccl, facts_with_copies, facts_with_ddp):
+    """The facts with every measurement stage the profile asks for."""
+    measured = {}
+    for facts in (facts_with_nccl, facts_with_copies, facts_with_ddp):
+        measured.update({name: value for name, value in facts.measurements if value is not None})
+    return facts_with_nccl.model_copy(update={"measurements": facts_with_nccl.measurements.model_copy(update=measured)})
+
+
+@pytest.fixture(scope="session")
+def baseline(request: pytest.FixtureRequest, facts_with_everything):
+    """(the baseline, the regression allowed); warns once where it comes from another machine or software."""
+    found = request.config.stash[BASELINE_KEY]
+    differences = found[0].differences(facts_with_everything)
+    if differences:
+        warnings.warn(BaselineMismatch(f"baseline {found[0].path} was saved on a different machine or software: " + "; ".join(differences)))
+    return found
 
 
 @pytest.fixture

@@ -44,3 +44,34 @@ def failure_message(item: pytest.Item) -> str:
         elif verdict.outcome is Outcome.ERROR:
             lines.append(f"could not be established: {verdict.message}")
     return "\n".join(lines)
+
+
+def test_record(report: pytest.TestReport) -> dict | None:
+    """One test's line in results.json, from its report: None for phases that decide nothing."""
+    if report.when == "call":
+        outcome = report.outcome
+    elif report.when == "setup" and not report.passed:
+        outcome = "skipped" if report.skipped else "error"
+    elif report.when == "teardown" and report.failed:
+        outcome = "error"
+    else:
+        return None
+    return {
+        "id": report.nodeid.rsplit("::", 1)[-1],
+        "nodeid": report.nodeid,
+        "outcome": outcome,
+        "duration_s": round(report.duration, 4),
+        "message": _message(report),
+        "verdict": getattr(report, "gpuaccept_verdict", None),
+    }
+
+
+def _message(report: pytest.TestReport) -> str:
+    if report.passed:
+        return ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        return crash.message
+    return str(report.longrepr).strip().splitlines()[-1] if report.longrepr else ""

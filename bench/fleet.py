@@ -1,0 +1,116 @@
+"""Fleet reporting at burn-in scale: 1000 hosts x 8 GPUs of results.json, evaluated and written.
+
+Generates the fleet from the shape of a real 8-GPU run (every test the suites would have), one
+host in fifty with a slow NVLink pair, then times `gpu-accept report fleet ... -o fleet.xml`
+(read every file, find the outliers, write one JUnit file). Target: at most 10 s on the 2-core
+CI machine.
+
+    python bench/fleet.py --hosts 1000 --gpus 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
+SIZES = {"256MiB": 1 << 28, "1GiB": 1 << 30, "4GiB": 1 << 32}
+BUSBW = {"all_reduce": 355.0, "all_gather": 330.0, "reduce_scatter": 330.0, "alltoall": 335.0, "broadcast": 360.0}
+
+
+def verdict(check, subject, measured, expected, unit, outcome="passed"):
+    return {"check": check, "subject": subject, "outcome": outcome, "measured": measured, "expected": expected, "unit": unit,
+            "message": f"{subject}: {check} {measured} {unit}", "profile": "h200-8-nvswitch", "context": {}}
+
+
+def host_document(index: int, gpus: int, rng: random.Random) -> dict:
+    host = f"node{index:04d}"
+    slow_pair = (1, 5) if index % 50 == 7 else None
+    tests = []
+
+    def add(test_id, module, v):
+        outcome = v["outcome"] if v else "skipped"
+        tests.append({"id": test_id, "nodeid": f"{module}.py::{test_id}", "outcome": outcome, "duration_s": 0.0004,
+                      "message": "" if outcome == "passed" else v["message"], "verdict": v})
+
+    add("test_gpu_count", "test_inventory", verdict("gpu_count", host, gpus, f"== {gpus}", ""))
+    for g in range(gpus):
+        add(f"test_gpu_model[gpu{g}]", "test_inventory", verdict("gpu_model", f"gpu{g}", "NVIDIA H200", "'NVIDIA H200'", ""))
+        add(f"test_gpu_memory[gpu{g}]", "test_inventory", verdict("gpu_memory", f"gpu{g}", 140.4, ">= 140 GiB", "GiB"))
+        add(f"test_ecc_mode[gpu{g}]", "test_inventory", verdict("ecc_mode", f"gpu{g}", "enabled", "== enabled", ""))
+        for check, value, unit in (("pcie_generation", 5, ""), ("pcie_width", 16, "lanes"), ("nvlink_links", 18, "links")):
+            add(f"test_{check}[gpu{g}]", "test_topology", verdict(check, f"gpu{g}", value, f">= {value}", unit))
+        add(f"test_fabric_state[gpu{g}]", "test_topology", verdict("fabric_state", f"gpu{g}", "completed", "== completed", ""))
+        for check, value in (("local_copy", 2128.0), ("host_to_device", 55.5), ("device_to_host", 55.4)):
+            add(f"test_{check}[gpu{g}]", "test_bandwidth", verdict(check, f"gpu{g}", round(value * rng.uniform(0.99, 1.01), 2), ">= 50 GB/s", "GB/s"))
+    for a in range(gpus):
+        for b in range(gpus):
+            if a == b:
+                continue
+            pair = f"gpu{a}-gpu{b}"
+            add(f"test_p2p_capability[{pair}]", "test_p2p", verdict("p2p_capability", pair, "read=OK write=OK", "== read=OK write=OK", ""))
+            add(f"test_p2p_cuda_agrees[{pair}]", "test_p2p", verdict("p2p_cuda_agrees", pair, "yes", "== yes", ""))
+            slow = slow_pair in ((a, b), (b, a))
+            add(f"test_p2p_copy[{pair}]", "test_bandwidth", verdict("p2p_copy", pair, round((180.0 if slow else 395.0) * rng.uniform(0.99, 1.01), 2), ">= 150 GB/s", "GB/s"))
+            if a < b:
+                add(f"test_link_type[{pair}]", "test_topology", verdict("link_type", pair, "NV18", "== NV18", ""))
+                add(f"test_pair_busbw[{pair}]", "test_nccl", verdict("pair_busbw", pair, round((170.0 if slow else 370.0) * rng.uniform(0.99, 1.01), 2), ">= 150 GB/s", "GB/s"))
+    for collective in COLLECTIVES:
+        for size in SIZES:
+            case = f"{collective}-{size}"
+            add(f"test_busbw[{case}]", "test_nccl", verdict("busbw", f"{collective} {size}", round(BUSBW[collective] * rng.uniform(0.985, 1.015), 2), ">= 300 GB/s", "GB/s"))
+            add(f"test_collective_correct[{case}]", "test_nccl", verdict("collective_correct", f"{collective} {size}", 0, "== 0 wrong elements", "wrong elements"))
+    for world in (2, 4, 8):
+        case = f"{world}gpu-bs8"
+        add(f"test_ddp_scaling[{case}]", "test_ddp", verdict("ddp_scaling", case, round(0.9 * rng.uniform(0.98, 1.02), 4), ">= 0.8", ""))
+    return {
+        "format": "gpu-accept-results", "version": 1, "complete": True,
+        "run": {"started_at": "2026-11-21T00:00:00+00:00", "finished_at": "2026-11-21T00:05:00+00:00", "tool_version": "0.1.0",
+                "command": ["gpu-accept", "run"], "facts_source": "live",
+                "profile": {"name": "h200-8-nvswitch", "path": "profiles/h200-8-nvswitch.yaml", "sha256": "0" * 64}, "exit_status": 0},
+        "environment": {"host": host, "driver": "580.159.04", "cuda_driver": "13.0", "nccl": "2.28.9", "torch": "2.11.0+cu130",
+                        "gpu_model": "NVIDIA H200", "gpu_count": gpus,
+                        "gpus": [{"index": g, "name": "NVIDIA H200", "uuid": f"GPU-{index:04d}{g:04d}-0000-0000-0000-000000000000",
+                                  "serial": f"{index:06d}{g}", "pci_bus_id": f"00000000:{g + 6:02X}:00.0"} for g in range(gpus)]},
+        "facts": {"note": "facts omitted in the synthetic fleet; fleet reports read only the verdicts"},
+        "tests": tests,
+        "summary": {},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--target-s", type=float, default=10.0)
+    parser.add_argument("--keep", type=Path, help="write the fleet here instead of a temporary folder")
+    args = parser.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="gpuaccept-fleet-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(7)
+    began = time.perf_counter()
+    paths = []
+    for index in range(args.hosts):
+        path = folder / f"node{index:04d}.json"
+        path.write_text(json.dumps(host_document(index, args.gpus, rng)))
+        paths.append(str(path))
+    size = sum(Path(p).stat().st_size for p in paths)
+    print(f"generated {args.hosts} results files, {size / 1e6:.0f} MB, in {time.perf_counter() - began:.1f} s")
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "gpuaccept", "report", "fleet", *paths, "-o", str(folder / "fleet.xml")],
+                          capture_output=True, text=True)
+    elapsed = time.perf_counter() - began
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr.strip()
+    print(last)
+    print(f"gpu-accept report fleet: {elapsed:.2f} s wall (target {args.target_s:.0f} s), fleet.xml {(folder / 'fleet.xml').stat().st_size / 1e6:.0f} MB, exit {done.returncode}")
+    return 0 if elapsed <= args.target_s and done.returncode in (0, 1) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,77 @@
+"""What the controlling pytest process records of a run: suite properties, results.json growing
+test by test (reports from xdist workers arrive here too), facts out, the terminal summary."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuaccept.facts import Facts, save_facts
+from gpuaccept.plugin.context import RunContext
+from gpuaccept.plugin.junit import add_suite_properties
+from gpuaccept.plugin.measurements import MeasurementStore, merge
+from gpuaccept.plugin.verdicts import test_record
+from gpuaccept.report.baseline import save_baseline
+from gpuaccept.report.fleet import host_results, write_fleet_junit
+from gpuaccept.report.html import render_html
+from gpuaccept.report.results import ResultsWriter
+from gpuaccept.report.summary import summary_lines
+
+
+class RunReporting:
+    def __init__(self, config: pytest.Config, context: RunContext, store: MeasurementStore):
+        self.config = config
+        self.context = context
+        self.store = store
+        self.records: dict[str, dict] = {}
+        self.writer: ResultsWriter | None = None
+        self.notes: list[str] = []
+
+    def facts(self) -> Facts:
+        """The facts as far as they are known: probed, plus whatever the stages measured so far."""
+        return merge(self.context.facts, self.store.collected()) if self.context.live else self.context.facts
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        add_suite_properties(self.config, self.context)
+        target = self.config.getoption("gpuaccept_results")
+        if target:
+            self.writer = ResultsWriter(Path(target), self.context.profile, self.context.facts, self.context.facts_source, sys.argv)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = test_record(report)
+        if record is None or report.nodeid in self.records:
+            return  # a teardown error after a recorded call keeps the call's outcome
+        self.records[report.nodeid] = record
+        if self.writer is not None:
+            self.writer.add_test(record, self.facts())
+            junit = self.config.getoption("xmlpath", None)
+            if junit:
+                # JUnit of what finished so far: pytest writes the full file at the end, which a
+                # killed run never reaches
+                write_fleet_junit([host_results(self.writer.document, str(self.writer.path))], Path(junit))
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        facts = self.facts()
+        target = self.config.getoption("gpuaccept_facts_out")
+        if target:
+            save_facts(facts, Path(target))
+        if self.writer is not None:
+            self.writer.finish(int(exitstatus), facts)
+            html_target = self.config.getoption("gpuaccept_html")
+            if html_target:
+                Path(html_target).write_text(render_html(self.writer.document), encoding="utf-8")
+        baseline_target = self.config.getoption("gpuaccept_save_baseline")
+        if baseline_target:
+            saved = save_baseline(Path(baseline_target), facts, self.context.profile.name)
+            self.notes.append(f"saved {saved} measured values as a baseline to {baseline_target}")
+        shutil.rmtree(self.store.folder, ignore_errors=True)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        lines = summary_lines(list(self.records.values())) + self.notes
+        if lines:
+            terminalreporter.section("gpu-accept summary")
+            for line in lines:
+                terminalreporter.write_line(line)

@@ -1,0 +1,138 @@
+"""Baselines: a run's measured values kept, to gate a later run on the same machine.
+
+After a driver or firmware update the question is not "is it above the floor" but "did it get
+worse": a value that drops more than `--max-regression` below the baseline fails its own test,
+even while it is still above the profile's floor. The values are read from the measurements
+themselves, so a baseline does not depend on the profile's thresholds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuaccept.errors import InputFileError, Problem
+from gpuaccept.facts import Facts
+from gpuaccept.facts.model import ddp_case
+from gpuaccept.report.results import environment_of, now
+
+BASELINE_FORMAT = "gpu-accept-baseline"
+BASELINE_VERSION = 1
+# what must match for a comparison to mean something; anything else differing is only noted
+MACHINE_KEYS = ("gpu_model", "gpu_count", "driver", "cuda_driver", "nccl", "torch", "host")
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # "busbw-all_reduce-1GiB": also the test id
+    value: float
+    unit: str
+    higher_is_better: bool = True
+
+
+def measured_values(facts: Facts) -> dict[str, Metric]:
+    """Every number the measurements hold, keyed the same way in every run."""
+    found: dict[str, Metric] = {}
+
+    def add(key: str, value: float, unit: str, higher_is_better: bool = True) -> None:
+        found[key] = Metric(key, round(value, 4), unit, higher_is_better)
+
+    measured = facts.measurements
+    if measured.collectives:
+        for r in measured.collectives.results:
+            add(f"busbw-{r.collective}-{r.nominal_size}", r.busbw_GBps, "GB/s")
+    if measured.pairwise:
+        for r in measured.pairwise.results:
+            add(f"pair_busbw-gpu{r.gpus[0]}-gpu{r.gpus[1]}", r.busbw_GBps, "GB/s")
+    if measured.copies:
+        for r in measured.copies.results:
+            add(f"{r.what}-" + "-".join(f"gpu{g}" for g in r.gpus), r.GBps, "GB/s")
+    if measured.ddp:
+        baseline = {(r.batch, r.accumulation): r for r in measured.ddp.results if r.world == 1}
+        for r in measured.ddp.results:
+            case = ddp_case(r.world, r.batch, r.accumulation)
+            add(f"ddp_throughput-{case}", r.samples_per_s_per_gpu, "samples/s per GPU")
+            one = baseline.get((r.batch, r.accumulation))
+            if one is not None and r.world > 1:
+                add(f"ddp_efficiency-{case}", r.samples_per_s_per_gpu / one.samples_per_s_per_gpu, "")
+            if measured.ddp_without_p2p:
+                without = measured.ddp_without_p2p.result(r.world, r.batch, r.accumulation)
+                if without is not None:
+                    add(f"ddp_nvlink_speedup-{case}", r.samples_per_s_per_gpu / without.samples_per_s_per_gpu, "x")
+    return found
+
+
+def machine_of(facts: Facts, profile_name: str) -> dict:
+    environment = environment_of(facts)
+    machine = {key: environment.get(key) for key in MACHINE_KEYS}
+    machine["profile"] = profile_name
+    return machine
+
+
+def save_baseline(path: Path, facts: Facts, profile_name: str) -> int:
+    values = measured_values(facts)
+    document = {
+        "format": BASELINE_FORMAT,
+        "version": BASELINE_VERSION,
+        "saved_at": now(),
+        "machine": machine_of(facts, profile_name),
+        "values": [{"key": m.key, "value": m.value, "unit": m.unit, "higher_is_better": m.higher_is_better} for m in values.values()],
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    return len(values)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    path: str
+    machine: dict
+    metrics: dict[str, Metric]
+
+    def differences(self, facts: Facts) -> list[str]:
+        """What differs between the machine the baseline came from and this one (unknowns skipped)."""
+        now_machine = machine_of(facts, "")
+        return [
+            f"{key} {self.machine.get(key)} -> {now_machine.get(key)}"
+            for key in MACHINE_KEYS
+            if self.machine.get(key) is not None and now_machine.get(key) is not None and str(self.machine[key]) != str(now_machine[key])
+        ]
+
+
+def load_baseline(path: Path) -> Baseline:
+    path = Path(path)
+
+    def problem(message: str, key: str = "") -> InputFileError:
+        return InputFileError([Problem(str(path), None, key, message)])
+
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise problem(f"cannot read baseline: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InputFileError([Problem(str(path), exc.lineno, "", f"invalid JSON: {exc.msg}")]) from None
+    if not isinstance(document, dict) or document.get("format") != BASELINE_FORMAT:
+        raise problem(f"not a gpu-accept baseline (format {BASELINE_FORMAT!r} expected)", "format")
+    if document.get("version") != BASELINE_VERSION:
+        raise problem(f"baseline version {document.get('version')!r} is not {BASELINE_VERSION}", "version")
+    metrics = {}
+    for index, entry in enumerate(document.get("values", [])):
+        try:
+            metrics[entry["key"]] = Metric(entry["key"], float(entry["value"]), str(entry["unit"]), bool(entry["higher_is_better"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise problem(f"malformed entry ({type(exc).__name__}: {exc})", f"values[{index}]") from None
+    return Baseline(str(path), document.get("machine", {}), metrics)
+
+
+def parse_percent(text: str) -> float:
+    """'5%' or '0.05' -> 0.05."""
+    value = text.strip()
+    try:
+        fraction = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a percentage (write 5% or 0.05)") from None
+    if not 0 <= fraction < 1:
+        raise ValueError(f"{text!r} is not between 0% and 100%")
+    return fraction

@@ -1,0 +1,185 @@
+"""Many machines at once: one JUnit file with a testsuite per host, and the hosts whose measured
+values sit far below the fleet's median (burn-in batches, where no baseline exists yet).
+
+Each file is read, and its host's testsuite written, in parallel, one process per core: a
+thousand hosts of results is a hundred megabytes of JSON in, thirty of XML out. Fleet outliers,
+known only once every host is read, go into a testsuite of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import xml.etree.ElementTree as ET
+
+from junit_xml import TestCase, TestSuite, _clean_illegal_xml_chars
+
+from gpuaccept.errors import GpuAcceptError
+from gpuaccept.report.results import load_results
+
+# measured values where less is better; every other number is better when higher
+LOWER_IS_BETTER = {"ddp_exposed_comm"}
+MEDIAN_CHECKS = {
+    "busbw", "pair_busbw", "p2p_copy", "p2p_copy_bidirectional", "local_copy", "host_to_device", "device_to_host",
+    "ddp_scaling", "ddp_exposed_comm", "ddp_nvlink_speedup",
+}
+
+
+@dataclass(frozen=True)
+class HostResults:
+    """What the fleet tools need of one results file: small enough to send between processes."""
+
+    path: str
+    host: str
+    profile: str
+    complete: bool
+    properties: dict[str, str]
+    values: dict[str, tuple[str, float, str]]  # test id -> (check, measured, unit)
+    suite_xml: str  # this host's <testsuite>, written by the process that read the file
+    counts: dict[str, int]
+
+
+def _read(path: str) -> HostResults:
+    return host_results(load_results(Path(path)), path)
+
+
+def host_results(document: dict, path: str) -> HostResults:
+    environment = document.get("environment", {})
+    run = document.get("run", {})
+    properties = {
+        "host": str(environment.get("host")),
+        "profile": str(run.get("profile", {}).get("name")),
+        "profile_sha256": str(run.get("profile", {}).get("sha256")),
+        "gpu_model": str(environment.get("gpu_model")),
+        "gpu_count": str(environment.get("gpu_count")),
+        "driver": str(environment.get("driver")),
+        "cuda_driver": str(environment.get("cuda_driver")),
+        "nccl": str(environment.get("nccl")),
+        "torch": str(environment.get("torch")),
+        "gpu_uuids": ",".join(g.get("uuid", "") for g in environment.get("gpus", [])),
+        "results_file": path,
+        "complete": str(bool(document.get("complete"))).lower(),
+    }
+    cases, values = [], {}
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for test in document.get("tests", []):
+        module = test.get("nodeid", "").split("::")[0].removesuffix(".py")
+        case = TestCase(name=test["id"], classname=module, elapsed_sec=float(test.get("duration_s") or 0.0))
+        message = test.get("message") or ""
+        outcome = test["outcome"]
+        if outcome == "failed":
+            case.add_failure_info(message=message)
+            counts["failures"] += 1
+        elif outcome == "error":
+            case.add_error_info(message=message)
+            counts["errors"] += 1
+        elif outcome == "skipped":
+            case.add_skipped_info(message=message)
+            counts["skipped"] += 1
+        counts["tests"] += 1
+        cases.append(case)
+        verdict = test.get("verdict")
+        if verdict and verdict.get("check") in MEDIAN_CHECKS and isinstance(verdict.get("measured"), (int, float)):
+            values[test["id"]] = (verdict["check"], float(verdict["measured"]), verdict.get("unit") or "")
+    suite = TestSuite(properties["host"], cases, hostname=properties["host"], properties=properties)
+    suite_xml = _clean_illegal_xml_chars(ET.tostring(suite.build_xml_doc(), encoding="unicode"))
+    return HostResults(path, properties["host"], properties["profile"], bool(document.get("complete")), properties, values, suite_xml, counts)
+
+
+def read_fleet(paths: list[str], workers: int | None = None) -> list[HostResults]:
+    if not paths:
+        raise GpuAcceptError("no results files given")
+    workers = workers or min(len(paths), os.cpu_count() or 1)
+    if workers <= 1 or len(paths) < 8:
+        return [_read(p) for p in paths]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_read, paths, chunksize=max(1, len(paths) // (workers * 8))))
+
+
+def write_fleet_junit(hosts: list[HostResults], target: Path, outliers: list["Outlier"] | None = None) -> int:
+    """One JUnit file: a testsuite per results file (named by host), then the fleet's outliers."""
+    seen: dict[str, int] = defaultdict(int)
+    for host in hosts:
+        seen[host.host] += 1
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for host in hosts:
+        for key in totals:
+            totals[key] += host.counts[key]
+    fleet_xml = ""
+    if outliers:
+        cases = []
+        for outlier in outliers:
+            case = TestCase(name=f"fleet_median[{outlier.test}]", classname=outlier.host)
+            case.add_failure_info(message=outlier.message)
+            cases.append(case)
+        suite = TestSuite("fleet outliers", cases, properties={"hosts": str(len(hosts))})
+        fleet_xml = _clean_illegal_xml_chars(ET.tostring(suite.build_xml_doc(), encoding="unicode"))
+        totals["tests"] += len(cases)
+        totals["failures"] += len(cases)
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "w", encoding="utf-8") as handle:
+        handle.write('<?xml version="1.0" encoding="utf-8"?>\n')
+        handle.write(
+            f'<testsuites name="gpu-accept fleet" tests="{totals["tests"]}" failures="{totals["failures"]}" '
+            f'errors="{totals["errors"]}" skipped="{totals["skipped"]}">'
+        )
+        for host in hosts:
+            # a host with two results files (a rerun) gets two suites; the file name tells them apart
+            handle.write(host.suite_xml if seen[host.host] == 1 else _renamed(host))
+        handle.write(fleet_xml)
+        handle.write("</testsuites>\n")
+    return totals["tests"]
+
+
+def _renamed(host: HostResults) -> str:
+    name = f'{host.host} ({Path(host.path).name})'
+    return host.suite_xml.replace(f'name="{host.host}"', f'name="{name}"', 1)
+
+
+@dataclass(frozen=True)
+class Outlier:
+    path: str
+    host: str
+    test: str
+    measured: float
+    median: float
+    unit: str
+    hosts: int
+
+    @property
+    def deviation(self) -> float:
+        return (self.measured - self.median) / self.median if self.median else 0.0
+
+    @property
+    def message(self) -> str:
+        side = "below" if self.measured < self.median else "above"
+        unit = f" {self.unit}" if self.unit else ""
+        return (
+            f"{self.host}: {self.test} {self.measured:g}{unit} is {abs(self.deviation):.0%} {side} the fleet median "
+            f"{self.median:g}{unit} ({self.hosts} hosts)"
+        )
+
+
+def fleet_outliers(hosts: list[HostResults], tolerance: float) -> list[Outlier]:
+    """Values more than `tolerance` worse than the median of the same test across hosts of one profile."""
+    by_test: dict[tuple[str, str], list[tuple[HostResults, str, float, str]]] = defaultdict(list)
+    for host in hosts:
+        for test_id, (check, value, unit) in host.values.items():
+            by_test[(host.profile, test_id)].append((host, check, value, unit))
+    found = []
+    for (_, test_id), entries in by_test.items():
+        if len(entries) < 3:
+            continue  # no fleet to speak of
+        median = statistics.median(value for _, _, value, _ in entries)
+        for host, check, value, unit in entries:
+            worse = value > median * (1 + tolerance) if check in LOWER_IS_BETTER else value < median * (1 - tolerance)
+            if worse:
+                found.append(Outlier(host.path, host.host, test_id, value, median, unit, len(entries)))
+    found.sort(key=lambda o: (o.host, o.deviation))
+    return found

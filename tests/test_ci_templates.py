@@ -1,0 +1,45 @@
+"""The CI templates in ci/ parse, and hand JUnit to their consumers the way each one reads it."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+CI = Path(__file__).resolve().parents[1] / "ci"
+
+
+def test_github_actions_workflow():
+    workflow = yaml.safe_load((CI / "github-actions.yml").read_text())
+    job = workflow["jobs"]["acceptance"]
+    assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
+    assert job["env"]["NCCL_NVLS_ENABLE"] == "0"
+    runs = " ".join(step.get("run", "") for step in job["steps"])
+    assert "gpu-accept run --profile auto --reports reports" in runs and "--baseline" in runs
+    publish = [s for s in job["steps"] if "junit" in s.get("uses", "")]
+    assert publish and publish[0]["with"]["report_paths"] == "reports/junit.xml" and publish[0]["if"] == "always()"
+    # `on` is YAML 1.1's true; GitHub reads it as the key "on"
+    assert workflow.get("on", workflow.get(True))["workflow_dispatch"] is None
+
+
+def test_gitlab_job_publishes_junit():
+    job = yaml.safe_load((CI / "gitlab-ci.yml").read_text())["gpu-accept"]
+    assert job["artifacts"]["reports"]["junit"] == "reports/junit.xml"
+    assert job["artifacts"]["when"] == "always" and "gpu" in job["tags"]
+    assert any("gpu-accept run" in line for line in job["script"])
+
+
+def test_jenkins_pipeline_keeps_junit_properties():
+    text = (CI / "Jenkinsfile").read_text()
+    assert re.search(r"junit\s+testResults:\s*'reports/junit.xml',\s*keepProperties:\s*true", text)
+    assert "post {" in text and "always {" in text and text.count("{") == text.count("}")
+
+
+def test_slurm_burnin_script():
+    script = CI / "slurm-burnin.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    assert "--exclusive" in text and "--nodelist" in text and "afterany" in text
+    assert "gpu-accept report fleet" in text and "NCCL_NVLS_ENABLE=0" in text
+    usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert usage.returncode != 0 and "usage" in usage.stderr

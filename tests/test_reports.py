@@ -1,0 +1,203 @@
+"""Reports: results.json (valid even after a kill), HTML, fleet JUnit and outliers, baselines,
+profiles from a golden machine. The run they read is a real CPU run of the live path."""
+
+import json
+import signal
+import time
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import pytest
+
+from gpuaccept.cli import main as cli
+from gpuaccept.profile import load_profile
+from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit
+from gpuaccept.report.html import render_html
+from gpuaccept.report.results import load_results
+from gpuaccept.resources import shipped_dir
+from tests.helpers import DATA
+from tests.live_cpu import cpu_profile, gpu_accept_run
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cpu-run")
+    done = gpu_accept_run(folder, "--save-baseline", str(folder / "baseline.json"))
+    assert done.returncode == 1, done.stdout + done.stderr  # CUDA peer access cannot be read on a CPU
+    return folder, done
+
+
+def test_results_json_holds_facts_verdicts_environment_and_timings(cpu_run):
+    folder, done = cpu_run
+    document = load_results(folder / "reports" / "results.json")
+    assert document["complete"] is True and document["run"]["exit_status"] == 1
+    assert document["run"]["profile"]["name"] == "cpu" and len(document["run"]["profile"]["sha256"]) == 64
+    environment = document["environment"]
+    assert environment["gpu_count"] == 4 and environment["driver"] == "580.159.04" and environment["torch"].startswith("2.")
+    assert [g["uuid"] for g in environment["gpus"]][0].startswith("GPU-") and environment["gpus"][0]["serial"]
+    tests = {t["id"]: t for t in document["tests"]}
+    busbw = tests["test_busbw[all_reduce-64KiB]"]
+    assert busbw["outcome"] == "passed" and busbw["duration_s"] >= 0
+    assert busbw["verdict"]["measured"] > 0 and busbw["verdict"]["expected"] == ">= 0.0001 GB/s"
+    assert tests["test_p2p_cuda_agrees[gpu0-gpu1]"]["outcome"] == "failed"
+    assert document["summary"]["failed"] == 12 and document["summary"]["total"] == len(document["tests"])
+    measured = document["facts"]["measurements"]
+    assert measured["collectives"]["wall_s"] > 0 and len(measured["ddp"]["results"]) == 2
+
+
+def test_terminal_summary_lists_failures_first_then_key_values(cpu_run):
+    _, done = cpu_run
+    summary = done.stdout[done.stdout.index("gpu-accept summary"):]
+    assert summary.index("test(s) did not pass") < summary.index("busbw:") < summary.index("ddp_scaling:")
+    assert "FAILED test_p2p_cuda_agrees[gpu0-gpu1]: could not be established" in summary
+    assert "expected >= 0.0001 GB/s" in summary and "saved" in summary and "baseline" in summary
+
+
+class Elements(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.found = []
+
+    def handle_starttag(self, tag, attrs):
+        self.found.append((tag, dict(attrs)))
+
+    def count(self, tag, **attrs):
+        return sum(1 for t, a in self.found if t == tag and all(a.get(k) == v for k, v in attrs.items()))
+
+
+def test_html_report_has_every_section_with_its_numbers(cpu_run):
+    folder, _ = cpu_run
+    page = (folder / "reports" / "report.html").read_text()
+    assert page == render_html(load_results(folder / "reports" / "results.json"))
+    parsed = Elements()
+    parsed.feed(page)
+    ids = {a.get("id") for _, a in parsed.found}
+    assert {"summary", "status", "failures", "links", "busbw", "pairs", "pair-matrix", "ddp", "tests"} <= ids
+    assert "FAIL: 12 test(s) did not pass" in page
+    assert parsed.count("circle", **{"class": "point"}) == 3  # one point per measured size
+    assert parsed.count("line", **{"class": "floor"}) == 3 + 1  # busbw floors, and the DDP floor
+    assert parsed.count("line", **{"class": "peak"}) == 2  # one chart per collective, each with the NVLink peak
+    assert parsed.count("td", **{"class": "heat"}) == 12  # 4x4 pair matrix less the diagonal
+    assert parsed.count("rect", **{"class": "bar"}) == 2  # DDP efficiency on 1 and 2 GPUs
+    assert "<script" not in page and "http" not in page.split("</style>")[1]  # self-contained
+
+
+def test_a_killed_run_leaves_valid_results_and_junit_of_what_finished(tmp_path):
+    from lxml import etree
+
+    # the all_reduce at 256 KiB hangs (and would until its 30 s limit): stop the run while it waits
+    run = gpu_accept_run(tmp_path, "-p", "no:randomly", env={"GPUACCEPT_INJECT_HANG": "all_reduce 256 KiB"}, wait=False)
+    results = tmp_path / "reports" / "results.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (results.exists() and json.loads(results.read_text())["tests"]):
+        time.sleep(0.2)
+    time.sleep(1.0)
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=30)
+    document = load_results(results)  # valid JSON, whatever the moment of the kill
+    assert document["complete"] is False and document["tests"]
+    junit = etree.parse(str(tmp_path / "reports" / "junit.xml"))
+    assert etree.XMLSchema(etree.parse(str(DATA / "junit.xsd"))).validate(junit)
+    assert len(junit.findall(".//testcase")) == len(document["tests"])
+
+
+def test_sigterm_ends_the_run_with_its_reports_written(tmp_path):
+    run = gpu_accept_run(tmp_path, env={"GPUACCEPT_INJECT_HANG": "all_reduce 256 KiB"}, wait=False)
+    results = tmp_path / "reports" / "results.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (results.exists() and json.loads(results.read_text())["tests"]):
+        time.sleep(0.2)
+    run.send_signal(signal.SIGTERM)
+    output, _ = run.communicate(timeout=60)
+    assert run.returncode == 2, output  # interrupted: not a verdict on the machine
+    document = load_results(results)
+    assert document["complete"] is True and document["run"]["exit_status"] == 2
+    ET.parse(tmp_path / "reports" / "junit.xml")
+
+
+def test_baseline_gates_a_later_run(cpu_run, tmp_path):
+    folder, _ = cpu_run
+    baseline = json.loads((folder / "baseline.json").read_text())
+    keys = {v["key"] for v in baseline["values"]}
+    assert {"busbw-all_reduce-64KiB", "pair_busbw-gpu0-gpu1", "ddp_efficiency-2gpu-bs4", "ddp_throughput-1gpu-bs4"} <= keys
+    # as saved, a later run passes (CPU timings are noisy: allow 99%)
+    done = gpu_accept_run(tmp_path / "same", "-k", "no_regression", "--baseline", str(folder / "baseline.json"), "--max-regression", "99%")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{len(keys)} passed" in done.stdout
+    # a baseline whose all_reduce was far faster: that value regressed, and the machine differs
+    for value in baseline["values"]:
+        if value["key"] == "busbw-all_reduce-64KiB":
+            value["value"] *= 1000
+    baseline["machine"]["driver"] = "575.57.08"
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(baseline))
+    done = gpu_accept_run(tmp_path / "slower", "-k", "no_regression", "--baseline", str(edited), "--max-regression", "99%")
+    assert done.returncode == 1
+    results = load_results(tmp_path / "slower" / "reports" / "results.json")
+    failed = [t for t in results["tests"] if t["outcome"] == "failed"]
+    assert [t["id"] for t in failed] == ["test_no_regression[busbw-all_reduce-64KiB]"]
+    assert "baseline" in failed[0]["message"] and "at most 99% worse allowed" in failed[0]["message"]
+    assert "driver 575.57.08 -> 580.159.04" in done.stdout
+
+
+def test_profile_from_the_golden_machine_passes_its_own_facts(cpu_run, tmp_path, capsys):
+    folder, _ = cpu_run
+    target = tmp_path / "golden.yaml"
+    assert cli(["profile", "init", "--from", str(folder / "reports" / "results.json"), "--margin", "0.5", "--name", "golden", "-o", str(target)]) == 0
+    text = target.read_text()
+    assert "# measured" in text and "x 0.5" in text
+    profile = load_profile(target, [shipped_dir("profiles")])
+    measured = load_results(folder / "reports" / "results.json")["facts"]["measurements"]
+    first = measured["collectives"]["results"][0]
+    assert profile.spec.nccl.busbw[first["collective"]][first["nominal_size"]] == pytest.approx(first["busbw_GBps"] * 0.5, rel=1e-3, abs=1e-4)
+    done = gpu_accept_run(tmp_path, "--facts", str(folder / "reports" / "facts.json"), "-k", "not p2p_cuda", profile=target)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_fleet_junit_and_outliers(tmp_path):
+    from bench.fleet import host_document
+    import random
+
+    paths = []
+    for index in range(8):
+        path = tmp_path / f"node{index}.json"
+        path.write_text(json.dumps(host_document(index, 6, random.Random(index))))  # node0007 has a slow pair
+        paths.append(str(path))
+    hosts = read_fleet(paths, workers=1)
+    outliers = fleet_outliers(hosts, 0.1)
+    assert {o.host for o in outliers} == {"node0007"}
+    assert {o.test for o in outliers} == {"test_p2p_copy[gpu1-gpu5]", "test_p2p_copy[gpu5-gpu1]", "test_pair_busbw[gpu1-gpu5]"}
+    assert all(o.message.startswith(f"node0007: {o.test} ") and "below the fleet median" in o.message for o in outliers)
+    target = tmp_path / "fleet.xml"
+    cases = write_fleet_junit(hosts, target, outliers)
+    from lxml import etree
+
+    document = etree.parse(str(target))
+    assert etree.XMLSchema(etree.parse(str(DATA / "junit.xsd"))).validate(document)
+    suites = document.findall("testsuite")
+    assert [s.get("name") for s in suites][:2] == ["node0000", "node0001"] and suites[-1].get("name") == "fleet outliers"
+    assert int(document.getroot().get("tests")) == cases == sum(len(s.findall("testcase")) for s in suites)
+    for suite in suites:
+        names = [c.get("name") for c in suite.findall("testcase")]
+        assert len(names) == len(set(names)), "JUnit consumers key test cases by name"
+    failure = suites[-1].find("testcase/failure").get("message")
+    assert "GB/s" in failure and "fleet median" in failure  # value and reference in the message
+
+
+def test_fleet_command_exit_codes(tmp_path, capsys):
+    from bench.fleet import host_document
+    import random
+
+    paths = []
+    for index in range(5):
+        path = tmp_path / f"n{index}.json"
+        path.write_text(json.dumps(host_document(index, 2, random.Random(index))))
+        paths.append(str(path))
+    assert cli(["report", "fleet", *paths]) == 0
+    assert cli(["report", "junit", *paths, "-o", str(tmp_path / "f.xml")]) == 0
+    broken = tmp_path / "broken.json"
+    broken.write_text("{\"format\": \"something else\"}")
+    assert cli(["report", "fleet", *paths, str(broken)]) == 2
+    assert "not a gpu-accept results file" in capsys.readouterr().err
