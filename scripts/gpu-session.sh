@@ -1,38 +1,137 @@
 #!/usr/bin/env bash
-# Run on a lent GPU machine (no network): install the carried wheels, then verify gpu-accept
-# there. Everything worth keeping is written to $OUT (the only thing that comes back).
+# Verifying gpu-accept on a lent GPU machine (no network). Installs the carried wheels, then runs
+# the named stages; everything worth keeping is written to $OUT, the only thing that comes back.
 #
-#   scripts/gpu-session.sh foundation TAG   record facts, run the suites with --profile auto,
-#                                           and the fault drills that need several GPUs
+#   scripts/gpu-session.sh TAG STAGE...
+#
+#   foundation   record facts (and raw NVML answers), run the suites with --profile auto; on 4+
+#                GPUs also the wrong profile and CUDA_VISIBLE_DEVICES=0,1,2
+#   calibrate    5 runs with scripts/calibration/<TAG>.yaml, then `gpu-accept profile init` from
+#                them: the floors of the shipped profile, with their provenance
+#   confirm      5 runs in a row with the calibrated profile (the last saves a baseline and the
+#                HTML report), then the baseline gate as is and with NCCL_MAX_NCHANNELS=1
+#   faults       NCCL_P2P_DISABLE=1, NCCL_MAX_NCHANNELS=1, a hung collective, a GEMM load on GPU2
+#   fidelity     bench/fidelity.py against nccl-tests built in .nccl-tests/build (not built here)
+#   ddp-time     bench/ddp_stage.py with the calibrated profile
+#
+# Stages stop starting new work past GPU_SESSION_BUDGET_S (default 560 s) so the call returns
+# within its limit with whatever finished.
 set -uo pipefail
-stage=${1:?stage}; tag=${2:?tag}
+tag=${1:?usage: scripts/gpu-session.sh TAG STAGE...}; shift
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
 log="$OUT/log-$tag.txt"
-say() { echo "=== $*" | tee -a "$log"; }
+work=/tmp/gpuaccept-$tag; mkdir -p "$work"
+started=$(date +%s)
+budget=${GPU_SESSION_BUDGET_S:-560}
+say() { echo "=== [$(( $(date +%s) - started ))s] $*" | tee -a "$log"; }
+time_left() { echo $(( budget - ($(date +%s) - started) )); }
+enough() { [ "$(time_left)" -ge "$1" ] || { say "skipped (needs ${1}s, $(time_left)s left): $2"; return 1; }; }
+calibration=scripts/calibration/$tag.yaml
+calibrated=$work/calibrated.yaml
+[ -f "$calibrated" ] || cp "scripts/calibration/$tag-calibrated.yaml" "$calibrated" 2>/dev/null
+
+# run_suite NAME [gpu-accept run arguments...]: one run, its summary into the log
+run_suite() {
+  local name=$1; shift
+  gpu-accept run --reports "$work/$name" -q "$@" > "$work/$name.out" 2>&1
+  local code=$?
+  grep -E "passed|failed|error" "$work/$name.out" | tail -1 | sed "s/^/$name: exit $code: /" | tee -a "$log"
+  sed -n '/gpu-accept summary/,$p' "$work/$name.out" | grep -E "^(FAILED|ERROR| +FAIL|[0-9]+ test)" | head -${LINES_PER_RUN:-12} >> "$log"
+  return 0
+}
 
 say "machine"
-{ nvidia-smi; nvidia-smi topo -m; python3 -c 'import torch, pynvml; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "devices", torch.cuda.device_count())'; } >>"$log" 2>&1
+{ nvidia-smi -L; nvidia-smi topo -m; python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "devices", torch.cuda.device_count())'; } >>"$log" 2>&1
 
-case "$stage" in
-foundation)
-  say "record"
-  gpu-accept record -o "$OUT/facts-$tag.json" --nvml-log "$OUT/nvml-$tag.json" 2>&1 | tee -a "$log"
-  say "run --profile auto"
-  gpu-accept run --reports /tmp/reports-auto -q 2>&1 | tail -25 | tee -a "$log"
-  echo "exit code: ${PIPESTATUS[0]}" | tee -a "$log"
-  cp /tmp/reports-auto/junit.xml "$OUT/junit-$tag.xml" 2>/dev/null
-  gpus=$(nvidia-smi -L | wc -l)
-  if [ "$gpus" -ge 4 ]; then
-    say "run --profile h100-8-nvswitch (the wrong profile: must fail naming what differs)"
-    gpu-accept run --profile h100-8-nvswitch --reports /tmp/reports-wrong -q 2>&1 | grep -E "^FAILED|passed|failed" | head -60 | tee -a "$log"
-    echo "exit code: ${PIPESTATUS[0]}" | tee -a "$log"
-    say "CUDA_VISIBLE_DEVICES=0,1,2 run --profile h200-4-nvswitch (must fail the count and gpu3 tests)"
-    CUDA_VISIBLE_DEVICES=0,1,2 gpu-accept run --profile h200-4-nvswitch --reports /tmp/reports-three -q 2>&1 | grep -E "^FAILED|passed|failed" | head -40 | tee -a "$log"
-    echo "exit code: ${PIPESTATUS[0]}" | tee -a "$log"
-  fi
-  ;;
-*) echo "unknown stage $stage"; exit 2 ;;
-esac
+for stage in "$@"; do
+  case "$stage" in
+  foundation)
+    say "record"
+    gpu-accept record -o "$OUT/facts-$tag.json" --nvml-log "$OUT/nvml-$tag.json" 2>&1 | tee -a "$log"
+    say "run --profile auto (foundation suites)"
+    run_suite auto -k "inventory or topology or p2p and not copy"
+    if [ "$(nvidia-smi -L | wc -l)" -ge 4 ]; then
+      say "the wrong profile: h100-8-nvswitch"
+      LINES_PER_RUN=40 run_suite wrong --profile h100-8-nvswitch -k "inventory or topology or p2p and not copy"
+      say "CUDA_VISIBLE_DEVICES=0,1,2 against h200-4-nvswitch"
+      CUDA_VISIBLE_DEVICES=0,1,2 LINES_PER_RUN=40 run_suite three --profile h200-4-nvswitch -k "inventory or topology or p2p and not copy"
+    fi
+    ;;
+  calibrate)
+    for i in 1 2 3 4 5; do
+      enough 70 "calibration run $i" || break
+      say "calibration run $i"
+      run_suite "cal$i" --profile "$calibration"
+    done
+    runs=$(ls "$work"/cal*/results.json 2>/dev/null)
+    tar -czf "$OUT/calibration-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d cal*/results.json cal*/facts.json 2>/dev/null)
+    say "profile init from $(echo $runs | wc -w) runs"
+    gpu-accept profile init --from $runs --margin 0.93 --name "$tag-calibrated" -o "$calibrated" 2>&1 | tee -a "$log"
+    cp "$calibrated" "$OUT/$tag-calibrated.yaml"
+    ;;
+  confirm)
+    for i in 1 2 3 4 5; do
+      enough 70 "confirmation run $i" || break
+      say "confirmation run $i with the calibrated profile"
+      extra=()
+      [ "$i" = 5 ] && extra=(--save-baseline "$work/baseline.json")
+      run_suite "confirm$i" --profile "$calibrated" "${extra[@]}"
+    done
+    cp "$work/confirm5/report.html" "$OUT/report-$tag.html" 2>/dev/null
+    cp "$work/confirm5/results.json" "$OUT/results-$tag.json" 2>/dev/null
+    if enough 90 "baseline gate, unchanged"; then
+      say "baseline gate, unchanged machine"
+      run_suite gate-same --profile "$calibrated" --baseline "$work/baseline.json" --max-regression 5% -k no_regression
+    fi
+    if enough 100 "baseline gate, NCCL_MAX_NCHANNELS=1"; then
+      say "baseline gate with NCCL_MAX_NCHANNELS=1"
+      NCCL_MAX_NCHANNELS=1 LINES_PER_RUN=40 run_suite gate-slow --profile "$calibrated" --baseline "$work/baseline.json" --max-regression 5% -k "no_regression and (busbw or pair or ddp)"
+    fi
+    tar -czf "$OUT/confirm-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d confirm*/results.json gate*/results.json baseline.json 2>/dev/null)
+    ;;
+  faults)
+    if enough 90 "NCCL_P2P_DISABLE=1"; then
+      say "NCCL_P2P_DISABLE=1: busbw and pairwise must fail"
+      NCCL_P2P_DISABLE=1 LINES_PER_RUN=30 run_suite nop2p --profile "$calibrated" -k "busbw or pair_busbw"
+    fi
+    if enough 80 "NCCL_MAX_NCHANNELS=1"; then
+      say "NCCL_MAX_NCHANNELS=1: the large-size busbw must fail"
+      NCCL_MAX_NCHANNELS=1 LINES_PER_RUN=30 run_suite onechannel --profile "$calibrated" -k "test_busbw"
+    fi
+    if enough 60 "a hung collective"; then
+      say "GPUACCEPT_INJECT_HANG=all_reduce 1 GiB, 20 s limit: killed, named, the rest measured"
+      cat > "$work/hang.yaml" <<EOF
+schema: 1
+extends: $(pwd)/profiles/$( [ "$(nvidia-smi -L | wc -l)" -ge 4 ] && echo h200-4-nvswitch || echo h200-2-nvswitch ).yaml
+nccl: {timeout_s: 20, busbw: {all_reduce: {256MiB: 1, 1GiB: 1, 4GiB: 1}, broadcast: {1GiB: 1}}}
+EOF
+      GPUACCEPT_INJECT_HANG="all_reduce 1 GiB" LINES_PER_RUN=20 run_suite hang --profile "$work/hang.yaml" -k "busbw or correct"
+    fi
+    if [ "$(nvidia-smi -L | wc -l)" -ge 4 ] && enough 90 "GEMM load on GPU2"; then
+      say "a competing GEMM load on GPU2: DDP scaling must fail"
+      python3 scripts/gemm_load.py --gpu 2 > "$work/gemm.out" 2>&1 &
+      hog=$!
+      sleep 5
+      LINES_PER_RUN=20 run_suite hog --profile "$calibrated" -k ddp
+      kill $hog; wait $hog 2>/dev/null
+    fi
+    ;;
+  fidelity)
+    if enough 150 "fidelity bench"; then
+      say "fidelity: gpu-accept against nccl-tests"
+      python3 bench/fidelity.py --nccl-tests .nccl-tests/build --gpus "$(nvidia-smi -L | wc -l)" --markdown "$OUT/fidelity-$tag.md" --logs "$work/nccl-tests.txt" 2>&1 | tee -a "$log"
+    fi
+    ;;
+  ddp-time)
+    if enough 60 "DDP stage time"; then
+      say "DDP stage wall time"
+      python3 bench/ddp_stage.py --profile "$calibrated" 2>&1 | tee -a "$log"
+    fi
+    ;;
+  *) say "unknown stage $stage" ;;
+  esac
+done
+say "done"

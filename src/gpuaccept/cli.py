@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     record = commands.add_parser("record", help="probe this machine and write its facts as JSON")
     record.add_argument("-o", "--output", required=True, help="facts file to write")
     record.add_argument("--nvml-log", help="also write every raw NVML answer (for replay in tests)")
+    record.add_argument("--measure", action="store_true", help="also run the measurement stages the profile asks for")
+    record.add_argument("--profile", default="auto", help="with --measure: whose stages to run (default: auto)")
+    record.add_argument("--profile-dir", action="append", default=[])
     record.set_defaults(handler=_record)
 
     profile = commands.add_parser("profile", help="list, validate and show profiles")
@@ -82,7 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     schema = profile_commands.add_parser("schema", help="the JSON Schema of profiles, for editors")
     schema.set_defaults(handler=_profile_schema)
     init = profile_commands.add_parser("init", help="a profile from a golden machine's results.json")
-    init.add_argument("--from", dest="source", required=True, type=Path, help="results.json of a run on the golden machine")
+    init.add_argument(
+        "--from", dest="sources", required=True, type=Path, nargs="+",
+        help="results.json of runs on the golden machine: floors come from the lowest run, widened by their spread",
+    )
     init.add_argument("--margin", type=float, default=0.9, help="floors are measured values times this (default 0.9)")
     init.add_argument("--name", required=True, help="the profile's name (e.g. the SKU)")
     init.add_argument("-o", "--output", type=Path, help="file to write (default: print)")
@@ -148,10 +154,30 @@ def _record(args, extra: list[str]) -> int:
     from gpuaccept.probe import probe_machine
 
     facts = probe_machine(nvml_log=args.nvml_log)
+    if args.measure:
+        facts = _measure(facts, args)
     save_facts(facts, Path(args.output))
     gpus = facts.gpus
     print(f"recorded {len(gpus)}x {gpus[0].name if gpus else 'no GPU'} on {facts.system.hostname} to {args.output}")
     return EXIT_OK
+
+
+def _measure(facts, args):
+    from gpuaccept.facts.model import Measurements
+    from gpuaccept.measure.stages import run_copy_stage, run_ddp_stage, run_nccl_stage
+
+    catalog = _catalog(args)
+    profile = catalog.auto_select(facts.gpus[0].name, facts.gpu_count) if args.profile == "auto" else catalog.load(args.profile)
+
+    def progress(event: dict) -> None:
+        if event.get("event") == "start":
+            print(f"measuring {event['label']}", file=sys.stderr)
+
+    collectives, pairwise = run_nccl_stage(profile.spec, facts.gpu_count, on_event=progress) if facts.gpu_count > 1 else (None, None)
+    copies = run_copy_stage(profile.spec, on_event=progress)
+    ddp, ddp_without_p2p = run_ddp_stage(profile.spec, facts.gpu_count, on_event=progress)
+    measured = Measurements(collectives=collectives, pairwise=pairwise, copies=copies, ddp=ddp, ddp_without_p2p=ddp_without_p2p)
+    return facts.model_copy(update={"measurements": measured})
 
 
 def _profile_list(args, extra: list[str]) -> int:
@@ -207,7 +233,8 @@ def _profile_init(args, extra: list[str]) -> int:
     from gpuaccept.report.results import load_results
 
     try:
-        text = profile_from_results(load_results(args.source), str(args.source), args.name, args.margin)
+        documents = [load_results(source) for source in args.sources]
+        text = profile_from_results(documents, [str(source) for source in args.sources], args.name, args.margin)
     except ValueError as error:
         raise GpuAcceptError(str(error)) from None
     check = Path(args.output) if args.output else Path(f"/tmp/gpuaccept-profile-init-{args.name}.yaml")

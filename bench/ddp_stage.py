@@ -1,0 +1,43 @@
+"""Wall time of the whole DDP stage at a profile's settings: the scaling sweep over every world
+size and batch, then the NVLink A/B arm with NCCL_P2P_DISABLE=1, start-up of both included.
+Target on 4xH200 with the shipped profile: at most 30 s.
+
+    python bench/ddp_stage.py --profile h200-4-nvswitch
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from gpuaccept.measure.stages import run_ddp_stage
+from gpuaccept.profile import ProfileCatalog
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--profile", required=True, help="profile name or path")
+    parser.add_argument("--gpus", type=int, help="ranks to use (default: the profile's GPU count)")
+    parser.add_argument("--target-s", type=float, default=30.0)
+    args = parser.parse_args()
+    catalog = ProfileCatalog.with_shipped([Path(args.profile).parent] if "/" in args.profile else [])
+    profile = catalog.load(args.profile)
+    ranks = args.gpus or profile.gpu_count
+    began = time.perf_counter()
+    sweep, without = run_ddp_stage(profile.spec, ranks)
+    wall = time.perf_counter() - began
+    for arm in (sweep, without):
+        if arm is None:
+            continue
+        label = "without P2P" if arm.p2p_disabled else "scaling"
+        print(f"{label}: {arm.wall_s:.1f} s, {len(arm.results)} settings, failures: {[f.message for f in arm.failures] or 'none'}")
+        for r in arm.results:
+            print(f"  {r.case:14} {r.samples_per_s_per_gpu:8.1f} samples/s per GPU, step {r.step_s * 1e3:.1f} ms")
+    print(f"DDP stage: {wall:.1f} s wall for profile {profile.name} on {ranks} GPUs ({sweep.parameters / 1e6:.0f}M parameters); target {args.target_s:.0f} s")
+    return 0 if wall <= args.target_s else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
