@@ -79,11 +79,15 @@ def _operation(collective: str, inputs, outputs):
     return operations[collective]
 
 
-def _pattern(length: int, device, dtype):
-    """1, 2, ... 7, 1, 2, ...: position-dependent, so misplaced data is caught."""
+def pattern(length: int, device, dtype):
+    """1, 2, ... 7, 1, 2, ...: position-dependent, so misplaced data is caught.
+
+    Built by repeating seven values, never through an index tensor: at 4 GiB of bf16 that would be
+    16 GiB of int64."""
     import torch
 
-    return (torch.arange(length, device=device) % 7 + 1).to(dtype)
+    period = (torch.arange(7, device=device) + 1).to(dtype)
+    return period.repeat(-(-length // 7))[:length]
 
 
 def _reduce_scale(rank: int, ranks: int) -> int:
@@ -100,16 +104,16 @@ def _alltoall_code(source: int, destination: int, ranks: int) -> int:
 def _fill(collective: str, inputs, me) -> None:
     n = inputs.numel()
     if collective in ("all_reduce", "reduce_scatter"):
-        inputs.copy_(_pattern(n, me.device, inputs.dtype) * _reduce_scale(me.rank, me.world))
+        inputs.copy_(pattern(n, me.device, inputs.dtype) * _reduce_scale(me.rank, me.world))
         if 7 * me.world > EXACT_LIMIT:
             inputs.fill_(1)
     elif collective == "broadcast":
-        inputs.copy_(_pattern(n, me.device, inputs.dtype) * (1 if me.rank == 0 else 3))
+        inputs.copy_(pattern(n, me.device, inputs.dtype) * (1 if me.rank == 0 else 3))
     elif collective == "all_gather":
-        inputs.copy_(_pattern(n, me.device, inputs.dtype) * (me.rank % 8 + 1))
+        inputs.copy_(pattern(n, me.device, inputs.dtype) * (me.rank % 8 + 1))
     elif collective == "alltoall":
         chunk = n // me.world
-        base = _pattern(chunk, me.device, inputs.dtype)
+        base = pattern(chunk, me.device, inputs.dtype)
         for destination in range(me.world):
             inputs[destination * chunk : (destination + 1) * chunk] = base * _alltoall_code(me.rank, destination, me.world)
 
@@ -123,18 +127,18 @@ def _expected(collective: str, outputs, shape, me):
         if 7 * me.world > EXACT_LIMIT:
             return torch.full((n,), float(me.world), device=device, dtype=dtype)
         total = sum(_reduce_scale(r, me.world) for r in range(me.world))
-        return _pattern(n, device, dtype) * total
+        return pattern(n, device, dtype) * total
     if collective == "broadcast":
-        return _pattern(n, device, dtype)
+        return pattern(n, device, dtype)
     if collective == "reduce_scatter":
         chunk = shape.output_elements
         if 7 * me.world > EXACT_LIMIT:
             return torch.full((n,), float(me.world), device=device, dtype=dtype)
         total = sum(_reduce_scale(r, me.world) for r in range(me.world))
-        positions = torch.arange(me.rank * chunk, (me.rank + 1) * chunk, device=device)
-        return (positions % 7 + 1).to(dtype) * total
+        start = me.rank * chunk
+        return pattern(start + chunk, device, dtype)[start:] * total
     chunk = n // me.world
-    base = _pattern(chunk, device, dtype)
+    base = pattern(chunk, device, dtype)
     if collective == "all_gather":
         return torch.cat([base * (source % 8 + 1) for source in range(me.world)])
     if collective == "alltoall":

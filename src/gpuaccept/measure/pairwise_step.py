@@ -8,6 +8,7 @@ slow each other, one pair at a time.
 
 from __future__ import annotations
 
+from gpuaccept.measure.collective_step import pattern
 from gpuaccept.measure.collectives import DTYPE_BYTES
 from gpuaccept.measure.plan import PairwiseStep
 from gpuaccept.measure.timing import time_operation
@@ -41,7 +42,7 @@ def measure_pairs(step: PairwiseStep, me) -> list[dict]:
 
     dtype = getattr(torch, step.dtype)
     count = step.size_bytes // DTYPE_BYTES[step.dtype]
-    pattern = (torch.arange(count, device=me.device) % 7 + 1).to(dtype)
+    values = pattern(count, me.device, dtype)
     send = torch.empty(count, dtype=dtype, device=me.device)
     receive = torch.empty(count, dtype=dtype, device=me.device)
     rounds = schedule(me.world, step.concurrent)
@@ -61,13 +62,13 @@ def measure_pairs(step: PairwiseStep, me) -> list[dict]:
             continue
         peer = mine[1] if mine[0] == me.rank else mine[0]
         index = all_pairs.index(mine)
-        send.copy_(pattern * _code(me.rank, peer))
+        send.copy_(values * _code(me.rank, peer))
         for _ in range(step.warmup):
             exchange(peer)
         times[index] = time_operation(lambda: exchange(peer), step.iterations, me)
         receive.fill_(float("nan"))
         exchange(peer)
-        wrong[index] = (receive != pattern * _code(peer, me.rank)).sum()
+        wrong[index] = (receive != values * _code(peer, me.rank)).sum()
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
     dist.all_reduce(wrong)
     results = []
