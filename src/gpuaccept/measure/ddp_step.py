@@ -1,6 +1,7 @@
 """DDP throughput of the GPT workload on the first `world` ranks of the job.
 
-Every rank of the job creates the subgroup (torch requires it); the ranks outside it wait. Steps
+Every rank of the job creates the subgroup (torch requires it); the ranks outside it wait. The
+model is built once per world size, on its device, and trained at each batch setting in turn. Steps
 are timed after warm-up steps, between synchronizations, on every rank of the subgroup; the
 slowest rank's mean step time counts. The same steps are then timed inside `no_sync()`, where DDP
 skips the gradient all-reduce: the difference is the communication that compute did not hide.
@@ -23,12 +24,13 @@ def measure_ddp(step: DdpStep, me) -> list[dict]:
         raise ValueError(f"DDP on {step.world} GPUs needs {step.world} ranks; the job has {me.world}")
     group = dist.new_group(list(range(step.world))) if step.world > 1 else None
     shape = GptShape(step.layers, step.d_model, step.heads, step.vocab, step.seq_len)
+    trainer = _Trainer(shape, step, group, me) if me.rank < step.world else None
     results = []
     for batch in step.batches:
         for accumulation in step.accumulation:
             timings = torch.zeros(2, dtype=torch.float64, device=me.device)
-            if me.rank < step.world:
-                synced, unsynced = _train(shape, step, batch, accumulation, group, me)
+            if trainer is not None:
+                synced, unsynced = trainer.time(batch, accumulation)
                 timings[0], timings[1] = synced, unsynced or 0.0
             dist.all_reduce(timings, op=dist.ReduceOp.MAX)
             step_s, no_sync_s = float(timings[0].item()), float(timings[1].item())
@@ -45,55 +47,71 @@ def measure_ddp(step: DdpStep, me) -> list[dict]:
                     "parameters": shape.parameters(),
                 }
             )
+    if trainer is not None:
+        trainer.close()
     return results
 
 
-def _train(shape: GptShape, step: DdpStep, batch: int, accumulation: int, group, me) -> tuple[float, float | None]:
-    import torch
-    import torch.distributed as dist
-    from torch.nn import functional as F
-    from torch.nn.parallel import DistributedDataParallel
+class _Trainer:
+    """One model, optimizer and DDP wrapper per world size, trained at each batch setting in turn."""
 
-    torch.manual_seed(1234 + me.rank)
-    model = build(shape).to(me.device)
-    trained = model
-    if group is not None:
-        trained = DistributedDataParallel(model, device_ids=[me.local_rank] if me.cuda else None, process_group=group)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=me.cuda)
-    tokens = torch.randint(0, shape.vocab, (batch, shape.seq_len + 1), device=me.device)
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
-    mixed = me.cuda and step.dtype == "bfloat16"
+    def __init__(self, shape: GptShape, step: DdpStep, group, me):
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
 
-    def one_step(synchronize_gradients: bool = True) -> None:
-        for micro in range(accumulation):
-            last = micro == accumulation - 1
-            skip_sync = group is not None and (not last or not synchronize_gradients)
-            with trained.no_sync() if skip_sync else contextlib.nullcontext():
-                with torch.autocast(me.device.type, dtype=torch.bfloat16, enabled=mixed):
-                    logits = trained(inputs)
-                loss = F.cross_entropy(logits.float().reshape(-1, shape.vocab), targets.reshape(-1))
-                loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    def timed(synchronize_gradients: bool) -> float:
+        self.shape, self.step, self.group, self.me = shape, step, group, me
+        torch.manual_seed(1234 + me.rank)
+        with torch.device(me.device):  # initialized where it trains: a CPU initialization of 350M weights takes seconds
+            self.model = build(shape)
+        self.trained = self.model
         if group is not None:
-            dist.barrier(group=group)
-        _synchronize(me)
-        began = time.perf_counter()
-        for _ in range(step.steps):
-            one_step(synchronize_gradients)
-        _synchronize(me)
-        return (time.perf_counter() - began) / step.steps
+            self.trained = DistributedDataParallel(self.model, device_ids=[me.local_rank] if me.cuda else None, process_group=group)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=me.cuda)
+        self.mixed = me.cuda and step.dtype == "bfloat16"
 
-    for _ in range(step.warmup_steps):
-        one_step()
-    synced = timed(True)
-    unsynced = timed(False) if group is not None and step.no_sync else None
-    del trained, model, optimizer
-    if me.cuda:
-        torch.cuda.empty_cache()
-    return synced, unsynced
+    def time(self, batch: int, accumulation: int) -> tuple[float, float | None]:
+        import torch
+        import torch.distributed as dist
+        from torch.nn import functional as F
+
+        shape, step, group, me = self.shape, self.step, self.group, self.me
+        tokens = torch.randint(0, shape.vocab, (batch, shape.seq_len + 1), device=me.device)
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+
+        def one_step(synchronize_gradients: bool = True) -> None:
+            for micro in range(accumulation):
+                last = micro == accumulation - 1
+                skip_sync = group is not None and (not last or not synchronize_gradients)
+                with self.trained.no_sync() if skip_sync else contextlib.nullcontext():
+                    with torch.autocast(me.device.type, dtype=torch.bfloat16, enabled=self.mixed):
+                        logits = self.trained(inputs)
+                    loss = F.cross_entropy(logits.float().reshape(-1, shape.vocab), targets.reshape(-1))
+                    loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+
+        def timed(synchronize_gradients: bool) -> float:
+            if group is not None:
+                dist.barrier(group=group)
+            _synchronize(me)
+            began = time.perf_counter()
+            for _ in range(step.steps):
+                one_step(synchronize_gradients)
+            _synchronize(me)
+            return (time.perf_counter() - began) / step.steps
+
+        for _ in range(step.warmup_steps):
+            one_step()
+        synced = timed(True)
+        unsynced = timed(False) if group is not None and step.no_sync else None
+        return synced, unsynced
+
+    def close(self) -> None:
+        import torch
+
+        del self.trained, self.model, self.optimizer
+        if self.me.cuda:
+            torch.cuda.empty_cache()
 
 
 def _synchronize(me) -> None:

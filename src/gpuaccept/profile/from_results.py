@@ -26,7 +26,7 @@ GIB = 2**30
 
 def profile_from_results(documents: list[dict], sources: list[str], name: str, margin: float) -> str:
     """Expectations from the first run's facts; floors from the lowest value over every run, times
-    the margin, widened where the runs disagree (floor at most 1 - 3 x the runs' spread)."""
+    the margin less the runs' spread: (max - min) / max, so noisy values get wider margins."""
     if not 0 < margin <= 1:
         raise ValueError(f"margin {margin} must be above 0 and at most 1 (0.9 keeps 90% of each measured value)")
     runs = [Facts.model_validate_json(json.dumps(document["facts"])) for document in documents]
@@ -156,12 +156,13 @@ class Spread:
         return (self.high - self.low) / self.high if self.high else 0.0
 
     def floor(self, margin: float) -> float:
-        factor = min(margin, 1 - 3 * self.relative)
-        value = self.low * max(factor, 0.0)
+        """Below the lowest run by the margin and once more by the runs' own spread."""
+        value = self.low * max(margin - self.relative, 0.0)
         return round(value, 4 if value < 10 else 1)
 
     def ceiling(self, margin: float) -> float:
-        return round(min(1.0, self.high + (1 - margin) + 3 * (self.high - self.low)), 3)
+        """Above the highest run by 1 - margin and once more by the runs' own range."""
+        return round(min(1.0, self.high + (1 - margin) + (self.high - self.low)), 3)
 
     def describe(self, unit: str = "", digits: int = 2) -> str:
         unit = f" {unit}" if unit else ""
@@ -270,7 +271,7 @@ def _ddp(runs: list[Facts], data: dict, note, seen: str, margin: float) -> None:
         spread = _spread(runs, exposed)
         if spread is not None:
             ddp["max_exposed_comm"][case] = spread.ceiling(margin)
-            note(f"ddp.max_exposed_comm.{case}", f"{spread.describe(digits=3)} {seen}, plus {1 - margin:.2f} and 3x the spread")
+            note(f"ddp.max_exposed_comm.{case}", f"{spread.describe(digits=3)} {seen}, + {1 - margin:.2f} + the range")
 
         def speedup(f: Facts, key=key) -> float | None:
             with_p2p, without = _ddp_rate(f, *key), _ddp_rate(f, *key, without_p2p=True)
@@ -284,6 +285,6 @@ def _ddp(runs: list[Facts], data: dict, note, seen: str, margin: float) -> None:
 
 
 def times_text(margin: float) -> str:
-    return f"x {margin:g} (lower where the runs spread more)"
+    return f"x ({margin:g} - spread)"
 
 
