@@ -8,9 +8,9 @@
 #                GPUs also the wrong profile and CUDA_VISIBLE_DEVICES=0,1,2
 #   calibrate    5 runs with scripts/calibration/<TAG>.yaml, then `gpu-accept profile init` from
 #                them: the floors of the shipped profile, with their provenance
-#   confirm      5 runs in a row with the calibrated profile (the last saves a baseline and the
-#                HTML report), then the baseline gate as is and with NCCL_MAX_NCHANNELS=1
-#   faults       NCCL_P2P_DISABLE=1, NCCL_MAX_NCHANNELS=1, a hung collective, a GEMM load on GPU2
+#   confirm      5 runs in a row with the calibrated profile of this session (the first saves a
+#                baseline, the others are gated on it), then NCCL_MAX_NCHANNELS=1 against both
+#   faults       NCCL_P2P_DISABLE=1, a hung collective, a GEMM load on GPU2
 #   fidelity     bench/fidelity.py against nccl-tests built in .nccl-tests/build (not built here)
 #   ddp-time     bench/ddp_stage.py with the calibrated profile
 #
@@ -31,7 +31,6 @@ time_left() { echo $(( budget - ($(date +%s) - started) )); }
 enough() { [ "$(time_left)" -ge "$1" ] || { say "skipped (needs ${1}s, $(time_left)s left): $2"; return 1; }; }
 calibration=scripts/calibration/$tag.yaml
 calibrated=$work/calibrated.yaml
-[ -f "$calibrated" ] || cp "scripts/calibration/$tag-calibrated.yaml" "$calibrated" 2>/dev/null
 
 # run_suite NAME [gpu-accept run arguments...]: one run, its summary into the log
 run_suite() {
@@ -74,50 +73,42 @@ for stage in "$@"; do
     ;;
   confirm)
     for i in 1 2 3 4 5; do
-      enough 70 "confirmation run $i" || break
+      enough 65 "confirmation run $i" || break
       say "confirmation run $i with the calibrated profile"
-      extra=()
-      [ "$i" = 5 ] && extra=(--save-baseline "$work/baseline.json")
-      run_suite "confirm$i" --profile "$calibrated" "${extra[@]}"
+      # the first run saves a baseline; the others are gated on it as well
+      gate=(--save-baseline "$work/baseline.json")
+      [ "$i" != 1 ] && gate=(--baseline "$work/baseline.json" --max-regression 5%)
+      run_suite "confirm$i" --profile "$calibrated" "${gate[@]}"
     done
     cp "$work/confirm5/report.html" "$OUT/report-$tag.html" 2>/dev/null
     cp "$work/confirm5/results.json" "$OUT/results-$tag.json" 2>/dev/null
-    if enough 90 "baseline gate, unchanged"; then
-      say "baseline gate, unchanged machine"
-      run_suite gate-same --profile "$calibrated" --baseline "$work/baseline.json" --max-regression 5% -k no_regression
+    if enough 110 "NCCL_MAX_NCHANNELS=1 against the floors and the baseline"; then
+      say "NCCL_MAX_NCHANNELS=1: large-size busbw must fail, and the baseline gate name the regressed values"
+      NCCL_MAX_NCHANNELS=1 LINES_PER_RUN=60 run_suite onechannel --profile "$calibrated" --baseline "$work/baseline.json" --max-regression 5% -k "test_busbw or no_regression"
     fi
-    if enough 100 "baseline gate, NCCL_MAX_NCHANNELS=1"; then
-      say "baseline gate with NCCL_MAX_NCHANNELS=1"
-      NCCL_MAX_NCHANNELS=1 LINES_PER_RUN=40 run_suite gate-slow --profile "$calibrated" --baseline "$work/baseline.json" --max-regression 5% -k "no_regression and (busbw or pair or ddp)"
-    fi
-    tar -czf "$OUT/confirm-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d confirm*/results.json gate*/results.json baseline.json 2>/dev/null)
+    tar -czf "$OUT/confirm-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d confirm*/results.json onechannel/results.json baseline.json 2>/dev/null)
     ;;
   faults)
-    if enough 90 "NCCL_P2P_DISABLE=1"; then
-      say "NCCL_P2P_DISABLE=1: busbw and pairwise must fail"
-      NCCL_P2P_DISABLE=1 LINES_PER_RUN=30 run_suite nop2p --profile "$calibrated" -k "busbw or pair_busbw"
+    if enough 95 "NCCL_P2P_DISABLE=1"; then
+      say "NCCL_P2P_DISABLE=1: busbw, pairwise and DDP scaling must fail"
+      NCCL_P2P_DISABLE=1 LINES_PER_RUN=40 run_suite nop2p --profile "$calibrated" -k "busbw or pair_busbw or ddp_scaling"
     fi
-    if enough 80 "NCCL_MAX_NCHANNELS=1"; then
-      say "NCCL_MAX_NCHANNELS=1: the large-size busbw must fail"
-      NCCL_MAX_NCHANNELS=1 LINES_PER_RUN=30 run_suite onechannel --profile "$calibrated" -k "test_busbw"
-    fi
-    if enough 60 "a hung collective"; then
+    if enough 50 "a hung collective"; then
       say "GPUACCEPT_INJECT_HANG=all_reduce 1 GiB, 20 s limit: killed, named, the rest measured"
-      cat > "$work/hang.yaml" <<EOF
-schema: 1
-extends: $(pwd)/profiles/$( [ "$(nvidia-smi -L | wc -l)" -ge 4 ] && echo h200-4-nvswitch || echo h200-2-nvswitch ).yaml
-nccl: {timeout_s: 20, busbw: {all_reduce: {256MiB: 1, 1GiB: 1, 4GiB: 1}, broadcast: {1GiB: 1}}}
-EOF
+      base=h200-2-nvswitch
+      [ "$(nvidia-smi -L | wc -l)" -ge 4 ] && base=h200-4-nvswitch
+      printf 'schema: 1\nextends: %s/profiles/%s.yaml\nnccl: {timeout_s: 20, busbw: {all_reduce: {256MiB: 1, 1GiB: 1, 4GiB: 1}, broadcast: {1GiB: 1}}}\n' "$(pwd)" "$base" > "$work/hang.yaml"
       GPUACCEPT_INJECT_HANG="all_reduce 1 GiB" LINES_PER_RUN=20 run_suite hang --profile "$work/hang.yaml" -k "busbw or correct"
     fi
-    if [ "$(nvidia-smi -L | wc -l)" -ge 4 ] && enough 90 "GEMM load on GPU2"; then
+    if [ "$(nvidia-smi -L | wc -l)" -ge 4 ] && enough 50 "GEMM load on GPU2"; then
       say "a competing GEMM load on GPU2: DDP scaling must fail"
       python3 scripts/gemm_load.py --gpu 2 > "$work/gemm.out" 2>&1 &
       hog=$!
       sleep 5
-      LINES_PER_RUN=20 run_suite hog --profile "$calibrated" -k ddp
+      LINES_PER_RUN=20 run_suite hog --profile "$calibrated" -k ddp_scaling
       kill $hog; wait $hog 2>/dev/null
     fi
+    tar -czf "$OUT/faults-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d nop2p/results.json hang/results.json hog/results.json 2>/dev/null)
     ;;
   fidelity)
     if enough 150 "fidelity bench"; then

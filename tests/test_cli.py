@@ -18,15 +18,15 @@ def gpu_accept(*args, cwd=None):
 
 
 def test_run_on_recorded_facts_passes_and_writes_junit(tmp_path):
-    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), "--reports", str(tmp_path))
+    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "--reports", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "65 passed" in done.stdout
+    assert "failed" not in done.stdout and "136 passed" in done.stdout
     assert (tmp_path / "junit.xml").is_file()
 
 
 def test_run_exits_1_when_a_check_fails(tmp_path):
     faulty = tmp_path / "faulty.json"
-    save_facts(mutated(example_facts("h200x4"), lambda d: d["gpus"][0].update(name="NVIDIA A100-SXM4-80GB")), faulty)
+    save_facts(mutated(example_facts("h200x4-measured"), lambda d: d["gpus"][0].update(name="NVIDIA A100-SXM4-80GB")), faulty)
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(faulty), "--reports", str(tmp_path), "-q")
     assert done.returncode == 1
     assert "gpu0: model 'NVIDIA A100-SXM4-80GB', expected 'NVIDIA H200'" in done.stdout

@@ -28,7 +28,7 @@ def cases_by_name(root):
 
 
 def test_recorded_h200x4_passes_its_profile_and_every_case_carries_its_numbers(pytester):
-    result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"))
+    result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"))
     outcomes = result.parseoutcomes()
     assert result.ret == 0 and "failed" not in outcomes and outcomes["passed"] >= 65
     cases = cases_by_name(root)
@@ -43,7 +43,7 @@ def test_recorded_h200x4_passes_its_profile_and_every_case_carries_its_numbers(p
 
 def test_a_fault_fails_exactly_its_test_with_value_and_threshold_in_junit(pytester, tmp_path):
     faulty = tmp_path / "x8.json"
-    save_facts(mutated(example_facts("h200x4"), lambda d: d["gpus"][2]["pcie"].update(width_current=8)), faulty)
+    save_facts(mutated(example_facts("h200x4-measured"), lambda d: d["gpus"][2]["pcie"].update(width_current=8)), faulty)
     result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(faulty))
     assert result.parseoutcomes()["failed"] == 1
     assert result.ret == 1
@@ -57,7 +57,7 @@ def test_three_visible_gpus_against_the_four_gpu_profile(pytester, tmp_path):
 
     three = tmp_path / "three.json"
     save_facts(mutated(example_facts("h200x4"), without_gpu3), three)
-    result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(three))
+    result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(three), "-k", "inventory or topology or p2p and not copy")
     failed = sorted(name for name, case in cases_by_name(root).items() if case.find("failure") is not None)
     assert "test_gpu_count" in failed
     assert all(name == "test_gpu_count" or "gpu3" in name for name in failed)
@@ -76,7 +76,7 @@ def test_auto_profile_from_facts(pytester):
 def test_suite_properties_survive_xdist(pytester):
     pytest.importorskip("xdist")
     result, root = run_suites(
-        pytester, "-n", "2", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), subprocess=True
+        pytester, "-n", "2", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), subprocess=True
     )
     assert result.ret == 0
     suite = properties(root.find("testsuite"))

@@ -201,3 +201,39 @@ def test_fleet_command_exit_codes(tmp_path, capsys):
     broken.write_text("{\"format\": \"something else\"}")
     assert cli(["report", "fleet", *paths, str(broken)]) == 2
     assert "not a gpu-accept results file" in capsys.readouterr().err
+
+
+def test_html_of_a_real_4xh200_run():
+    from tests.helpers import ROOT
+
+    document = load_results(ROOT / "examples" / "results" / "h200x4.json")
+    page = render_html(document)
+    parsed = Elements()
+    parsed.feed(page)
+    assert "PASS: every check passed" in page
+    assert parsed.count("circle", **{"class": "point"}) == 15  # 5 collectives x 3 sizes
+    assert parsed.count("td", **{"class": "heat"}) == 12 + 16  # pairwise matrix; peer copies with the diagonal
+    assert parsed.count("rect", **{"class": "bar"}) == 6  # DDP: 3 world sizes x 2 batches in that run
+    assert "NCCL 2.28.9" in page and "peak 478.12" in page
+
+
+def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
+    from gpuaccept.checks.baseline import no_regression
+    from gpuaccept.checks.verdict import Outcome
+    from gpuaccept.facts.model import CopyResult, CopySweep, Measurements
+    from gpuaccept.report.baseline import load_baseline, save_baseline
+    from tests.helpers import example_facts
+
+    def with_bidirectional(value):
+        copies = CopySweep(wall_s=1.0, results=[CopyResult(what="p2p_bidirectional", gpus=(0, 1), size_bytes=1 << 30, iterations=10, GBps=value, wrong=0)])
+        return example_facts("h200x2").model_copy(update={"measurements": Measurements(copies=copies)})
+
+    runs = [with_bidirectional(v) for v in (652.8, 700.0, 779.8)]  # as measured on 2xH200
+    save_baseline(tmp_path / "b.json", runs[0], "h200-2-nvswitch", runs[1:])
+    baseline = load_baseline(tmp_path / "b.json")
+    metric = baseline.metrics["p2p_bidirectional-gpu0-gpu1"]
+    assert metric.value == 700.0 and metric.spread == round((779.8 - 652.8) / 700.0, 4)
+    key = "p2p_bidirectional-gpu0-gpu1"
+    assert no_regression(baseline, with_bidirectional(620.0), key, 0.05, "p").outcome is Outcome.PASSED
+    slow = no_regression(baseline, with_bidirectional(400.0), key, 0.05, "p")
+    assert slow.outcome is Outcome.FAILED and "twice the 18.1% its baseline runs varied by" in slow.message

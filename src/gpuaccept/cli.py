@@ -94,6 +94,15 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("-o", "--output", type=Path, help="file to write (default: print)")
     init.set_defaults(handler=_profile_init)
 
+    baseline = commands.add_parser("baseline", help="baselines from results.json files")
+    baseline_commands = baseline.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
+    save = baseline_commands.add_parser(
+        "save", help="a baseline from one or more runs: the median of each value, and how much the runs varied"
+    )
+    save.add_argument("results", nargs="+", type=Path)
+    save.add_argument("-o", "--output", type=Path, required=True)
+    save.set_defaults(handler=_baseline_save)
+
     report = commands.add_parser("report", help="reports from results.json files (no hardware touched)")
     report_commands = report.add_subparsers(dest="report_command", metavar="KIND", required=True)
     html_report = report_commands.add_parser("html", help="the self-contained HTML report of one run")
@@ -245,6 +254,19 @@ def _profile_init(args, extra: list[str]) -> int:
         sys.stdout.write(text)
     else:
         print(f"wrote {args.output}: review it, then gpu-accept profile validate {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _baseline_save(args, extra: list[str]) -> int:
+    from gpuaccept.facts import parse_facts
+    from gpuaccept.report.baseline import save_baseline
+    from gpuaccept.report.results import load_results
+
+    documents = [load_results(path) for path in args.results]
+    runs = [parse_facts(json.dumps(d["facts"]), str(path)) for d, path in zip(documents, args.results)]
+    profile = documents[0]["run"]["profile"]["name"]
+    saved = save_baseline(args.output, runs[0], profile, runs[1:])
+    print(f"wrote {args.output}: {saved} values from {len(runs)} run(s) of profile {profile}")
     return EXIT_OK
 
 

@@ -10,13 +10,15 @@ from gpuaccept.report.baseline import Baseline, measured_values
 def no_regression(baseline: Baseline, facts: Facts, key: str, max_regression: float, profile_name: str) -> Verdict:
     judge = Judge("no_regression", profile_name)
     before = baseline.metrics[key]
+    allowed = before.tolerance(max_regression)
     if before.higher_is_better:
-        criterion = AtLeast(round(before.value * (1 - max_regression), 4), before.unit)
+        criterion = AtLeast(round(before.value * (1 - allowed), 4), before.unit)
     else:
-        criterion = AtMost(round(before.value * (1 + max_regression), 4), before.unit)
+        criterion = AtMost(round(before.value * (1 + allowed), 4), before.unit)
     now = measured_values(facts).get(key)
     if now is None:
         return judge.error(key, f"measured in the baseline ({before.value:g} {before.unit}) but not in this run", criterion)
     change = (now.value - before.value) / before.value if before.value else 0.0
-    note = f"baseline {before.value:g} {before.unit}".rstrip() + f", {change:+.1%}; at most {max_regression:.0%} worse allowed"
+    why = f" (twice the {before.spread:.1%} its baseline runs varied by)" if allowed > max_regression else ""
+    note = f"baseline {before.value:g} {before.unit}".rstrip() + f", {change:+.1%}; at most {allowed:.0%} worse allowed{why}"
     return judge(key, "measured", now.value, criterion, note=note, scope=f"baseline {baseline.path}")

@@ -9,6 +9,7 @@ themselves, so a baseline does not depend on the profile's thresholds.
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,12 @@ class Metric:
     value: float
     unit: str
     higher_is_better: bool = True
+    spread: float = 0.0  # (max - min) / median over the runs the baseline was made from; 0 for one run
+
+    def tolerance(self, max_regression: float) -> float:
+        """How much worse a value may be: the asked-for share, or twice what the baseline's own runs
+        varied by, whichever is larger (a value that moves 10% between healthy runs is no regression at 6%)."""
+        return max(max_regression, 2 * self.spread)
 
 
 def measured_values(facts: Facts) -> dict[str, Metric]:
@@ -70,14 +77,26 @@ def machine_of(facts: Facts, profile_name: str) -> dict:
     return machine
 
 
-def save_baseline(path: Path, facts: Facts, profile_name: str) -> int:
-    values = measured_values(facts)
+def save_baseline(path: Path, facts: Facts, profile_name: str, more_runs: list[Facts] = ()) -> int:
+    """The measured values of `facts`; with `more_runs`, the median of every run and their spread."""
+    runs = [measured_values(facts)] + [measured_values(other) for other in more_runs]
+    values = []
+    for key, first in runs[0].items():
+        found = [run[key].value for run in runs if key in run]
+        if len(found) != len(runs):
+            continue  # measured in some runs only: no stable reference
+        middle = statistics.median(found)
+        spread = (max(found) - min(found)) / middle if middle else 0.0
+        values.append(
+            {"key": key, "value": round(middle, 4), "unit": first.unit, "higher_is_better": first.higher_is_better,
+             "spread": round(spread, 4), "runs": len(found)}
+        )
     document = {
         "format": BASELINE_FORMAT,
         "version": BASELINE_VERSION,
         "saved_at": now(),
         "machine": machine_of(facts, profile_name),
-        "values": [{"key": m.key, "value": m.value, "unit": m.unit, "higher_is_better": m.higher_is_better} for m in values.values()],
+        "values": values,
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +139,9 @@ def load_baseline(path: Path) -> Baseline:
     metrics = {}
     for index, entry in enumerate(document.get("values", [])):
         try:
-            metrics[entry["key"]] = Metric(entry["key"], float(entry["value"]), str(entry["unit"]), bool(entry["higher_is_better"]))
+            metrics[entry["key"]] = Metric(
+                entry["key"], float(entry["value"]), str(entry["unit"]), bool(entry["higher_is_better"]), float(entry.get("spread", 0.0))
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise problem(f"malformed entry ({type(exc).__name__}: {exc})", f"values[{index}]") from None
     return Baseline(str(path), document.get("machine", {}), metrics)

@@ -205,7 +205,9 @@ def _ticks(top: float) -> list[float]:
 def _heatmap(title: str, anchor: str, count: int, values: dict[tuple[int, int], float], outcomes: dict[tuple[int, int], str], note: str) -> str:
     if not values:
         return ""
-    top = max(values.values()) or 1.0
+    # the scale comes from the pairs: a diagonal of local copies (five times faster) would wash them out
+    between = [v for (i, j), v in values.items() if i != j]
+    top = max(between or values.values()) or 1.0
     header = "".join(f"<th>GPU{j}</th>" for j in range(count))
     rows = []
     for i in range(count):
@@ -215,7 +217,7 @@ def _heatmap(title: str, anchor: str, count: int, values: dict[tuple[int, int], 
             if value is None:
                 cells.append("<td style='background:#eaeef2'>-</td>")
                 continue
-            shade = 0.15 + 0.85 * value / top
+            shade = 0.15 + 0.85 * min(value / top, 1.0)
             border = OUTCOME_COLOURS.get(outcomes.get((i, j)) or "", "#d0d7de")
             cells.append(
                 f"<td class='heat' style='background:rgba(9,105,218,{shade:.2f});color:{'#fff' if shade > 0.55 else '#1f2328'};"
