@@ -2,41 +2,20 @@
 from a real recording), measurement workers on gloo, checks, JUnit, facts out, exit codes."""
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.helpers import DATA, write
+from tests.live_cpu import CPU_PROFILE, cpu_profile, gpu_accept_run
 
 pytest.importorskip("torch")
 
-PROFILE = """
-    schema: 1
-    extends: bases/hgx-h200
-    description: the 4xH200 recording, with measurement floors a CPU can meet
-    gpus: {count: 4}
-    nccl:
-      dtype: float32
-      warmup: 1
-      iterations: 2
-      timeout_s: 8
-      busbw:
-        all_reduce: {64KiB: 0.0001, 256KiB: 0.0001}
-        alltoall: {64KiB: 0.0001}
-    pairwise: {size: 64KiB, dtype: float32, iterations: 2, concurrent: true, min_busbw: 0.0001}
-"""
+# the CPU profile's NCCL stage alone, with a short limit so the hang test is quick
+PROFILE = CPU_PROFILE.split("    ddp:")[0].replace("timeout_s: 30", "timeout_s: 8")
 
 
 def run(tmp_path, *extra, env=None):
-    from gpuaccept.resources import shipped_dir
-
-    profile = write(tmp_path / "cpu.yaml", PROFILE)
-    environment = {**__import__("os").environ, "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x4.json"), **(env or {})}
-    command = [sys.executable, "-m", "gpuaccept", "run", "--profile", str(profile), "--profile-dir", str(shipped_dir("profiles")),
-               "--reports", str(tmp_path / "reports"), "-q", "-k", "busbw or correct", *extra]
-    return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
+    return gpu_accept_run(tmp_path, "-k", "busbw or correct", *extra, env=env, profile=cpu_profile(tmp_path, PROFILE))
 
 
 def failed_cases(tmp_path):

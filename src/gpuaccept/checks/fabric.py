@@ -10,7 +10,7 @@ from __future__ import annotations
 from gpuaccept.checks.inventory import gpu_name
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import AtLeast, Equals, Judge, Verdict
-from gpuaccept.facts.model import Facts, StepFailure
+from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure
 from gpuaccept.measure.plan import human_size
 from gpuaccept.measure.sizes import format_size, parse_size
 from gpuaccept.profile.model import Profile
@@ -42,42 +42,45 @@ def _with_peak(measured: float, peak: Peak | None) -> tuple[str, dict]:
     return f"{share:.0f}% of {peak.GBps:.1f} GB/s {peak.what} peak", {"peak_GBps": round(peak.GBps, 2), "percent_of_peak": round(share, 1)}
 
 
-def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
+def _collective_result(judge: Judge, profile: Profile, facts: Facts, case: tuple[str, str], criterion) -> CollectiveResult | Verdict:
+    """The sweep's result for one collective and size, or the verdict that says why there is none."""
     collective, size_text = case
-    judge = Judge("busbw", profile.name)
-    nominal = format_size(parse_size(size_text))
-    label = f"{collective} {human_size(parse_size(size_text))}"
-    criterion = AtLeast(profile.spec.nccl.busbw[collective][size_text], "GB/s")
+    size = parse_size(size_text)
+    label = f"{collective} {human_size(size)}"
     sweep = facts.measurements.collectives
     if sweep is None:
         return judge.error(label, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
     failure = _failure(sweep.failures, label)
     if failure:
         return judge.failed(label, failure.message, None, criterion, context={"reason": failure.reason})
-    result = sweep.result(collective, nominal)
+    result = sweep.result(collective, format_size(size))
     if result is None:
         return judge.error(label, "no result for this collective and size in the sweep", criterion)
+    return result
+
+
+def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
+    collective, size_text = case
+    judge = Judge("busbw", profile.name)
+    criterion = AtLeast(profile.spec.nccl.busbw[collective][size_text], "GB/s")
+    result = _collective_result(judge, profile, facts, case, criterion)
+    if isinstance(result, Verdict):
+        return result
     note, context = _with_peak(result.busbw_GBps, collective_peak(facts))
     context.update(algbw_GBps=round(result.algbw_GBps, 2), time_us=round(result.time_us, 1), ranks=result.ranks, size_bytes=result.size_bytes)
     note = "; ".join(part for part in (note, f"algbw {result.algbw_GBps:.1f} GB/s, {result.time_us:.0f} us, {result.ranks} ranks") if part)
+    label = f"{collective} {human_size(parse_size(size_text))}"
     return judge(label, "busbw", round(result.busbw_GBps, 2), criterion, note=note, context=context)
 
 
 def collective_correct(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
     collective, size_text = case
     judge = Judge("collective_correct", profile.name)
-    nominal = format_size(parse_size(size_text))
-    label = f"{collective} {human_size(parse_size(size_text))}"
     criterion = Equals(0, "wrong elements")
-    sweep = facts.measurements.collectives
-    if sweep is None:
-        return judge.error(label, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
-    failure = _failure(sweep.failures, label)
-    if failure:
-        return judge.failed(label, failure.message, None, criterion, context={"reason": failure.reason})
-    result = sweep.result(collective, nominal)
-    if result is None:
-        return judge.error(label, "no result for this collective and size in the sweep", criterion)
+    result = _collective_result(judge, profile, facts, case, criterion)
+    if isinstance(result, Verdict):
+        return result
+    label = f"{collective} {human_size(parse_size(size_text))}"
     return judge(label, "result check:", result.wrong, criterion, note=f"{result.dtype}, {result.ranks} ranks")
 
 
