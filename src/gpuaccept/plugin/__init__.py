@@ -16,7 +16,7 @@ import pytest
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.plugin.context import AUTO, RunContext
-from gpuaccept.plugin.measurements import MeasurementStore, terminal_line
+from gpuaccept.plugin.measurements import MeasurementStore, merge, terminal_line
 from gpuaccept.plugin.reporting import RunReporting
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.verdicts import VERDICTS_KEY, VerdictRecorder, failure_message
@@ -183,7 +183,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.when == "call" and report.failed and message and crash is not None:
         # the verdict's own line, without pytest's "Failed: " prefix, in the summary and in JUnit
         crash.message = message
-    if report.when == "call" and report.skipped and isinstance(report.longrepr, tuple) and item.stash.get(VERDICTS_KEY, None):
+    if report.when == "call" and report.skipped and isinstance(report.longrepr, tuple) and verdicts:
         # a verdict skips from inside the plugin: point the skip at the test, as skip marks do
         path, line = item.reportinfo()[:2]
         report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
@@ -226,10 +226,7 @@ def facts_with_ddp(request: pytest.FixtureRequest):
 @pytest.fixture(scope="session")
 def facts_with_everything(facts_with_nccl, facts_with_copies, facts_with_ddp):
     """The facts with every measurement stage the profile asks for."""
-    measured = {}
-    for facts in (facts_with_nccl, facts_with_copies, facts_with_ddp):
-        measured.update({name: value for name, value in facts.measurements if value is not None})
-    return facts_with_nccl.model_copy(update={"measurements": facts_with_nccl.measurements.model_copy(update=measured)})
+    return merge(merge(facts_with_nccl, facts_with_copies.measurements), facts_with_ddp.measurements)
 
 
 @pytest.fixture(scope="session")
