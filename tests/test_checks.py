@@ -139,3 +139,59 @@ def test_criteria_check_themselves_and_print_their_rule():
         InRange(5, 1)
     assert str(AtLeast(330, "GB/s")) == ">= 330 GB/s"
     assert AtLeast(330, "GB/s").violation(212.4) == "212.4 GB/s < 330 GB/s"
+
+
+PAIR_QUERIES = ("p2p_status", "topology_common_ancestor")
+
+
+def eight_gpu_replay():
+    """An 8-GPU machine made from the 4xH200 recording (there is no 8-GPU machine to record from):
+    GPUs 4-7 answer as GPUs 0-3 did, with their own UUIDs and bus ids; every pair answers as the
+    recorded pairs did (NVSwitch: P2P OK, PCIe common ancestor the host bridge)."""
+    import json
+
+    from gpuaccept.probe.nvml import ReplayNvml
+    from tests.helpers import DATA
+
+    recorded = json.loads((DATA / "nvml" / "h200x4.json").read_text())["answers"]
+    answers = []
+    for answer in recorded:
+        query, args = answer["query"], answer["args"]
+        if query in PAIR_QUERIES:
+            continue
+        if not args:  # system-wide
+            answers.append({**answer, "value": 8} if query == "device_count" else answer)
+            continue
+        for gpu in (args[0], args[0] + 4):  # per GPU: the first argument is the GPU
+            copy = {**answer, "args": [gpu, *args[1:]]}
+            if query == "uuid":
+                copy["value"] = f"{answer['value'][:-4]}{gpu:04d}"
+            elif query == "pci_bus_id":
+                copy["value"] = f"00000000:00:{6 + gpu:02X}.0"
+            answers.append(copy)
+    for a in range(8):
+        for b in range(8):
+            if a != b:
+                answers.append({"query": "topology_common_ancestor", "args": [a, b], "value": 30})
+                answers += [{"query": "p2p_status", "args": [a, b, cap], "value": 0 if cap < 4 else 5} for cap in range(5)]
+    return ReplayNvml(answers)
+
+
+def test_the_8_gpu_profile_against_synthetic_8_gpu_facts():
+    from tests.helpers import probe_replay
+
+    profile = CATALOG.load("h200-8-nvswitch")
+    facts = probe_replay(eight_gpu_replay())
+    assert facts.gpu_count == 8 and len(facts.links) == 28 and len(facts.p2p) == 56
+    assert {link.link_type for link in facts.links} == {"NV18"}
+    assert [v.message for v in all_verdicts(profile, facts) if not v.ok] == []
+    assert CATALOG.auto_select("NVIDIA H200", 8).name == "h200-8-nvswitch"
+    # and one GPU with 12 of its 18 links up fails its own tests and each of its 7 pairs
+    replay = eight_gpu_replay()
+    for link in range(12, 18):
+        replay.answer("nvlink_state", 5, link, value=0)
+    failed = failures(profile, probe_replay(replay))
+    assert ("nvlink_links", "gpu5") in failed
+    assert {subject for check, subject in failed if check == "link_type"} == {
+        f"gpu{min(5, g)}-gpu{max(5, g)}" for g in range(8) if g != 5
+    }
