@@ -109,3 +109,20 @@ def test_peaks_from_recorded_facts():
     assert pair_peak(facts, 0, 3).GBps == 18 * 26.5625
     assert round(pcie_peak(facts.gpus[0]).GBps, 2) == 63.02
     assert collective_peak(example_facts("h200x1")).what == "PCIe gen5 x16"
+
+
+def test_a_machine_with_one_gpu_left_fails_every_nccl_test_saying_why(tmp_path):
+    from gpuaccept.plugin.measurements import MeasurementStore
+    from tests.helpers import mutated
+
+    def one_gpu(d):
+        d["gpus"] = d["gpus"][:1]
+        d["links"], d["p2p"] = [], []
+
+    facts = mutated(example_facts("h200x4"), one_gpu)
+    p = profile(tmp_path)
+    measured = MeasurementStore(tmp_path, live=True).with_stage("nccl", facts, p)
+    verdict = fabric.busbw(p, measured, ("all_reduce", "1GiB"))
+    assert verdict.outcome is Outcome.FAILED
+    assert verdict.message.startswith("all_reduce 1 GiB: all_reduce 1 GiB not run: needs at least 2 GPUs; 1 under test")
+    assert "not run: needs at least 2 GPUs" in fabric.pair_busbw(p, measured, (0, 1)).message

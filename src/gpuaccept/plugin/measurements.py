@@ -15,7 +15,7 @@ import pytest
 
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import CollectiveSweep, Measurements, PairSweep, StepFailure
-from gpuaccept.measure.stages import run_copy_stage, run_ddp_stage, run_nccl_stage
+from gpuaccept.measure.stages import nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
 
 STAGE_FILES = {"nccl": "nccl.json", "copies": "copies.json", "ddp": "ddp.json"}
 
@@ -71,11 +71,21 @@ class MeasurementStore:
 
 
 def _nccl_not_run(spec, reason: str) -> Measurements:
-    failure = [StepFailure(step="NCCL stage", reason="not_run", message=f"NCCL stage not run: {reason}")]
-    collectives = CollectiveSweep(
-        backend="", nccl_version=None, torch_version="", ranks=0, environment={}, wall_s=0.0, results=[], failures=failure
-    ) if spec.nccl else None
-    pairwise = PairSweep(backend="", concurrent=spec.pairwise.concurrent, wall_s=0.0, results=[], failures=failure) if spec.pairwise else None
+    """Every step of the NCCL stage, failed with the reason it could not run (so each test says it)."""
+    failures = [
+        StepFailure(step=step.label, reason="not_run", message=f"{step.label} not run: {reason}") for step in nccl_plan(spec).steps
+    ]
+    collectives = pairwise = None
+    if spec.nccl:
+        collectives = CollectiveSweep(
+            backend="", nccl_version=None, torch_version="", ranks=0, environment={}, wall_s=0.0, results=[],
+            failures=[f for f in failures if not f.step.startswith("pairwise")],
+        )
+    if spec.pairwise:
+        pairwise = PairSweep(
+            backend="", concurrent=spec.pairwise.concurrent, wall_s=0.0, results=[],
+            failures=[f for f in failures if f.step.startswith("pairwise")],
+        )
     return Measurements(collectives=collectives, pairwise=pairwise)
 
 
