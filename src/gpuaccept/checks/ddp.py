@@ -52,7 +52,7 @@ def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
     one = _throughput(judge, sweep, case, 1, batch, accumulation, criterion, profile.name)
     if isinstance(one, Verdict):
         return one
-    efficiency = many.samples_per_s_per_gpu / one.samples_per_s_per_gpu
+    efficiency = facts.measurements.ddp_efficiency(world, batch, accumulation)
     note = (
         f"{many.samples_per_s_per_gpu:.1f} samples/s per GPU on {world} GPUs, {one.samples_per_s_per_gpu:.1f} on 1; "
         f"{many.parameters / 1e6:.1f}M parameters, {sweep.dtype}"
@@ -76,9 +76,9 @@ def exposed_communication(profile: Profile, facts: Facts, case: str) -> Verdict:
     result = _throughput(judge, facts.measurements.ddp, case, world, batch, accumulation, criterion, profile.name)
     if isinstance(result, Verdict):
         return result
-    if result.no_sync_step_s is None:
+    exposed = result.exposed_share
+    if exposed is None:
         return judge.error(case, "the sweep did not time steps without gradient synchronization", criterion)
-    exposed = max(0.0, (result.step_s - result.no_sync_step_s) / result.step_s)
     note = f"step {result.step_s * 1e3:.1f} ms, {result.no_sync_step_s * 1e3:.1f} ms without gradient all-reduce"
     return judge(case, "exposed communication", round(exposed, 4), criterion, note=note)
 
@@ -102,7 +102,7 @@ def nvlink_speedup(profile: Profile, facts: Facts, case: str) -> Verdict:
     without = _throughput(judge, without_sweep, case, world, batch, accumulation, criterion, profile.name)
     if isinstance(without, Verdict):
         return without
-    ratio = with_p2p.samples_per_s_per_gpu / without.samples_per_s_per_gpu
+    ratio = facts.measurements.ddp_speedup(world, batch, accumulation)
     note = (
         f"{with_p2p.samples_per_s_per_gpu:.1f} samples/s per GPU with P2P, "
         f"{without.samples_per_s_per_gpu:.1f} with NCCL_P2P_DISABLE=1"

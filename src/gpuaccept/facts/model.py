@@ -207,6 +207,13 @@ class DdpResult(Record):
     def case(self) -> str:
         return ddp_case(self.world, self.batch, self.accumulation)
 
+    @property
+    def exposed_share(self) -> float | None:
+        """The share of a step spent in communication that compute did not hide."""
+        if not self.no_sync_step_s:
+            return None
+        return max(0.0, (self.step_s - self.no_sync_step_s) / self.step_s)
+
 
 def ddp_case(world: int, batch: int, accumulation: int = 1) -> str:
     """The test id of a DDP setting: 4gpu-bs8, 4gpu-bs2-acc4."""
@@ -245,6 +252,18 @@ class Measurements(Record):
     copies: CopySweep | None = None
     ddp: DdpSweep | None = None
     ddp_without_p2p: DdpSweep | None = None
+
+    def ddp_efficiency(self, world: int, batch: int, accumulation: int = 1) -> float | None:
+        """E(N) = throughput(N) / (N x throughput(1)), per GPU: samples/s per GPU on N over on one."""
+        many = self.ddp.result(world, batch, accumulation) if self.ddp else None
+        one = self.ddp.result(1, batch, accumulation) if self.ddp else None
+        return many.samples_per_s_per_gpu / one.samples_per_s_per_gpu if many and one else None
+
+    def ddp_speedup(self, world: int, batch: int, accumulation: int = 1) -> float | None:
+        """Throughput with P2P over the same setting with NCCL_P2P_DISABLE=1."""
+        with_p2p = self.ddp.result(world, batch, accumulation) if self.ddp else None
+        without = self.ddp_without_p2p.result(world, batch, accumulation) if self.ddp_without_p2p else None
+        return with_p2p.samples_per_s_per_gpu / without.samples_per_s_per_gpu if with_p2p and without else None
 
 
 class Facts(Record):

@@ -225,12 +225,6 @@ def _lowest_copy(facts: Facts, what: str) -> float | None:
     return min(found) if found else None
 
 
-def _ddp_rate(facts: Facts, world: int, batch: int, accumulation: int, without_p2p: bool = False) -> float | None:
-    sweep = facts.measurements.ddp_without_p2p if without_p2p else facts.measurements.ddp
-    found = sweep.result(world, batch, accumulation) if sweep else None
-    return found.samples_per_s_per_gpu if found else None
-
-
 def _ddp(runs: list[Facts], data: dict, note, seen: str, margin: float) -> None:
     measured = runs[0].measurements
     sweep = measured.ddp
@@ -253,31 +247,21 @@ def _ddp(runs: list[Facts], data: dict, note, seen: str, margin: float) -> None:
         case = ddp_case(r.world, r.batch, r.accumulation)
         key = (r.world, r.batch, r.accumulation)
 
-        def efficiency(f: Facts, key=key) -> float | None:
-            many, one = _ddp_rate(f, *key), _ddp_rate(f, 1, key[1], key[2])
-            return many / one if many and one else None
-
-        spread = _spread(runs, efficiency)
+        spread = _spread(runs, lambda f, key=key: f.measurements.ddp_efficiency(*key))
         if spread is not None:
             ddp["min_efficiency"][case] = spread.floor(margin)
             note(f"ddp.min_efficiency.{case}", f"{spread.describe(digits=3)} {seen} {times_text(margin)}")
 
         def exposed(f: Facts, key=key) -> float | None:
             found = f.measurements.ddp.result(*key) if f.measurements.ddp else None
-            if found is None or not found.no_sync_step_s:
-                return None
-            return max(0.0, (found.step_s - found.no_sync_step_s) / found.step_s)
+            return found.exposed_share if found else None
 
         spread = _spread(runs, exposed)
         if spread is not None:
             ddp["max_exposed_comm"][case] = spread.ceiling(margin)
             note(f"ddp.max_exposed_comm.{case}", f"{spread.describe(digits=3)} {seen}, + {1 - margin:.2f} + the range")
 
-        def speedup(f: Facts, key=key) -> float | None:
-            with_p2p, without = _ddp_rate(f, *key), _ddp_rate(f, *key, without_p2p=True)
-            return with_p2p / without if with_p2p and without else None
-
-        spread = _spread(runs, speedup)
+        spread = _spread(runs, lambda f, key=key: f.measurements.ddp_speedup(*key))
         if spread is not None:
             ddp["nvlink_ab"][case] = spread.floor(margin)
             note(f"ddp.nvlink_ab.{case}", f"P2P over NCCL_P2P_DISABLE=1: {spread.describe('x')} {seen} {times_text(margin)}")

@@ -56,17 +56,15 @@ def measured_values(facts: Facts) -> dict[str, Metric]:
         for r in measured.copies.results:
             add(f"{r.what}-" + "-".join(f"gpu{g}" for g in r.gpus), r.GBps, "GB/s")
     if measured.ddp:
-        baseline = {(r.batch, r.accumulation): r for r in measured.ddp.results if r.world == 1}
         for r in measured.ddp.results:
             case = ddp_case(r.world, r.batch, r.accumulation)
             add(f"ddp_throughput-{case}", r.samples_per_s_per_gpu, "samples/s per GPU")
-            one = baseline.get((r.batch, r.accumulation))
-            if one is not None and r.world > 1:
-                add(f"ddp_efficiency-{case}", r.samples_per_s_per_gpu / one.samples_per_s_per_gpu, "")
-            if measured.ddp_without_p2p:
-                without = measured.ddp_without_p2p.result(r.world, r.batch, r.accumulation)
-                if without is not None:
-                    add(f"ddp_nvlink_speedup-{case}", r.samples_per_s_per_gpu / without.samples_per_s_per_gpu, "x")
+            efficiency = measured.ddp_efficiency(r.world, r.batch, r.accumulation)
+            if efficiency is not None and r.world > 1:
+                add(f"ddp_efficiency-{case}", efficiency, "")
+            speedup = measured.ddp_speedup(r.world, r.batch, r.accumulation)
+            if speedup is not None:
+                add(f"ddp_nvlink_speedup-{case}", speedup, "x")
     return found
 
 
