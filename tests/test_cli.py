@@ -89,3 +89,26 @@ def test_profile_list_names_every_shipped_profile():
 def test_unknown_arguments_outside_run_are_usage_errors():
     done = gpu_accept("profile", "list", "--bogus")
     assert done.returncode == 2 and "unrecognized arguments: --bogus" in done.stderr
+
+
+def test_record_measure_runs_the_profile_stages(tmp_path):
+    pytest.importorskip("torch")
+    import json
+    import os
+
+    from gpuaccept.resources import shipped_dir
+    from tests.helpers import DATA
+    from tests.live_cpu import cpu_profile
+
+    environment = {**os.environ, "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x4.json")}
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", "record", "-o", str(tmp_path / "f.json"), "--measure",
+         "--profile", str(cpu_profile(tmp_path)), "--profile-dir", str(shipped_dir("profiles"))],
+        capture_output=True, text=True, env=environment, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    measured = json.loads((tmp_path / "f.json").read_text())["measurements"]
+    assert measured["collectives"]["backend"] == "gloo" and len(measured["collectives"]["results"]) == 3
+    assert len(measured["pairwise"]["results"]) == 6 and len(measured["ddp"]["results"]) == 2
+    assert measured["copies"] is None  # the profile asks for none
+    assert "gpu-accept: measuring all_reduce 64 KiB" in done.stderr

@@ -10,6 +10,7 @@ import argparse
 import json
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 from gpuaccept import __version__
@@ -172,21 +173,16 @@ def _record(args, extra: list[str]) -> int:
 
 
 def _measure(facts, args):
-    from gpuaccept.facts.model import Measurements
-    from gpuaccept.measure.stages import run_copy_stage, run_ddp_stage, run_nccl_stage
+    """Every stage the profile asks for, run exactly as a pytest session runs them."""
+    from gpuaccept.plugin.measurements import STAGE_FILES, MeasurementStore
 
     catalog = _catalog(args)
     profile = catalog.auto_select(facts.gpus[0].name, facts.gpu_count) if args.profile == "auto" else catalog.load(args.profile)
-
-    def progress(event: dict) -> None:
-        if event.get("event") == "start":
-            print(f"measuring {event['label']}", file=sys.stderr)
-
-    collectives, pairwise = run_nccl_stage(profile.spec, facts.gpu_count, on_event=progress) if facts.gpu_count > 1 else (None, None)
-    copies = run_copy_stage(profile.spec, on_event=progress)
-    ddp, ddp_without_p2p = run_ddp_stage(profile.spec, facts.gpu_count, on_event=progress)
-    measured = Measurements(collectives=collectives, pairwise=pairwise, copies=copies, ddp=ddp, ddp_without_p2p=ddp_without_p2p)
-    return facts.model_copy(update={"measurements": measured})
+    with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
+        store = MeasurementStore(Path(folder), live=True, say=lambda text: print(text, file=sys.stderr))
+        for stage in STAGE_FILES:
+            facts = store.with_stage(stage, facts, profile)
+    return facts
 
 
 def _profile_list(args, extra: list[str]) -> int:
@@ -225,7 +221,6 @@ def _profile_show(args, extra: list[str]) -> int:
     profile = _catalog(args).load(args.name)
     data = profile.spec.model_dump(by_alias=True, exclude_none=True, exclude_defaults=False)
     data.pop("extends", None)
-    data = {k: v for k, v in data.items() if v not in ({}, [])}
     header = f"{profile.name}: {profile.path}, with extends applied (sha256 {profile.sha256[:12]})"
     sys.stdout.write(render_yaml(_drop_empty(data), profile.provenance, header=header))
     return EXIT_OK
@@ -246,13 +241,14 @@ def _profile_init(args, extra: list[str]) -> int:
         text = profile_from_results(documents, [str(source) for source in args.sources], args.name, args.margin)
     except ValueError as error:
         raise GpuAcceptError(str(error)) from None
-    check = Path(args.output) if args.output else Path(f"/tmp/gpuaccept-profile-init-{args.name}.yaml")
-    check.write_text(text, encoding="utf-8")
-    load_profile(check, ProfileCatalog.with_shipped().base_folders())  # what is written must load
+    with tempfile.TemporaryDirectory(prefix="gpuaccept-profile-init-") as folder:
+        check = Path(folder) / f"{args.name}.yaml"
+        check.write_text(text, encoding="utf-8")
+        load_profile(check, ProfileCatalog.with_shipped().base_folders())  # what is written must load
     if args.output is None:
-        check.unlink()
         sys.stdout.write(text)
     else:
+        args.output.write_text(text, encoding="utf-8")
         print(f"wrote {args.output}: review it, then gpu-accept profile validate {args.output}", file=sys.stderr)
     return EXIT_OK
 

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from gpuaccept.measure.plan import Plan
 from gpuaccept.measure.worker import ERROR_MARK
+from gpuaccept.process import kill_group
 
 POLL_S = 0.1
 
@@ -107,7 +108,7 @@ def _attempt(plan: Plan, ranks: int, env: dict[str, str] | None, on_event: Event
         _watch(plan, processes, workdir, attempt, on_event)
     finally:
         for process in processes:
-            _kill_group(process)
+            kill_group(process)
         for process in processes:
             process.wait()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -187,14 +188,6 @@ def _crash_message(workdir: Path, codes: list[int | None]) -> str:
         lines = [line for line in text.splitlines() if line.strip()]
         return f"rank {rank} exited with code {code}" + (f": {lines[-1].strip()}" if lines else "")
     return "a worker exited before finishing its steps"
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, 9)
-        except ProcessLookupError:
-            pass
 
 
 def _free_port() -> int:
