@@ -11,28 +11,15 @@ from _pytest.junitxml import xml_key
 
 from gpuaccept import __version__
 from gpuaccept.plugin.context import RunContext
-
-
-def suite_properties(context: RunContext) -> list[tuple[str, str]]:
-    facts = context.facts
-    gpus = facts.gpus
-    return [
-        ("host", facts.system.hostname),
-        ("driver", facts.system.driver_version),
-        ("cuda_driver", str(facts.system.cuda_driver_version)),
-        ("gpu_model", gpus[0].name if gpus else ""),
-        ("gpu_count", str(len(gpus))),
-        ("gpu_uuids", ",".join(g.uuid for g in gpus)),
-        ("profile", context.profile.name),
-        ("profile_sha256", context.profile.sha256),
-        ("facts_source", context.facts_source),
-        ("gpu_accept_version", __version__),
-    ]
+from gpuaccept.report.results import environment_of, suite_properties
 
 
 def add_suite_properties(config: pytest.Config, context: RunContext) -> None:
     xml = config.stash.get(xml_key, None)
     if xml is None:
         return  # no --junitxml
-    for name, value in suite_properties(context):
+    profile = {"name": context.profile.name, "sha256": context.profile.sha256}
+    properties = suite_properties(environment_of(context.facts), profile)
+    properties.update(facts_source=context.facts_source, gpu_accept_version=__version__)
+    for name, value in properties.items():
         xml.add_global_property(name, value)

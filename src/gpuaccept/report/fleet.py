@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from junit_xml import TestCase, TestSuite, _clean_illegal_xml_chars
 
 from gpuaccept.errors import GpuAcceptError
-from gpuaccept.report.results import load_results
+from gpuaccept.report.results import load_results, suite_properties
 
 # measured values where less is better; every other number is better when higher
 LOWER_IS_BETTER = {"ddp_exposed_comm"}
@@ -52,16 +52,9 @@ def host_results(document: dict, path: str) -> HostResults:
     environment = document.get("environment", {})
     run = document.get("run", {})
     properties = {
-        "host": str(environment.get("host")),
-        "profile": str(run.get("profile", {}).get("name")),
-        "profile_sha256": str(run.get("profile", {}).get("sha256")),
-        "gpu_model": str(environment.get("gpu_model")),
-        "gpu_count": str(environment.get("gpu_count")),
-        "driver": str(environment.get("driver")),
-        "cuda_driver": str(environment.get("cuda_driver")),
+        **suite_properties(environment, run.get("profile", {})),
         "nccl": str(environment.get("nccl")),
         "torch": str(environment.get("torch")),
-        "gpu_uuids": ",".join(g.get("uuid", "") for g in environment.get("gpus", [])),
         "results_file": path,
         "complete": str(bool(document.get("complete"))).lower(),
     }

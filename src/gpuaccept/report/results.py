@@ -52,6 +52,20 @@ def environment_of(facts: Facts) -> dict[str, Any]:
     }
 
 
+def suite_properties(environment: dict[str, Any], profile: dict[str, Any]) -> dict[str, str]:
+    """A run's JUnit testsuite properties, the same in its own JUnit and in fleet JUnit."""
+    return {
+        "host": str(environment.get("host")),
+        "driver": str(environment.get("driver")),
+        "cuda_driver": str(environment.get("cuda_driver")),
+        "gpu_model": str(environment.get("gpu_model")),
+        "gpu_count": str(environment.get("gpu_count")),
+        "gpu_uuids": ",".join(g.get("uuid", "") for g in environment.get("gpus", [])),
+        "profile": str(profile.get("name")),
+        "profile_sha256": str(profile.get("sha256")),
+    }
+
+
 class ResultsWriter:
     def __init__(self, path: Path, profile, facts: Facts, facts_source: str, command: list[str]):
         self.path = Path(path)
