@@ -25,9 +25,11 @@ def main() -> int:
     catalog = ProfileCatalog.with_shipped([Path(args.profile).parent] if "/" in args.profile else [])
     profile = catalog.load(args.profile)
     ranks = args.gpus or profile.gpu_count
+    events: list[dict] = []
     began = time.perf_counter()
-    sweep, without = run_ddp_stage(profile.spec, ranks)
+    sweep, without = run_ddp_stage(profile.spec, ranks, on_event=events.append)
     wall = time.perf_counter() - began
+    print_timeline(events)
     for arm in (sweep, without):
         if arm is None:
             continue
@@ -37,6 +39,21 @@ def main() -> int:
             print(f"  {r.case:14} {r.samples_per_s_per_gpu:8.1f} samples/s per GPU, step {r.step_s * 1e3:.1f} ms")
     print(f"DDP stage: {wall:.1f} s wall for profile {profile.name} on {ranks} GPUs ({sweep.parameters / 1e6:.0f}M parameters); target {args.target_s:.0f} s")
     return 0 if wall <= args.target_s else 1
+
+
+def print_timeline(events: list[dict]) -> None:
+    """Where the stage's time went, from rank 0's progress events: start-up, then each step."""
+    started: dict | None = None
+    for event in events:
+        kind = event.get("event")
+        if kind == "ready":
+            arm = "without P2P" if event["environment"].get("NCCL_P2P_DISABLE") == "1" else "scaling"
+            parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in event.get("startup_s", {}).items())
+            print(f"{arm} workers ready: {parts}")
+        elif kind == "start":
+            started = event
+        elif kind == "result" and started is not None:
+            print(f"  {event['label']}: {event['time'] - started['time']:.1f} s")
 
 
 if __name__ == "__main__":

@@ -10,9 +10,14 @@
 #                them: the floors of the shipped profile, with their provenance
 #   confirm      5 runs in a row with the calibrated profile of this session (the first saves a
 #                baseline, the others are gated on it), then NCCL_MAX_NCHANNELS=1 against both
+#   shipped      5 runs in a row of the whole suite with --profile auto (the shipped profile),
+#                each run's DDP numbers into the log
 #   faults       NCCL_P2P_DISABLE=1, a hung collective, a GEMM load on GPU2
 #   fidelity     bench/fidelity.py against nccl-tests built in .nccl-tests/build (not built here)
-#   ddp-time     bench/ddp_stage.py with the calibrated profile
+#   ddp-time     bench/ddp_stage.py, twice
+#
+# faults and ddp-time use this session's calibrated profile where calibrate ran, otherwise the
+# shipped profile <TAG>-nvswitch.
 #
 # Stages stop starting new work past GPU_SESSION_BUDGET_S (default 560 s) so the call returns
 # within its limit with whatever finished.
@@ -31,6 +36,18 @@ time_left() { echo $(( budget - ($(date +%s) - started) )); }
 enough() { [ "$(time_left)" -ge "$1" ] || { say "skipped (needs ${1}s, $(time_left)s left): $2"; return 1; }; }
 calibration=scripts/calibration/$tag.yaml
 calibrated=$work/calibrated.yaml
+under_test() { if [ -f "$calibrated" ]; then echo "$calibrated"; else echo "$tag-nvswitch"; fi; }
+# ddp_numbers RESULTS...: every DDP check's measured value and expectation, a line per run
+ddp_numbers() {
+  python3 - "$@" <<'PY' | tee -a "$log"
+import json, sys
+for path in sys.argv[1:]:
+    tests = json.load(open(path))["tests"]
+    cells = [f"{t['verdict']['check']}[{t['verdict']['subject']}] {t['verdict']['measured']} ({t['verdict']['expected']})"
+             for t in tests if t["nodeid"].startswith("test_ddp.py") and t.get("verdict") and t["verdict"]["measured"] is not None]
+    print(path.split("/")[-2] + ": " + "; ".join(cells))
+PY
+}
 
 # run_suite NAME [gpu-accept run arguments...]: one run, its summary into the log
 run_suite() {
@@ -88,10 +105,20 @@ for stage in "$@"; do
     fi
     tar -czf "$OUT/confirm-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d confirm*/results.json onechannel/results.json baseline.json 2>/dev/null)
     ;;
+  shipped)
+    for i in 1 2 3 4 5; do
+      enough 60 "shipped-profile run $i" || break
+      say "run $i with the shipped profile (--profile auto)"
+      run_suite "shipped$i"
+    done
+    ddp_numbers "$work"/shipped*/results.json
+    cp "$work/shipped5/report.html" "$OUT/report-shipped-$tag.html" 2>/dev/null
+    tar -czf "$OUT/shipped-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d shipped*/results.json shipped*/facts.json 2>/dev/null)
+    ;;
   faults)
     if enough 95 "NCCL_P2P_DISABLE=1"; then
       say "NCCL_P2P_DISABLE=1: busbw, pairwise and DDP scaling must fail"
-      NCCL_P2P_DISABLE=1 LINES_PER_RUN=40 run_suite nop2p --profile "$calibrated" -k "busbw or pair_busbw or ddp_scaling"
+      NCCL_P2P_DISABLE=1 LINES_PER_RUN=40 run_suite nop2p --profile "$(under_test)" -k "busbw or pair_busbw or ddp_scaling"
     fi
     if enough 50 "a hung collective"; then
       say "GPUACCEPT_INJECT_HANG=all_reduce 1 GiB, 20 s limit: killed, named, the rest measured"
@@ -105,7 +132,7 @@ for stage in "$@"; do
       python3 scripts/gemm_load.py --gpu 2 > "$work/gemm.out" 2>&1 &
       hog=$!
       sleep 5
-      LINES_PER_RUN=20 run_suite hog --profile "$calibrated" -k ddp_scaling
+      LINES_PER_RUN=20 run_suite hog --profile "$(under_test)" -k ddp_scaling
       kill $hog; wait $hog 2>/dev/null
     fi
     tar -czf "$OUT/faults-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d nop2p/results.json hang/results.json hog/results.json 2>/dev/null)
@@ -117,10 +144,11 @@ for stage in "$@"; do
     fi
     ;;
   ddp-time)
-    if enough 60 "DDP stage time"; then
-      say "DDP stage wall time"
-      python3 bench/ddp_stage.py --profile "$calibrated" 2>&1 | tee -a "$log"
-    fi
+    for i in 1 2; do
+      enough 60 "DDP stage time $i" || break
+      say "DDP stage wall time $i"
+      python3 bench/ddp_stage.py --profile "$(under_test)" 2>&1 | tee -a "$log"
+    done
     ;;
   *) say "unknown stage $stage" ;;
   esac

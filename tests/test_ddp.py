@@ -25,8 +25,12 @@ TINY = {
 def test_gloo_ddp_runs_every_world_size_and_batch_and_the_ab_arm():
     pytest.importorskip("torch")
     spec = ProfileSpec.model_validate(TINY)
-    sweep, without = run_ddp_stage(spec, 2, backend="gloo")
+    events: list[dict] = []
+    sweep, without = run_ddp_stage(spec, 2, backend="gloo", on_event=events.append)
     assert sweep.failures == [] and without.failures == []
+    scaling_ready, ab_ready = [event for event in events if event["event"] == "ready"]
+    # the A/B arm's workers were started with the scaling arm and waited for it, their import done
+    assert ab_ready["environment"]["NCCL_P2P_DISABLE"] == "1" and ab_ready["startup_s"]["waited"] > 0
     assert sorted(r.case for r in sweep.results) == ["1gpu-bs2", "1gpu-bs8", "2gpu-bs2", "2gpu-bs8"]
     assert all(r.samples_per_s_per_gpu > 0 and r.step_s > 0 for r in sweep.results)
     assert sweep.result(1, 8).no_sync_step_s is None and sweep.result(2, 8).no_sync_step_s > 0

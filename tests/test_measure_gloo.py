@@ -1,8 +1,13 @@
 """The real measurement path (workers, launcher, watchdog) on CPU with gloo, 2 and 4 processes."""
 
+import os
+import subprocess
+import sys
+import time
+
 import pytest
 
-from gpuaccept.measure.launch import run_plan
+from gpuaccept.measure.launch import Workers, run_plan
 from gpuaccept.measure.pairwise_step import round_robin, schedule
 from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
 from gpuaccept.measure.stages import nccl_plan, run_nccl_stage
@@ -67,6 +72,50 @@ def test_a_crashing_worker_is_reported_with_its_error_not_waited_for():
     outcome = run_plan(broken, 2, max_restarts=0)
     failure = outcome.failures[0]
     assert failure.reason == "crashed" and "AttributeError" in failure.message and "complex7" in failure.message
+
+
+def test_workers_started_ahead_run_a_plan_given_later():
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+    workers = Workers(2)
+    time.sleep(1.0)  # the plan comes while they wait
+    events: list[dict] = []
+    outcome = run_plan(Plan(steps=[step], backend="gloo"), 2, workers=workers, on_event=events.append)
+    assert outcome.failures == {} and outcome.results[0]["wrong"] == 0
+    (ready,) = [event for event in events if event["event"] == "ready"]
+    assert ready["startup_s"]["waited"] > 0 and ready["startup_s"]["import"] > 0
+    assert workers.processes == [] and not workers.workdir.exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        return stat.read().split(")")[-1].split()[0] != "Z"  # a zombie has exited
+
+
+def test_waiting_workers_exit_when_their_launcher_dies():
+    launcher = (
+        "import os, time; from gpuaccept.measure.launch import Workers\n"
+        "workers = Workers(2)\n"
+        "print(*[p.pid for p in workers.processes], flush=True)\n"
+        "time.sleep(0.5); os._exit(9)  # gone without closing them\n"
+    )
+    done = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, timeout=60)
+    pids = [int(pid) for pid in done.stdout.split()]
+    assert done.returncode == 9 and len(pids) == 2
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in pids), "workers outlived their launcher"
+
+
+def test_workers_closed_without_a_plan_leave_nothing_behind():
+    workers = Workers(2)
+    pids = [process.pid for process in workers.processes]
+    workers.close()
+    assert not any(_alive(pid) for pid in pids) and not workers.workdir.exists()
 
 
 def test_plans_follow_the_profile():

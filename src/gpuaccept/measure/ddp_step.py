@@ -1,6 +1,7 @@
 """DDP throughput of the GPT workload on the first `world` ranks of the job.
 
-Every rank of the job creates the subgroup (torch requires it); the ranks outside it wait. The
+Every rank of the job creates the subgroup (torch requires it); the ranks outside it wait. On all
+the job's ranks the job's own group is used. The
 model is built once per world size, on its device, and trained at each batch setting in turn. Steps
 are timed after warm-up steps, between synchronizations, on every rank of the subgroup; the
 slowest rank's mean step time counts. The same steps are then timed inside `no_sync()`, where DDP
@@ -22,7 +23,12 @@ def measure_ddp(step: DdpStep, me) -> list[dict]:
 
     if step.world > me.world:
         raise ValueError(f"DDP on {step.world} GPUs needs {step.world} ranks; the job has {me.world}")
-    group = dist.new_group(list(range(step.world))) if step.world > 1 else None
+    if step.world == 1:
+        group = None
+    elif step.world == me.world:
+        group = dist.group.WORLD  # the job's own group: no second communicator to set up
+    else:
+        group = dist.new_group(list(range(step.world)))
     shape = GptShape(step.layers, step.d_model, step.heads, step.vocab, step.seq_len)
     trainer = _Trainer(shape, step, group, me) if me.rank < step.world else None
     results = []

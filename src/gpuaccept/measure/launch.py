@@ -5,6 +5,10 @@ a step that runs past its time limit, or a rank that dies, ends the whole attemp
 killed, so nothing is left holding a GPU), and the step is named in the failure. The steps after
 it run in a fresh set of workers, up to `max_restarts` times: one hung size does not cost the
 others their numbers, a machine that hangs at every step does not cost hours.
+
+Workers start, import torch and then wait for their plan (`Workers`): a stage can start the next
+set ahead, so that its import overlaps the measurement running now. They touch no GPU while they
+wait, so they cannot disturb it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpuaccept.measure.plan import Plan
-from gpuaccept.measure.worker import ERROR_MARK
+from gpuaccept.measure.worker import ERROR_MARK, GO_FILE
 from gpuaccept.process import kill_group
 
 POLL_S = 0.1
@@ -47,15 +51,24 @@ EventCallback = Callable[[dict], None]
 
 
 def run_plan(
-    plan: Plan, ranks: int, *, env: dict[str, str] | None = None, on_event: EventCallback | None = None, max_restarts: int = 2
+    plan: Plan,
+    ranks: int,
+    *,
+    env: dict[str, str] | None = None,
+    on_event: EventCallback | None = None,
+    max_restarts: int = 2,
+    workers: Workers | None = None,
 ) -> Outcome:
+    """Run `plan` on `ranks` workers: `workers` when given (started ahead, with `ranks` ranks and
+    `env`), fresh ones otherwise and for every restart."""
     outcome = Outcome()
     began = time.monotonic()
     remaining = list(range(len(plan.steps)))
     restarts = 0
     while remaining:
         attempt_plan = plan.model_copy(update={"steps": [plan.steps[i] for i in remaining]})
-        attempt = _attempt(attempt_plan, ranks, env, on_event)
+        attempt_workers, workers = workers or Workers(ranks, env), None
+        attempt = attempt_workers.run(attempt_plan, on_event)
         outcome.ready = outcome.ready or attempt.ready
         for local, result in attempt.results.items():
             outcome.results[remaining[local]] = result
@@ -78,6 +91,8 @@ def run_plan(
                     plan.steps[index].label, "not_run", f"not run: {restarts} earlier steps of this stage failed ({failure.message})"
                 )
             break
+    if workers is not None:
+        workers.close()  # started ahead for a plan that turned out empty
     outcome.wall_s = time.monotonic() - began
     return outcome
 
@@ -89,30 +104,68 @@ class _Attempt:
     failures: dict[int | None, Failure] = field(default_factory=dict)
 
 
-def _attempt(plan: Plan, ranks: int, env: dict[str, str] | None, on_event: EventCallback | None) -> _Attempt:
-    workdir = Path(tempfile.mkdtemp(prefix="gpuaccept-measure-"))
-    attempt = _Attempt()
-    processes: list[subprocess.Popen] = []
-    try:
-        (workdir / "plan.json").write_text(plan.model_dump_json(), encoding="utf-8")
+class Workers:
+    """One worker process per rank, started now, each in its own process group, waiting for a plan.
+
+    `run` hands them one plan and returns when it is done; the processes are gone afterwards, as
+    they are after `close`. A set that is never run must be closed.
+    """
+
+    def __init__(self, ranks: int, env: dict[str, str] | None = None):
+        self.ranks = ranks
+        self.workdir = Path(tempfile.mkdtemp(prefix="gpuaccept-measure-"))
+        self.processes: list[subprocess.Popen] = []
         base = dict(os.environ if env is None else env)
-        base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks))
-        for rank in range(ranks):
-            rank_env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
-            log = open(workdir / f"rank{rank}.log", "w", encoding="utf-8")
-            command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", str(workdir / "plan.json"), "--out", str(workdir)]
-            processes.append(
-                subprocess.Popen(command, env=rank_env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-            )
-            log.close()
-        _watch(plan, processes, workdir, attempt, on_event)
-    finally:
-        for process in processes:
+        base.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks))
+        command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", str(self.workdir / "plan.json"), "--out", str(self.workdir), "--wait"]
+        try:
+            for rank in range(ranks):
+                with open(self.workdir / f"rank{rank}.log", "w", encoding="utf-8") as log:
+                    self.processes.append(
+                        subprocess.Popen(
+                            command,
+                            env=dict(base, RANK=str(rank), LOCAL_RANK=str(rank)),
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL,
+                            start_new_session=True,
+                        )
+                    )
+        except BaseException:
+            self.close()
+            raise
+
+    def run(self, plan: Plan, on_event: EventCallback | None) -> _Attempt:
+        attempt = _Attempt()
+        try:
+            (self.workdir / "plan.json").write_text(plan.model_dump_json(), encoding="utf-8")
+            # the port is picked only now: one picked when the workers started could have been
+            # taken by the time they meet
+            _write_atomically(self.workdir / GO_FILE, str(_free_port()))
+            _watch(plan, self.processes, self.workdir, attempt, on_event)
+        finally:
+            self.close()
+        return attempt
+
+    def close(self) -> None:
+        for process in self.processes:
             kill_group(process)
-        for process in processes:
+        for process in self.processes:
             process.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
-    return attempt
+        self.processes = []
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
 
 
 def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: EventCallback | None) -> None:
@@ -122,6 +175,8 @@ def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: Ev
     last_event = began
     finished = False
     while True:
+        # polled before reading: a worker that wrote its last line and exited is seen with that line
+        codes = [process.poll() for process in processes]
         for event in progress.read():
             last_event = time.monotonic()
             kind = event.get("event")
@@ -136,18 +191,17 @@ def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: Ev
                 finished = True
             if on_event:
                 on_event(event)
-        codes = [process.poll() for process in processes]
-        if finished and all(code is not None for code in codes):
-            return  # every result was delivered; an untidy exit after that changes no number
+        if finished:
+            return  # every result was delivered: the tear-down is cut short by the kill that follows
         now = time.monotonic()
-        if any(code not in (None, 0) for code in codes) or (all(code == 0 for code in codes) and not finished):
+        if any(code not in (None, 0) for code in codes) or all(code == 0 for code in codes):
             step, label = (current[0], current[1]) if current else (None, "start-up" if attempt.ready is None else "between steps")
             attempt.failures[step] = Failure(label, "crashed", f"{label}: {_crash_message(workdir, codes)}")
             return
         if current is not None and now - current[2] > current[3]:
             attempt.failures[current[0]] = Failure(current[1], "timeout", f"{current[1]} did not finish within {current[3]:.0f} s")
             return
-        if current is None and not finished:
+        if current is None:
             waiting_for_start = attempt.ready is None
             limit = plan.startup_timeout_s if waiting_for_start else max(step.timeout_s for step in plan.steps)
             if now - last_event > limit:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Callable
 
@@ -23,7 +24,7 @@ from gpuaccept.facts.model import (
     parse_ddp_case,
 )
 from gpuaccept.measure.gpt import PRESETS, GptShape
-from gpuaccept.measure.launch import Outcome, run_plan
+from gpuaccept.measure.launch import Outcome, Workers, run_plan
 from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
 from gpuaccept.measure.sizes import format_size, parse_size
 from gpuaccept.profile.spec import ProfileSpec
@@ -150,7 +151,7 @@ def ddp_plan(spec: ProfileSpec, ranks: int, *, without_p2p: bool = False, backen
     shape = ddp_shape(spec)
     if without_p2p:
         cases = [parse_ddp_case(case) for case in ddp.nvlink_ab]
-        worlds = sorted({world for world, _, _ in cases})
+        worlds = sorted({world for world, _, _ in cases if world <= ranks})
         settings = {world: sorted({(b, a) for w, b, a in cases if w == world}) for world in worlds}
     else:
         worlds = sorted(w for w in ddp.world_sizes if w <= ranks)
@@ -186,15 +187,20 @@ def run_ddp_stage(
     if spec.ddp is None:
         return None, None
     base_env = dict(os.environ if env is None else env)
-    sweep = _ddp_sweep(spec, ranks, False, backend, base_env, on_event)
-    without = None
-    if spec.ddp.nvlink_ab:
-        without = _ddp_sweep(spec, ranks, True, backend, {**base_env, "NCCL_P2P_DISABLE": "1"}, on_event)
+    ab_plan = ddp_plan(spec, ranks, without_p2p=True, backend=backend) if spec.ddp.nvlink_ab else None
+    ab_env = {**base_env, "NCCL_P2P_DISABLE": "1"}
+    # the A/B arm's workers import torch while the scaling arm trains: one start-up less to wait for
+    with Workers(_plan_ranks(ab_plan), ab_env) if ab_plan else contextlib.nullcontext() as ab_workers:
+        sweep = _ddp_sweep(spec, ranks, ddp_plan(spec, ranks, backend=backend), False, backend, base_env, on_event)
+        without = _ddp_sweep(spec, ranks, ab_plan, True, backend, ab_env, on_event, ab_workers) if spec.ddp.nvlink_ab else None
     return sweep, without
 
 
-def _ddp_sweep(spec, ranks, without_p2p, backend, env, on_event) -> DdpSweep:
-    plan = ddp_plan(spec, ranks, without_p2p=without_p2p, backend=backend)
+def _plan_ranks(plan: Plan) -> int:
+    return max(step.world for step in plan.steps)
+
+
+def _ddp_sweep(spec, ranks, plan, without_p2p, backend, env, on_event, workers=None) -> DdpSweep:
     shape = ddp_shape(spec)
     failures = [
         StepFailure(step=f"DDP on {world} GPUs", reason="not_run", message=f"DDP on {world} GPUs not run: {ranks} GPU(s) under test")
@@ -202,7 +208,7 @@ def _ddp_sweep(spec, ranks, without_p2p, backend, env, on_event) -> DdpSweep:
         if world > ranks
     ]
     results: list[DdpResult] = []
-    outcome = run_plan(plan, max(step.world for step in plan.steps), env=env, on_event=on_event) if plan else None
+    outcome = run_plan(plan, _plan_ranks(plan), env=env, on_event=on_event, workers=workers) if plan else None
     if outcome is not None:
         for index in sorted(outcome.results):
             results.extend(DdpResult(**r) for r in outcome.results[index])

@@ -9,6 +9,10 @@ Rank 0 reports through `DIR/progress.jsonl`, one JSON object a line: a `start` b
 a `result` after it, `done` at the end. The launcher watches that file to enforce each step's time
 limit and to name the step that hung.
 
+With `--wait` (how the suite starts its workers) the process imports torch first and then waits
+for the file `DIR/go`, which holds the rendezvous port; the plan is read after it. The suite can
+so start workers ahead while other measurements run. A waiting worker whose parent is gone exits.
+
 Test hook: GPUACCEPT_INJECT_HANG="<step label>" (e.g. "all_reduce 1 GiB") makes the last rank
 sleep forever at the start of that step, so its peers block inside a real collective.
 """
@@ -30,6 +34,8 @@ from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseSt
 
 INJECT_HANG = "GPUACCEPT_INJECT_HANG"
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
+GO_FILE = "go"
+WAIT_POLL_S = 0.02
 RECORDED_ENVIRONMENT = ("NCCL_", "TORCH_NCCL_", "CUDA_VISIBLE_DEVICES", "NVSHMEM_", "TORCH_SYMM_MEM_")
 
 
@@ -72,12 +78,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpuaccept.measure.worker")
     parser.add_argument("--plan", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--wait", action="store_true", help="import torch, then wait for DIR/go (the rendezvous port) before reading the plan")
     args = parser.parse_args(argv)
     rank, world, local_rank = rank_from_environment()
+    parent = os.getppid()
     try:
+        began = time.perf_counter()
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        import torch.distributed  # noqa: F401  the slow part of start-up, paid before the wait
+
+        imported = time.perf_counter()
+        if args.wait and not wait_for_go(args.out, parent):
+            return 4
+        waited = time.perf_counter()
         plan = Plan.model_validate_json(args.plan.read_text(encoding="utf-8"))
         args.out.mkdir(parents=True, exist_ok=True)
-        run(plan, args.out, rank, world, local_rank)
+        run(plan, args.out, rank, world, local_rank, import_s=imported - began, waited_s=waited - imported)
     except Exception as exc:  # reported to the launcher in one line; the traceback goes to this rank's log
         traceback.print_exc()
         print(f"{ERROR_MARK} rank {rank}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
@@ -85,11 +101,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int) -> None:
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+def wait_for_go(out: Path, parent: int) -> bool:
+    """Wait for the launcher's go; False when the launcher died first."""
+    go = out / GO_FILE
+    while not go.exists():
+        if os.getppid() != parent:
+            return False
+        time.sleep(WAIT_POLL_S)
+    os.environ["MASTER_PORT"] = go.read_text(encoding="utf-8").strip()
+    return True
+
+
+def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s: float = 0.0, waited_s: float = 0.0) -> None:
     import torch
     import torch.distributed as dist
 
+    began = time.perf_counter()
     use_cuda = plan.backend != "gloo" and torch.cuda.is_available()
     if use_cuda:
         torch.cuda.set_device(local_rank)
@@ -110,6 +137,9 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int) -> None:
         ranks=world,
         torch=torch.__version__,
         nccl=nccl,
+        # where start-up time goes: the import, the wait for the go of a worker started ahead, and
+        # device plus process-group set-up
+        startup_s={"import": round(import_s, 3), "waited": round(waited_s, 3), "group": round(time.perf_counter() - began, 3)},
         environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENVIRONMENT)},
     )
     hang_at = os.environ.get(INJECT_HANG)
@@ -122,8 +152,11 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int) -> None:
         progress.emit(event="result", step=index, label=step.label, result=result)
     if needs_group:
         dist.barrier()
-        dist.destroy_process_group()
+    # every rank is past its last step: the launcher may now end the processes without waiting for
+    # the process group's and CUDA's tear-down
     progress.emit(event="done")
+    if needs_group:
+        dist.destroy_process_group()
 
 
 def run_step(step, me: Rank) -> Any:
