@@ -12,6 +12,8 @@
 #                baseline, the others are gated on it), then NCCL_MAX_NCHANNELS=1 against both
 #   shipped      5 runs in a row of the whole suite with --profile auto (the shipped profile),
 #                each run's DDP numbers into the log
+#   ddp-small    3 runs of the DDP tests with scripts/calibration/<TAG>-gpt2-small.yaml (the GeForce
+#                profiles' settings: GPT-2 small, gradient accumulation)
 #   faults       NCCL_P2P_DISABLE=1, a hung collective, a GEMM load on GPU2
 #   fidelity     bench/fidelity.py against nccl-tests built in .nccl-tests/build (not built here)
 #   ddp-time     bench/ddp_stage.py, twice
@@ -114,6 +116,14 @@ for stage in "$@"; do
     ddp_numbers "$work"/shipped*/results.json
     cp "$work/shipped5/report.html" "$OUT/report-shipped-$tag.html" 2>/dev/null
     tar -czf "$OUT/shipped-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d shipped*/results.json shipped*/facts.json 2>/dev/null)
+    ;;
+  ddp-small)
+    for i in 1 2 3; do
+      enough 60 "gpt2-small DDP run $i" || break
+      say "DDP with the GeForce profiles' settings, run $i"
+      run_suite "small$i" --profile "scripts/calibration/$tag-gpt2-small.yaml" -k ddp
+    done
+    ddp_numbers "$work"/small*/results.json
     ;;
   faults)
     if enough 95 "NCCL_P2P_DISABLE=1"; then

@@ -39,6 +39,20 @@ def test_gloo_ddp_runs_every_world_size_and_batch_and_the_ab_arm():
     assert sweep.parameters == GptShape(**PRESETS["tiny"]).parameters()
 
 
+def test_gloo_ddp_trains_each_gradient_accumulation_setting():
+    pytest.importorskip("torch")
+    spec = ProfileSpec.model_validate(
+        {**TINY, "ddp": {**TINY["ddp"], "batches": [2], "accumulation": [1, 3], "min_efficiency": {"2gpu-bs2-acc3": 0.01},
+                         "max_exposed_comm": {}, "nvlink_ab": {}}}
+    )
+    sweep, without = run_ddp_stage(spec, 2, backend="gloo")
+    assert sweep.failures == [] and without is None
+    assert sorted(r.case for r in sweep.results) == ["1gpu-bs2", "1gpu-bs2-acc3", "2gpu-bs2", "2gpu-bs2-acc3"]
+    accumulated = sweep.result(2, 2, 3)
+    assert accumulated.accumulation == 3 and accumulated.no_sync_step_s > 0
+    assert accumulated.samples_per_s_per_gpu == pytest.approx(2 * 3 / accumulated.step_s)
+
+
 def test_the_gpt_parameter_count_formula_matches_the_model():
     torch = pytest.importorskip("torch")
     from gpuaccept.measure.gpt import build

@@ -54,6 +54,20 @@ def test_every_expectation_says_where_it_came_from(path):
     assert not missing, f"{path.name}: no provenance comment for {missing}"
 
 
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_every_multi_gpu_profile_checks_ddp_scaling_at_each_world_size_it_trains(path):
+    from gpuaccept.facts.model import parse_ddp_case
+
+    profile = load_profile(path, [PROFILES])
+    ddp = profile.spec.ddp
+    if profile.gpu_count < 2:
+        assert ddp is None, "scaling needs two GPUs"
+        return
+    assert ddp is not None, f"{path.name}: no ddp section"
+    checked = {parse_ddp_case(case)[0] for case in ddp.min_efficiency}
+    assert checked == set(ddp.world_sizes) - {1}, f"{path.name}: world sizes trained but not checked"
+
+
 def test_no_two_shipped_profiles_claim_the_same_machine():
     profiles = ProfileCatalog.with_shipped().load_all()
     claims = {}
