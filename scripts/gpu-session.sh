@@ -16,7 +16,7 @@
 #                profiles' settings: GPT-2 small, gradient accumulation)
 #   faults       NCCL_P2P_DISABLE=1, a hung collective, a GEMM load on GPU2
 #   fidelity     bench/fidelity.py against nccl-tests built in .nccl-tests/build (not built here)
-#   ddp-time     bench/ddp_stage.py, twice
+#   ddp-time     bench/ddp_stage.py, twice, then what the workers left in /dev/shm and on the GPUs
 #
 # faults and ddp-time use this session's calibrated profile where calibrate ran, otherwise the
 # shipped profile <TAG>-nvswitch.
@@ -154,11 +154,15 @@ for stage in "$@"; do
     fi
     ;;
   ddp-time)
+    shm_before=$(ls /dev/shm | wc -l)
     for i in 1 2; do
       enough 60 "DDP stage time $i" || break
       say "DDP stage wall time $i"
       python3 bench/ddp_stage.py --profile "$(under_test)" 2>&1 | tee -a "$log"
     done
+    # the launcher kills its workers once they report done: nothing may be left behind
+    sleep 2
+    say "left behind: $(( $(ls /dev/shm | wc -l) - shm_before )) new entries in /dev/shm; GPU processes: $(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader | wc -l)"
     ;;
   *) say "unknown stage $stage" ;;
   esac
