@@ -39,15 +39,16 @@ def test_gloo_ddp_runs_every_world_size_and_batch_and_the_ab_arm():
     assert sweep.parameters == GptShape(**PRESETS["tiny"]).parameters()
 
 
-def test_gloo_ddp_trains_each_gradient_accumulation_setting():
+def test_gloo_ddp_trains_each_gradient_accumulation_setting_and_on_a_subgroup():
     pytest.importorskip("torch")
     spec = ProfileSpec.model_validate(
-        {**TINY, "ddp": {**TINY["ddp"], "batches": [2], "accumulation": [1, 3], "min_efficiency": {"2gpu-bs2-acc3": 0.01},
-                         "max_exposed_comm": {}, "nvlink_ab": {}}}
+        {**TINY, "gpus": {"count": 3, "model": "x"},
+         "ddp": {**TINY["ddp"], "world_sizes": [1, 2, 3], "batches": [2], "accumulation": [1, 3],
+                 "min_efficiency": {"2gpu-bs2-acc3": 0.01}, "max_exposed_comm": {}, "nvlink_ab": {}}}
     )
-    sweep, without = run_ddp_stage(spec, 2, backend="gloo")
+    sweep, without = run_ddp_stage(spec, 3, backend="gloo")  # world 2 trains on a subgroup of the 3 ranks
     assert sweep.failures == [] and without is None
-    assert sorted(r.case for r in sweep.results) == ["1gpu-bs2", "1gpu-bs2-acc3", "2gpu-bs2", "2gpu-bs2-acc3"]
+    assert sorted(r.case for r in sweep.results) == [f"{w}gpu-bs2{acc}" for w in (1, 2, 3) for acc in ("", "-acc3")]
     accumulated = sweep.result(2, 2, 3)
     assert accumulated.accumulation == 3 and accumulated.no_sync_step_s > 0
     assert accumulated.samples_per_s_per_gpu == pytest.approx(2 * 3 / accumulated.step_s)

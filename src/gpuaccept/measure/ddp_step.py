@@ -1,8 +1,8 @@
 """DDP throughput of the GPT workload on the first `world` ranks of the job.
 
-Every rank of the job creates the subgroup (torch requires it); the ranks outside it wait. On all
-the job's ranks the job's own group is used. The
-model is built once per world size, on its device, and trained at each batch setting in turn. Steps
+Every rank of the job creates the subgroup (torch requires it); the ranks outside it wait. A world
+of all the job's ranks trains on the job's own group. The model is built once per world size, on
+its device, and trained at each batch setting in turn. Steps
 are timed after warm-up steps, between synchronizations, on every rank of the subgroup; the
 slowest rank's mean step time counts. The same steps are then timed inside `no_sync()`, where DDP
 skips the gradient all-reduce: the difference is the communication that compute did not hide.
