@@ -12,7 +12,7 @@ import pytest
 from gpuaccept.cli import main as cli
 from gpuaccept.profile import load_profile
 from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit
-from gpuaccept.report.html import render_html
+from gpuaccept.report.html import FAIL, render_html
 from gpuaccept.report.results import load_results
 from gpuaccept.resources import shipped_dir
 from tests.helpers import DATA
@@ -215,6 +215,19 @@ def test_html_of_a_real_4xh200_run():
     assert parsed.count("td", **{"class": "heat"}) == 12 + 16  # pairwise matrix; peer copies with the diagonal
     assert parsed.count("rect", **{"class": "bar"}) == 6  # DDP: 3 world sizes x 2 batches in that run
     assert "NCCL 2.28.9" in page and "peak 478.12" in page
+    ddp_table = page[page.index("id='ddp'"):].split("</table>")[0]
+    # 4gpu-bs8 in that run: 124.3 samples/s per GPU, exposed 0.093 of a step, 71.0 without P2P, 1.750x
+    row = ddp_table[ddp_table.index("<td>4gpu-bs8</td>"):].split("</tr>")[0]
+    assert ">124.3<" in row and ">0.874 " in row and ">0.093 " in row and ">71.0<" in row and ">1.750x " in row and "(&gt;= 1.568 x)" in row
+
+
+def test_html_marks_the_ddp_settings_that_failed():
+    from tests.helpers import ROOT
+
+    page = render_html(load_results(ROOT / "examples" / "results" / "h200x4-nccl-p2p-disabled.json"))
+    ddp_table = page[page.index("id='ddp'"):].split("</table>")[0]
+    row = ddp_table[ddp_table.index("<td>4gpu-bs8</td>"):].split("</tr>")[0]
+    assert f"style='color:{FAIL}'>0.498 <span class='small'>(&gt;= 0.8036)</span>" in row
 
 
 def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):

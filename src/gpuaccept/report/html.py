@@ -2,7 +2,8 @@
 
 Failures first; then the link matrix against the expected one, bus bandwidth against size per
 collective with floors and the physical peak, the pairwise and peer-copy bandwidth matrices as
-heat maps, DDP efficiency per world size and batch, and every test with its numbers.
+heat maps, DDP efficiency, exposed communication and the P2P A/B per world size and batch, and
+every test with its numbers.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from gpuaccept.facts.model import Measurements
 from gpuaccept.measure.sizes import format_size
 
 PASS, FAIL, ERROR, SKIP = "#1a7f37", "#cf222e", "#bc4c00", "#8c959f"
@@ -286,44 +288,63 @@ def _copies(facts: dict, verdicts: list[dict]) -> str:
 
 
 def _ddp(facts: dict, verdicts: list[dict]) -> str:
-    sweep = (facts.get("measurements") or {}).get("ddp")
-    if not sweep or not sweep.get("results"):
+    measured = Measurements.model_validate(facts.get("measurements") or {}, strict=False)  # as JSON gave it: lists for tuples
+    sweep = measured.ddp
+    if sweep is None or not sweep.results:
         return ""
-    baseline = {(r["batch"], r["accumulation"]): r["samples_per_s_per_gpu"] for r in sweep["results"] if r["world"] == 1}
-    floors = {v["subject"]: _number(v["expected"]) for v in verdicts if v["check"] == "ddp_scaling"}
-    outcomes = {v["subject"]: v["outcome"] for v in verdicts if v["check"] == "ddp_scaling"}
+    judged = {(v["check"], v["subject"]): v for v in verdicts if v["check"].startswith("ddp_")}
     rows, bars = [], []
-    settings = sorted({(r["batch"], r["accumulation"]) for r in sweep["results"]})
-    worlds = sorted({r["world"] for r in sweep["results"]})
+    settings = sorted({(r.batch, r.accumulation) for r in sweep.results})
+    worlds = sorted({r.world for r in sweep.results})
     width, height, left, bottom = 60 + 70 * len(worlds) * max(1, len(settings)), 220, 40, 30
     for w_index, world in enumerate(worlds):
         for s_index, (batch, accumulation) in enumerate(settings):
-            result = next((r for r in sweep["results"] if (r["world"], r["batch"], r["accumulation"]) == (world, batch, accumulation)), None)
-            one = baseline.get((batch, accumulation))
-            if result is None or not one:
+            result = sweep.result(world, batch, accumulation)
+            efficiency = measured.ddp_efficiency(world, batch, accumulation)
+            if result is None or efficiency is None:
                 continue
-            efficiency = result["samples_per_s_per_gpu"] / one
-            case = f"{world}gpu-bs{batch}" + (f"-acc{accumulation}" if accumulation != 1 else "")
+            case = result.case
+            scaling = judged.get(("ddp_scaling", case), {})
             x = left + (w_index * len(settings) + s_index) * 70 + 10
             bar = min(efficiency, 1.2) / 1.2 * (height - bottom - 10)
-            colour = OUTCOME_COLOURS.get(outcomes.get(case) or "", SERIES[s_index % len(SERIES)])
+            colour = OUTCOME_COLOURS.get(scaling.get("outcome") or "", SERIES[s_index % len(SERIES)])
             bars.append(f"<rect class='bar' x='{x}' y='{height - bottom - bar:.1f}' width='50' height='{bar:.1f}' fill='{colour}'><title>{case}: {efficiency:.3f}</title></rect>")
             bars.append(f"<text x='{x + 25}' y='{height - bottom + 14}' text-anchor='middle'>{case}</text>")
             bars.append(f"<text x='{x + 25}' y='{height - bottom - bar - 4:.1f}' text-anchor='middle'>{efficiency:.2f}</text>")
-            floor = floors.get(case)
+            floor = _number(scaling.get("expected") or "")
             if floor:
                 level = height - bottom - min(floor, 1.2) / 1.2 * (height - bottom - 10)
                 bars.append(f"<line class='floor' x1='{x - 4}' x2='{x + 54}' y1='{level:.1f}' y2='{level:.1f}' stroke='{FAIL}' stroke-width='2'/>")
+            without = measured.ddp_without_p2p.result(world, batch, accumulation) if measured.ddp_without_p2p else None
+            one = sweep.result(1, batch, accumulation)
             rows.append(
-                f"<tr><td>{case}</td><td class='num'>{result['samples_per_s_per_gpu']:.1f}</td><td class='num'>{one:.1f}</td>"
-                f"<td class='num'>{efficiency:.3f}</td><td>{esc('>= ' + format(floor, 'g') if floor else '')}</td></tr>"
+                f"<tr><td>{case}</td><td class='num'>{result.samples_per_s_per_gpu:.1f}</td><td class='num'>{one.samples_per_s_per_gpu:.1f}</td>"
+                + _judged_cell(efficiency, scaling)
+                + _judged_cell(result.exposed_share, judged.get(("ddp_exposed_comm", case), {}))
+                + f"<td class='num'>{f'{without.samples_per_s_per_gpu:.1f}' if without else ''}</td>"
+                + _judged_cell(measured.ddp_speedup(world, batch, accumulation), judged.get(("ddp_nvlink_speedup", case), {}), "x")
+                + "</tr>"
             )
     svg = f"<svg width='{width}' height='{height}' role='img'>{''.join(bars)}</svg>"
-    table = "<table><tr><th>setting</th><th>samples/s per GPU</th><th>on 1 GPU</th><th>efficiency</th><th>expected</th></tr>" + "".join(rows) + "</table>"
-    return (
-        f"<h2 id='ddp'>DDP scaling</h2><div class='small'>{_parameters(sweep['parameters'])}-parameter GPT, {esc(sweep['dtype'])}; "
-        f"efficiency = throughput(N) / (N x throughput(1)); red ticks are the profile's floors</div><div class='card'>{svg}{table}</div>"
+    table = (
+        "<table><tr><th>setting</th><th>samples/s per GPU</th><th>on 1 GPU</th><th>efficiency</th><th>exposed communication</th>"
+        "<th>samples/s per GPU without P2P</th><th>P2P speedup</th></tr>" + "".join(rows) + "</table>"
     )
+    return (
+        f"<h2 id='ddp'>DDP scaling</h2><div class='small'>{_parameters(sweep.parameters)}-parameter GPT, {esc(sweep.dtype)}; "
+        "efficiency = throughput(N) / (N x throughput(1)); exposed communication = the share of a step that gradient "
+        "synchronization adds; P2P speedup = throughput over the same run with NCCL_P2P_DISABLE=1; red ticks are the "
+        f"profile's floors</div><div class='card'>{svg}{table}</div>"
+    )
+
+
+def _judged_cell(value: float | None, verdict: dict, unit: str = "") -> str:
+    """A measured number, and where a check judged it, its expectation, coloured by the outcome."""
+    if value is None:
+        return "<td></td>"
+    expected = f" <span class='small'>({esc(verdict['expected'])})</span>" if verdict.get("expected") else ""
+    colour = f" style='color:{OUTCOME_COLOURS[verdict['outcome']]}'" if verdict.get("outcome") in ("failed", "error") else ""
+    return f"<td class='num'{colour}>{value:.3f}{unit}{expected}</td>"
 
 
 def _parameters(count: int) -> str:
