@@ -10,6 +10,7 @@ import pytest
 from gpuaccept.measure.launch import Workers, run_plan
 from gpuaccept.measure.pairwise_step import round_robin, schedule
 from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
+from gpuaccept.measure.worker import WAITING_MARK
 from gpuaccept.measure.stages import nccl_plan, run_nccl_stage
 from gpuaccept.profile.spec import ProfileSpec
 
@@ -77,7 +78,11 @@ def test_a_crashing_worker_is_reported_with_its_error_not_waited_for():
 def test_workers_started_ahead_run_a_plan_given_later():
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
     workers = Workers(2)
-    time.sleep(1.0)  # the plan comes while they wait
+    logs = [workers.workdir / f"rank{rank}.log" for rank in range(2)]
+    deadline = time.monotonic() + 120
+    while not all(WAITING_MARK in log.read_text() for log in logs):  # the plan comes while they wait
+        assert time.monotonic() < deadline, "workers never got to waiting"
+        time.sleep(0.05)
     events: list[dict] = []
     outcome = run_plan(Plan(steps=[step], backend="gloo"), 2, workers=workers, on_event=events.append)
     assert outcome.failures == {} and outcome.results[0]["wrong"] == 0

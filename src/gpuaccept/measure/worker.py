@@ -35,6 +35,7 @@ from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseSt
 INJECT_HANG = "GPUACCEPT_INJECT_HANG"
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
 GO_FILE = "go"
+WAITING_MARK = "waiting for the go:"  # in the rank's log once a worker started ahead is ready
 WAIT_POLL_S = 0.02
 RECORDED_ENVIRONMENT = ("NCCL_", "TORCH_NCCL_", "CUDA_VISIBLE_DEVICES", "NVSHMEM_", "TORCH_SYMM_MEM_")
 
@@ -88,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch.distributed  # noqa: F401  the slow part of start-up, paid before the wait
 
         imported = time.perf_counter()
-        if args.wait and not wait_for_go(args.out, parent):
-            return 4
+        if args.wait:
+            print(f"{WAITING_MARK} rank {rank}: torch imported in {imported - began:.1f} s", flush=True)
+            if not wait_for_go(args.out, parent):
+                return 4
         waited = time.perf_counter()
         plan = Plan.model_validate_json(args.plan.read_text(encoding="utf-8"))
         args.out.mkdir(parents=True, exist_ok=True)
