@@ -67,7 +67,8 @@ def run_plan(
     restarts = 0
     while remaining:
         attempt_plan = plan.model_copy(update={"steps": [plan.steps[i] for i in remaining]})
-        attempt_workers, workers = workers or Workers(ranks, env), None
+        attempt_workers = workers or Workers(ranks, env)
+        workers = None  # a set started ahead serves the first attempt only
         attempt = attempt_workers.run(attempt_plan, on_event)
         outcome.ready = outcome.ready or attempt.ready
         for local, result in attempt.results.items():

@@ -288,7 +288,9 @@ def _copies(facts: dict, verdicts: list[dict]) -> str:
 
 
 def _ddp(facts: dict, verdicts: list[dict]) -> str:
-    measured = Measurements.model_validate(facts.get("measurements") or {}, strict=False)  # as JSON gave it: lists for tuples
+    recorded = facts.get("measurements") or {}
+    # only the DDP sweeps: this section does not depend on the others; lenient, as JSON gave them
+    measured = Measurements.model_validate({arm: recorded.get(arm) for arm in ("ddp", "ddp_without_p2p")}, strict=False)
     sweep = measured.ddp
     if sweep is None or not sweep.results:
         return ""
