@@ -12,9 +12,9 @@ def no_regression(baseline: Baseline, facts: Facts, key: str, max_regression: fl
     before = baseline.metrics[key]
     allowed = before.tolerance(max_regression)
     if before.higher_is_better:
-        criterion = AtLeast(round(before.value * (1 - allowed), 4), before.unit)
+        criterion = AtLeast(before.value * (1 - allowed), before.unit)
     else:
-        criterion = AtMost(round(before.value * (1 + allowed), 4), before.unit)
+        criterion = AtMost(before.value * (1 + allowed), before.unit)
     now = measured_values(facts).get(key)
     if now is None:
         return judge.error(key, f"measured in the baseline ({before.value:g} {before.unit}) but not in this run", criterion)

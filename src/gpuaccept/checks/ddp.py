@@ -39,7 +39,7 @@ def _throughput(judge: Judge, sweep: DdpSweep | None, case: str, world: int, bat
 
 
 def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
-    judge = Judge("ddp_scaling", profile.name)
+    judge = Judge("ddp_scaling", profile.name, profile.marginal_band)
     minimum = profile.spec.ddp.min_efficiency.get(case) if profile.spec.ddp else None
     if minimum is None:
         return judge.not_applicable(case, "the profile sets no scaling efficiency for this setting")
@@ -63,11 +63,11 @@ def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
         "tokens_per_s_per_gpu": round(many.tokens_per_s_per_gpu, 1),
         "step_s": round(many.step_s, 5),
     }
-    return judge(case, "scaling efficiency", round(efficiency, 4), criterion, note=note, context=context)
+    return judge(case, "scaling efficiency", efficiency, criterion, note=note, context=context)
 
 
 def exposed_communication(profile: Profile, facts: Facts, case: str) -> Verdict:
-    judge = Judge("ddp_exposed_comm", profile.name)
+    judge = Judge("ddp_exposed_comm", profile.name, profile.marginal_band)
     maximum = profile.spec.ddp.max_exposed_comm.get(case) if profile.spec.ddp else None
     if maximum is None:
         return judge.not_applicable(case, "the profile sets no exposed-communication limit for this setting")
@@ -80,11 +80,11 @@ def exposed_communication(profile: Profile, facts: Facts, case: str) -> Verdict:
     if exposed is None:
         return judge.error(case, "the sweep did not time steps without gradient synchronization", criterion)
     note = f"step {result.step_s * 1e3:.1f} ms, {result.no_sync_step_s * 1e3:.1f} ms without gradient all-reduce"
-    return judge(case, "exposed communication", round(exposed, 4), criterion, note=note)
+    return judge(case, "exposed communication", exposed, criterion, note=note)
 
 
 def nvlink_speedup(profile: Profile, facts: Facts, case: str) -> Verdict:
-    judge = Judge("ddp_nvlink_speedup", profile.name)
+    judge = Judge("ddp_nvlink_speedup", profile.name, profile.marginal_band)
     minimum = profile.spec.ddp.nvlink_ab.get(case) if profile.spec.ddp else None
     if minimum is None:
         return judge.not_applicable(case, "the profile sets no NVLink A/B for this setting")
@@ -107,4 +107,4 @@ def nvlink_speedup(profile: Profile, facts: Facts, case: str) -> Verdict:
         f"{with_p2p.samples_per_s_per_gpu:.1f} samples/s per GPU with P2P, "
         f"{without.samples_per_s_per_gpu:.1f} with NCCL_P2P_DISABLE=1"
     )
-    return judge(case, "P2P speedup", round(ratio, 3), criterion, note=note)
+    return judge(case, "P2P speedup", ratio, criterion, note=note)

@@ -61,7 +61,7 @@ def _collective_result(judge: Judge, profile: Profile, facts: Facts, case: tuple
 
 def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
     collective, size_text = case
-    judge = Judge("busbw", profile.name)
+    judge = Judge("busbw", profile.name, profile.marginal_band)
     criterion = AtLeast(profile.spec.nccl.busbw[collective][size_text], "GB/s")
     result = _collective_result(judge, profile, facts, case, criterion)
     if isinstance(result, Verdict):
@@ -70,7 +70,7 @@ def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
     context.update(algbw_GBps=round(result.algbw_GBps, 2), time_us=round(result.time_us, 1), ranks=result.ranks, size_bytes=result.size_bytes)
     note = "; ".join(part for part in (note, f"algbw {result.algbw_GBps:.1f} GB/s, {result.time_us:.0f} us, {result.ranks} ranks") if part)
     label = f"{collective} {human_size(parse_size(size_text))}"
-    return judge(label, "busbw", round(result.busbw_GBps, 2), criterion, note=note, context=context)
+    return judge(label, "busbw", result.busbw_GBps, criterion, note=note, context=context)
 
 
 def collective_correct(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
@@ -85,7 +85,7 @@ def collective_correct(profile: Profile, facts: Facts, case: tuple[str, str]) ->
 
 
 def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
-    judge = Judge("pair_busbw", profile.name)
+    judge = Judge("pair_busbw", profile.name, profile.marginal_band)
     subject = pair_key(*pair)
     spec = profile.spec.pairwise
     if spec is None:
@@ -105,11 +105,11 @@ def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict
     how = "concurrently with the other pairs of its round" if sweep.concurrent else "alone"
     note = "; ".join(part for part in (note, f"each way, {human_size(result.size_bytes)}, {how}") if part)
     context.update(time_us=round(result.time_us, 1), round=result.round)
-    return judge(subject, "send/receive", round(result.busbw_GBps, 2), criterion, note=note, context=context)
+    return judge(subject, "send/receive", result.busbw_GBps, criterion, note=note, context=context)
 
 
 def _copy_verdict(check: str, profile: Profile, facts: Facts, what: str, gpus: tuple[int, ...], floor_key: str, peak: Peak | None) -> Verdict:
-    judge = Judge(check, profile.name)
+    judge = Judge(check, profile.name, profile.marginal_band)
     subject = pair_key(*gpus) if len(gpus) == 2 else gpu_name(gpus[0])
     copies = profile.spec.copies
     floor = getattr(copies, floor_key) if copies else None
@@ -127,7 +127,7 @@ def _copy_verdict(check: str, profile: Profile, facts: Facts, what: str, gpus: t
     if result.wrong:
         return judge.failed(subject, f"{result.wrong} bytes differ from the source after the copy", result.GBps, criterion)
     note, context = _with_peak(result.GBps, peak)
-    return judge(subject, what.replace("_", " "), round(result.GBps, 2), criterion, note=note, context=context)
+    return judge(subject, what.replace("_", " "), result.GBps, criterion, note=note, context=context)
 
 
 def p2p_copy(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:

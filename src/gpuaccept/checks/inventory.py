@@ -65,7 +65,7 @@ def gpu_memory(profile: Profile, facts: Facts, index: int) -> Verdict:
     gpu = present_gpu(judge, facts, index, "memory", criterion)
     if isinstance(gpu, Verdict):
         return gpu
-    return judge(gpu_name(index), "memory", round(gpu.memory_total_bytes / GIB, 2), criterion)
+    return judge(gpu_name(index), "memory", gpu.memory_total_bytes / GIB, criterion)
 
 
 def ecc_mode(profile: Profile, facts: Facts, index: int) -> Verdict:

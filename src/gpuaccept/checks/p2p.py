@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from gpuaccept.checks.verdict import Equals, Judge, Verdict
+from gpuaccept.checks.verdict import Described, Equals, Judge, Verdict
 from gpuaccept.facts.model import Facts, P2PFacts, Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.topology import pair_key
+
+
+AGREES = Described("CUDA agrees with NVML")
 
 
 def _state(wanted: bool) -> str:
@@ -59,15 +62,15 @@ def p2p_cuda_agrees(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Ve
     """
     judge = Judge("p2p_cuda_agrees", profile.name)
     subject = pair_key(*pair)
-    found = _pair_facts(judge, facts, pair, "CUDA agrees with NVML")
+    found = _pair_facts(judge, facts, pair, AGREES)
     if isinstance(found, Verdict):
         return found
     read, write = found.nvml.get("read"), found.nvml.get("write")
     cuda = found.cuda_can_access_peer
     if isinstance(cuda, Unavailable):
-        return judge.error(subject, f"CUDA peer access could not be read: {cuda}", "CUDA agrees with NVML")
+        return judge.error(subject, f"CUDA peer access could not be read: {cuda}", AGREES)
     if not isinstance(read, str) or not isinstance(write, str):
-        return judge.error(subject, f"NVML P2P status unreadable: read {read}, write {write}", "CUDA agrees with NVML")
+        return judge.error(subject, f"NVML P2P status unreadable: read {read}, write {write}", AGREES)
     nvml_says = read == "OK" and write == "OK"
     criterion = Equals("yes" if nvml_says else "no")
     measured = "yes" if cuda else "no"

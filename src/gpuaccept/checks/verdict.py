@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuaccept.facts.model import Unavailable
@@ -23,8 +23,21 @@ class Outcome(str, enum.Enum):
     NOT_APPLICABLE = "not_applicable"  # the profile asks nothing here
 
 
+class Better(str, enum.Enum):
+    """Which way a measured value improves: what "the best attempt" and "a regression" mean."""
+
+    HIGHER = "higher"
+    LOWER = "lower"
+    EXACT = "exact"  # a state (a link type, a model name): no better or worse, only right or wrong
+
+
 @dataclass(frozen=True)
 class Verdict:
+    """One judgement. `criterion` is the rule as data ({"op": ">=", "limit": 330.0, "unit": "GB/s"});
+    `expected` is the same rule as text, for people. `measured` is the exact value judged; only
+    messages round it. `attempts` holds every value measured for this verdict, in order, where a
+    miss was measured again; `transient` says the first attempt missed and a later one passed."""
+
     check: str
     subject: str
     outcome: Outcome
@@ -34,6 +47,11 @@ class Verdict:
     message: str = ""
     profile: str = ""
     context: dict[str, Any] = field(default_factory=dict)
+    criterion: dict[str, Any] = field(default_factory=dict)
+    better: Better = Better.EXACT
+    marginal: bool = False  # passed within the profile's marginal band of its limit
+    attempts: tuple[Any, ...] = ()
+    transient: bool = False
 
     @property
     def ok(self) -> bool:
@@ -44,25 +62,46 @@ class Verdict:
             "check": self.check,
             "subject": self.subject,
             "outcome": self.outcome.value,
-            "measured": self.measured if isinstance(self.measured, (int, float, str, bool)) or self.measured is None else str(self.measured),
+            "measured": _plain(self.measured),
             "expected": self.expected,
+            "criterion": self.criterion,
+            "better": self.better.value,
             "unit": self.unit,
+            "marginal": self.marginal,
+            "attempts": [_plain(value) for value in self.attempts],
+            "transient": self.transient,
             "message": self.message,
             "profile": self.profile,
             "context": self.context,
         }
 
 
-def show(value: Any, unit: str = "") -> str:
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
+
+
+def show(value: Any, unit: str = "", digits: int = 4) -> str:
+    """A value for people: 4 significant digits (one decimal from 1000 up), then the unit."""
     if isinstance(value, float):
-        text = f"{value:.4g}" if abs(value) < 1000 else f"{value:.1f}"
+        text = f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:.{max(1, digits - 3)}f}"
     else:
         text = str(value)
     return f"{text} {unit}".rstrip() if unit else text
 
 
+def show_apart(value: Any, limit: Any, unit: str = "") -> tuple[str, str]:
+    """`value` and `limit` for a message, with as many digits as it takes to tell them apart:
+    329.996 against 330 reads "329.996 < 330", never "330 < 330"."""
+    for digits in range(4, 13):
+        shown = show(value, unit, digits), show(limit, unit, digits)
+        if shown[0] != shown[1] or value == limit:
+            return shown
+    return shown
+
+
 class Criterion:
     unit: str = ""
+    better: Better = Better.EXACT
 
     def holds(self, value: Any) -> bool:
         raise NotImplementedError
@@ -70,6 +109,14 @@ class Criterion:
     def violation(self, value: Any) -> str:
         """How `value` breaks the rule, for a failure message: '212.4 GB/s < 330 GB/s'."""
         raise NotImplementedError
+
+    def as_data(self) -> dict[str, Any]:
+        """The rule as data, for every writer: {"op": ">=", "limit": 330.0, "unit": "GB/s"}."""
+        raise NotImplementedError
+
+    def marginal(self, value: Any, band: float) -> bool:
+        """Whether a value that holds lies within `band` (a fraction) of the limit."""
+        return False
 
 
 @dataclass(frozen=True)
@@ -81,7 +128,11 @@ class Equals(Criterion):
         return value == self.value
 
     def violation(self, value: Any) -> str:
-        return f"{show(value, self.unit)}, expected {show(self.value, self.unit)}"
+        shown, wanted = show_apart(value, self.value, self.unit)
+        return f"{shown}, expected {wanted}"
+
+    def as_data(self) -> dict[str, Any]:
+        return {"op": "==", "value": _plain(self.value), "unit": self.unit}
 
     def __str__(self) -> str:
         return f"== {show(self.value, self.unit)}"
@@ -91,12 +142,20 @@ class Equals(Criterion):
 class AtLeast(Criterion):
     minimum: float
     unit: str = ""
+    better = Better.HIGHER
 
     def holds(self, value: Any) -> bool:
         return value >= self.minimum
 
     def violation(self, value: Any) -> str:
-        return f"{show(value, self.unit)} < {show(self.minimum, self.unit)}"
+        shown, limit = show_apart(value, self.minimum, self.unit)
+        return f"{shown} < {limit}"
+
+    def as_data(self) -> dict[str, Any]:
+        return {"op": ">=", "limit": self.minimum, "unit": self.unit}
+
+    def marginal(self, value: Any, band: float) -> bool:
+        return self.holds(value) and value < self.minimum * (1 + band)
 
     def __str__(self) -> str:
         return f">= {show(self.minimum, self.unit)}"
@@ -106,12 +165,20 @@ class AtLeast(Criterion):
 class AtMost(Criterion):
     maximum: float
     unit: str = ""
+    better = Better.LOWER
 
     def holds(self, value: Any) -> bool:
         return value <= self.maximum
 
     def violation(self, value: Any) -> str:
-        return f"{show(value, self.unit)} > {show(self.maximum, self.unit)}"
+        shown, limit = show_apart(value, self.maximum, self.unit)
+        return f"{shown} > {limit}"
+
+    def as_data(self) -> dict[str, Any]:
+        return {"op": "<=", "limit": self.maximum, "unit": self.unit}
+
+    def marginal(self, value: Any, band: float) -> bool:
+        return self.holds(value) and value > self.maximum * (1 - band)
 
     def __str__(self) -> str:
         return f"<= {show(self.maximum, self.unit)}"
@@ -132,8 +199,14 @@ class InRange(Criterion):
 
     def violation(self, value: Any) -> str:
         side = "<" if value < self.minimum else ">"
-        limit = self.minimum if value < self.minimum else self.maximum
-        return f"{show(value, self.unit)} {side} {show(limit, self.unit)}"
+        shown, limit = show_apart(value, self.minimum if value < self.minimum else self.maximum, self.unit)
+        return f"{shown} {side} {limit}"
+
+    def as_data(self) -> dict[str, Any]:
+        return {"op": "in", "minimum": self.minimum, "maximum": self.maximum, "unit": self.unit}
+
+    def marginal(self, value: Any, band: float) -> bool:
+        return self.holds(value) and (value < self.minimum * (1 + band) or value > self.maximum * (1 - band))
 
     def __str__(self) -> str:
         return f"{show(self.minimum)} .. {show(self.maximum, self.unit)}"
@@ -149,6 +222,9 @@ class MatchesAny(Criterion):
     def violation(self, value: Any) -> str:
         return f"{value!r}, expected {' or '.join(repr(p) for p in self.patterns)}"
 
+    def as_data(self) -> dict[str, Any]:
+        return {"op": "matches", "patterns": list(self.patterns), "unit": ""}
+
     def __str__(self) -> str:
         return " or ".join(repr(p) for p in self.patterns)
 
@@ -163,8 +239,30 @@ class AtLeastVersion(Criterion):
     def violation(self, value: Any) -> str:
         return f"{value} is older than {self.minimum}"
 
+    def as_data(self) -> dict[str, Any]:
+        return {"op": ">=version", "limit": self.minimum, "unit": ""}
+
     def __str__(self) -> str:
         return f">= {self.minimum}"
+
+
+@dataclass(frozen=True)
+class Described(Criterion):
+    """A rule that only words can state ("CUDA agrees with NVML"): the check decides, this names it."""
+
+    text: str
+
+    def holds(self, value: Any) -> bool:
+        raise TypeError(f"{self.text!r} is decided by its check, not by a value")
+
+    def violation(self, value: Any) -> str:
+        return f"{value}, expected {self.text}"
+
+    def as_data(self) -> dict[str, Any]:
+        return {"op": "rule", "text": self.text, "unit": ""}
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -180,11 +278,14 @@ class Judge:
     """Makes the verdicts of one check against one profile.
 
     `scope` is the human context of the measurement ('all_reduce 1 GiB'), `note` extra evidence
-    ('link max x16'), `context` the same facts as structured data for reports.
+    ('link max x16'), `context` the same facts as structured data for reports. `marginal_band`
+    (a fraction) marks a measured value that passes that close to its limit; states and
+    inventory facts, which do not vary from run to run, are judged with none.
     """
 
     check: str
     profile: str
+    marginal_band: float = 0.0
 
     def __call__(
         self, subject: str, what: str, measured: Any, criterion: Criterion, *, note: str = "", scope: str = "", context: dict | None = None
@@ -192,10 +293,17 @@ class Judge:
         if isinstance(measured, Unavailable):
             return self.unavailable(subject, what, measured, criterion, scope=scope, context=context)
         passed = criterion.holds(measured)
-        detail = f"{what} {show(measured, criterion.unit)}" if passed else f"{what} {criterion.violation(measured)}"
+        marginal = passed and criterion.marginal(measured, self.marginal_band)
+        if not passed:
+            detail = f"{what} {criterion.violation(measured)}"
+        elif marginal:
+            detail = f"{what} {show(measured, criterion.unit)}, marginal: within {self.marginal_band:.0%} of {criterion}"
+        else:
+            detail = f"{what} {show(measured, criterion.unit)}"
         if note:
             detail += f" ({note})"
-        return self._verdict(subject, Outcome.PASSED if passed else Outcome.FAILED, measured, criterion, detail, scope, context)
+        verdict = self._verdict(subject, Outcome.PASSED if passed else Outcome.FAILED, measured, criterion, detail, scope, context)
+        return replace(verdict, marginal=marginal) if marginal else verdict
 
     def unavailable(
         self, subject: str, what: str, reading: Unavailable, criterion: Criterion, *, scope: str = "", context: dict | None = None
@@ -213,22 +321,48 @@ class Judge:
     def passed(self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: dict | None = None) -> Verdict:
         return self._verdict(subject, Outcome.PASSED, measured, criterion, detail, scope, context)
 
-    def error(self, subject: str, detail: str, criterion: Criterion | str = "", *, scope: str = "", context: dict | None = None) -> Verdict:
+    def error(self, subject: str, detail: str, criterion: Criterion | None = None, *, scope: str = "", context: dict | None = None) -> Verdict:
         return self._verdict(subject, Outcome.ERROR, None, criterion, detail, scope, context)
 
     def not_applicable(self, subject: str, reason: str) -> Verdict:
         return Verdict(self.check, subject, Outcome.NOT_APPLICABLE, None, "", message=f"{subject}: {reason}", profile=self.profile)
 
-    def _verdict(self, subject, outcome, measured, criterion, detail, scope, context) -> Verdict:
+    def _verdict(self, subject, outcome, measured, criterion: Criterion | None, detail, scope, context) -> Verdict:
         where = f"{scope}, profile {self.profile}" if scope else f"profile {self.profile}"
         return Verdict(
             check=self.check,
             subject=subject,
             outcome=outcome,
             measured=measured,
-            expected=str(criterion),
-            unit=getattr(criterion, "unit", ""),
+            expected=str(criterion) if criterion is not None else "",
+            unit=criterion.unit if criterion is not None else "",
             message=f"{subject}: {detail} ({where})",
             profile=self.profile,
             context=dict(context or {}),
+            criterion=criterion.as_data() if criterion is not None else {},
+            better=criterion.better if criterion is not None else Better.EXACT,
         )
+
+
+def best_attempt(attempts: list[Verdict]) -> Verdict:
+    """The verdict of a value measured more than once: the best attempt decides, every attempt is
+    kept. A pass beats a failure with a number, which beats one without (a step that hung), which
+    beats an error; among failures the best number wins. A pass after a miss is transient."""
+    if len(attempts) == 1:
+        return attempts[0]
+
+    def rank(verdict: Verdict) -> tuple:
+        numeric = isinstance(verdict.measured, (int, float)) and not isinstance(verdict.measured, bool)
+        value = float(verdict.measured) if numeric else 0.0
+        closeness = value if verdict.better is Better.HIGHER else -value if verdict.better is Better.LOWER else 0.0
+        standing = {Outcome.PASSED: 3, Outcome.FAILED: 1 + numeric, Outcome.ERROR: 0}.get(verdict.outcome, 0)
+        # among passes the first is kept: a healthy value needs no better one
+        return (standing, closeness if verdict.outcome is not Outcome.PASSED else 0.0)
+
+    best = max(attempts, key=rank)  # max keeps the first of equals
+    values = tuple(verdict.measured for verdict in attempts)
+    transient = not attempts[0].ok and best.ok
+    shown = ", ".join("-" if value is None else show(value) for value in values)
+    unit = f" {best.unit}" if best.unit else ""
+    note = f"attempts: {shown}{unit}" + ("; transient: passed only when measured again" if transient else "")
+    return replace(best, attempts=values, transient=transient, message=f"{best.message} [{note}]")

@@ -24,6 +24,9 @@ class VerdictRecorder:
             ("expected", verdict.expected),
             ("unit", verdict.unit),
             ("profile", verdict.profile),
+            ("marginal", str(verdict.marginal).lower()),
+            ("attempts", ", ".join("-" if a is None else str(a) for a in verdict.attempts)),
+            ("transient", str(verdict.transient).lower()),
         ):
             self.item.user_properties.append((name, value))
         if verdict.outcome is Outcome.NOT_APPLICABLE:

@@ -22,6 +22,10 @@ class Profile:
     def gpu_count(self) -> int:
         return self.spec.gpus.count
 
+    @property
+    def marginal_band(self) -> float:
+        return self.spec.judging.marginal_band
+
     def gpu_pairs(self) -> list[tuple[int, int]]:
         """Unordered pairs a < b, the subjects of link-type tests."""
         n = self.gpu_count

@@ -212,6 +212,14 @@ class DdpSpec(Strict):
     )
 
 
+class JudgingSpec(Strict):
+    """How measured values are judged, beyond their floors."""
+
+    marginal_band: Annotated[float, Field(ge=0, le=0.5)] = Field(
+        0.03, description="a measured value that passes within this fraction of its limit is reported as marginal (0.03: 3%)"
+    )
+
+
 class ProfileSpec(Strict):
     schema_version: int = Field(alias="schema", description="profile format version; this release reads 1")
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] | None = None
@@ -229,6 +237,7 @@ class ProfileSpec(Strict):
     pairwise: PairwiseSpec | None = None
     copies: CopySpec | None = None
     ddp: DdpSpec | None = None
+    judging: JudgingSpec = Field(default_factory=JudgingSpec)
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from collections import defaultdict
 from typing import Any
 
+from gpuaccept.checks.verdict import show
 from gpuaccept.facts.model import Measurements
 from gpuaccept.measure.sizes import format_size
 
@@ -31,7 +31,8 @@ table{border-collapse:collapse;background:#fff;width:100%}th,td{border:1px solid
 th{background:#eaeef2}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .outcome{font-weight:600}.card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:12px;margin:10px 0}
 .grid{display:flex;flex-wrap:wrap;gap:14px}.matrix td{text-align:center;min-width:54px}
-.small{font-size:12px;color:#59636e}svg text{font:11px system-ui,sans-serif;fill:#1f2328}
+.small{font-size:12px;color:#59636e}.mark{font-size:11px;font-weight:600;border-radius:4px;padding:0 4px;color:#fff}
+.mark.marginal{background:#9a6700}.mark.transient{background:#8250df}svg text{font:11px system-ui,sans-serif;fill:#1f2328}
 """
 
 
@@ -130,7 +131,7 @@ def _busbw(facts: dict, verdicts: list[dict]) -> str:
     for v in judged:
         collective = v["subject"].split()[0]
         size = v["context"].get("size_bytes")
-        floor = _number(v["expected"])
+        floor = limit_of(v)
         if size and floor is not None:
             floors[collective][size] = floor
         peak = v["context"].get("peak_GBps", peak)
@@ -156,9 +157,10 @@ def _busbw(facts: dict, verdicts: list[dict]) -> str:
     )
 
 
-def _number(text: str) -> float | None:
-    match = re.search(r"[-+]?\d+(\.\d+)?", text or "")
-    return float(match.group(0)) if match else None
+def limit_of(verdict: dict) -> float | None:
+    """The number a verdict's criterion compares against (a floor or a ceiling), where it has one."""
+    limit = (verdict.get("criterion") or {}).get("limit")
+    return float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
 
 
 def _line_chart(points, floors: dict[int, float], peak: float | None, outcomes: dict, width=340, height=220) -> str:
@@ -313,7 +315,7 @@ def _ddp(facts: dict, verdicts: list[dict]) -> str:
             bars.append(f"<rect class='bar' x='{x}' y='{height - bottom - bar:.1f}' width='50' height='{bar:.1f}' fill='{colour}'><title>{case}: {efficiency:.3f}</title></rect>")
             bars.append(f"<text x='{x + 25}' y='{height - bottom + 14}' text-anchor='middle'>{case}</text>")
             bars.append(f"<text x='{x + 25}' y='{height - bottom - bar - 4:.1f}' text-anchor='middle'>{efficiency:.2f}</text>")
-            floor = _number(scaling.get("expected") or "")
+            floor = limit_of(scaling)
             if floor:
                 level = height - bottom - min(floor, 1.2) / 1.2 * (height - bottom - 10)
                 bars.append(f"<line class='floor' x1='{x - 4}' x2='{x + 54}' y1='{level:.1f}' y2='{level:.1f}' stroke='{FAIL}' stroke-width='2'/>")
@@ -359,9 +361,18 @@ def _all_tests(tests: list[dict]) -> str:
     for test in sorted(tests, key=lambda t: order.get(t["outcome"], 4)):
         verdict = test.get("verdict") or {}
         measured = verdict.get("measured")
+        shown = "" if measured is None else show(measured)
+        if len(verdict.get("attempts") or []) > 1:
+            shown += "<div class='small'>attempts: " + esc(", ".join("-" if a is None else show(a) for a in verdict["attempts"])) + "</div>"
+        marks = "".join(
+            f" <span class='mark {name}' title='{esc(why)}'>{name}</span>"
+            for name, why in (("marginal", "passed within the profile's marginal band of its limit"),
+                              ("transient", "missed at first, passed when measured again"))
+            if verdict.get(name)
+        )
         rows.append(
-            f"<tr><td class='outcome' style='color:{OUTCOME_COLOURS.get(test['outcome'], SKIP)}'>{esc(test['outcome'])}</td>"
-            f"<td>{esc(test['id'])}</td><td class='num'>{esc('' if measured is None else measured)}</td>"
+            f"<tr><td class='outcome' style='color:{OUTCOME_COLOURS.get(test['outcome'], SKIP)}'>{esc(test['outcome'])}{marks}</td>"
+            f"<td>{esc(test['id'])}</td><td class='num'>{shown}</td>"
             f"<td>{esc(verdict.get('expected'))}</td><td>{esc(verdict.get('unit'))}</td><td class='small'>{esc(test.get('message') or verdict.get('message'))}</td></tr>"
         )
     return (
