@@ -71,6 +71,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="how much worse than the baseline a value may be (default 5%%)",
     )
     group.addoption(
+        "--confirm",
+        dest="gpuaccept_confirm",
+        type=int,
+        default=2,
+        metavar="N",
+        help="measure a value that misses its criterion again, up to N more times, before it fails; the best attempt "
+        "decides and every attempt is reported (default 2; 0 judges the first measurement)",
+    )
+    group.addoption(
         "--save-baseline",
         dest="gpuaccept_save_baseline",
         metavar="FILE",
