@@ -6,7 +6,7 @@ import pytest
 from gpuaccept.checks import inventory, p2p, topology
 from gpuaccept.checks.verdict import AtLeast, InRange, Outcome
 from gpuaccept.profile import ProfileCatalog
-from tests.helpers import example_facts, mutated
+from tests.helpers import example_facts, mutated, nvml_replay, probe_replay
 
 CATALOG = ProfileCatalog.with_shipped()
 
@@ -52,7 +52,10 @@ def without_gpu3(d):
 def test_a_missing_gpu_fails_the_count_and_every_test_of_that_gpu():
     facts = mutated(example_facts("h200x4"), without_gpu3)
     failed = failures(H200, facts)
-    assert failed[("gpu_count", "vm")].message.startswith("vm: found 3 GPU(s), expected 4 (3 GPU(s) under test, CUDA_VISIBLE_DEVICES=0,1,2, 4 in the machine)")
+    assert failed[("gpu_count", "vm")].message.startswith(
+        "vm: found 3 GPU(s), expected 4 (3 GPU(s) under test, CUDA_VISIBLE_DEVICES=0,1,2, 4 in the machine; "
+        "hidden by CUDA_VISIBLE_DEVICES: NVML GPU 3 (NVIDIA H200, bus 00000000:00:09.0, GPU-"
+    )
     assert ("gpu_model", "gpu3") in failed and "GPU not present" in failed[("gpu_model", "gpu3")].message
     assert ("link_type", "gpu2-gpu3") in failed and "gpu3 not present" in failed[("link_type", "gpu2-gpu3")].message
     assert all("3" in subject for (_, subject) in failed if subject != "vm")
@@ -185,7 +188,7 @@ def test_the_8_gpu_profile_against_synthetic_8_gpu_facts():
     assert facts.gpu_count == 8 and len(facts.links) == 28 and len(facts.p2p) == 56
     assert {link.link_type for link in facts.links} == {"NV18"}
     assert [v.message for v in all_verdicts(profile, facts) if not v.ok] == []
-    assert CATALOG.auto_select("NVIDIA H200", 8).name == "h200-8-nvswitch"
+    assert CATALOG.auto_select("NVIDIA H200", 8).profile.name == "h200-8-nvswitch"
     # and one GPU with 12 of its 18 links up fails its own tests and each of its 7 pairs
     replay = eight_gpu_replay()
     for link in range(12, 18):
@@ -195,3 +198,16 @@ def test_the_8_gpu_profile_against_synthetic_8_gpu_facts():
     assert {subject for check, subject in failed if check == "link_type"} == {
         f"gpu{min(5, g)}-gpu{max(5, g)}" for g in range(8) if g != 5
     }
+
+
+def test_a_gpu_hidden_by_cuda_visible_devices_is_judged_against_the_installed_machines_profile():
+    # CUDA_VISIBLE_DEVICES=0 on the 2xH200 machine: NVML still sees both GPUs, so --profile auto
+    # picks the 2-GPU profile (not h200-1), and the hidden GPU fails its tests by name
+    facts = probe_replay(nvml_replay("h200x2"), [0], visible="0")
+    selection = CATALOG.auto_select(*facts.installed())
+    assert selection.profile.name == "h200-2-nvswitch"
+    failed = failures(selection.profile, facts)
+    count = failed[("gpu_count", facts.system.hostname)].message
+    assert "found 1 GPU(s), expected 2" in count and "hidden by CUDA_VISIBLE_DEVICES: NVML GPU 1 (NVIDIA H200, bus " in count
+    assert "GPU not present" in failed[("gpu_model", "gpu1")].message
+    assert ("gpu_model", "gpu0") not in failed and ("nvlink_links", "gpu0") not in failed

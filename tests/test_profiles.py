@@ -123,20 +123,39 @@ def test_pasted_matrix_and_pair_rules_give_the_expected_link_of_each_pair():
 
 def test_auto_selection_picks_by_model_and_count_and_lists_candidates_when_none_fits():
     catalog = ProfileCatalog.with_shipped()
-    assert catalog.auto_select("NVIDIA H200", 4).name == "h200-4-nvswitch"
-    assert catalog.auto_select("NVIDIA H200", 2).name == "h200-2-nvswitch"
-    with pytest.raises(ProfileNotFound, match=r"no profile matches this machine \(3x NVIDIA H200\).*h200-4-nvswitch \(4x NVIDIA H200\)"):
-        catalog.auto_select("NVIDIA H200", 3)
+    assert catalog.auto_select("NVIDIA H200", 4).profile.name == "h200-4-nvswitch"
+    assert catalog.auto_select("NVIDIA H200", 2).profile.name == "h200-2-nvswitch"
+    with pytest.raises(ProfileNotFound, match=r"no profile matches this machine \(3x NVIDIA B200\).*h200-4-nvswitch \(4x NVIDIA H200\)"):
+        catalog.auto_select("NVIDIA B200", 3)
 
 
-def test_auto_selection_refuses_to_choose_between_two_matches(tmp_path):
-    write(tmp_path / "mine.yaml", """
+def test_a_server_that_lost_a_gpu_is_judged_against_the_profile_of_its_model_with_more_gpus():
+    chosen = ProfileCatalog.with_shipped().auto_select("NVIDIA H200", 3)
+    assert chosen.profile.name == "h200-4-nvswitch"
+    assert "no profile matches 3x NVIDIA H200; h200-4-nvswitch is the smallest profile of this model with more GPUs (4)" in chosen.reason
+
+
+def test_auto_selection_prefers_the_users_folder_and_says_so(tmp_path):
+    mine = """
         schema: 1
         match: {gpu_model: "NVIDIA H200", gpu_count: 4}
         gpus: {count: 4, model: "NVIDIA H200"}
-    """)
+    """
+    write(tmp_path / "mine.yaml", mine)
+    chosen = ProfileCatalog.with_shipped([tmp_path]).auto_select("NVIDIA H200", 4)
+    assert chosen.profile.name == "mine" and "chosen over h200-4-nvswitch (" in chosen.reason
+
+
+def test_auto_selection_refuses_to_choose_between_two_matches_of_one_folder(tmp_path):
+    mine = """
+        schema: 1
+        match: {gpu_model: "NVIDIA H200", gpu_count: 4}
+        gpus: {count: 4, model: "NVIDIA H200"}
+    """
+    write(tmp_path / "mine.yaml", mine)
+    write(tmp_path / "theirs.yaml", mine)
     catalog = ProfileCatalog.with_shipped([tmp_path])
-    with pytest.raises(ProfileNotFound, match=r"several profiles match .*h200-4-nvswitch .*, mine \("):
+    with pytest.raises(ProfileNotFound, match=r"several profiles match .*mine \(.*theirs \("):
         catalog.auto_select("NVIDIA H200", 4)
 
 

@@ -177,7 +177,7 @@ def _measure(facts, args):
     from gpuaccept.plugin.measurements import STAGE_FILES, MeasurementStore
 
     catalog = _catalog(args)
-    profile = catalog.auto_select(facts.gpus[0].name, facts.gpu_count) if args.profile == "auto" else catalog.load(args.profile)
+    profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
         store = MeasurementStore(Path(folder), live=True, say=lambda text: print(text, file=sys.stderr))
         for stage in STAGE_FILES:

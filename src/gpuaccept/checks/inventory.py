@@ -33,6 +33,10 @@ def _found(facts: Facts) -> str:
         text += f", CUDA_VISIBLE_DEVICES={visible}"
     if facts.system.nvml_gpu_count != facts.gpu_count:
         text += f", {facts.system.nvml_gpu_count} in the machine"
+    hidden = facts.hidden_gpus
+    if hidden:
+        why = "hidden by CUDA_VISIBLE_DEVICES" if visible is not None else "not visible to CUDA"
+        text += f"; {why}: " + ", ".join(f"NVML GPU {g.nvml_index} ({g.name}, bus {g.pci_bus_id}, {g.uuid})" for g in hidden)
     return text
 
 

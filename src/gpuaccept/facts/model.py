@@ -109,12 +109,28 @@ class CudaFacts(Record):
     peer_access: list[list[bool | None]]  # [i][j], None on the diagonal
 
 
+class InstalledGpu(Record):
+    """A GPU as NVML sees it, under test or not: CUDA_VISIBLE_DEVICES hides GPUs from CUDA only."""
+
+    nvml_index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+
+
 class SystemFacts(Record):
     hostname: str
     driver_version: str
     cuda_driver_version: StrReading  # the CUDA version the driver supports, e.g. "13.0"
     nvml_version: StrReading
     nvml_gpu_count: int  # every GPU NVML sees, under test or not
+    installed_gpus: list[InstalledGpu] = Field(default_factory=list)  # each of them, in NVML order
+
+    @property
+    def installed_model(self) -> str | None:
+        """The GPU model of the machine as installed: the most common NVML product name."""
+        names = [gpu.name for gpu in self.installed_gpus]
+        return max(names, key=names.count) if names else None
 
 
 class StepFailure(Record):
@@ -123,6 +139,27 @@ class StepFailure(Record):
     step: str  # "all_reduce 1 GiB"
     reason: Literal["timeout", "crashed", "not_run", "unsupported", "error"]
     message: str
+
+
+# Step keys: the identity of one measured value's step, the same in a worker's plan, a result and a
+# confirmation round: "collective/all_reduce/1GiB", "pair/gpu0-gpu1", "copy/p2p/gpu0-gpu1",
+# "ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8".
+
+
+def collective_key(collective: str, nominal_size: str) -> str:
+    return f"collective/{collective}/{nominal_size}"
+
+
+def pair_step_key(a: int, b: int) -> str:
+    return f"pair/gpu{min(a, b)}-gpu{max(a, b)}"
+
+
+def copy_key(what: str, gpus: tuple[int, ...] | list[int]) -> str:
+    return f"copy/{what}/" + "-".join(f"gpu{g}" for g in gpus)
+
+
+def ddp_key(case: str, without_p2p: bool = False) -> str:
+    return f"{'ddp_without_p2p' if without_p2p else 'ddp'}/{case}"
 
 
 class CollectiveResult(Record):
@@ -137,6 +174,10 @@ class CollectiveResult(Record):
     algbw_GBps: float
     busbw_GBps: float
     wrong: int  # elements differing from the expected result in the validation run
+
+    @property
+    def key(self) -> str:
+        return collective_key(self.collective, self.nominal_size)
 
 
 class CollectiveSweep(Record):
@@ -162,6 +203,10 @@ class PairResult(Record):
     wrong: int
     round: int  # pairs of one round ran at the same time
 
+    @property
+    def key(self) -> str:
+        return pair_step_key(*self.gpus)
+
 
 class PairSweep(Record):
     backend: str
@@ -182,6 +227,10 @@ class CopyResult(Record):
     iterations: int
     GBps: float  # bytes moved per second; bidirectional counts both directions, local counts bytes once
     wrong: int
+
+    @property
+    def key(self) -> str:
+        return copy_key(self.what, self.gpus)
 
 
 class CopySweep(Record):
@@ -245,6 +294,26 @@ class DdpSweep(Record):
     def result(self, world: int, batch: int, accumulation: int = 1) -> DdpResult | None:
         return next((r for r in self.results if (r.world, r.batch, r.accumulation) == (world, batch, accumulation)), None)
 
+    def key_of(self, result: DdpResult) -> str:
+        return ddp_key(result.case, self.p2p_disabled)
+
+
+Stage = Literal["nccl", "copies", "ddp"]
+STAGE_SWEEPS: dict[str, tuple[str, ...]] = {
+    "nccl": ("collectives", "pairwise"),
+    "copies": ("copies",),
+    "ddp": ("ddp", "ddp_without_p2p"),
+}
+
+
+class ConfirmationRound(Record):
+    """Values that missed their criterion, measured again: the steps' keys and what they gave."""
+
+    stage: Stage
+    keys: list[str]
+    measurements: Measurements
+    wall_s: float
+
 
 class Measurements(Record):
     collectives: CollectiveSweep | None = None
@@ -252,6 +321,28 @@ class Measurements(Record):
     copies: CopySweep | None = None
     ddp: DdpSweep | None = None
     ddp_without_p2p: DdpSweep | None = None
+    # confirmation rounds, in the order they ran; each holds only the steps it measured again
+    rounds: list[ConfirmationRound] = Field(default_factory=list)
+    # keys of values that missed and were not measured again: the stage's time for it ran out
+    unconfirmed: list[str] = Field(default_factory=list)
+
+    def attempt(self, index: int) -> Measurements:
+        """The measurements as confirmation round `index` saw them: its results in place of the
+        first ones for the steps it measured again, everything else as first measured."""
+        again = self.rounds[index]
+        keys = set(again.keys)
+        update = {}
+        for name in STAGE_SWEEPS[again.stage]:
+            first, second = getattr(self, name), getattr(again.measurements, name)
+            if second is None:
+                continue
+            if first is None:
+                update[name] = second
+                continue
+            key_of = first.key_of if isinstance(first, DdpSweep) else (lambda result: result.key)
+            kept = [result for result in first.results if key_of(result) not in keys]
+            update[name] = second.model_copy(update={"results": kept + list(second.results), "failures": list(second.failures) + list(first.failures)})
+        return self.model_copy(update=update)
 
     def ddp_efficiency(self, world: int, batch: int, accumulation: int = 1) -> float | None:
         """E(N) = throughput(N) / (N x throughput(1)), per GPU: samples/s per GPU on N over on one."""
@@ -264,6 +355,9 @@ class Measurements(Record):
         with_p2p = self.ddp.result(world, batch, accumulation) if self.ddp else None
         without = self.ddp_without_p2p.result(world, batch, accumulation) if self.ddp_without_p2p else None
         return with_p2p.samples_per_s_per_gpu / without.samples_per_s_per_gpu if with_p2p and without else None
+
+
+ConfirmationRound.model_rebuild()
 
 
 class Facts(Record):
@@ -291,3 +385,21 @@ class Facts(Record):
 
     def p2p_of(self, src: int, dst: int) -> P2PFacts | None:
         return next((p for p in self.p2p if tuple(p.gpus) == (src, dst)), None)
+
+    def at_attempt(self, index: int) -> Facts:
+        """These facts with confirmation round `index`'s measurements in place of the first ones."""
+        return self.model_copy(update={"measurements": self.measurements.attempt(index)})
+
+    def installed(self) -> tuple[str, int]:
+        """(GPU model, GPU count) of the machine as installed: NVML's view, which
+        CUDA_VISIBLE_DEVICES does not change; the GPUs under test where older facts lack it."""
+        model = self.system.installed_model
+        if model is not None:
+            return model, self.system.nvml_gpu_count
+        return (self.gpus[0].name if self.gpus else "no GPU"), self.gpu_count
+
+    @property
+    def hidden_gpus(self) -> list[InstalledGpu]:
+        """GPUs NVML sees that are not under test (hidden by CUDA_VISIBLE_DEVICES, or unusable by CUDA)."""
+        tested = {gpu.uuid for gpu in self.gpus}
+        return [gpu for gpu in self.system.installed_gpus if gpu.uuid not in tested]

@@ -24,6 +24,7 @@ class RunContext:
     facts: Facts
     facts_source: str  # "live" or the facts file evaluated
     profile_folders: tuple[str, ...]
+    chosen_because: str = ""  # why --profile auto chose this profile; "" where it was named
 
     @classmethod
     def build(cls, profile_name: str, facts_file: str | None, profile_dirs: list[str]) -> RunContext:
@@ -31,9 +32,11 @@ class RunContext:
         # a named profile is loaded first: a bad profile is reported before any hardware is touched
         profile = catalog.load(profile_name) if profile_name != AUTO else None
         facts = load_facts(Path(facts_file)) if facts_file else probe_machine()
+        reason = ""
         if profile is None:
-            profile = catalog.auto_select(facts.gpus[0].name, facts.gpu_count)
-        return cls(profile, facts, facts_file or "live", tuple(str(f) for f in catalog.folders))
+            selection = catalog.auto_select(*facts.installed())
+            profile, reason = selection.profile, selection.reason
+        return cls(profile, facts, facts_file or "live", tuple(str(f) for f in catalog.folders), reason)
 
     @property
     def live(self) -> bool:
@@ -47,6 +50,7 @@ class RunContext:
                 "profile_folders": list(self.profile_folders),
                 "facts": self.facts.model_dump(mode="json"),
                 "facts_source": self.facts_source,
+                "chosen_because": self.chosen_because,
             }
         )
 
@@ -56,13 +60,16 @@ class RunContext:
         folders = [Path(f) for f in data["profile_folders"]]
         profile = load_profile(Path(data["profile_path"]), folders)
         facts = parse_facts(json.dumps(data["facts"]), "facts from the controlling process")
-        return cls(profile, facts, data["facts_source"], tuple(data["profile_folders"]))
+        return cls(profile, facts, data["facts_source"], tuple(data["profile_folders"]), data["chosen_because"])
 
     def describe(self) -> str:
         gpus = self.facts.gpus
         model = gpus[0].name if gpus else "no GPU"
         where = "probed live" if self.facts_source == "live" else f"replayed from {self.facts_source}"
+        hidden = self.facts.hidden_gpus
+        installed = f" ({len(hidden)} more installed, not under test)" if hidden else ""
+        chosen = f"; chosen by --profile auto: {self.chosen_because}" if self.chosen_because else ""
         return (
-            f"profile {self.profile.name} ({self.profile.path}); facts {where}: {self.facts.system.hostname}, "
-            f"{len(gpus)}x {model}, driver {self.facts.system.driver_version}"
+            f"profile {self.profile.name} ({self.profile.path}){chosen}; facts {where}: {self.facts.system.hostname}, "
+            f"{len(gpus)}x {model}{installed}, driver {self.facts.system.driver_version}"
         )

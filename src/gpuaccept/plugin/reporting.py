@@ -38,7 +38,9 @@ class RunReporting:
         add_suite_properties(self.config, self.context)
         target = self.config.getoption("gpuaccept_results")
         if target:
-            self.writer = ResultsWriter(Path(target), self.context.profile, self.context.facts, self.context.facts_source, sys.argv)
+            self.writer = ResultsWriter(
+                Path(target), self.context.profile, self.context.facts, self.context.facts_source, sys.argv, self.context.chosen_because
+            )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = test_record(report)

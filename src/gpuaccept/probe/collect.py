@@ -19,6 +19,7 @@ from gpuaccept.facts.model import (
     FabricFacts,
     Facts,
     GpuFacts,
+    InstalledGpu,
     LinkFacts,
     NvLinkFacts,
     P2PFacts,
@@ -103,6 +104,7 @@ def collect_facts(nvml: Nvml, cuda: CudaFacts | Unavailable, environ: dict[str, 
         cuda_driver_version=read(nvml, "cuda_driver_version", convert=_cuda_version_text),
         nvml_version=read(nvml, "nvml_version"),
         nvml_gpu_count=nvml_count,
+        installed_gpus=[_installed(nvml, index) for index in range(nvml_count)],
     )
     return Facts(
         recorded_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -118,6 +120,18 @@ def collect_facts(nvml: Nvml, cuda: CudaFacts | Unavailable, environ: dict[str, 
 
 def _cuda_version_text(code: int) -> str:
     return f"{code // 1000}.{(code % 1000) // 10}"
+
+
+def _installed(nvml: Nvml, index: int) -> InstalledGpu:
+    """What identifies a GPU NVML sees, whether or not it is under test; '' where NVML cannot say."""
+
+    def text(name: str, convert: Callable[[str], str] = str) -> str:
+        try:
+            return convert(nvml.query(name, index))
+        except NvmlCallError:
+            return ""
+
+    return InstalledGpu(nvml_index=index, name=text("name"), uuid=text("uuid"), pci_bus_id=text("pci_bus_id", normalize_bus_id))
 
 
 def _gpus_under_test(nvml: Nvml, nvml_count: int, cuda: CudaFacts | Unavailable, environ: dict) -> list[int]:

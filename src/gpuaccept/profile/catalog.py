@@ -54,23 +54,60 @@ class ProfileCatalog:
     def load_all(self) -> list[Profile]:
         return [load_profile(path, self.base_folders()) for _, path in self.names()]
 
-    def auto_select(self, gpu_model: str, gpu_count: int) -> Profile:
+    def auto_select(self, gpu_model: str, gpu_count: int) -> Selection:
+        """The profile for a machine of `gpu_count` GPUs of `gpu_model` as installed (NVML's view,
+        not CUDA's: CUDA_VISIBLE_DEVICES must not make a 4-GPU server look like a 3-GPU one).
+
+        An exact match wins; among several, the one from the first profile folder (a user's
+        --profile-dir before the shipped ones). Where none matches exactly, the smallest profile of
+        the model with more GPUs: a server that lost a GPU is judged against the profile it was
+        bought to meet, and fails the missing GPU's tests."""
         profiles = self.load_all()
-        matching = [p for p in profiles if p.matches_machine(gpu_model, gpu_count)]
-        if len(matching) == 1:
-            return matching[0]
         machine = f"{gpu_count}x {gpu_model}"
-        if not matching:
-            candidates = [
-                f"{p.name} ({p.spec.match.gpu_count}x {'|'.join(p.spec.match.gpu_model)})" for p in profiles if p.spec.match
-            ]
-            raise ProfileNotFound(
-                f"no profile matches this machine ({machine}); profiles with match rules: "
-                + (", ".join(candidates) or "none")
-                + "; pass --profile NAME or write one (gpu-accept profile init)"
+        exact = [p for p in profiles if p.matches_machine(gpu_model, gpu_count)]
+        if exact:
+            chosen = self._first_folder(exact, machine)
+            why = f"its match rule fits this machine ({machine}, as NVML sees it)"
+            others = [p for p in exact if p is not chosen]
+            if others:
+                why += f"; chosen over {', '.join(f'{p.name} ({p.path})' for p in others)}: profile folders are searched in order"
+            return Selection(chosen, why)
+        larger = [p for p in profiles if p.spec.match and p.spec.match.gpu_count > gpu_count and p.matches_machine(gpu_model, p.spec.match.gpu_count)]
+        if larger:
+            fewest = min(p.spec.match.gpu_count for p in larger)
+            chosen = self._first_folder([p for p in larger if p.spec.match.gpu_count == fewest], machine)
+            return Selection(
+                chosen,
+                f"no profile matches {machine}; {chosen.name} is the smallest profile of this model with more GPUs "
+                f"({fewest}): the GPUs it expects and this machine lacks fail their tests",
             )
+        candidates = [f"{p.name} ({p.spec.match.gpu_count}x {'|'.join(p.spec.match.gpu_model)})" for p in profiles if p.spec.match]
         raise ProfileNotFound(
-            f"several profiles match this machine ({machine}): "
-            + ", ".join(f"{p.name} ({p.path})" for p in matching)
-            + "; pass --profile NAME to choose"
+            f"no profile matches this machine ({machine}); profiles with match rules: "
+            + (", ".join(candidates) or "none")
+            + "; pass --profile NAME or write one (gpu-accept profile init)"
         )
+
+    def _first_folder(self, profiles: list[Profile], machine: str) -> Profile:
+        """The one profile of the earliest folder among `profiles`; several there cannot be told apart."""
+        def folder_of(profile: Profile) -> int:
+            parent = profile.path.resolve().parent
+            return next((i for i, folder in enumerate(self.folders) if folder.resolve() == parent), len(self.folders))
+
+        first = min(folder_of(p) for p in profiles)
+        tied = [p for p in profiles if folder_of(p) == first]
+        if len(tied) > 1:
+            raise ProfileNotFound(
+                f"several profiles match this machine ({machine}): "
+                + ", ".join(f"{p.name} ({p.path})" for p in tied)
+                + "; pass --profile NAME to choose"
+            )
+        return tied[0]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The profile `--profile auto` chose, and why, in words for the report."""
+
+    profile: Profile
+    reason: str

@@ -67,7 +67,7 @@ def suite_properties(environment: dict[str, Any], profile: dict[str, Any]) -> di
 
 
 class ResultsWriter:
-    def __init__(self, path: Path, profile, facts: Facts, facts_source: str, command: list[str]):
+    def __init__(self, path: Path, profile, facts: Facts, facts_source: str, command: list[str], chosen_because: str = ""):
         self.path = Path(path)
         self.document: dict[str, Any] = {
             "format": RESULTS_FORMAT,
@@ -79,7 +79,7 @@ class ResultsWriter:
                 "tool_version": __version__,
                 "command": command,
                 "facts_source": facts_source,
-                "profile": {"name": profile.name, "path": str(profile.path), "sha256": profile.sha256},
+                "profile": {"name": profile.name, "path": str(profile.path), "sha256": profile.sha256, "chosen_because": chosen_because},
                 "exit_status": None,
             },
             "environment": environment_of(facts),
