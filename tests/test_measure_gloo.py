@@ -124,10 +124,31 @@ def test_workers_closed_without_a_plan_leave_nothing_behind():
 
 
 def test_plans_follow_the_profile():
-    plan = nccl_plan(small_spec(4))
+    plan = nccl_plan(small_spec(4), 4)
     labels = [step.label for step in plan.steps]
     assert labels[:2] == ["all_reduce 64 KiB", "all_reduce 1 MiB"] and labels[-1] == "pairwise send/receive 256 KiB"
-    assert [step.timeout_s for step in plan.steps] == [30] * 10 + [60]  # each step its own limit
+    # each step its own limit: as the profile sets it, or derived where it does not: 50 x 3 rounds of
+    # 4 exchanges of 256 KiB at the floor's 0.001 GB/s
+    assert [step.timeout_s for step in plan.steps] == [30] * 10 + [pytest.approx(50 * 3 * 4 * 2**18 / 1e6)]
+    assert plan.startup_timeout_s == 60 and plan.stalled_s == 20
+
+
+def test_step_limits_not_set_in_the_profile_follow_size_and_floor():
+    from gpuaccept.profile import ProfileCatalog
+
+    spec = ProfileCatalog.with_shipped().load("h200-4-nvswitch").spec
+    limits = {step.label: step.timeout_s for step in nccl_plan(spec, 4).steps}
+    # 50 x what 5 + 20 + 2 operations of 4 GiB take at the floor's pace (2 bytes on the wire per byte)
+    assert limits["all_reduce 4 GiB"] == pytest.approx(50 * 27 * 2 * 4 * 2**30 / 336.9e9)
+    assert limits["all_reduce 256 MiB"] == 20 and limits["pairwise send/receive 256 MiB"] == 20
+
+
+def test_a_plan_for_values_measured_again_holds_only_their_steps():
+    spec = small_spec(4)
+    plan = nccl_plan(spec, 4, only={"collective/alltoall/1MiB", "pair/gpu1-gpu3", "pair/gpu0-gpu2"})
+    assert [step.label for step in plan.steps] == ["alltoall 1 MiB", "pairwise send/receive 256 KiB"]
+    assert plan.steps[1].pairs == [(0, 2), (1, 3)]
+    assert schedule(4, True, [(0, 2), (1, 3), (2, 3)]) == [[(0, 2), (1, 3)], [(2, 3)]]
 
 
 @pytest.mark.parametrize("ranks", [2, 3, 4, 5, 8])

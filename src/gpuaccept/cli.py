@@ -68,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--measure", action="store_true", help="also run the measurement stages the profile asks for")
     record.add_argument("--profile", default="auto", help="with --measure: whose stages to run (default: auto)")
     record.add_argument("--profile-dir", action="append", default=[])
+    record.add_argument("--confirm", type=int, default=2, metavar="N", help="with --measure: measure a miss again up to N more times (default 2)")
     record.set_defaults(handler=_record)
 
     profile = commands.add_parser("profile", help="list, validate and show profiles")
@@ -179,7 +180,7 @@ def _measure(facts, args):
     catalog = _catalog(args)
     profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
-        store = MeasurementStore(Path(folder), live=True, say=lambda text: print(text, file=sys.stderr))
+        store = MeasurementStore(Path(folder), live=True, say=lambda text: print(text, file=sys.stderr), confirm=args.confirm)
         for stage in STAGE_FILES:
             facts = store.with_stage(stage, facts, profile)
     return facts

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from gpuaccept.checks.attempts import judged_on_every_attempt
 from gpuaccept.checks.verdict import AtLeast, AtMost, Judge, Verdict
-from gpuaccept.facts.model import DdpSweep, Facts, StepFailure, parse_ddp_case
+from gpuaccept.facts.model import DdpSweep, Facts, StepFailure, ddp_key, parse_ddp_case
 from gpuaccept.profile.model import Profile
 
 NO_SWEEP = "the facts hold no DDP sweep{what} (record them with `gpu-accept record --measure --profile {profile}`)"
@@ -38,6 +39,7 @@ def _throughput(judge: Judge, sweep: DdpSweep | None, case: str, world: int, bat
     return result
 
 
+@judged_on_every_attempt(lambda profile, case: [ddp_key(case)])
 def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
     judge = Judge("ddp_scaling", profile.name, profile.marginal_band)
     minimum = profile.spec.ddp.min_efficiency.get(case) if profile.spec.ddp else None
@@ -66,6 +68,7 @@ def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
     return judge(case, "scaling efficiency", efficiency, criterion, note=note, context=context)
 
 
+@judged_on_every_attempt(lambda profile, case: [ddp_key(case)])
 def exposed_communication(profile: Profile, facts: Facts, case: str) -> Verdict:
     judge = Judge("ddp_exposed_comm", profile.name, profile.marginal_band)
     maximum = profile.spec.ddp.max_exposed_comm.get(case) if profile.spec.ddp else None
@@ -83,6 +86,7 @@ def exposed_communication(profile: Profile, facts: Facts, case: str) -> Verdict:
     return judge(case, "exposed communication", exposed, criterion, note=note)
 
 
+@judged_on_every_attempt(lambda profile, case: [ddp_key(case), ddp_key(case, without_p2p=True)])
 def nvlink_speedup(profile: Profile, facts: Facts, case: str) -> Verdict:
     judge = Judge("ddp_nvlink_speedup", profile.name, profile.marginal_band)
     minimum = profile.spec.ddp.nvlink_ab.get(case) if profile.spec.ddp else None

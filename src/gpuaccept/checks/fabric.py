@@ -7,10 +7,13 @@ replayed facts is an error, never a pass.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
+from gpuaccept.checks.attempts import judged_on_every_attempt
 from gpuaccept.checks.inventory import gpu_name
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import AtLeast, Equals, Judge, Verdict
-from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure
+from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure, collective_key, copy_key, pair_step_key
 from gpuaccept.measure.plan import human_size
 from gpuaccept.measure.sizes import format_size, parse_size
 from gpuaccept.profile.model import Profile
@@ -59,6 +62,12 @@ def _collective_result(judge: Judge, profile: Profile, facts: Facts, case: tuple
     return result
 
 
+def collective_step_keys(profile: Profile, case: tuple[str, str]) -> list[str]:
+    collective, size_text = case
+    return [collective_key(collective, format_size(parse_size(size_text)))]
+
+
+@judged_on_every_attempt(collective_step_keys)
 def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
     collective, size_text = case
     judge = Judge("busbw", profile.name, profile.marginal_band)
@@ -73,6 +82,7 @@ def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
     return judge(label, "busbw", result.busbw_GBps, criterion, note=note, context=context)
 
 
+@judged_on_every_attempt(collective_step_keys)
 def collective_correct(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
     collective, size_text = case
     judge = Judge("collective_correct", profile.name)
@@ -81,9 +91,13 @@ def collective_correct(profile: Profile, facts: Facts, case: tuple[str, str]) ->
     if isinstance(result, Verdict):
         return result
     label = f"{collective} {human_size(parse_size(size_text))}"
-    return judge(label, "result check:", result.wrong, criterion, note=f"{result.dtype}, {result.ranks} ranks")
+    note = f"{result.dtype}, {result.ranks} ranks"
+    if result.wrong:
+        return judge.failed(label, f"result check: {criterion.violation(result.wrong)} ({note})", result.wrong, criterion, final=True)
+    return judge(label, "result check:", result.wrong, criterion, note=note)
 
 
+@judged_on_every_attempt(lambda profile, pair: [pair_step_key(*pair)])
 def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     judge = Judge("pair_busbw", profile.name, profile.marginal_band)
     subject = pair_key(*pair)
@@ -100,7 +114,7 @@ def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict
     if result is None:
         return judge.failed(subject, f"pair not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)
     if result.wrong:
-        return judge.failed(subject, f"{result.wrong} elements arrived wrong in the send/receive check", result.busbw_GBps, criterion)
+        return judge.failed(subject, f"{result.wrong} elements arrived wrong in the send/receive check", result.busbw_GBps, criterion, final=True)
     note, context = _with_peak(result.busbw_GBps, pair_peak(facts, *pair))
     how = "concurrently with the other pairs of its round" if sweep.concurrent else "alone"
     note = "; ".join(part for part in (note, f"each way, {human_size(result.size_bytes)}, {how}") if part)
@@ -125,30 +139,39 @@ def _copy_verdict(check: str, profile: Profile, facts: Facts, what: str, gpus: t
     if result is None:
         return judge.failed(subject, f"not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)
     if result.wrong:
-        return judge.failed(subject, f"{result.wrong} bytes differ from the source after the copy", result.GBps, criterion)
+        return judge.failed(subject, f"{result.wrong} bytes differ from the source after the copy", result.GBps, criterion, final=True)
     note, context = _with_peak(result.GBps, peak)
     return judge(subject, what.replace("_", " "), result.GBps, criterion, note=note, context=context)
 
 
+def _copy_keys(what: str) -> Callable[[Profile, Any], list[str]]:
+    return lambda profile, gpus: [copy_key(what, gpus if isinstance(gpus, tuple) else (gpus,))]
+
+
+@judged_on_every_attempt(_copy_keys("p2p"))
 def p2p_copy(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     return _copy_verdict("p2p_copy", profile, facts, "p2p", pair, "p2p_min", pair_peak(facts, *pair))
 
 
+@judged_on_every_attempt(_copy_keys("p2p_bidirectional"))
 def p2p_copy_bidirectional(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     peak = pair_peak(facts, *pair)
     both_ways = Peak(2 * peak.GBps, f"{peak.what}, both ways") if peak else None
     return _copy_verdict("p2p_copy_bidirectional", profile, facts, "p2p_bidirectional", pair, "p2p_bidirectional_min", both_ways)
 
 
+@judged_on_every_attempt(_copy_keys("local"))
 def local_copy(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return _copy_verdict("local_copy", profile, facts, "local", (gpu,), "local_min", None)
 
 
+@judged_on_every_attempt(_copy_keys("host_to_device"))
 def host_to_device(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     found = facts.gpu(gpu)
     return _copy_verdict("host_to_device", profile, facts, "host_to_device", (gpu,), "host_to_device_min", pcie_peak(found) if found else None)
 
 
+@judged_on_every_attempt(_copy_keys("device_to_host"))
 def device_to_host(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     found = facts.gpu(gpu)
     return _copy_verdict("device_to_host", profile, facts, "device_to_host", (gpu,), "device_to_host_min", pcie_peak(found) if found else None)

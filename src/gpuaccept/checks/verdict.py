@@ -52,6 +52,7 @@ class Verdict:
     marginal: bool = False  # passed within the profile's marginal band of its limit
     attempts: tuple[Any, ...] = ()
     transient: bool = False
+    final: bool = False  # a failure that measuring again cannot undo: wrong data is never noise
 
     @property
     def ok(self) -> bool:
@@ -70,6 +71,7 @@ class Verdict:
             "marginal": self.marginal,
             "attempts": [_plain(value) for value in self.attempts],
             "transient": self.transient,
+            "final": self.final,
             "message": self.message,
             "profile": self.profile,
             "context": self.context,
@@ -314,9 +316,13 @@ class Judge:
         detail = f"{what} {reading}, expected {criterion}"
         return self._verdict(subject, outcome, str(reading), criterion, detail, scope, context)
 
-    def failed(self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: dict | None = None) -> Verdict:
-        """A failure whose message the check words itself (several mismatches at once, a GPU missing)."""
-        return self._verdict(subject, Outcome.FAILED, measured, criterion, detail, scope, context)
+    def failed(
+        self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: dict | None = None, final: bool = False
+    ) -> Verdict:
+        """A failure whose message the check words itself (several mismatches at once, a GPU missing).
+        `final`: measuring again cannot undo it (wrong data), so no later attempt passes it."""
+        verdict = self._verdict(subject, Outcome.FAILED, measured, criterion, detail, scope, context)
+        return replace(verdict, final=True) if final else verdict
 
     def passed(self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: dict | None = None) -> Verdict:
         return self._verdict(subject, Outcome.PASSED, measured, criterion, detail, scope, context)
@@ -346,8 +352,9 @@ class Judge:
 
 def best_attempt(attempts: list[Verdict]) -> Verdict:
     """The verdict of a value measured more than once: the best attempt decides, every attempt is
-    kept. A pass beats a failure with a number, which beats one without (a step that hung), which
-    beats an error; among failures the best number wins. A pass after a miss is transient."""
+    kept. A final failure (wrong data) decides over everything; then a pass beats a failure with a
+    number, which beats one without (a step that hung), which beats an error; among failures the
+    best number wins. A pass after a miss is transient."""
     if len(attempts) == 1:
         return attempts[0]
 
@@ -359,7 +366,8 @@ def best_attempt(attempts: list[Verdict]) -> Verdict:
         # among passes the first is kept: a healthy value needs no better one
         return (standing, closeness if verdict.outcome is not Outcome.PASSED else 0.0)
 
-    best = max(attempts, key=rank)  # max keeps the first of equals
+    final = [verdict for verdict in attempts if verdict.final]
+    best = final[0] if final else max(attempts, key=rank)  # max keeps the first of equals
     values = tuple(verdict.measured for verdict in attempts)
     transient = not attempts[0].ok and best.ok
     shown = ", ".join("-" if value is None else show(value) for value in values)

@@ -246,7 +246,7 @@ class DdpResult(Record):
     world: int
     batch: int  # per GPU, per micro-step
     accumulation: int  # micro-steps per optimizer step; DDP synchronizes on the last
-    step_s: float  # one optimizer step, the slowest rank's mean
+    step_s: float  # one optimizer step: the slowest rank's median over the timed steps
     no_sync_step_s: float | None  # the same step without gradient synchronization
     samples_per_s_per_gpu: float
     tokens_per_s_per_gpu: float

@@ -21,6 +21,11 @@ from gpuaccept.measure.timing import slowest_rank_seconds, time_operation
 EXACT_LIMIT = 256  # bf16 holds every integer up to 256
 # Test hook: GPUACCEPT_INJECT_WRONG="<step label>" corrupts one element of the last rank's result
 INJECT_WRONG = "GPUACCEPT_INJECT_WRONG"
+# Test hook: GPUACCEPT_INJECT_DIP="<step label>" makes the first measurement of that step (not the
+# ones that confirm a miss) a third slower, as a one-off dip on a shared machine does: every rank
+# runs one extra operation on every second timed iteration
+INJECT_DIP = "GPUACCEPT_INJECT_DIP"
+ATTEMPT = "GPUACCEPT_ATTEMPT"  # set by the suite: 0 for a first measurement, N for the Nth repeat
 
 
 def measure_collective(step: CollectiveStep, me) -> dict:
@@ -36,7 +41,8 @@ def measure_collective(step: CollectiveStep, me) -> dict:
     _fill(step.collective, inputs, me)  # time real data, never zeros
     for _ in range(step.warmup):
         operation()
-    seconds = slowest_rank_seconds(time_operation(operation, step.iterations, me), me)
+    timed = _with_dip(operation) if os.environ.get(INJECT_DIP) == step.label and os.environ.get(ATTEMPT, "0") == "0" else operation
+    seconds = slowest_rank_seconds(time_operation(timed, step.iterations, me), me)
 
     _fill(step.collective, inputs, me)
     if not in_place:
@@ -61,6 +67,17 @@ def measure_collective(step: CollectiveStep, me) -> dict:
         "busbw_GBps": busbw,
         "wrong": wrong,
     }
+
+
+def _with_dip(operation):
+    calls = iter(range(1 << 62))
+
+    def dipped() -> None:
+        operation()
+        if next(calls) % 2 == 0:
+            operation()
+
+    return dipped
 
 
 def _operation(collective: str, inputs, outputs):

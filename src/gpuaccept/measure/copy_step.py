@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+from gpuaccept.facts.model import copy_key
 from gpuaccept.measure.plan import CopyStep
 
 
@@ -31,6 +32,8 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
         return int((destination != source.to(destination.device)).sum().item())
 
     def record(what: str, devices: tuple[int, ...], copies: list, moved: int, check) -> None:
+        if step.only is not None and copy_key(what, devices) not in step.only:
+            return
         for _ in range(step.warmup):
             _run(copies, devices)
         seconds = _timed(copies, devices, step.iterations)

@@ -2,15 +2,18 @@
 
 Every rank of the job creates the subgroup (torch requires it); the ranks outside it wait. A world
 of all the job's ranks trains on the job's own group. The model is built once per world size, on
-its device, and trained at each batch setting in turn. Steps
-are timed after warm-up steps, between synchronizations, on every rank of the subgroup; the
-slowest rank's mean step time counts. The same steps are then timed inside `no_sync()`, where DDP
-skips the gradient all-reduce: the difference is the communication that compute did not hide.
+its device, and trained at each batch setting in turn. Steps are timed one by one after warm-up
+steps (CUDA events between steps, so nothing waits on the host) on every rank of the subgroup;
+a rank's median step counts, so one step slowed by a neighbour's burst is not believed, and the
+slowest rank's median is the result. The same steps are then timed inside `no_sync()`, where DDP
+skips the gradient all-reduce: the difference is the communication that compute did not hide, a
+small difference of two times, which is why both are medians.
 """
 
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
 
 from gpuaccept.measure.gpt import GptShape, build
@@ -100,11 +103,12 @@ class _Trainer:
             if group is not None:
                 dist.barrier(group=group)
             _synchronize(me)
-            began = time.perf_counter()
+            marks = [_mark(me)]
             for _ in range(step.steps):
                 one_step(synchronize_gradients)
+                marks.append(_mark(me))
             _synchronize(me)
-            return (time.perf_counter() - began) / step.steps
+            return statistics.median(_seconds_between(a, b, me) for a, b in zip(marks, marks[1:]))
 
         for _ in range(step.warmup_steps):
             one_step()
@@ -118,6 +122,21 @@ class _Trainer:
         del self.trained, self.model, self.optimizer
         if self.me.cuda:
             torch.cuda.empty_cache()
+
+
+def _mark(me):
+    """A point in the rank's work: a CUDA event on its stream, or the host clock on CPU."""
+    import torch
+
+    if not me.cuda:
+        return time.perf_counter()
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def _seconds_between(start, end, me) -> float:
+    return start.elapsed_time(end) / 1e3 if me.cuda else end - start
 
 
 def _synchronize(me) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpuaccept.measure.plan import Plan
-from gpuaccept.measure.worker import ERROR_MARK, GO_FILE
+from gpuaccept.measure.worker import ERROR_MARK, GO_FILE, heartbeat_file
 from gpuaccept.process import kill_group
 
 POLL_S = 0.1
@@ -121,6 +121,7 @@ class Workers:
         command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", str(self.workdir / "plan.json"), "--out", str(self.workdir), "--wait"]
         try:
             for rank in range(ranks):
+                heartbeat_file(self.workdir, rank).touch()  # a rank's life counts from its start
                 with open(self.workdir / f"rank{rank}.log", "w", encoding="utf-8") as log:
                     self.processes.append(
                         subprocess.Popen(
@@ -195,9 +196,13 @@ def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: Ev
         if finished:
             return  # every result was delivered: the tear-down is cut short by the kill that follows
         now = time.monotonic()
+        step, label = (current[0], current[1]) if current else (None, "start-up" if attempt.ready is None else "between steps")
         if any(code not in (None, 0) for code in codes) or all(code == 0 for code in codes):
-            step, label = (current[0], current[1]) if current else (None, "start-up" if attempt.ready is None else "between steps")
             attempt.failures[step] = Failure(label, "crashed", f"{label}: {_crash_message(workdir, codes)}")
+            return
+        stalled = _stalled_rank(processes, workdir, plan.stalled_s)
+        if stalled:
+            attempt.failures[step] = Failure(label, "timeout", f"{label}: {stalled}")
             return
         if current is not None and now - current[2] > current[3]:
             attempt.failures[current[0]] = Failure(current[1], "timeout", f"{current[1]} did not finish within {current[3]:.0f} s")
@@ -230,6 +235,29 @@ class _ProgressReader:
         lines = text.split("\n")
         self.partial = lines.pop()  # an unfinished last line waits for the rest
         return [json.loads(line) for line in lines if line.strip()]
+
+
+def _stalled_rank(processes, workdir: Path, limit_s: float) -> str:
+    """Why a rank counts as stalled ('' while every rank's heartbeat is fresh)."""
+    now = time.time()
+    for rank, process in enumerate(processes):
+        try:
+            silent = now - heartbeat_file(workdir, rank).stat().st_mtime
+        except FileNotFoundError:
+            continue
+        if silent > limit_s:
+            return f"rank {rank} stopped responding: no sign of life for {silent:.0f} s ({_process_state(process.pid)})"
+    return ""
+
+
+def _process_state(pid: int) -> str:
+    """What the kernel says of a process: 'stopped by a signal' for SIGSTOP, and so on."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "process state unknown"
+    return {"T": "process stopped by a signal", "t": "process stopped by a debugger", "D": "process in uninterruptible I/O",
+            "Z": "process exited", "R": "process running", "S": "process sleeping"}.get(state, f"process state {state}")
 
 
 def _crash_message(workdir: Path, codes: list[int | None]) -> str:

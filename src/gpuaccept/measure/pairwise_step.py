@@ -26,10 +26,21 @@ def round_robin(ranks: int) -> list[list[tuple[int, int]]]:
     return rounds
 
 
-def schedule(ranks: int, concurrent: bool) -> list[list[tuple[int, int]]]:
-    if concurrent:
-        return round_robin(ranks)
-    return [[(a, b)] for a in range(ranks) for b in range(a + 1, ranks)]
+def schedule(ranks: int, concurrent: bool, only: list[tuple[int, int]] | None = None) -> list[list[tuple[int, int]]]:
+    """The rounds of pairs: every pair, or `only` these (the pairs measured again after a miss)."""
+    if only is None:
+        return round_robin(ranks) if concurrent else [[(a, b)] for a in range(ranks) for b in range(a + 1, ranks)]
+    wanted = sorted({(min(a, b), max(a, b)) for a, b in only})
+    if not concurrent:
+        return [[pair] for pair in wanted]
+    rounds: list[list[tuple[int, int]]] = []
+    for pair in wanted:  # first round whose pairs share no GPU with this one
+        free = next((r for r in rounds if not any(set(pair) & set(other) for other in r)), None)
+        if free is None:
+            rounds.append([pair])
+        else:
+            free.append(pair)
+    return rounds
 
 
 def _code(source: int, destination: int) -> int:
@@ -45,7 +56,7 @@ def measure_pairs(step: PairwiseStep, me) -> list[dict]:
     values = pattern(count, me.device, dtype)
     send = torch.empty(count, dtype=dtype, device=me.device)
     receive = torch.empty(count, dtype=dtype, device=me.device)
-    rounds = schedule(me.world, step.concurrent)
+    rounds = schedule(me.world, step.concurrent, step.pairs)
     all_pairs = [pair for pairs in rounds for pair in pairs]
     times = torch.zeros(len(all_pairs), dtype=torch.float64, device=me.device)
     wrong = torch.zeros(len(all_pairs), dtype=torch.int64, device=me.device)

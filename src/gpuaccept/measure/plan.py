@@ -37,6 +37,7 @@ class PairwiseStep(Step):
     warmup: int = 3
     iterations: int = 10
     concurrent: bool = True
+    pairs: list[tuple[int, int]] | None = None  # only these pairs (measuring misses again); None: every pair
 
     @property
     def label(self) -> str:
@@ -51,6 +52,7 @@ class CopyStep(Step):
     warmup: int = 2
     iterations: int = 10
     what: list[Literal["p2p", "p2p_bidirectional", "local", "host_to_device", "device_to_host"]]
+    only: list[str] | None = None  # only the copies with these keys ("copy/p2p/gpu0-gpu1"); None: every one
 
     @property
     def label(self) -> str:
@@ -87,7 +89,8 @@ class Plan(BaseModel):
 
     steps: list[AnyStep]
     backend: Literal["auto", "nccl", "gloo"] = "auto"  # auto: NCCL where CUDA is, gloo elsewhere
-    startup_timeout_s: float = 180.0  # process start, torch import, process group and NCCL set-up
+    startup_timeout_s: float = 60.0  # process start, torch import, process group and NCCL set-up (about 5 s on H200)
+    stalled_s: float = 20.0  # a worker that shows no sign of life this long is stopped, frozen or gone
 
 
 def human_size(size: int) -> str:

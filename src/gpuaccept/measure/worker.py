@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -35,6 +36,7 @@ from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseSt
 INJECT_HANG = "GPUACCEPT_INJECT_HANG"
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
 GO_FILE = "go"
+HEARTBEAT_S = 1.0  # how often each rank touches its heartbeat file, from a thread of its own
 WAITING_MARK = "waiting for the go:"  # in the rank's log once a worker started ahead is ready
 WAIT_POLL_S = 0.02
 RECORDED_ENVIRONMENT = ("NCCL_", "TORCH_NCCL_", "CUDA_VISIBLE_DEVICES", "NVSHMEM_", "TORCH_SYMM_MEM_")
@@ -83,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rank, world, local_rank = rank_from_environment()
     parent = os.getppid()
+    start_heartbeat(heartbeat_file(args.out, rank))
     try:
         began = time.perf_counter()
         warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -102,6 +105,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ERROR_MARK} rank {rank}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
         return 3
     return 0
+
+
+def heartbeat_file(out: Path, rank: int) -> Path:
+    return out / f"heartbeat-rank{rank}"
+
+
+def start_heartbeat(path: Path) -> None:
+    """Touch `path` every HEARTBEAT_S from a daemon thread: the launcher tells a rank that is
+    stopped (SIGSTOP), frozen or gone from one that is busy, whatever step it is in. torch and NCCL
+    release the GIL in their long calls, so a busy rank keeps beating."""
+
+    def beat() -> None:
+        while True:
+            try:
+                path.touch()
+            except OSError:
+                pass  # the launcher removed the folder: the run is over
+            time.sleep(HEARTBEAT_S)
+
+    threading.Thread(target=beat, name="gpuaccept-heartbeat", daemon=True).start()
 
 
 def wait_for_go(out: Path, parent: int) -> bool:

@@ -112,7 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
         config.stash[CONTEXT_KEY] = context
-        config.stash[STORE_KEY] = MeasurementStore(Path(workerinput[WORKER_STORE]), live=context.live)
+        config.stash[STORE_KEY] = MeasurementStore(Path(workerinput[WORKER_STORE]), live=context.live, confirm=config.getoption("gpuaccept_confirm"))
         return
     profile = config.getoption("gpuaccept_profile")
     facts_file = config.getoption("gpuaccept_facts")
@@ -124,7 +124,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"gpu-accept: {error}") from None
     config.stash[CONTEXT_KEY] = context
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
-    store = MeasurementStore(folder, live=context.live, say=terminal_line(config))
+    store = MeasurementStore(folder, live=context.live, say=terminal_line(config), confirm=config.getoption("gpuaccept_confirm"))
     config.stash[STORE_KEY] = store
     config.pluginmanager.register(RunReporting(config, context, store), "gpuaccept-reporting")
     _end_cleanly_on_sigterm()

@@ -8,25 +8,53 @@ and no stage runs twice. Replayed facts (--facts) carry their measurements with 
 from __future__ import annotations
 
 import fcntl
+import os
+import time
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
+from gpuaccept.checks import ddp, fabric
+from gpuaccept.checks.attempts import worth_measuring_again
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import CollectiveSweep, Measurements, PairSweep, StepFailure
+from gpuaccept.facts.model import STAGE_SWEEPS, CollectiveSweep, ConfirmationRound, Measurements, PairSweep, StepFailure
+from gpuaccept.measure.collective_step import ATTEMPT
 from gpuaccept.measure.stages import nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
+from gpuaccept.profile import Profile
 
 STAGE_FILES = {"nccl": "nccl.json", "copies": "copies.json", "ddp": "ddp.json"}
+# A stage's confirmation rounds may take as long as the stage itself took, and at least this long.
+MIN_CONFIRM_BUDGET_S = 30.0
+
+
+def _every_gpu(profile: Profile) -> list[int]:
+    return list(range(profile.gpu_count))
+
+
+# The checks whose values each stage measures, and their subjects: what a confirmation round
+# looks through for misses worth measuring again.
+STAGE_CHECKS: dict[str, list[tuple[Callable, Callable[[Profile], list]]]] = {
+    "nccl": [(fabric.busbw, fabric.busbw_cases), (fabric.pair_busbw, Profile.gpu_pairs)],
+    "copies": [
+        (fabric.p2p_copy, Profile.ordered_gpu_pairs),
+        (fabric.p2p_copy_bidirectional, Profile.gpu_pairs),
+        (fabric.local_copy, _every_gpu),
+        (fabric.host_to_device, _every_gpu),
+        (fabric.device_to_host, _every_gpu),
+    ],
+    "ddp": [(ddp.scaling, ddp.ddp_cases), (ddp.exposed_communication, ddp.ddp_cases), (ddp.nvlink_speedup, ddp.ddp_cases)],
+}
 
 
 class MeasurementStore:
-    def __init__(self, folder: Path, live: bool, say: Callable[[str], None] = lambda text: None):
+    def __init__(self, folder: Path, live: bool, say: Callable[[str], None] = lambda text: None, confirm: int = 2):
         self.folder = Path(folder)
         self.live = live
         self.say = say
+        self.confirm = confirm  # how many times a miss may be measured again
 
-    def with_stage(self, stage: str, facts: Facts, profile) -> Facts:
+    def with_stage(self, stage: str, facts: Facts, profile: Profile) -> Facts:
         """`facts` with the stage's measurements in them, measuring first if this is the first ask."""
         if not self.live:
             return facts
@@ -34,7 +62,7 @@ class MeasurementStore:
         with open(self.folder / "gpus.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not path.exists():
-                measured = self._measure(stage, facts, profile)
+                measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile))
                 temporary = path.with_suffix(".partial")
                 temporary.write_text(measured.model_dump_json(), encoding="utf-8")
                 temporary.replace(path)
@@ -49,31 +77,73 @@ class MeasurementStore:
                 found = _combine(found, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
         return found
 
-    def _measure(self, stage: str, facts: Facts, profile) -> Measurements:
+    def _progress(self, event: dict) -> None:
+        if event.get("event") == "start":
+            self.say(f"gpu-accept: measuring {event['label']}")
+
+    def _measure(self, stage: str, facts: Facts, profile: Profile, only: set[str] | None = None, attempt: int = 0) -> Measurements:
         spec = profile.spec
-
-        def progress(event: dict) -> None:
-            if event.get("event") == "start":
-                self.say(f"gpu-accept: measuring {event['label']}")
-
+        again = " again" if only is not None else ""
+        env = {**os.environ, ATTEMPT: str(attempt)}
         if stage == "nccl":
             if facts.gpu_count < 2:
                 return _nccl_not_run(spec, f"needs at least 2 GPUs; {facts.gpu_count} under test")
-            self.say(f"gpu-accept: NCCL stage on {facts.gpu_count} GPUs (profile {profile.name})")
-            collectives, pairwise = run_nccl_stage(spec, facts.gpu_count, on_event=progress)
+            self.say(f"gpu-accept: NCCL stage{again} on {facts.gpu_count} GPUs (profile {profile.name})")
+            collectives, pairwise = run_nccl_stage(spec, facts.gpu_count, env=env, on_event=self._progress, only=only)
             return Measurements(collectives=collectives, pairwise=pairwise)
         if stage == "ddp":
-            self.say(f"gpu-accept: DDP stage on up to {facts.gpu_count} GPU(s) (profile {profile.name})")
-            sweep, without_p2p = run_ddp_stage(spec, facts.gpu_count, on_event=progress)
+            self.say(f"gpu-accept: DDP stage{again} on up to {facts.gpu_count} GPU(s) (profile {profile.name})")
+            sweep, without_p2p = run_ddp_stage(spec, facts.gpu_count, env=env, on_event=self._progress, only=only)
             return Measurements(ddp=sweep, ddp_without_p2p=without_p2p)
-        self.say(f"gpu-accept: copy stage on {facts.gpu_count} GPU(s) (profile {profile.name})")
-        return Measurements(copies=run_copy_stage(spec, on_event=progress))
+        self.say(f"gpu-accept: copy stage{again} on {facts.gpu_count} GPU(s) (profile {profile.name})")
+        return Measurements(copies=run_copy_stage(spec, facts.gpu_count, env=env, on_event=self._progress, only=only))
+
+    def _confirmed(self, stage: str, facts: Facts, profile: Profile, measured: Measurements) -> Measurements:
+        """Confirm before failing: a value that missed its criterion, by no more than a dip would
+        (profile judging.confirm_within), is measured again, only its own step, up to `confirm`
+        times; the checks then judge every attempt. The rounds of one stage together get as long
+        as the stage itself took (at least MIN_CONFIRM_BUDGET_S); what is left then stays
+        unconfirmed, and the report says so."""
+        budget = max(MIN_CONFIRM_BUDGET_S, _stage_wall(measured))
+        spent = 0.0
+        for attempt in range(1, self.confirm + 1):
+            keys = self._misses(stage, merge(facts, measured), profile)
+            if not keys:
+                break
+            if spent >= budget:
+                self.say(f"gpu-accept: {len(keys)} value(s) not measured again: the {stage} stage's {budget:.0f} s for it is spent")
+                return measured.model_copy(update={"unconfirmed": keys})
+            self.say(f"gpu-accept: {len(keys)} value(s) missed their criterion; measuring again: {', '.join(keys)}")
+            began = time.monotonic()
+            again = self._measure(stage, facts, profile, only=set(keys), attempt=attempt)
+            wall = time.monotonic() - began
+            spent += wall
+            round_ = ConfirmationRound(stage=stage, keys=keys, measurements=again, wall_s=wall)
+            measured = measured.model_copy(update={"rounds": [*measured.rounds, round_]})
+        return measured
+
+    @staticmethod
+    def _misses(stage: str, facts: Facts, profile: Profile) -> list[str]:
+        """The steps of the values of this stage that missed by no more than a dip would."""
+        keys: set[str] = set()
+        within = profile.spec.judging.confirm_within
+        for check, subjects in STAGE_CHECKS[stage]:
+            for subject in subjects(profile):
+                if worth_measuring_again(check(profile, facts, subject), within):
+                    keys.update(check.step_keys(profile, subject))
+        return sorted(keys)
+
+
+def _stage_wall(measured: Measurements) -> float:
+    sweeps = [getattr(measured, name) for name in Measurements.model_fields if name not in ("rounds", "unconfirmed")]
+    return sum(sweep.wall_s for sweep in sweeps if sweep is not None)
 
 
 def _nccl_not_run(spec, reason: str) -> Measurements:
     """Every step of the NCCL stage, failed with the reason it could not run (so each test says it)."""
     failures = [
-        StepFailure(step=step.label, reason="not_run", message=f"{step.label} not run: {reason}") for step in nccl_plan(spec).steps
+        StepFailure(step=step.label, reason="not_run", message=f"{step.label} not run: {reason}")
+        for step in nccl_plan(spec, spec.gpus.count).steps
     ]
     collectives = pairwise = None
     if spec.nccl:
@@ -90,7 +160,17 @@ def _nccl_not_run(spec, reason: str) -> Measurements:
 
 
 def _combine(first: Measurements, second: Measurements) -> Measurements:
-    return Measurements(**{name: getattr(second, name) or getattr(first, name) for name in Measurements.model_fields})
+    """`second`'s sweeps over `first`'s; each stage's confirmation rounds travel with its sweeps."""
+    fresh = {stage for stage, names in STAGE_SWEEPS.items() if any(getattr(second, name) is not None for name in names)}
+    merged = {name: getattr(second, name) or getattr(first, name) for name in Measurements.model_fields if name not in ("rounds", "unconfirmed")}
+    merged["rounds"] = [r for r in first.rounds if r.stage not in fresh] + list(second.rounds)
+    merged["unconfirmed"] = sorted(set(second.unconfirmed) | {k for k in first.unconfirmed if _stage_of_key(k) not in fresh})
+    return Measurements(**merged)
+
+
+def _stage_of_key(key: str) -> str:
+    kind = key.split("/", 1)[0]
+    return {"collective": "nccl", "pair": "nccl", "copy": "copies"}.get(kind, "ddp")
 
 
 def merge(facts: Facts, measured: Measurements) -> Facts:

@@ -137,7 +137,9 @@ class NcclSpec(Strict):
     dtype: MeasureDtype = "bfloat16"
     warmup: Annotated[int, Field(ge=0, le=1000)] = 5
     iterations: Annotated[int, Field(ge=1, le=10000)] = 20
-    timeout_s: Annotated[float, Field(gt=0)] = Field(60.0, description="time limit of one collective at one size")
+    timeout_s: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="time limit of one collective at one size; by default derived from its size and floor (at least 20 s)"
+    )
     busbw: dict[Collective, dict[SizeText, GBps]] = Field(
         description="minimum bus bandwidth in GB/s, per collective and size: {all_reduce: {1GiB: 330}}"
     )
@@ -150,7 +152,9 @@ class PairwiseSpec(Strict):
     dtype: MeasureDtype = "bfloat16"
     warmup: Annotated[int, Field(ge=0)] = 3
     iterations: Annotated[int, Field(ge=1)] = 10
-    timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    timeout_s: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="time limit of the exchange over every pair; by default derived from the size and floor (at least 20 s)"
+    )
     concurrent: bool = Field(
         description="run disjoint pairs at the same time (switch systems, where pairs share nothing); "
         "false on PCIe trees, where pairs share uplinks"
@@ -164,7 +168,9 @@ class CopySpec(Strict):
     size: SizeText = "1GiB"
     warmup: Annotated[int, Field(ge=0)] = 2
     iterations: Annotated[int, Field(ge=1)] = 10
-    timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    timeout_s: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="time limit of every copy together; by default derived from the sizes and floors (at least 60 s)"
+    )
     p2p_min: GBps | None = Field(None, description="GB/s per ordered pair, one direction")
     p2p_bidirectional_min: GBps | None = Field(None, description="GB/s per pair, both directions together")
     local_min: GBps | None = Field(None, description="GB/s of a copy within one GPU, bytes counted once")
@@ -200,7 +206,7 @@ class DdpSpec(Strict):
     accumulation: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1], description="micro-steps per optimizer step")
     warmup_steps: Annotated[int, Field(ge=0)] = 3
     steps: Annotated[int, Field(ge=1)] = 10
-    timeout_s: Annotated[float, Field(gt=0)] = Field(180.0, description="time limit of training on one world size")
+    timeout_s: Annotated[float, Field(gt=0)] = Field(90.0, description="time limit of training on one world size")
     min_efficiency: dict[DdpCase, Annotated[float, Field(gt=0, le=1.5)]] = Field(
         default_factory=dict, description="minimum scaling efficiency per setting: {4gpu-bs8: 0.85}"
     )
@@ -212,11 +218,28 @@ class DdpSpec(Strict):
     )
 
 
+class TimeoutsSpec(Strict):
+    """How long measurement workers may take to start, and to show no sign of life, before they
+    are stopped and their steps fail by name."""
+
+    startup_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        60.0, description="process start, torch import and NCCL set-up (about 5 s on the lent H200 machines)"
+    )
+    stalled_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        20.0, description="a worker whose heartbeat stops this long (stopped, frozen) fails the step it was in"
+    )
+
+
 class JudgingSpec(Strict):
     """How measured values are judged, beyond their floors."""
 
     marginal_band: Annotated[float, Field(ge=0, le=0.5)] = Field(
         0.03, description="a measured value that passes within this fraction of its limit is reported as marginal (0.03: 3%)"
+    )
+    confirm_within: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.5,
+        description="a value that misses its limit by at most this fraction is measured again before it fails "
+        "(--confirm); a miss larger than that is a fault, not a dip, and fails at once",
     )
 
 
@@ -238,6 +261,7 @@ class ProfileSpec(Strict):
     copies: CopySpec | None = None
     ddp: DdpSpec | None = None
     judging: JudgingSpec = Field(default_factory=JudgingSpec)
+    timeouts: TimeoutsSpec = Field(default_factory=TimeoutsSpec)
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
 
