@@ -17,6 +17,11 @@
 #   faults       NCCL_P2P_DISABLE=1, a hung collective, a GEMM load on GPU2
 #   fidelity     bench/fidelity.py against nccl-tests built in .nccl-tests/build (not built here)
 #   ddp-time     bench/ddp_stage.py, twice, then what the workers left in /dev/shm and on the GPUs
+#   trust        TRUST_RUNS (default 10) healthy full runs in a row with --profile auto: every run's
+#                outcome, wall time, stage times and every value measured again (scripts/run_digest.py)
+#   drills       fault drills with --profile auto: NCCL_P2P_DISABLE=1, NCCL_MAX_NCHANNELS=1, a GEMM
+#                load on the last GPU, CUDA_VISIBLE_DEVICES hiding the last GPU, a one-off dip
+#                (GPUACCEPT_INJECT_DIP), one measurement worker stopped with SIGSTOP
 #
 # faults and ddp-time use this session's calibrated profile where calibrate ran, otherwise the
 # shipped profile <TAG>-nvswitch.
@@ -28,6 +33,8 @@ tag=${1:?usage: scripts/gpu-session.sh TAG STAGE...}; shift
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+# this checkout itself, as users install it (no network: the build backend is the machine's own)
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --target /tmp/site . >/dev/null || exit 1
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
 log="$OUT/log-$tag.txt"
 work=/tmp/gpuaccept-$tag; mkdir -p "$work"
@@ -163,6 +170,61 @@ for stage in "$@"; do
     # the launcher kills its workers once they report done: nothing may be left behind
     sleep 2
     say "left behind: $(( $(ls /dev/shm | wc -l) - shm_before )) new entries in /dev/shm; GPU processes: $(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader | wc -l)"
+    ;;
+  trust)
+    for i in $(seq 1 "${TRUST_RUNS:-10}"); do
+      enough 60 "healthy run $i" || break
+      say "healthy run $i with --profile auto"
+      run_suite "trust$i"
+    done
+    python3 scripts/run_digest.py "$work"/trust*/results.json | tee -a "$log"
+    cp "$(ls -d "$work"/trust*/ | tail -1)report.html" "$OUT/report-trust-$tag.html" 2>/dev/null
+    tar -czf "$OUT/trust-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d trust*/results.json trust*/facts.json 2>/dev/null)
+    ;;
+  drills)
+    gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
+    if enough 90 "NCCL_P2P_DISABLE=1"; then
+      say "NCCL_P2P_DISABLE=1: busbw, pairs and DDP must fail"
+      NCCL_P2P_DISABLE=1 LINES_PER_RUN=40 run_suite nop2p -k "busbw or pair_busbw or ddp"
+    fi
+    if enough 60 "NCCL_MAX_NCHANNELS=1"; then
+      say "NCCL_MAX_NCHANNELS=1: busbw must fail"
+      NCCL_MAX_NCHANNELS=1 LINES_PER_RUN=40 run_suite onechannel -k "busbw"
+    fi
+    if enough 90 "GEMM load on GPU$last"; then
+      say "a competing GEMM load on GPU$last: its tests must fail, naming it"
+      python3 scripts/gemm_load.py --gpu "$last" > "$work/gemm.out" 2>&1 &
+      hog=$!
+      sleep 5
+      LINES_PER_RUN=40 run_suite hog
+      kill $hog; wait $hog 2>/dev/null
+    fi
+    if [ "$gpus" -ge 2 ] && enough 70 "CUDA_VISIBLE_DEVICES hiding GPU$last"; then
+      say "CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((last - 1))) (GPU$last hidden), --profile auto: the installed machine's profile, the hidden GPU named"
+      CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((last - 1))) LINES_PER_RUN=12 run_suite hidden
+    fi
+    if enough 60 "a one-off dip"; then
+      say "GPUACCEPT_INJECT_DIP=all_reduce 1 GiB: the first measurement a third slower, the repeat healthy: must pass, transient"
+      GPUACCEPT_INJECT_DIP="all_reduce 1 GiB" run_suite dip -k "busbw"
+    fi
+    if enough 120 "SIGSTOP"; then
+      say "SIGSTOP: the first measurement worker stopped 3 s after it starts"
+      began=$(date +%s)
+      gpu-accept run --reports "$work/stop" -q > "$work/stop.out" 2>&1 &
+      runner=$!
+      worker=""
+      for _ in $(seq 1 900); do worker=$(pgrep -P "$runner" -f gpuaccept.measure.worker | head -1); [ -n "$worker" ] && break; sleep 0.1; done
+      sleep 3
+      kill -STOP "$worker"; stopped=$(date +%s.%N)
+      wait $runner; code=$?
+      ended=$(date +%s.%N)
+      left=$(pgrep -f gpuaccept.measure.worker | wc -l)
+      say "SIGSTOP drill: worker $worker stopped $(( ${stopped%.*} - began )) s into the run; run exit $code, ended $(python3 -c "print(f'{$ended - $stopped:.1f}')") s after the stop; measurement workers left: $left"
+      grep -E "stopped responding|passed|failed" "$work/stop.out" | head -8 | tee -a "$log"
+      [ "$left" = 0 ] || pkill -CONT -f gpuaccept.measure.worker
+    fi
+    python3 scripts/run_digest.py $(ls "$work"/{nop2p,onechannel,hog,hidden,dip,stop}/results.json 2>/dev/null) | tee -a "$log"
+    tar -czf "$OUT/drills-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d {nop2p,onechannel,hog,hidden,dip,stop}/results.json 2>/dev/null)
     ;;
   *) say "unknown stage $stage" ;;
   esac

@@ -166,3 +166,12 @@ def test_ddp_settings_are_validated(tmp_path, change, message):
         from gpuaccept.resources import shipped_dir
 
         load_profile(write(tmp_path / "bad.yaml", text), [shipped_dir("profiles")])
+
+
+def test_measuring_a_setting_again_trains_only_that_setting_and_arm():
+    pytest.importorskip("torch")
+    spec = ProfileSpec.model_validate(TINY)
+    sweep, without = run_ddp_stage(spec, 2, backend="gloo", only={"ddp_without_p2p/2gpu-bs8"})
+    assert sweep is None and [r.case for r in without.results] == ["2gpu-bs8"] and without.p2p_disabled
+    plan = ddp_plan(spec, 2, only={"ddp/2gpu-bs2"})
+    assert [(s.world, s.batches, s.accumulation) for s in plan.steps] == [(2, [2], [1])]

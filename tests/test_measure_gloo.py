@@ -161,3 +161,28 @@ def test_round_robin_covers_every_pair_once_in_disjoint_rounds(ranks):
         assert len(members) == len(set(members))
     assert len(rounds) == (ranks - 1 if ranks % 2 == 0 else ranks)
     assert schedule(ranks, concurrent=False) == [[pair] for pair in sorted(pairs)]
+
+
+def test_measuring_again_runs_only_the_steps_asked_for():
+    collectives, pairs = run_nccl_stage(small_spec(4), 4, backend="gloo", only={"collective/alltoall/1MiB", "pair/gpu1-gpu3"})
+    assert [r.key for r in collectives.results] == ["collective/alltoall/1MiB"] and collectives.failures == []
+    assert [tuple(r.gpus) for r in pairs.results] == [(1, 3)] and pairs.results[0].wrong == 0
+
+
+def test_a_stopped_worker_is_named_by_its_heartbeat_not_waited_for():
+    import signal
+
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+    plan = Plan(steps=[step], backend="gloo", stalled_s=3)
+    workers = Workers(2)
+    logs = [workers.workdir / f"rank{rank}.log" for rank in range(2)]
+    deadline = time.monotonic() + 120
+    while not all(WAITING_MARK in log.read_text() for log in logs):
+        assert time.monotonic() < deadline, "workers never got to waiting"
+        time.sleep(0.05)
+    os.kill(workers.processes[1].pid, signal.SIGSTOP)  # as a user's drill does: the rank is frozen
+    outcome = run_plan(plan, 2, workers=workers, max_restarts=0)
+    failure = outcome.failures[0]
+    assert failure.reason == "timeout"
+    assert "rank 1 stopped responding: no sign of life for" in failure.message and "(process stopped by a signal)" in failure.message
+    assert workers.processes == [] and not workers.workdir.exists()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.facts import Facts, save_facts
+from gpuaccept.facts.model import STAGE_SWEEPS, Measurements
 from gpuaccept.plugin.context import RunContext
 from gpuaccept.plugin.junit import add_suite_properties
 from gpuaccept.plugin.measurements import MeasurementStore, merge
@@ -72,8 +73,23 @@ class RunReporting:
         shutil.rmtree(self.store.folder, ignore_errors=True)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        lines = summary_lines(list(self.records.values())) + self.notes
+        lines = summary_lines(list(self.records.values())) + confirmation_lines(self.facts().measurements) + self.notes
         if lines:
             terminalreporter.section("gpu-accept summary")
             for line in lines:
                 terminalreporter.write_line(line)
+
+
+def confirmation_lines(measured: Measurements) -> list[str]:
+    """What confirming misses cost: per stage, the rounds, the values measured again and the time."""
+    lines = []
+    for stage in STAGE_SWEEPS:
+        rounds = [r for r in measured.rounds if r.stage == stage]
+        if rounds:
+            keys = sorted({key for r in rounds for key in r.keys})
+            lines.append(
+                f"  {stage} stage: {len(rounds)} round(s), {len(keys)} value(s), {sum(r.wall_s for r in rounds):.1f} s: " + ", ".join(keys)
+            )
+    if measured.unconfirmed:
+        lines.append("  not measured again, the stage's time for it spent: " + ", ".join(measured.unconfirmed))
+    return ["measured again after missing their criterion:"] + lines if lines else []
