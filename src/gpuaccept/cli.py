@@ -254,15 +254,17 @@ def _profile_init(args, extra: list[str]) -> int:
 
 
 def _baseline_save(args, extra: list[str]) -> int:
-    from gpuaccept.facts import parse_facts
-    from gpuaccept.report.baseline import save_baseline
+    from gpuaccept.report.baseline import baseline_runs, save_baseline
     from gpuaccept.report.results import load_results
 
     documents = [load_results(path) for path in args.results]
-    runs = [parse_facts(json.dumps(d["facts"]), str(path)) for d, path in zip(documents, args.results)]
+    sources = [str(path) for path in args.results]
+    runs = baseline_runs(documents, sources)
     profile = documents[0]["run"]["profile"]["name"]
-    saved = save_baseline(args.output, runs[0], profile, runs[1:])
-    print(f"wrote {args.output}: {saved} values from {len(runs)} run(s) of profile {profile}")
+    saved = save_baseline(args.output, runs[0], profile, runs[1:], sources)
+    print(f"wrote {args.output}: {saved.values} values from {saved.runs} run(s) of profile {profile}")
+    for note in saved.notes():
+        print(note)
     return EXIT_OK
 
 
