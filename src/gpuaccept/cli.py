@@ -114,10 +114,12 @@ def _parser() -> argparse.ArgumentParser:
     junit.add_argument("results", nargs="+")
     junit.add_argument("-o", "--output", type=Path, required=True)
     junit.set_defaults(handler=_report_junit)
-    fleet = report_commands.add_parser("fleet", help="hosts whose measured values sit far below the fleet's median")
+    fleet = report_commands.add_parser(
+        "fleet", help="every host against its profile, and hosts whose measured values sit far below the fleet's median"
+    )
     fleet.add_argument("results", nargs="+")
     fleet.add_argument("--tolerance", default="10%", help="how far below the median is an outlier (default 10%%)")
-    fleet.add_argument("-o", "--output", type=Path, help="also write fleet JUnit, outliers as failing test cases")
+    fleet.add_argument("-o", "--output", type=Path, help="also write fleet JUnit: each host's tests, outliers as failing test cases")
     fleet.set_defaults(handler=_report_fleet)
     return parser
 
@@ -288,21 +290,19 @@ def _report_junit(args, extra: list[str]) -> int:
 
 def _report_fleet(args, extra: list[str]) -> int:
     from gpuaccept.report.baseline import parse_percent
-    from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit
+    from gpuaccept.report.fleet import judge_fleet, read_fleet, write_fleet_junit
 
     try:
         tolerance = parse_percent(args.tolerance)
     except ValueError as error:
         raise GpuAcceptError(str(error)) from None
     hosts = read_fleet(args.results)
-    outliers = fleet_outliers(hosts, tolerance)
-    for outlier in outliers:
-        print(outlier.message)
-    flagged = sorted({o.host for o in outliers})
-    print(f"{len(hosts)} host(s), {len(outliers)} value(s) more than {tolerance:.0%} worse than the fleet median on {len(flagged)} host(s)")
+    verdict = judge_fleet(hosts, tolerance)
+    for line in verdict.lines:
+        print(line)
     if args.output:
-        write_fleet_junit(hosts, args.output, outliers)
-    return EXIT_CHECK_FAILED if outliers else EXIT_OK
+        write_fleet_junit(hosts, args.output, verdict.outliers)
+    return EXIT_OK if verdict.passed else EXIT_CHECK_FAILED
 
 
 def _profile_schema(args, extra: list[str]) -> int:
