@@ -119,6 +119,19 @@ def test_failures_of_a_real_run_come_by_layer():
     assert len(failures) == 25  # different values: no two share a cause
 
 
+def test_a_test_that_raised_is_grouped_and_points_to_its_traceback():
+    raised = [
+        {"id": f"test_busbw[{case}]", "nodeid": f"test_nccl.py::test_busbw[{case}]", "outcome": "error",
+         "message": "RuntimeError: NCCL stage could not start", "verdict": None}
+        for case in ("all_reduce-256MiB", "all_reduce-1GiB", "all_reduce-4GiB")
+    ]
+    assert summary_lines(raised) == [
+        "3 test(s) did not pass, 1 cause(s), in layer order (inventory, topology, p2p, nccl, bandwidth, ddp, baseline):",
+        "  ERROR  3 tests: RuntimeError: NCCL stage could not start; test_busbw[all_reduce-256MiB, all_reduce-1GiB and 1 more]",
+        "3 of them ended without a verdict (an exception in the suite or a fixture): run again with --tb=short for the traceback",
+    ]
+
+
 # -- transient and marginal values ---------------------------------------------------------------------
 
 
