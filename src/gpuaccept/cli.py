@@ -114,12 +114,10 @@ def _parser() -> argparse.ArgumentParser:
     junit.add_argument("results", nargs="+")
     junit.add_argument("-o", "--output", type=Path, required=True)
     junit.set_defaults(handler=_report_junit)
-    fleet = report_commands.add_parser(
-        "fleet", help="every host against its profile, and hosts whose measured values sit far below the fleet's median"
-    )
+    fleet = report_commands.add_parser("fleet", help="hosts whose measured values sit far below the fleet's median")
     fleet.add_argument("results", nargs="+")
     fleet.add_argument("--tolerance", default="10%", help="how far below the median is an outlier (default 10%%)")
-    fleet.add_argument("-o", "--output", type=Path, help="also write fleet JUnit: each host's tests, outliers as failing test cases")
+    fleet.add_argument("-o", "--output", type=Path, help="also write fleet JUnit, outliers as failing test cases")
     fleet.set_defaults(handler=_report_fleet)
     return parser
 
