@@ -255,15 +255,17 @@ def _profile_init(args, extra: list[str]) -> int:
 
 
 def _baseline_save(args, extra: list[str]) -> int:
-    from gpuaccept.facts import parse_facts
-    from gpuaccept.report.baseline import save_baseline
+    from gpuaccept.report.baseline import baseline_runs, save_baseline
     from gpuaccept.report.results import load_results
 
     documents = [load_results(path) for path in args.results]
-    runs = [parse_facts(json.dumps(d["facts"]), str(path)) for d, path in zip(documents, args.results)]
+    sources = [str(path) for path in args.results]
+    runs = baseline_runs(documents, sources)
     profile = documents[0]["run"]["profile"]["name"]
-    saved = save_baseline(args.output, runs[0], profile, runs[1:])
-    print(f"wrote {args.output}: {saved} values from {len(runs)} run(s) of profile {profile}")
+    saved = save_baseline(args.output, runs[0], profile, runs[1:], sources)
+    print(f"wrote {args.output}: {saved.values} values from {saved.runs} run(s) of profile {profile}")
+    for note in saved.notes():
+        print(note)
     return EXIT_OK
 
 
@@ -287,21 +289,19 @@ def _report_junit(args, extra: list[str]) -> int:
 
 def _report_fleet(args, extra: list[str]) -> int:
     from gpuaccept.report.baseline import parse_percent
-    from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit
+    from gpuaccept.report.fleet import judge_fleet, read_fleet, write_fleet_junit
 
     try:
         tolerance = parse_percent(args.tolerance)
     except ValueError as error:
         raise GpuAcceptError(str(error)) from None
     hosts = read_fleet(args.results)
-    outliers = fleet_outliers(hosts, tolerance)
-    for outlier in outliers:
-        print(outlier.message)
-    flagged = sorted({o.host for o in outliers})
-    print(f"{len(hosts)} host(s), {len(outliers)} value(s) more than {tolerance:.0%} worse than the fleet median on {len(flagged)} host(s)")
+    verdict = judge_fleet(hosts, tolerance)
+    for line in verdict.lines:
+        print(line)
     if args.output:
-        write_fleet_junit(hosts, args.output, outliers)
-    return EXIT_CHECK_FAILED if outliers else EXIT_OK
+        write_fleet_junit(hosts, args.output, verdict.outliers)
+    return EXIT_OK if verdict.passed else EXIT_CHECK_FAILED
 
 
 def _profile_schema(args, extra: list[str]) -> int:

@@ -19,6 +19,6 @@ def no_regression(baseline: Baseline, facts: Facts, key: str, max_regression: fl
     if now is None:
         return judge.error(key, f"measured in the baseline ({before.value:g} {before.unit}) but not in this run", criterion)
     change = (now.value - before.value) / before.value if before.value else 0.0
-    why = f" (twice the {before.spread:.1%} its baseline runs varied by)" if allowed > max_regression else ""
+    why = before.tolerance_reason(max_regression)
     note = f"baseline {before.value:g} {before.unit}".rstrip() + f", {change:+.1%}; at most {allowed:.0%} worse allowed{why}"
     return judge(key, "measured", now.value, criterion, note=note, scope=f"baseline {baseline.path}")

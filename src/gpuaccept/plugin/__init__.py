@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import signal
 import tempfile
-import warnings
 import threading
 from pathlib import Path
 
@@ -123,10 +122,19 @@ def pytest_configure(config: pytest.Config) -> None:
     except GpuAcceptError as error:
         raise pytest.UsageError(f"gpu-accept: {error}") from None
     config.stash[CONTEXT_KEY] = context
+    baseline = config.stash.get(BASELINE_KEY, None)
+    if baseline is not None:
+        # a baseline of other GPUs or another profile would fail every value for the wrong reason
+        mismatch = baseline[0].mismatch(context.facts, context.profile.name)
+        if mismatch:
+            raise pytest.UsageError(
+                f"gpu-accept: {baseline[0].path}: this baseline cannot judge this run: {'; '.join(mismatch)} "
+                "(save a baseline on this kind of machine, against this profile)"
+            )
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
     store = MeasurementStore(folder, live=context.live, say=terminal_line(config), confirm=config.getoption("gpuaccept_confirm"))
     config.stash[STORE_KEY] = store
-    config.pluginmanager.register(RunReporting(config, context, store), "gpuaccept-reporting")
+    config.pluginmanager.register(RunReporting(config, context, store, baseline[0] if baseline else None), "gpuaccept-reporting")
     _end_cleanly_on_sigterm()
 
 
@@ -140,10 +148,6 @@ def _end_cleanly_on_sigterm() -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)
-
-
-class BaselineMismatch(UserWarning):
-    """A baseline compared with a run on other hardware or software: the comparison may mislead."""
 
 
 def context_of(config: pytest.Config) -> RunContext:
@@ -239,13 +243,10 @@ def facts_with_everything(facts_with_nccl, facts_with_copies, facts_with_ddp):
 
 
 @pytest.fixture(scope="session")
-def baseline(request: pytest.FixtureRequest, facts_with_everything):
-    """(the baseline, the regression allowed); warns once where it comes from another machine or software."""
-    found = request.config.stash[BASELINE_KEY]
-    differences = found[0].differences(facts_with_everything)
-    if differences:
-        warnings.warn(BaselineMismatch(f"baseline {found[0].path} was saved on a different machine or software: " + "; ".join(differences)))
-    return found
+def baseline(request: pytest.FixtureRequest):
+    """(the baseline, the regression allowed). One of other GPUs or another profile never gets here
+    (a usage error at configure); other software is noted in the gpu-accept summary."""
+    return request.config.stash[BASELINE_KEY]
 
 
 @pytest.fixture

@@ -9,24 +9,26 @@ from pathlib import Path
 
 import pytest
 
+from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts, save_facts
 from gpuaccept.facts.model import STAGE_SWEEPS, Measurements
 from gpuaccept.plugin.context import RunContext
 from gpuaccept.plugin.junit import add_suite_properties
 from gpuaccept.plugin.measurements import MeasurementStore, merge
 from gpuaccept.plugin.verdicts import test_record
-from gpuaccept.report.baseline import save_baseline
+from gpuaccept.report.baseline import Baseline, named, save_baseline
 from gpuaccept.report.fleet import host_results, write_fleet_junit
 from gpuaccept.report.html import render_html
 from gpuaccept.report.results import ResultsWriter
-from gpuaccept.report.summary import summary_lines
+from gpuaccept.report.summary import did_not_pass, summary_lines
 
 
 class RunReporting:
-    def __init__(self, config: pytest.Config, context: RunContext, store: MeasurementStore):
+    def __init__(self, config: pytest.Config, context: RunContext, store: MeasurementStore, baseline: Baseline | None = None):
         self.config = config
         self.context = context
         self.store = store
+        self.baseline = baseline
         self.records: dict[str, dict] = {}
         self.writer: ResultsWriter | None = None
         self.notes: list[str] = []
@@ -68,12 +70,30 @@ class RunReporting:
                 Path(html_target).write_text(render_html(self.writer.document), encoding="utf-8")
         baseline_target = self.config.getoption("gpuaccept_save_baseline")
         if baseline_target:
-            saved = save_baseline(Path(baseline_target), facts, self.context.profile.name)
-            self.notes.append(f"saved {saved} measured values as a baseline to {baseline_target}")
+            self.notes.extend(self._save_baseline(Path(baseline_target), facts, int(exitstatus)))
         shutil.rmtree(self.store.folder, ignore_errors=True)
+
+    def _save_baseline(self, target: Path, facts: Facts, exitstatus: int) -> list[str]:
+        bad = [r["id"] for r in did_not_pass(list(self.records.values()))]
+        if bad:
+            return [
+                f"baseline not saved to {target}: {len(bad)} test(s) did not pass ({named(bad, 3)}); "
+                "a baseline is a picture of a healthy machine"
+            ]
+        if exitstatus != pytest.ExitCode.OK:
+            return [f"baseline not saved to {target}: the run did not end cleanly (pytest exit status {exitstatus})"]
+        try:
+            saved = save_baseline(target, facts, self.context.profile.name)
+        except GpuAcceptError as error:
+            return [f"baseline not saved to {target}: {line}" for line in error.lines()]
+        return [f"saved {saved.values} measured values as a baseline to {target}", *saved.notes()]
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         lines = summary_lines(list(self.records.values())) + confirmation_lines(self.facts().measurements) + self.notes
+        if self.baseline is not None:
+            differences = self.baseline.differences(self.facts())
+            if differences:
+                lines.append(f"note: baseline {self.baseline.path} was saved with other software or on another host: {'; '.join(differences)}")
         if lines:
             terminalreporter.section("gpu-accept summary")
             for line in lines:

@@ -9,19 +9,35 @@ themselves, so a baseline does not depend on the profile's thresholds.
 from __future__ import annotations
 
 import json
+import math
+import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuaccept.errors import InputFileError, Problem
-from gpuaccept.facts import Facts
+from gpuaccept.facts import Facts, parse_facts
 from gpuaccept.facts.model import ddp_case
 from gpuaccept.report.results import environment_of, now
+from gpuaccept.report.summary import did_not_pass
 
 BASELINE_FORMAT = "gpu-accept-baseline"
 BASELINE_VERSION = 1
-# what must match for a comparison to mean something; anything else differing is only noted
+# what a baseline records of the machine it was saved on
 MACHINE_KEYS = ("gpu_model", "gpu_count", "driver", "cuda_driver", "nccl", "torch", "host")
+# what must match for a comparison to mean something (with the profile): a baseline of 4 GPUs
+# cannot judge a run on 2. Software differing is the point of a regression check after an
+# update, and another host of the same kind is a golden machine: both are only noted.
+HARDWARE_KEYS = ("gpu_model", "gpu_count")
+NOTED_KEYS = ("driver", "cuda_driver", "nccl", "torch", "host")
+# The most tolerance a value's own spread can earn (twice the spread, see Metric.tolerance).
+# Without a cap, runs that disagree make a gate that never fires: one healthy and one broken run
+# (all_reduce 355 and 28 GB/s) have a 169% spread. 25% admits the largest drop of a healthy run
+# below the median of its set measured here, 22.6% (bidirectional peer copies, 5 runs on 4xH200,
+# bench/runs/2026-11-21), and still catches a link that lost a quarter of its bandwidth.
+SPREAD_TOLERANCE_CAP = 0.25
+SIGNIFICANT_DIGITS = 6  # kept of each value: enough for any measurement, and a CPU run's 1e-5 GB/s stays above 0
+NAMES_SHOWN = 5  # value names listed in a note before "and N more"
 
 
 @dataclass(frozen=True)
@@ -34,8 +50,21 @@ class Metric:
 
     def tolerance(self, max_regression: float) -> float:
         """How much worse a value may be: the asked-for share, or twice what the baseline's own runs
-        varied by, whichever is larger (a value that moves 10% between healthy runs is no regression at 6%)."""
-        return max(max_regression, 2 * self.spread)
+        varied by (at most SPREAD_TOLERANCE_CAP), whichever is larger (a value that moves 10% between
+        healthy runs is no regression at 6%)."""
+        return max(max_regression, min(2 * self.spread, SPREAD_TOLERANCE_CAP))
+
+    @property
+    def capped(self) -> bool:
+        """Whether the runs varied more than the tolerance a spread can earn."""
+        return 2 * self.spread > SPREAD_TOLERANCE_CAP
+
+    def tolerance_reason(self, max_regression: float) -> str:
+        """Why the tolerance is what it is, where the spread decided it: for a verdict's message."""
+        if self.tolerance(max_regression) <= max_regression:
+            return ""
+        cap = f", capped at {SPREAD_TOLERANCE_CAP:.0%}" if self.capped else ""
+        return f" (twice the {self.spread:.1%} its baseline runs varied by{cap})"
 
 
 def measured_values(facts: Facts) -> dict[str, Metric]:
@@ -43,7 +72,7 @@ def measured_values(facts: Facts) -> dict[str, Metric]:
     found: dict[str, Metric] = {}
 
     def add(key: str, value: float, unit: str, higher_is_better: bool = True) -> None:
-        found[key] = Metric(key, round(value, 4), unit, higher_is_better)
+        found[key] = Metric(key, _kept(value), unit, higher_is_better)
 
     measured = facts.measurements
     if measured.collectives:
@@ -68,6 +97,14 @@ def measured_values(facts: Facts) -> dict[str, Metric]:
     return found
 
 
+def _kept(value: float) -> float:
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+def _usable(value: float) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
 def machine_of(facts: Facts, profile_name: str) -> dict:
     environment = environment_of(facts)
     machine = {key: environment.get(key) for key in MACHINE_KEYS}
@@ -75,20 +112,93 @@ def machine_of(facts: Facts, profile_name: str) -> dict:
     return machine
 
 
-def save_baseline(path: Path, facts: Facts, profile_name: str, more_runs: list[Facts] = ()) -> int:
-    """The measured values of `facts`; with `more_runs`, the median of every run and their spread."""
-    runs = [measured_values(facts)] + [measured_values(other) for other in more_runs]
-    values = []
-    for key, first in runs[0].items():
-        found = [run[key].value for run in runs if key in run]
-        if len(found) != len(runs):
-            continue  # measured in some runs only: no stable reference
-        middle = statistics.median(found)
-        spread = (max(found) - min(found)) / middle if middle else 0.0
+def named(keys: list[str], shown: int = NAMES_SHOWN) -> str:
+    """`a, b, c and 27 more`."""
+    more = len(keys) - shown
+    return ", ".join(keys[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def baseline_runs(documents: list[dict], sources: list[str]) -> list[Facts]:
+    """The facts of results documents a baseline may be made of: every run complete and passed (a
+    baseline is a picture of a healthy machine), all of one profile on one kind of machine. Every
+    file that cannot be used is named, one line each."""
+    problems = []
+    first = None
+    for document, source in zip(documents, sources):
+        bad = [t["id"] for t in did_not_pass(document.get("tests", []))]
+        if not document.get("complete"):
+            problems.append(Problem(source, None, "", "the run did not finish (complete: false): a baseline is a picture of a healthy machine"))
+            continue
+        if bad:
+            problems.append(Problem(
+                source, None, "",
+                f"{len(bad)} test(s) did not pass ({named(bad, 3)}): a baseline is a picture of a healthy machine; save one from runs that passed",
+            ))
+            continue
+        environment = document.get("environment", {})
+        kind = {"profile": document.get("run", {}).get("profile", {}).get("name"), **{k: environment.get(k) for k in HARDWARE_KEYS}}
+        if first is None:
+            first = (source, kind)
+        elif kind != first[1]:
+            differing = "; ".join(f"{key} {kind[key]} here, {first[1][key]} in {first[0]}" for key in kind if kind[key] != first[1][key])
+            problems.append(Problem(source, None, "", f"{differing}: one baseline holds runs of one profile on one kind of machine"))
+    if problems:
+        raise InputFileError(problems)
+    return [parse_facts(json.dumps(d["facts"]), str(source)) for d, source in zip(documents, sources)]
+
+
+@dataclass(frozen=True)
+class SavedBaseline:
+    """What a saved baseline holds, and what it could not."""
+
+    values: int
+    runs: int
+    left_out: tuple[str, ...]  # values not measured in every run: no stable reference
+    capped: tuple[tuple[str, float], ...]  # (key, spread) of values whose runs varied more than the cap allows for
+
+    def notes(self) -> list[str]:
+        lines = []
+        if self.left_out:
+            lines.append(f"left out {len(self.left_out)} value(s) not measured in every run: {named(list(self.left_out))}")
+        if self.capped:
+            cap = f"{SPREAD_TOLERANCE_CAP:.0%}"
+            shown = named([f"{key} (spread {spread:.1%})" for key, spread in self.capped])
+            lines.append(
+                f"{len(self.capped)} value(s) hit the {cap} cap on the tolerance a spread earns (twice their spread would allow "
+                f"more; a later run may be at most {cap} worse there): {shown}"
+            )
+        return lines
+
+
+def save_baseline(path: Path, facts: Facts, profile_name: str, more_runs: list[Facts] = (), sources: list[str] = ()) -> SavedBaseline:
+    """The measured values of `facts`; with `more_runs`, the median of every run and their spread.
+    `sources` name the runs in errors (a value that is not finite or not above 0 is refused)."""
+    runs = [facts, *more_runs]
+    names = list(sources) or ["this run"] + [f"run {index + 2}" for index in range(len(more_runs))]
+    measured = []
+    for run, name in zip(runs, names):
+        found = measured_values(run)
+        broken = [Problem(name, None, key, f"measured {metric.value!r} {metric.unit}: a baseline holds only finite values above 0".rstrip())
+                  for key, metric in found.items() if not _usable(metric.value)]
+        if broken:
+            raise InputFileError(broken[:1])
+        measured.append(found)
+    keys = list(dict.fromkeys(key for found in measured for key in found))
+    values, left_out, capped = [], [], []
+    for key in keys:
+        found = [run[key] for run in measured if key in run]
+        if len(found) != len(measured):
+            left_out.append(key)
+            continue
+        numbers = [metric.value for metric in found]
+        middle = statistics.median(numbers)
+        spread = round((max(numbers) - min(numbers)) / middle, 4)
         values.append(
-            {"key": key, "value": round(middle, 4), "unit": first.unit, "higher_is_better": first.higher_is_better,
-             "spread": round(spread, 4), "runs": len(found)}
+            {"key": key, "value": _kept(middle), "unit": found[0].unit, "higher_is_better": found[0].higher_is_better,
+             "spread": spread, "runs": len(found)}
         )
+        if 2 * spread > SPREAD_TOLERANCE_CAP:
+            capped.append((key, spread))
     document = {
         "format": BASELINE_FORMAT,
         "version": BASELINE_VERSION,
@@ -98,8 +208,11 @@ def save_baseline(path: Path, facts: Facts, profile_name: str, more_runs: list[F
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-    return len(values)
+    # written whole, then renamed: a baseline is never half a file, whatever stops the writer
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    temporary.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    temporary.replace(path)
+    return SavedBaseline(len(values), len(runs), tuple(left_out), tuple(capped))
 
 
 @dataclass(frozen=True)
@@ -108,14 +221,22 @@ class Baseline:
     machine: dict
     metrics: dict[str, Metric]
 
-    def differences(self, facts: Facts) -> list[str]:
-        """What differs between the machine the baseline came from and this one (unknowns skipped)."""
-        now_machine = machine_of(facts, "")
+    def _differing(self, facts: Facts, profile_name: str, keys: tuple[str, ...]) -> list[str]:
+        now_machine = machine_of(facts, profile_name)
         return [
             f"{key} {self.machine.get(key)} -> {now_machine.get(key)}"
-            for key in MACHINE_KEYS
+            for key in keys
             if self.machine.get(key) is not None and now_machine.get(key) is not None and str(self.machine[key]) != str(now_machine[key])
         ]
+
+    def mismatch(self, facts: Facts, profile_name: str) -> list[str]:
+        """Why this baseline cannot judge a run of `facts` against `profile_name`: other GPUs, or another
+        profile (unknowns skipped). Empty where it can."""
+        return self._differing(facts, profile_name, HARDWARE_KEYS + ("profile",))
+
+    def differences(self, facts: Facts) -> list[str]:
+        """The software and host that differ from the baseline's: noted, never a reason to refuse it."""
+        return self._differing(facts, "", NOTED_KEYS)
 
 
 def load_baseline(path: Path) -> Baseline:
@@ -134,15 +255,26 @@ def load_baseline(path: Path) -> Baseline:
         raise problem(f"not a gpu-accept baseline (format {BASELINE_FORMAT!r} expected)", "format")
     if document.get("version") != BASELINE_VERSION:
         raise problem(f"baseline version {document.get('version')!r} is not {BASELINE_VERSION}", "version")
+    values = document.get("values", [])
+    if not isinstance(values, list):
+        raise problem(f"expected a list of values, got {type(values).__name__}", "values")
     metrics = {}
-    for index, entry in enumerate(document.get("values", [])):
+    for index, entry in enumerate(values):
         try:
-            metrics[entry["key"]] = Metric(
-                entry["key"], float(entry["value"]), str(entry["unit"]), bool(entry["higher_is_better"]), float(entry.get("spread", 0.0))
+            metric = Metric(
+                str(entry["key"]), float(entry["value"]), str(entry["unit"]), bool(entry["higher_is_better"]), float(entry.get("spread", 0.0))
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise problem(f"malformed entry ({type(exc).__name__}: {exc})", f"values[{index}]") from None
-    return Baseline(str(path), document.get("machine", {}), metrics)
+        if not _usable(metric.value):
+            raise problem(f"{metric.key}: value {entry['value']!r} is not a finite number above 0", f"values[{index}]")
+        if not (math.isfinite(metric.spread) and metric.spread >= 0):
+            raise problem(f"{metric.key}: spread {entry.get('spread')!r} is not a finite number of at least 0", f"values[{index}]")
+        metrics[metric.key] = metric
+    machine = document.get("machine", {})
+    if not isinstance(machine, dict):
+        raise problem(f"expected an object, got {type(machine).__name__}", "machine")
+    return Baseline(str(path), machine, metrics)
 
 
 def parse_percent(text: str) -> float:

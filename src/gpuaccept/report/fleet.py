@@ -1,5 +1,7 @@
-"""Many machines at once: one JUnit file with a testsuite per host, and the hosts whose measured
-values sit far below the fleet's median (burn-in batches, where no baseline exists yet).
+"""Many machines at once: one JUnit file with a testsuite per host; every host judged against its
+own profile (a host whose run failed a test fails the fleet); and, where a profile has hosts
+enough, the hosts whose measured values sit far below the fleet's median (burn-in batches, where
+no baseline exists yet).
 
 Each file is read, and its host's testsuite written, in parallel, one process per core: a
 thousand hosts of results is a hundred megabytes of JSON in, thirty of XML out. Fleet outliers,
@@ -21,6 +23,7 @@ from junit_xml import TestCase, TestSuite, _clean_illegal_xml_chars
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.report.results import load_results, suite_properties
+from gpuaccept.report.summary import attempts_of, did_not_pass, marginal_tests, transient_tests
 
 # measured values where less is better; every other number is better when higher
 LOWER_IS_BETTER = {"ddp_exposed_comm"}
@@ -28,6 +31,9 @@ MEDIAN_CHECKS = {
     "busbw", "pair_busbw", "p2p_copy", "p2p_copy_bidirectional", "local_copy", "host_to_device", "device_to_host",
     "ddp_scaling", "ddp_exposed_comm", "ddp_nvlink_speedup",
 }
+MEDIAN_HOSTS = 3  # fewer hosts of a profile have no median to speak of: one slow host of two is half the fleet
+FAILURES_SHOWN = 3  # failures named per host, root causes first
+TRANSIENTS_SHOWN = 3  # transient test ids named per host
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,28 @@ class HostResults:
     values: dict[str, tuple[str, float, str]]  # test id -> (check, measured, unit)
     suite_xml: str  # this host's <testsuite>, written by the process that read the file
     counts: dict[str, int]
+    failures: tuple[tuple[str, str], ...] = ()  # (test id, message) of the first tests that did not pass, root causes first
+    transients: tuple[str, ...] = ()  # tests that passed only when measured again, with their attempts
+    marginal: int = 0  # tests that passed within the profile's marginal band of their limit
+
+    @property
+    def failed(self) -> int:
+        return self.counts["failures"] + self.counts["errors"]
+
+    @property
+    def label(self) -> str:
+        return f"{self.host} ({self.path})"
+
+    def verdict_line(self) -> str | None:
+        """One line where this host fails its own profile: how many tests did not pass, and the first."""
+        if not self.failed and self.complete:
+            return None
+        stopped = "" if self.complete else "run incomplete (stopped before its end)" + (", " if self.failed else "")
+        if not self.failed:
+            return f"FAIL {self.label}: {stopped}"
+        shown = "; ".join(f"{test_id}: {message}" for test_id, message in self.failures)
+        more = self.failed - len(self.failures)
+        return f"FAIL {self.label}: {stopped}{self.failed} test(s) did not pass: {shown}" + (f"; and {more} more" if more > 0 else "")
 
 
 def _read(path: str) -> HostResults:
@@ -81,7 +109,13 @@ def host_results(document: dict, path: str) -> HostResults:
             values[test["id"]] = (verdict["check"], float(verdict["measured"]), verdict.get("unit") or "")
     suite = TestSuite(properties["host"], cases, hostname=properties["host"], properties=properties)
     suite_xml = _clean_illegal_xml_chars(ET.tostring(suite.build_xml_doc(), encoding="unicode"))
-    return HostResults(path, properties["host"], properties["profile"], bool(document.get("complete")), properties, values, suite_xml, counts)
+    tests = document.get("tests", [])
+    failures = tuple((t["id"], t.get("message") or "") for t in did_not_pass(tests)[:FAILURES_SHOWN])
+    transients = tuple(f"{t['id']} (attempts {attempts_of(t['verdict'])})" for t in transient_tests(tests))
+    return HostResults(
+        path, properties["host"], properties["profile"], bool(document.get("complete")), properties, values, suite_xml, counts,
+        failures, transients, len(marginal_tests(tests)),
+    )
 
 
 def read_fleet(paths: list[str], workers: int | None = None) -> list[HostResults]:
@@ -167,8 +201,8 @@ def fleet_outliers(hosts: list[HostResults], tolerance: float) -> list[Outlier]:
             by_test[(host.profile, test_id)].append((host, check, value, unit))
     found = []
     for (_, test_id), entries in by_test.items():
-        if len(entries) < 3:
-            continue  # no fleet to speak of
+        if len(entries) < MEDIAN_HOSTS:
+            continue  # no fleet to speak of: each host is judged against its profile only (fleet_lines)
         median = statistics.median(value for _, _, value, _ in entries)
         for host, check, value, unit in entries:
             worse = value > median * (1 + tolerance) if check in LOWER_IS_BETTER else value < median * (1 - tolerance)
@@ -176,3 +210,56 @@ def fleet_outliers(hosts: list[HostResults], tolerance: float) -> list[Outlier]:
                 found.append(Outlier(host.path, host.host, test_id, value, median, unit, len(entries)))
     found.sort(key=lambda o: (o.host, o.deviation))
     return found
+
+
+def small_fleets(hosts: list[HostResults]) -> list[str]:
+    """The profiles with too few hosts for a median, one line each."""
+    per_profile: dict[str, int] = defaultdict(int)
+    for host in hosts:
+        per_profile[host.profile] += 1
+    return [
+        f"profile {profile}: {count} host(s), too few for a fleet median; each host judged against its profile only"
+        for profile, count in sorted(per_profile.items())
+        if count < MEDIAN_HOSTS
+    ]
+
+
+def transient_lines(hosts: list[HostResults]) -> list[str]:
+    """Hosts by how many values passed only when measured again: a server with many is worth a look."""
+    flagged = sorted((h for h in hosts if h.transients), key=lambda h: (-len(h.transients), h.host, h.path))
+    if not flagged:
+        return []
+    lines = ["transient values by host (passed only when measured again; a server with many is worth a look):"]
+    for host in flagged:
+        more = len(host.transients) - TRANSIENTS_SHOWN
+        shown = ", ".join(host.transients[:TRANSIENTS_SHOWN]) + (f" and {more} more" if more > 0 else "")
+        marginal = f", {host.marginal} marginal" if host.marginal else ""
+        lines.append(f"  {host.label}: {len(host.transients)} transient{marginal}: {shown}")
+    return lines
+
+
+@dataclass(frozen=True)
+class FleetVerdict:
+    lines: list[str]
+    outliers: list[Outlier]
+    failed_hosts: list[HostResults]
+
+    @property
+    def passed(self) -> bool:
+        return not self.outliers and not self.failed_hosts
+
+
+def judge_fleet(hosts: list[HostResults], tolerance: float) -> FleetVerdict:
+    """Every host against its own profile, then against the median of its profile's fleet."""
+    outliers = fleet_outliers(hosts, tolerance)
+    failed = [host for host in hosts if host.verdict_line()]
+    lines = small_fleets(hosts)
+    lines += [outlier.message for outlier in outliers]
+    lines += [host.verdict_line() for host in failed]
+    lines += transient_lines(hosts)
+    flagged = len({o.path for o in outliers})
+    lines.append(
+        f"{len(hosts)} host(s), {len(failed)} did not pass their profile, {len(outliers)} value(s) more than {tolerance:.0%} worse "
+        f"than the fleet median on {flagged} host(s)"
+    )
+    return FleetVerdict(lines, outliers, failed)

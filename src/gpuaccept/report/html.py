@@ -16,8 +16,15 @@ from typing import Any
 from gpuaccept.checks.verdict import show
 from gpuaccept.facts.model import Measurements
 from gpuaccept.measure.sizes import format_size
+from gpuaccept.report.summary import in_layer_order, marginal_tests, transient_tests
 
 PASS, FAIL, ERROR, SKIP = "#1a7f37", "#cf222e", "#bc4c00", "#8c959f"
+MARGINAL = "#d4a72c"
+UNJUDGED = "#f6f8fa"
+# passing heat map cells: from this green at the floor to PASS at the physical peak
+PASS_AT_FLOOR = (209, 245, 220)
+PASS_AT_PEAK = (26, 127, 55)
+PASS_UNSCALED = 0.5  # where a pass has no floor or peak to place it between
 OUTCOME_COLOURS = {"passed": PASS, "failed": FAIL, "error": ERROR, "skipped": SKIP, "not_applicable": SKIP}
 SERIES = ["#0969da", "#8250df", "#bf3989", "#1a7f37", "#bc4c00", "#57606a"]
 
@@ -33,6 +40,8 @@ th{background:#eaeef2}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .grid{display:flex;flex-wrap:wrap;gap:14px}.matrix td{text-align:center;min-width:54px}
 .small{font-size:12px;color:#59636e}.mark{font-size:11px;font-weight:600;border-radius:4px;padding:0 4px;color:#fff}
 .mark.marginal{background:#9a6700}.mark.transient{background:#8250df}svg text{font:11px system-ui,sans-serif;fill:#1f2328}
+.legend{font-size:12px;color:#59636e;margin:6px 0}.legend span{display:inline-block;margin-right:12px}
+.swatch{display:inline-block;width:22px;height:12px;border:1px solid #d0d7de;vertical-align:middle;margin-right:4px}
 """
 
 
@@ -65,6 +74,11 @@ def _header(document: dict) -> str:
     gpus = f"{environment.get('gpu_count')}x {environment.get('gpu_model')}"
     software = ", ".join(f"{k} {environment[k]}" for k in ("driver", "cuda_driver", "nccl", "torch") if environment.get(k))
     counts = "".join(f"<span><b>{summary.get(k, 0)}</b> {k}</span>" for k in ("passed", "failed", "error", "skipped"))
+    tests = document.get("tests", [])
+    counts += (
+        f"<span id='count-transient' title='missed at first, passed when measured again'><b>{len(transient_tests(tests))}</b> transient</span>"
+        f"<span id='count-marginal' title=\"passed within the profile's marginal band of its limit\"><b>{len(marginal_tests(tests))}</b> marginal</span>"
+    )
     return (
         f"<h1 id='summary'>{esc(environment.get('host'))}: {esc(gpus)}</h1>"
         f"<div class='meta'>profile <b>{esc(run['profile']['name'])}</b> ({esc(run['profile']['path'])}) &middot; {esc(software)}"
@@ -75,7 +89,8 @@ def _header(document: dict) -> str:
 
 
 def _failures(tests: list[dict]) -> str:
-    bad = [t for t in tests if t["outcome"] in ("failed", "error")]
+    # root causes first: a missing GPU (inventory) before the links, copies and DDP settings it fails
+    bad = in_layer_order([t for t in tests if t["outcome"] in ("failed", "error")])
     if not bad:
         return ""
     rows = "".join(
@@ -83,7 +98,10 @@ def _failures(tests: list[dict]) -> str:
         f"<td>{esc(t.get('message'))}</td></tr>"
         for t in bad
     )
-    return f"<h2 id='failures'>Failures</h2><table><tr><th>outcome</th><th>test</th><th>message</th></tr>{rows}</table>"
+    return (
+        "<h2 id='failures'>Failures</h2><div class='small'>in layer order: inventory, topology, P2P, NCCL, copies, DDP, baseline</div>"
+        f"<table><tr><th>outcome</th><th>test</th><th>message</th></tr>{rows}</table>"
+    )
 
 
 def _by_check(verdicts: list[dict], check: str) -> dict[str, dict]:
@@ -206,12 +224,12 @@ def _ticks(top: float) -> list[float]:
     return [step * i for i in range(int(top / step) + 1)]
 
 
-def _heatmap(title: str, anchor: str, count: int, values: dict[tuple[int, int], float], outcomes: dict[tuple[int, int], str], note: str) -> str:
+def _heatmap(title: str, anchor: str, count: int, values: dict[tuple[int, int], float], judged: dict[tuple[int, int], dict], note: str) -> str:
+    """A GPU x GPU matrix, each cell coloured by its own verdict: red below the floor, amber within
+    the marginal band, green from the floor (light) to the physical peak (dark); grey where no check
+    judged it. Never relative to the machine itself: pairs that all run at 23 GB/s are all red."""
     if not values:
         return ""
-    # the scale comes from the pairs: a diagonal of local copies (five times faster) would wash them out
-    between = [v for (i, j), v in values.items() if i != j]
-    top = max(between or values.values()) or 1.0
     header = "".join(f"<th>GPU{j}</th>" for j in range(count))
     rows = []
     for i in range(count):
@@ -221,11 +239,9 @@ def _heatmap(title: str, anchor: str, count: int, values: dict[tuple[int, int], 
             if value is None:
                 cells.append("<td style='background:#eaeef2'>-</td>")
                 continue
-            shade = 0.15 + 0.85 * min(value / top, 1.0)
-            border = OUTCOME_COLOURS.get(outcomes.get((i, j)) or "", "#d0d7de")
+            state, background, ink, explained = heat_cell(value, judged.get((i, j)))
             cells.append(
-                f"<td class='heat' style='background:rgba(9,105,218,{shade:.2f});color:{'#fff' if shade > 0.55 else '#1f2328'};"
-                f"outline:2px solid {border};outline-offset:-2px'>{_figure(value)}</td>"
+                f"<td class='heat' data-verdict='{state}' style='background:{background};color:{ink}' title='{esc(explained)}'>{_figure(value)}</td>"
             )
         rows.append(f"<tr><th>GPU{i}</th>{''.join(cells)}</tr>")
     return (
@@ -234,18 +250,51 @@ def _heatmap(title: str, anchor: str, count: int, values: dict[tuple[int, int], 
     )
 
 
+def heat_cell(value: float, verdict: dict | None) -> tuple[str, str, str, str]:
+    """(state, background, text colour, tooltip) of one heat map cell, from its verdict's outcome,
+    criterion limit, marginal mark and the physical peak in its context."""
+    if not verdict or verdict.get("outcome") not in ("passed", "failed", "error"):
+        return "none", UNJUDGED, "#1f2328", f"{show(value)} GB/s, not judged"
+    limit = limit_of(verdict)
+    peak = (verdict.get("context") or {}).get("peak_GBps")
+    peak = float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0 else None
+    against = ", ".join(part for part in (f"floor {show(limit)}" if limit is not None else "", f"peak {show(peak)}" if peak else "") if part)
+    explained = f"{show(value)} GB/s, {verdict['outcome']}" + (f" ({against})" if against else "")
+    if verdict["outcome"] != "passed":
+        return "failed", FAIL, "#fff", explained
+    if verdict.get("marginal") is True:
+        return "marginal", MARGINAL, "#1f2328", explained + ", marginal"
+    low = limit if limit is not None and verdict.get("better") != "lower" else 0.0
+    share = (value - low) / (peak - low) if peak and peak > low else PASS_UNSCALED
+    share = min(max(share, 0.0), 1.0)
+    red, green, blue = (round(a + (b - a) * share) for a, b in zip(PASS_AT_FLOOR, PASS_AT_PEAK))
+    return "passed", f"rgb({red},{green},{blue})", "#fff" if share > 0.5 else "#1f2328", explained
+
+
+def _heat_legend() -> str:
+    floor_to_peak = ", ".join(f"rgb{colour}" for colour in (PASS_AT_FLOOR, PASS_AT_PEAK))
+    swatches = (
+        (FAIL, "below the floor (failed)"),
+        (MARGINAL, "passed within the marginal band"),
+        (f"linear-gradient(90deg,{floor_to_peak})", "passed: from the floor (light) to the physical peak (dark)"),
+        (UNJUDGED, "no verdict"),
+    )
+    items = "".join(f"<span><i class='swatch' style='background:{colour}'></i>{esc(text)}</span>" for colour, text in swatches)
+    return f"<div class='legend heat-legend'>{items}</div>"
+
+
 def _figure(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def _pair_outcomes(verdicts: list[dict], check: str, symmetric: bool) -> dict[tuple[int, int], str]:
+def _judged_pairs(verdicts: list[dict], check: str, symmetric: bool) -> dict[tuple[int, int], dict]:
     found = {}
     for v in verdicts:
         if v["check"] == check:
             a, b = (int(g[3:]) for g in v["subject"].split("-"))
-            found[(a, b)] = v["outcome"]
+            found[(a, b)] = v
             if symmetric:
-                found[(b, a)] = v["outcome"]
+                found[(b, a)] = v
     return found
 
 
@@ -258,8 +307,8 @@ def _pairs(facts: dict, verdicts: list[dict]) -> str:
         a, b = r["gpus"]
         values[(a, b)] = values[(b, a)] = r["busbw_GBps"]
     how = "disjoint pairs at once" if sweep["concurrent"] else "one pair at a time"
-    return "<h2 id='pairs'>Pairwise NCCL bandwidth</h2>" + _heatmap(
-        "send/receive GB/s each way", "pair-matrix", len(facts.get("gpus", [])), values, _pair_outcomes(verdicts, "pair_busbw", True), how
+    return "<h2 id='pairs'>Pairwise NCCL bandwidth</h2>" + _heat_legend() + _heatmap(
+        "send/receive GB/s each way", "pair-matrix", len(facts.get("gpus", [])), values, _judged_pairs(verdicts, "pair_busbw", True), how
     )
 
 
@@ -272,8 +321,11 @@ def _copies(facts: dict, verdicts: list[dict]) -> str:
     for r in sweep["results"]:
         if r["what"] == "local":
             peer[(r["gpus"][0], r["gpus"][0])] = r["GBps"]
-    parts = [_heatmap("peer copy GB/s, row to column (diagonal: within the GPU)", "p2p-matrix", count, peer,
-                      _pair_outcomes(verdicts, "p2p_copy", False), "copy engine, one direction")]
+    judged = _judged_pairs(verdicts, "p2p_copy", False)
+    for v in verdicts:
+        if v["check"] == "local_copy" and v["subject"].startswith("gpu") and v["subject"][3:].isdigit():
+            judged[(int(v["subject"][3:]),) * 2] = v
+    parts = [_heatmap("peer copy GB/s, row to column (diagonal: within the GPU)", "p2p-matrix", count, peer, judged, "copy engine, one direction")]
     host = [r for r in sweep["results"] if r["what"] in ("host_to_device", "device_to_host")]
     if host:
         judged = {(v["check"], v["subject"]): v for v in verdicts if v["check"] in ("host_to_device", "device_to_host")}
@@ -286,7 +338,7 @@ def _copies(facts: dict, verdicts: list[dict]) -> str:
             )
         rows = "".join(rows)
         parts.append(f"<div class='card'><b>pinned host copies</b><table><tr><th>direction</th><th>GPU</th><th>GB/s</th><th>expected</th></tr>{rows}</table></div>")
-    return "<h2 id='copies'>Copy bandwidth</h2><div class='grid'>" + "".join(parts) + "</div>"
+    return "<h2 id='copies'>Copy bandwidth</h2>" + _heat_legend() + "<div class='grid'>" + "".join(parts) + "</div>"
 
 
 def _ddp(facts: dict, verdicts: list[dict]) -> str:

@@ -1,0 +1,223 @@
+"""Baselines that cannot mislead: made only of runs that passed, of one profile and one kind of
+machine; a tolerance no spread can stretch past its cap; every value left out named; no value that
+is not a finite number above 0; and never applied to other GPUs. From real runs: examples/results/
+and the shipped-profile runs in bench/runs/2026-11-21."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from gpuaccept.checks.baseline import no_regression
+from gpuaccept.checks.verdict import Outcome
+from gpuaccept.cli import main as cli
+from gpuaccept.errors import InputFileError
+from gpuaccept.facts import parse_facts
+from gpuaccept.report.baseline import SPREAD_TOLERANCE_CAP, load_baseline, save_baseline
+from gpuaccept.report.results import load_results
+from tests.helpers import EXAMPLES, ROOT, example_facts, mutated
+
+RESULTS = ROOT / "examples" / "results"
+HEALTHY = RESULTS / "h200x4.json"
+NO_P2P = RESULTS / "h200x4-nccl-p2p-disabled.json"
+RUNS = ROOT / "bench" / "runs" / "2026-11-21"
+
+
+def bench_results(archive: str, member: str, folder: Path) -> Path:
+    with tarfile.open(RUNS / archive) as tar:
+        data = tar.extractfile(member).read()
+    target = folder / archive.removesuffix(".tar.gz") / member
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    return target
+
+
+def shipped_h200x4(folder: Path) -> list[Path]:
+    return [bench_results("h200x4-shipped-runs.tar.gz", f"shipped{i}/results.json", folder) for i in range(1, 6)]
+
+
+def written(path: Path, document: dict) -> Path:
+    path.write_text(json.dumps(document))
+    return path
+
+
+def errors(capsys) -> list[str]:
+    return capsys.readouterr().err.splitlines()
+
+
+# -- what a baseline may be made of ---------------------------------------------------------------------
+
+
+def test_a_run_that_did_not_pass_is_refused(tmp_path, capsys):
+    target = tmp_path / "base.json"
+    assert cli(["baseline", "save", str(HEALTHY), str(NO_P2P), "-o", str(target)]) == 2
+    assert errors(capsys) == [
+        f"gpu-accept: {NO_P2P}: 25 test(s) did not pass (test_busbw[all_reduce-256MiB], test_busbw[all_reduce-1GiB], "
+        "test_busbw[all_reduce-4GiB] and 22 more): a baseline is a picture of a healthy machine; save one from runs that passed"
+    ]
+    assert not target.exists()
+
+
+def test_a_run_that_did_not_finish_is_refused(tmp_path, capsys):
+    stopped = written(tmp_path / "stopped.json", {**load_results(HEALTHY), "complete": False})
+    assert cli(["baseline", "save", str(HEALTHY), str(stopped), "-o", str(tmp_path / "base.json")]) == 2
+    assert errors(capsys) == [
+        f"gpu-accept: {stopped}: the run did not finish (complete: false): a baseline is a picture of a healthy machine"
+    ]
+
+
+def test_runs_of_other_profiles_or_gpu_counts_are_not_mixed(tmp_path, capsys):
+    four = shipped_h200x4(tmp_path)[0]
+    two = bench_results("h200x2-shipped-runs.tar.gz", "shipped1/results.json", tmp_path)
+    assert cli(["baseline", "save", str(four), str(two), "-o", str(tmp_path / "base.json")]) == 2
+    assert errors(capsys) == [
+        f"gpu-accept: {two}: profile h200-2-nvswitch here, h200-4-nvswitch in {four}; gpu_count 2 here, 4 in {four}: "
+        "one baseline holds runs of one profile on one kind of machine"
+    ]
+
+
+def test_values_not_measured_in_every_run_are_named(tmp_path, capsys):
+    without_copies = load_results(HEALTHY)
+    without_copies["facts"]["measurements"]["copies"] = None  # as a run with -k "not copy" records it
+    partial = written(tmp_path / "partial.json", without_copies)
+    target = tmp_path / "base.json"
+    assert cli(["baseline", "save", str(HEALTHY), str(partial), "-o", str(target)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"wrote {target}: 33 values from 2 run(s) of profile h200-4-calibrated",
+        "left out 30 value(s) not measured in every run: local-gpu0, local-gpu1, local-gpu2, local-gpu3, host_to_device-gpu0 and 25 more",
+    ]
+    assert len(load_baseline(target).metrics) == 33
+
+
+# -- the tolerance a spread can earn --------------------------------------------------------------------
+
+
+def test_the_tolerance_a_spread_earns_is_capped_and_the_values_at_the_cap_named(tmp_path, capsys):
+    target = tmp_path / "base.json"
+    assert cli(["baseline", "save", *map(str, shipped_h200x4(tmp_path)), "-o", str(target)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"wrote {target}: 57 values from 5 run(s) of profile h200-4-nvswitch",
+        "2 value(s) hit the 25% cap on the tolerance a spread earns (twice their spread would allow more; a later run may be "
+        "at most 25% worse there): busbw-alltoall-256MiB (spread 14.7%), p2p_bidirectional-gpu2-gpu3 (spread 22.7%)",
+    ]
+    baseline = load_baseline(target)
+    copies = baseline.metrics["p2p_bidirectional-gpu2-gpu3"]
+    assert copies.tolerance(0.05) == SPREAD_TOLERANCE_CAP == 0.25
+    assert baseline.metrics["busbw-all_reduce-1GiB"].tolerance(0.05) == 0.05  # runs within 2.5%: the asked-for share
+    # the shipped runs' NCCL_P2P_DISABLE=1 drill: every NCCL value regressed
+    broken = load_results(bench_results("h200x4-faults-shipped.tar.gz", "nop2p/results.json", tmp_path))
+    facts = parse_facts(json.dumps(broken["facts"]), "nop2p")
+    verdict = no_regression(baseline, facts, "busbw-all_reduce-1GiB", 0.05, "h200-4-nvswitch")
+    assert verdict.outcome is Outcome.FAILED and "-92.0%; at most 5% worse allowed" in verdict.message
+
+
+def test_a_healthy_and_a_broken_run_can_no_longer_make_a_gate_that_never_fires(tmp_path):
+    healthy = parse_facts(json.dumps(load_results(HEALTHY)["facts"]), "healthy")
+    broken = parse_facts(json.dumps(load_results(NO_P2P)["facts"]), "broken")
+    # the API makes what it is given (the command refuses the broken run); the gate still fires
+    save_baseline(tmp_path / "b.json", healthy, "h200-4-calibrated", [broken])
+    baseline = load_baseline(tmp_path / "b.json")
+    assert baseline.metrics["busbw-all_reduce-256MiB"].spread > 1.6  # 355 and 28 GB/s
+    verdict = no_regression(baseline, broken, "busbw-all_reduce-1GiB", 0.05, "p")
+    assert verdict.outcome is Outcome.FAILED
+    assert "at most 25% worse allowed (twice the 170.6% its baseline runs varied by, capped at 25%)" in verdict.message
+
+
+# -- values that are not numbers ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -3.0, 0.0])
+def test_a_value_that_is_not_a_finite_number_above_0_is_refused_on_save(tmp_path, capsys, bad):
+    document = load_results(HEALTHY)
+    document["facts"]["measurements"]["collectives"]["results"][1]["busbw_GBps"] = bad
+    path = written(tmp_path / "odd.json", document)
+    target = tmp_path / "base.json"
+    assert cli(["baseline", "save", str(HEALTHY), str(path), "-o", str(target)]) == 2
+    assert errors(capsys) == [f"gpu-accept: {path}: busbw-all_reduce-1GiB: measured {bad!r} GB/s: a baseline holds only finite values above 0"]
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("bad", [math.nan, -1.0, 0])
+def test_a_value_that_is_not_a_finite_number_above_0_is_refused_on_load(tmp_path, bad):
+    save_baseline(tmp_path / "b.json", example_facts("h200x4-measured"), "h200-4-nvswitch")
+    document = json.loads((tmp_path / "b.json").read_text())
+    document["values"][2]["value"] = bad
+    key = document["values"][2]["key"]
+    written(tmp_path / "b.json", document)
+    with pytest.raises(InputFileError) as caught:
+        load_baseline(tmp_path / "b.json")
+    assert caught.value.lines() == [f"{tmp_path / 'b.json'}: values[2]: {key}: value {bad!r} is not a finite number above 0"]
+
+
+def test_a_negative_spread_is_refused_on_load(tmp_path):
+    save_baseline(tmp_path / "b.json", example_facts("h200x4-measured"), "h200-4-nvswitch")
+    document = json.loads((tmp_path / "b.json").read_text())
+    document["values"][0]["spread"] = -0.5
+    written(tmp_path / "b.json", document)
+    with pytest.raises(InputFileError, match=r"values\[0\]: busbw-all_reduce-256MiB: spread -0.5 is not a finite number of at least 0"):
+        load_baseline(tmp_path / "b.json")
+
+
+def test_a_baseline_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    target = tmp_path / "b.json"
+    target.write_text("the baseline kept so far\n")
+
+    def interrupted(self, other):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Path, "replace", interrupted)
+    with pytest.raises(OSError):
+        save_baseline(target, example_facts("h200x4-measured"), "h200-4-nvswitch")
+    assert target.read_text() == "the baseline kept so far\n"  # never half a file in its place
+
+
+# -- a baseline of other GPUs cannot judge a run --------------------------------------------------------
+
+
+def gpu_accept(*args):
+    return subprocess.run([sys.executable, "-m", "gpuaccept", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_a_baseline_of_four_gpus_cannot_judge_a_run_on_two(tmp_path):
+    base = tmp_path / "h200x4-base.json"
+    save_baseline(base, example_facts("h200x4-measured"), "h200-4-nvswitch")
+    done = gpu_accept("run", "--profile", "h200-2-nvswitch", "--facts", str(EXAMPLES / "h200x2-measured.json"),
+                      "--baseline", str(base), "--reports", str(tmp_path / "reports"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert [line for line in done.stderr.splitlines() if line.strip()] == [
+        f"ERROR: gpu-accept: {base}: this baseline cannot judge this run: gpu_count 4 -> 2; profile h200-4-nvswitch -> h200-2-nvswitch "
+        "(save a baseline on this kind of machine, against this profile)"
+    ]
+    assert "passed" not in done.stdout and not (tmp_path / "reports" / "results.json").exists()  # before any test ran
+
+
+def test_other_software_is_a_note_in_the_summary(tmp_path):
+    base = tmp_path / "base.json"
+    facts = example_facts("h200x4-measured")
+    save_baseline(base, facts, "h200-4-nvswitch")
+    document = json.loads(base.read_text())
+    document["machine"].update(driver="575.57.08", nccl="2.27.3")
+    base.write_text(json.dumps(document))
+    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"),
+                      "--baseline", str(base), "--reports", str(tmp_path / "reports"), "-k", "no_regression")
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = done.stdout[done.stdout.index("gpu-accept summary"):]
+    assert f"note: baseline {base} was saved with other software or on another host: driver 575.57.08 -> 580.159.04; nccl 2.27.3 -> 2.28.9\n" in summary
+    assert "warning" not in done.stdout.lower()
+
+
+def test_the_same_gpus_on_another_host_are_judged(tmp_path):
+    base = tmp_path / "base.json"
+    save_baseline(base, example_facts("h200x4-measured"), "h200-4-nvswitch")
+    golden = load_baseline(base)
+    other = mutated(example_facts("h200x4-measured"), lambda d: d["system"].update(hostname="node17"))
+    assert golden.mismatch(other, "h200-4-nvswitch") == []
+    assert golden.differences(other) == ["host vm -> node17"]
+    other_model = mutated(example_facts("h200x4-measured"), lambda d: d["gpus"][0].update(name="NVIDIA H100 80GB HBM3"))
+    assert golden.mismatch(other_model, "h200-4-nvswitch") == ["gpu_model NVIDIA H200 -> NVIDIA H100 80GB HBM3"]

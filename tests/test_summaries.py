@@ -1,0 +1,309 @@
+"""Reports that cannot mislead: failures named once by cause and root causes first, transient and
+marginal values counted, every host of a fleet judged against its own profile, heat maps coloured
+against the floors. Read from real 4xH200 runs (examples/results/), healthy and with
+NCCL_P2P_DISABLE=1, and from facts recorded on that machine."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+from gpuaccept.cli import main as cli
+from gpuaccept.facts import save_facts
+from gpuaccept.report.fleet import read_fleet, write_fleet_junit
+from gpuaccept.report.html import FAIL, MARGINAL, UNJUDGED, render_html
+from gpuaccept.report.results import load_results
+from gpuaccept.report.summary import summary_lines
+from tests.helpers import EXAMPLES, ROOT, example_facts, mutated
+
+RESULTS = ROOT / "examples" / "results"
+HEALTHY = RESULTS / "h200x4.json"
+NO_P2P = RESULTS / "h200x4-nccl-p2p-disabled.json"
+
+
+def gpu_accept(*args):
+    return subprocess.run([sys.executable, "-m", "gpuaccept", *args], capture_output=True, text=True, timeout=300)
+
+
+def summary_of(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "gpu-accept summary" in line)
+    return lines[start + 1:]
+
+
+def with_verdict(document: dict, test_id: str, **changes) -> dict:
+    changed = copy.deepcopy(document)
+    for test in changed["tests"]:
+        if test["id"] == test_id:
+            test["verdict"].update(changes)
+            return changed
+    raise KeyError(test_id)
+
+
+def written(tmp_path, name: str, document: dict) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+# -- the terminal: one line per cause, root causes first ---------------------------------------------
+
+
+def test_facts_without_measurements_name_each_cause_once(tmp_path):
+    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), "--reports", str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    record = "(record them with `gpu-accept record --measure --profile h200-4-nvswitch`) (profile h200-4-nvswitch)"
+    assert summary_of(done.stdout) == [
+        "71 test(s) did not pass, 4 cause(s), in layer order (inventory, topology, p2p, nccl, bandwidth, ddp, baseline):",
+        f"  FAILED 30 tests: could not be established: the facts hold no NCCL sweep {record}; "
+        "test_busbw[all_reduce-256MiB, all_reduce-1GiB and 13 more], test_collective_correct[all_reduce-256MiB, all_reduce-1GiB and 13 more]",
+        f"  FAILED 6 tests: could not be established: the facts hold no pairwise sweep {record}; test_pair_busbw[gpu0-gpu1, gpu0-gpu2 and 4 more]",
+        f"  FAILED 30 tests: could not be established: the facts hold no copy bandwidth {record}; "
+        "test_p2p_copy[gpu0-gpu1, gpu0-gpu2 and 10 more], test_p2p_copy_bidirectional[gpu0-gpu1, gpu0-gpu2 and 4 more], "
+        "test_local_copy[gpu0, gpu1 and 2 more], test_host_to_device[gpu0, gpu1 and 2 more], test_device_to_host[gpu0, gpu1 and 2 more]",
+        f"  FAILED 5 tests: could not be established: the facts hold no DDP sweep {record}; "
+        "test_ddp_scaling[2gpu-bs8, 4gpu-bs8], test_ddp_exposed_comm[2gpu-bs8, 4gpu-bs8], test_ddp_nvlink_speedup[4gpu-bs8]",
+        "=================== 71 failed, 65 passed, 2 skipped in " + done.stdout.rsplit(" in ", 1)[1].strip(),
+    ]
+    # pytest's own failure section and short summary would say every one of the 71 again, twice
+    assert done.stdout.count("the facts hold no") == 4
+    assert "short test summary" not in done.stdout and "= FAILURES =" not in done.stdout
+    assert len(done.stdout.splitlines()) < 30
+    # every test keeps its own line where one test is read: JUnit and results.json
+    tests = {t["id"]: t for t in load_results(tmp_path / "results.json")["tests"]}
+    assert tests["test_pair_busbw[gpu2-gpu3]"]["message"] == f"could not be established: gpu2-gpu3: the facts hold no pairwise sweep {record}"
+
+
+def test_a_missing_gpu_is_named_before_the_links_and_pairs_it_fails(tmp_path):
+    from tests.test_checks import without_gpu3
+
+    three = tmp_path / "three.json"
+    save_facts(mutated(example_facts("h200x4"), without_gpu3), three)
+    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(three), "--reports", str(tmp_path / "reports"),
+                      "-q", "-p", "no:randomly", "-k", "not bandwidth and not ddp")
+    assert done.returncode == 1, done.stdout + done.stderr
+    summary = summary_of(done.stdout)
+    failures = [line for line in summary if line.startswith("  FAILED")]
+    # the suites run alphabetically (nccl before topology): the summary goes by layer
+    assert failures[0] == (
+        "  FAILED test_gpu_count: vm: found 3 GPU(s), expected 4 (3 GPU(s) under test, CUDA_VISIBLE_DEVICES=0,1,2, "
+        "4 in the machine) (profile h200-4-nvswitch)"
+    )
+    assert failures[1].startswith("  FAILED test_gpu_model[gpu3]: gpu3: model: GPU not present")
+    links = failures.index("  FAILED 3 tests: link type: gpu3 not present (3 GPU(s) under test) (profile h200-4-nvswitch); "
+                           "test_link_type[gpu0-gpu3, gpu1-gpu3 and 1 more]")
+    pairs = failures.index("  FAILED 12 tests: P2P: gpu3 not present (3 GPU(s) under test) (profile h200-4-nvswitch); "
+                           "test_p2p_capability[gpu0-gpu3, gpu1-gpu3 and 4 more], test_p2p_cuda_agrees[gpu0-gpu3, gpu1-gpu3 and 4 more]")
+    nccl = next(i for i, line in enumerate(failures) if "the facts hold no NCCL sweep" in line)
+    assert 1 < links < pairs < nccl
+    # the HTML failures table in the same order
+    page = (tmp_path / "reports" / "report.html").read_text()
+    table = page[page.index("id='failures'"):].split("</table>")[0]
+    order = [table.index(f"<td>{test_id}</td>") for test_id in
+             ("test_gpu_count", "test_gpu_model[gpu3]", "test_link_type[gpu0-gpu3]", "test_p2p_capability[gpu0-gpu3]", "test_busbw[all_reduce-256MiB]")]
+    assert order == sorted(order)
+
+
+def test_failures_of_a_real_run_come_by_layer():
+    lines = summary_lines(load_results(NO_P2P)["tests"])
+    failures = [line for line in lines if line.startswith("  FAILED")]
+    # the run recorded its DDP tests first; NCCL is the layer below
+    assert lines[0] == "25 test(s) did not pass, in layer order (inventory, topology, p2p, nccl, bandwidth, ddp, baseline):"
+    assert failures[0].startswith("  FAILED test_busbw[all_reduce-256MiB]: all_reduce 256 MiB: busbw 27.87 GB/s < 315 GB/s (")
+    assert failures[15].startswith("  FAILED test_pair_busbw[gpu0-gpu1]: gpu0-gpu1: send/receive 22.9 GB/s < 261.2 GB/s (")
+    assert failures[-1].startswith("  FAILED test_ddp_scaling[4gpu-bs8]: 4gpu-bs8: scaling efficiency 0.4981 < 0.8036 (")
+    assert len(failures) == 25  # different values: no two share a cause
+
+
+def test_a_test_that_raised_is_grouped_and_points_to_its_traceback():
+    raised = [
+        {"id": f"test_busbw[{case}]", "nodeid": f"test_nccl.py::test_busbw[{case}]", "outcome": "error",
+         "message": "RuntimeError: NCCL stage could not start", "verdict": None}
+        for case in ("all_reduce-256MiB", "all_reduce-1GiB", "all_reduce-4GiB")
+    ]
+    assert summary_lines(raised) == [
+        "3 test(s) did not pass, 1 cause(s), in layer order (inventory, topology, p2p, nccl, bandwidth, ddp, baseline):",
+        "  ERROR  3 tests: RuntimeError: NCCL stage could not start; test_busbw[all_reduce-256MiB, all_reduce-1GiB and 1 more]",
+        "3 of them ended without a verdict (an exception in the suite or a fixture): run again with --tb=short for the traceback",
+    ]
+
+
+# -- transient and marginal values ---------------------------------------------------------------------
+
+
+def flagged_run() -> dict:
+    document = load_results(HEALTHY)
+    document = with_verdict(document, "test_busbw[all_reduce-1GiB]", transient=True, attempts=[301.2, 353.35])
+    document = with_verdict(document, "test_p2p_copy[gpu0-gpu1]", transient=True, attempts=[310.0, 350.1, 394.97])
+    return with_verdict(document, "test_pair_busbw[gpu2-gpu3]", marginal=True)
+
+
+def test_transient_and_marginal_values_are_counted_in_the_summary():
+    lines = summary_lines(flagged_run()["tests"])
+    assert lines[0] == (
+        "2 value(s) passed only when measured again (transient): test_p2p_copy[gpu0-gpu1] (attempts 310, 350.1, 395 GB/s), "
+        "test_busbw[all_reduce-1GiB] (attempts 301.2, 353.4 GB/s)"
+    )
+    assert lines[1] == (
+        "1 value(s) marginal, passed within the profile's marginal band of the limit: test_pair_busbw[gpu2-gpu3] (288.4 GB/s, expected >= 261.2 GB/s)"
+    )
+    # results.json of older runs has neither key: nothing to count, nothing to fail on
+    assert not any("transient" in line or "marginal" in line for line in summary_lines(load_results(HEALTHY)["tests"]))
+
+
+def test_transient_and_marginal_values_are_counted_in_the_html_header():
+    header = render_html(flagged_run()).split("<h2")[0]
+    assert "<span id='count-transient' title='missed at first, passed when measured again'><b>2</b> transient</span>" in header
+    assert "<b>1</b> marginal</span>" in header
+    older = render_html(load_results(HEALTHY)).split("<h2")[0]
+    assert "<b>0</b> transient</span>" in older and "<b>0</b> marginal</span>" in older
+
+
+# -- fleet: every host against its profile --------------------------------------------------------------
+
+
+def test_fleet_of_two_judges_each_host_against_its_profile(tmp_path, capsys):
+    assert cli(["report", "fleet", str(HEALTHY), str(NO_P2P), "-o", str(tmp_path / "fleet.xml")]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "profile h200-4-calibrated: 2 host(s), too few for a fleet median; each host judged against its profile only"
+    assert lines[1].startswith(
+        f"FAIL vm ({NO_P2P}): 25 test(s) did not pass: test_busbw[all_reduce-256MiB]: all_reduce 256 MiB: busbw 27.87 GB/s < 315 GB/s ("
+    )
+    assert "; test_busbw[all_reduce-1GiB]: all_reduce 1 GiB: busbw 28.01 GB/s < 326.8 GB/s (" in lines[1]
+    assert lines[1].endswith("(profile h200-4-calibrated); and 22 more")
+    assert lines[2:] == ["2 host(s), 1 did not pass their profile, 0 value(s) more than 10% worse than the fleet median on 0 host(s)"]
+    # the fleet JUnit carries the host's failures too
+    from lxml import etree
+
+    root = etree.parse(str(tmp_path / "fleet.xml")).getroot()
+    assert root.get("failures") == "25"
+    assert len(root.findall("testsuite")[1].findall("testcase/failure")) == 25
+
+
+def test_fleet_of_healthy_hosts_passes_and_an_incomplete_run_fails(tmp_path, capsys):
+    healthy = load_results(HEALTHY)
+    assert cli(["report", "fleet", str(HEALTHY), written(tmp_path, "again.json", healthy)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "2 host(s), 0 did not pass their profile, 0 value(s) more than 10% worse than the fleet median on 0 host(s)"
+    ]
+    stopped = written(tmp_path, "stopped.json", {**healthy, "complete": False})
+    assert cli(["report", "fleet", str(HEALTHY), stopped]) == 1
+    assert f"FAIL vm ({stopped}): run incomplete (stopped before its end)" in capsys.readouterr().out.splitlines()
+
+
+def test_fleet_lists_hosts_by_transient_count(tmp_path, capsys):
+    healthy = load_results(HEALTHY)
+    once = with_verdict(healthy, "test_busbw[all_reduce-1GiB]", transient=True, attempts=[301.2, 353.35])
+    twice = with_verdict(once, "test_p2p_copy[gpu0-gpu1]", transient=True, attempts=[310.0, 394.97])
+    paths = []
+    for name, document in (("node1", healthy), ("node2", once), ("node3", twice)):
+        document = copy.deepcopy(document)
+        document["environment"]["host"] = name
+        paths.append(written(tmp_path, f"{name}.json", document))
+    assert cli(["report", "fleet", *paths]) == 0  # a transient is a pass: worth a look, not a failure
+    assert capsys.readouterr().out.splitlines() == [
+        "transient values by host (passed only when measured again; a server with many is worth a look):",
+        f"  node3 ({paths[2]}): 2 transient: test_p2p_copy[gpu0-gpu1] (attempts 310, 395 GB/s), test_busbw[all_reduce-1GiB] (attempts 301.2, 353.4 GB/s)",
+        f"  node2 ({paths[1]}): 1 transient: test_busbw[all_reduce-1GiB] (attempts 301.2, 353.4 GB/s)",
+        "3 host(s), 0 did not pass their profile, 0 value(s) more than 10% worse than the fleet median on 0 host(s)",
+    ]
+
+
+def test_fleet_of_three_keeps_the_median_check(tmp_path, capsys):
+    slow = load_results(HEALTHY)
+    for test in slow["tests"]:
+        if test["id"] == "test_pair_busbw[gpu1-gpu3]":
+            test["verdict"]["measured"] = 200.0  # still above its floor: passes its profile, not its fleet
+    paths = [str(HEALTHY), written(tmp_path, "same.json", load_results(HEALTHY)), written(tmp_path, "slow.json", slow)]
+    assert cli(["report", "fleet", *paths]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "vm: test_pair_busbw[gpu1-gpu3] 200 GB/s is 35% below the fleet median 305.9 GB/s (3 hosts)",
+        "3 host(s), 0 did not pass their profile, 1 value(s) more than 10% worse than the fleet median on 1 host(s)",
+    ]
+
+
+def test_fleet_junit_counts_every_host(tmp_path):
+    hosts = read_fleet([str(HEALTHY), str(NO_P2P)], workers=1)
+    assert [h.failed for h in hosts] == [0, 25]
+    assert write_fleet_junit(hosts, tmp_path / "f.xml") == 206 + 25
+
+
+# -- heat maps against the floors -------------------------------------------------------------------------
+
+
+class Cells(HTMLParser):
+    def __init__(self, table_id: str):
+        super().__init__()
+        self.table_id, self.inside, self.cells = table_id, False, []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self.inside = attrs.get("id") == self.table_id
+        elif tag == "td" and self.inside and attrs.get("class") == "heat":
+            self.cells.append(attrs)
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.inside = False
+
+
+def heat_cells(page: str, table_id: str) -> list[dict]:
+    parser = Cells(table_id)
+    parser.feed(page)
+    return parser.cells
+
+
+def background(cell: dict) -> str:
+    return re.search(r"background:([^;]+)", cell["style"]).group(1)
+
+
+def green_share(colour: str) -> float:
+    """How far a passing cell's green is from the floor's (0) to the peak's (1)."""
+    from gpuaccept.report.html import PASS_AT_FLOOR, PASS_AT_PEAK
+
+    red = int(re.match(r"rgb\((\d+),", colour).group(1))
+    return (PASS_AT_FLOOR[0] - red) / (PASS_AT_FLOOR[0] - PASS_AT_PEAK[0])
+
+
+def test_pair_cells_of_the_p2p_disabled_run_are_red_and_of_the_healthy_run_green():
+    broken = heat_cells(render_html(load_results(NO_P2P)), "pair-matrix")
+    assert len(broken) == 12 and {(c["data-verdict"], background(c)) for c in broken} == {("failed", FAIL)}
+    healthy = heat_cells(render_html(load_results(HEALTHY)), "pair-matrix")
+    assert len(healthy) == 12 and {c["data-verdict"] for c in healthy} == {"passed"}
+    assert all(background(c).startswith("rgb(") for c in healthy)
+    copies = heat_cells(render_html(load_results(HEALTHY)), "p2p-matrix")
+    assert len(copies) == 16 and {c["data-verdict"] for c in copies} == {"passed"}  # the diagonal judged as local copies
+
+
+def test_heat_cells_sit_between_their_floor_and_the_peak():
+    document = load_results(HEALTHY)
+    for test in document["tests"]:
+        verdict = test.get("verdict") or {}
+        if verdict.get("check") == "pair_busbw":
+            verdict["criterion"] = {"op": ">=", "limit": 261.2, "unit": "GB/s"}  # as runs record it now
+    document = with_verdict(document, "test_pair_busbw[gpu0-gpu1]", marginal=True)
+    document = with_verdict(document, "test_pair_busbw[gpu0-gpu2]", outcome="failed")
+    document["tests"] = [t for t in document["tests"] if t["id"] != "test_pair_busbw[gpu1-gpu3]"]
+    cells = heat_cells(render_html(document), "pair-matrix")
+    # row by row: gpu0-gpu1, gpu0-gpu2, gpu0-gpu3, gpu1-gpu0, ...; the matrix is symmetric
+    state = {(row, column): cell for (row, column), cell in zip([(i, j) for i in range(4) for j in range(4) if i != j], cells)}
+    assert state[(0, 1)]["data-verdict"] == "marginal" and background(state[(0, 1)]) == MARGINAL
+    assert state[(2, 0)]["data-verdict"] == "failed" and background(state[(2, 0)]) == FAIL
+    assert state[(1, 3)]["data-verdict"] == "none" and background(state[(3, 1)]) == UNJUDGED
+    # gpu2-gpu3 ran 288.35 GB/s against a floor of 261.2 and a 478.12 peak: light green, an eighth of the way
+    share = green_share(background(state[(2, 3)]))
+    assert abs(share - (288.35 - 261.2) / (478.12 - 261.2)) < 0.01
+    assert state[(2, 3)]["title"] == "288.4 GB/s, passed (floor 261.2, peak 478.1)"
+
+
+def test_heat_maps_carry_a_legend():
+    page = render_html(load_results(HEALTHY))
+    assert page.count("<div class='legend heat-legend'>") == 2  # pairs, copies
+    legend = page[page.index("<div class='legend heat-legend'>"):].split("</div>")[0]
+    for text in ("below the floor (failed)", "passed within the marginal band", "from the floor (light) to the physical peak (dark)", "no verdict"):
+        assert text in legend
