@@ -279,12 +279,12 @@ class Spread:
         return (self.high - self.low) / self.high if self.high else 0.0
 
     def floor(self, margin: float) -> float:
-        """Below the lowest run by the margin and once more by the runs' own spread."""
+        """Below the lowest run by the margin and once more by the spread of all runs, machines included."""
         value = self.low * max(margin - self.relative, 0.0)
         return round(value, 4 if value < 10 else 1)
 
     def ceiling(self, margin: float) -> float:
-        """Above the highest run by 1 - margin and once more by the runs' own range."""
+        """Above the highest run by 1 - margin and once more by the range of all runs, machines included."""
         return round(min(1.0, self.high + (1 - margin) + (self.high - self.low)), 3)
 
     def ranges(self, digits: int) -> str:
