@@ -15,7 +15,7 @@ from gpuaccept.probe.nvml import ReplayNvml
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 EXAMPLES = ROOT / "examples" / "facts"
-REFERENCE = ROOT.parent / "shared" / "reference" / "h200x4"  # present beside a checkout of the project
+REFERENCE = DATA / "reference" / "h200x4"  # captures from a real 4xH200 machine
 
 
 def example_facts(name: str) -> Facts:

@@ -172,7 +172,7 @@ def test_profile_from_the_golden_machine_passes_its_own_facts(cpu_run, tmp_path,
     target = tmp_path / "golden.yaml"
     assert cli(["profile", "init", "--from", str(folder / "reports" / "results.json"), "--margin", "0.5", "--name", "golden", "-o", str(target)]) == 0
     text = target.read_text()
-    assert "# measured" in text and "x (0.5 - spread)" in text
+    assert " 1 run " in text and "x (0.5 - spread 0.0%) = " in text
     profile = load_profile(target, [shipped_dir("profiles")])
     measured = load_results(folder / "reports" / "results.json")["facts"]["measurements"]
     first = measured["collectives"]["results"][0]

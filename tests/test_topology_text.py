@@ -5,10 +5,7 @@ import pytest
 from gpuaccept.topology import MatrixParseError, parse_gpu_matrix, parse_link_matrix
 from tests.helpers import REFERENCE
 
-needs_reference = pytest.mark.skipif(not REFERENCE.is_dir(), reason="the shared reference captures are not beside this checkout")
 
-
-@needs_reference
 def test_real_topo_capture_with_its_escape_codes():
     text = (REFERENCE / "nvidia-smi-topo-m.txt").read_text()
     assert "\x1b[4m" in text  # the capture keeps the terminal underline
@@ -20,7 +17,6 @@ def test_real_topo_capture_with_its_escape_codes():
     ]
 
 
-@needs_reference
 def test_real_p2p_capture_reads_as_the_same_grid():
     grid = parse_gpu_matrix((REFERENCE / "nvidia-smi-topo-p2p-r.txt").read_text())
     assert [row[1] for row in grid] == ["OK", "X", "OK", "OK"]

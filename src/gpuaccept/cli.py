@@ -237,9 +237,12 @@ def _profile_init(args, extra: list[str]) -> int:
     from gpuaccept.profile.from_results import profile_from_results
     from gpuaccept.report.results import load_results
 
+    def warn(line: str) -> None:
+        print(f"gpu-accept: warning: {line}", file=sys.stderr)
+
     try:
         documents = [load_results(source) for source in args.sources]
-        text = profile_from_results(documents, [str(source) for source in args.sources], args.name, args.margin)
+        text = profile_from_results(documents, [str(source) for source in args.sources], args.name, args.margin, warn)
     except ValueError as error:
         raise GpuAcceptError(str(error)) from None
     with tempfile.TemporaryDirectory(prefix="gpuaccept-profile-init-") as folder:
