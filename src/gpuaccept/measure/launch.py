@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpuaccept.measure.plan import Plan
-from gpuaccept.measure.worker import ERROR_MARK, GO_FILE, heartbeat_file
+from gpuaccept.measure.worker import ERROR_MARK, GO_FILE, LAUNCHER_PID, heartbeat_file
 from gpuaccept.process import kill_group
 
 POLL_S = 0.1
@@ -117,7 +117,7 @@ class Workers:
         self.workdir = Path(tempfile.mkdtemp(prefix="gpuaccept-measure-"))
         self.processes: list[subprocess.Popen] = []
         base = dict(os.environ if env is None else env)
-        base.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks))
+        base.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), **{LAUNCHER_PID: str(os.getpid())})
         command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", str(self.workdir / "plan.json"), "--out", str(self.workdir), "--wait"]
         try:
             for rank in range(ranks):

@@ -36,6 +36,7 @@ from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseSt
 INJECT_HANG = "GPUACCEPT_INJECT_HANG"
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
 GO_FILE = "go"
+LAUNCHER_PID = "GPUACCEPT_LAUNCHER_PID"
 HEARTBEAT_S = 1.0  # how often each rank touches its heartbeat file, from a thread of its own
 WAITING_MARK = "waiting for the go:"  # in the rank's log once a worker started ahead is ready
 WAIT_POLL_S = 0.02
@@ -84,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait", action="store_true", help="import torch, then wait for DIR/go (the rendezvous port) before reading the plan")
     args = parser.parse_args(argv)
     rank, world, local_rank = rank_from_environment()
-    parent = os.getppid()
+    # the launcher names itself: a launcher that died before this line ran would otherwise leave
+    # init as the parent this worker waits beside forever
+    parent = int(os.environ.get(LAUNCHER_PID, os.getppid()))
     start_heartbeat(heartbeat_file(args.out, rank))
     try:
         began = time.perf_counter()
