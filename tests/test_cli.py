@@ -8,6 +8,7 @@ import pytest
 
 from gpuaccept.facts import save_facts
 from gpuaccept.profile import load_profile
+from gpuaccept.resources import shipped_dir
 from tests.helpers import EXAMPLES, example_facts, mutated, write
 
 no_driver_here = pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA driver")
@@ -15,6 +16,18 @@ no_driver_here = pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reas
 
 def gpu_accept(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "gpuaccept", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+RECORDED = ("--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"))
+
+
+def one_error_line(done) -> str:
+    """What bad input gets: exit 2 ("could not judge"), no traceback, one line on stderr."""
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
 
 
 def test_run_on_recorded_facts_passes_and_writes_junit(tmp_path):
@@ -112,3 +125,19 @@ def test_record_measure_runs_the_profile_stages(tmp_path):
     assert len(measured["pairwise"]["results"]) == 6 and len(measured["ddp"]["results"]) == 2
     assert measured["copies"] is None  # the profile asks for none
     assert "gpu-accept: measuring all_reduce 64 KiB" in done.stderr
+
+
+def test_a_size_written_in_gb_is_one_located_line_from_validate_and_from_run(tmp_path):
+    shipped = (shipped_dir("profiles") / "h200-4-nvswitch.yaml").read_text()
+    assert "1GiB: 326.8" in shipped
+    profile = tmp_path / "gb.yaml"
+    profile.write_text(shipped.replace("1GiB: 326.8", "1GB: 326.8"))
+    line = 1 + shipped[: shipped.index("1GiB: 326.8")].count("\n")
+    expected = (
+        f"{profile}:{line}: nccl.busbw.all_reduce.1GB: '1GB' is not a size: "
+        "write it with a binary unit, e.g. 256MiB, 1GiB, 4GiB (not MB or GB)"
+    )
+    assert one_error_line(gpu_accept("profile", "validate", str(profile))) == expected
+    done = gpu_accept("run", "--profile", str(profile), *RECORDED[2:], "--reports", str(tmp_path / "reports"))
+    assert one_error_line(done) == f"ERROR: gpu-accept: {expected}"
+    assert not (tmp_path / "reports" / "results.json").exists()

@@ -185,6 +185,31 @@ MALFORMED = {
         "gpu9 is out of range",
     ),
     "p2p-pair-with-itself": (MINIMAL + "p2p:\n  pairs:\n    gpu1-gpu1: {read: true}\n", 7, "p2p.pairs.gpu1-gpu1", "not paired with itself"),
+    "size-in-gb": (
+        MINIMAL + "nccl:\n  busbw:\n    all_reduce:\n      1GB: 300\n",
+        8,
+        "nccl.busbw.all_reduce.1GB",
+        "'1GB' is not a size: write it with a binary unit, e.g. 256MiB, 1GiB",
+    ),
+    "pairwise-size-in-gi": (
+        MINIMAL + "pairwise:\n  size: 1Gi\n  concurrent: true\n  min_busbw: 300\n",
+        6,
+        "pairwise.size",
+        "'1Gi' is not a size: write it with a binary unit",
+    ),
+    "copies-size-in-mb": (MINIMAL + "copies:\n  size: 512MB\n", 6, "copies.size", "'512MB' is not a size"),
+    "size-of-no-bytes": (MINIMAL + "copies:\n  size: 0GiB\n", 6, "copies.size", "'0GiB' is no bytes at all"),
+    "infinite-floor": (MINIMAL + "copies:\n  p2p_min: .inf\n", 6, "copies.p2p_min", "Input should be a finite number (got inf)"),
+    "nan-floor": (
+        MINIMAL + "pairwise:\n  concurrent: true\n  min_busbw: .nan\n", 7, "pairwise.min_busbw", "Input should be a finite number (got nan)"
+    ),
+    "infinite-memory": (MINIMAL + "  memory_min_gib: .inf\n", 5, "gpus.memory_min_gib", "finite number"),
+    "efficiency-above-1": (
+        MINIMAL + "ddp:\n  model: tiny\n  world_sizes: [1, 2]\n  batches: [8]\n  min_efficiency:\n    2gpu-bs8: 1.5\n",
+        10,
+        "ddp.min_efficiency.2gpu-bs8",
+        "less than or equal to 1 (got 1.5)",
+    ),
 }
 
 
