@@ -6,10 +6,11 @@ import sys
 
 import pytest
 
+from gpuaccept.cli import main
 from gpuaccept.facts import save_facts
 from gpuaccept.profile import load_profile
 from gpuaccept.resources import shipped_dir
-from tests.helpers import EXAMPLES, example_facts, mutated, write
+from tests.helpers import EXAMPLES, alias_bomb, example_facts, mutated, write
 
 no_driver_here = pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA driver")
 
@@ -141,3 +142,36 @@ def test_a_size_written_in_gb_is_one_located_line_from_validate_and_from_run(tmp
     done = gpu_accept("run", "--profile", str(profile), *RECORDED[2:], "--reports", str(tmp_path / "reports"))
     assert one_error_line(done) == f"ERROR: gpu-accept: {expected}"
     assert not (tmp_path / "reports" / "results.json").exists()
+
+
+PASTED_IN_COLOUR = (
+    'schema: 1\ngpus: {count: 2, model: "NVIDIA H200"}\nlinks:\n  matrix: |\n'
+    "    \x1b[1m        GPU0    GPU1    CPU Affinity\x1b[0m\n"
+    "    \x1b[1mGPU0\x1b[0m     X      NV18    0-15\n"
+    "    \x1b[1mGPU1\x1b[0m    NV18     X      0-15\n"
+)
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (PASTED_IN_COLOUR, "{path}:5: links.matrix: a terminal escape code (ESC, as in colour codes copied from a terminal) "
+                           "is not allowed: strip the colour codes, or paste plain text"),
+        (alias_bomb(merge_keys=True), "{path}: its aliases (*name) and merge keys (<<) expand to "),
+        (b"schema: 1\n\xff\xfe", "{path}: not UTF-8 text: invalid start byte at byte 10"),
+        (None, "{path}: cannot read: Is a directory"),
+    ],
+    ids=["terminal-colours", "merge-key-bomb", "binary", "folder"],
+)
+def test_profile_validate_refuses_unreadable_profiles_in_one_line(tmp_path, capsys, content, expected):
+    path = tmp_path / "p.yaml"
+    if content is None:
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    assert main(["profile", "validate", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(expected.format(path=path)), err
