@@ -175,3 +175,26 @@ def test_profile_validate_refuses_unreadable_profiles_in_one_line(tmp_path, caps
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert err.startswith(expected.format(path=path)), err
+
+
+@pytest.mark.parametrize(
+    "facts, expected",
+    [
+        (bytes(range(256)), "not a facts file: not UTF-8 text (invalid start byte at byte 128)"),
+        (b"", "the file is empty: expected the facts JSON that gpu-accept record writes"),
+        (None, "cannot read facts: Is a directory"),
+        (
+            (EXAMPLES.parent / "results" / "h200x4.json").read_bytes(),
+            "a gpu-accept results file, not a facts file: pass the facts.json written beside it",
+        ),
+    ],
+    ids=["binary", "empty", "folder", "results-file"],
+)
+def test_run_on_a_file_that_is_not_facts_is_one_line(tmp_path, facts, expected):
+    path = tmp_path / "facts.json"
+    if facts is None:
+        path.mkdir()
+    else:
+        path.write_bytes(facts)
+    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(path), "--reports", str(tmp_path / "reports"))
+    assert one_error_line(done) == f"ERROR: gpu-accept: {path}: {expected}"
