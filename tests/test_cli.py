@@ -7,7 +7,9 @@ import sys
 import pytest
 
 from gpuaccept.cli import main
+from gpuaccept.errors import OptionError
 from gpuaccept.facts import save_facts
+from gpuaccept.outputs import check_output_folder
 from gpuaccept.profile import load_profile
 from gpuaccept.resources import shipped_dir
 from tests.helpers import EXAMPLES, alias_bomb, example_facts, mutated, write
@@ -198,3 +200,71 @@ def test_run_on_a_file_that_is_not_facts_is_one_line(tmp_path, facts, expected):
         path.write_bytes(facts)
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(path), "--reports", str(tmp_path / "reports"))
     assert one_error_line(done) == f"ERROR: gpu-accept: {path}: {expected}"
+
+
+@pytest.mark.parametrize(
+    "reports, expected",
+    [
+        ("{tmp}/a-file", "--reports {tmp}/a-file: is a file, not a folder"),
+        ("{tmp}/a-file/reports", "--reports {tmp}/a-file/reports: cannot create the folder {tmp}/a-file/reports (Not a directory)"),
+        ("/proc", "--reports /proc: cannot write in /proc (No such file or directory)"),
+        ("/proc/gpu-accept", "--reports /proc/gpu-accept: cannot create the folder /proc/gpu-accept (No such file or directory)"),
+        ("/sys/kernel", "--reports /sys/kernel: cannot write in /sys/kernel ("),
+    ],
+    ids=["a-file", "under-a-file", "proc", "under-proc", "sys"],
+)
+def test_run_refuses_a_reports_folder_it_cannot_write_before_anything_runs(tmp_path, capsys, reports, expected):
+    (tmp_path / "a-file").write_text("not a folder")
+    assert main(["run", *RECORDED, "--reports", reports.format(tmp=tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith("gpu-accept: " + expected.format(tmp=tmp_path)), err
+
+
+def test_a_folder_without_write_permission_is_refused_unless_it_takes_a_file_anyway(tmp_path):
+    folder = tmp_path / "locked"
+    folder.mkdir(mode=0o500)
+    try:
+        try:
+            (folder / "probe").touch()  # root ignores the mode: then the folder is writable, and taken
+            (folder / "probe").unlink()
+        except PermissionError:
+            with pytest.raises(OptionError, match=rf"^--reports {folder}: cannot write in {folder} \(Permission denied\)$"):
+                check_output_folder(folder, "--reports")
+        else:
+            check_output_folder(folder, "--reports")
+    finally:
+        folder.chmod(0o700)
+
+
+def test_run_refuses_a_baseline_it_cannot_save_before_anything_runs(tmp_path):
+    done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), "--save-baseline", "/sys/base.json")
+    assert one_error_line(done).startswith("ERROR: gpu-accept: --save-baseline /sys/base.json: cannot write in /sys (")
+    assert list(tmp_path.iterdir()) == []
+
+
+RESULTS = str(EXAMPLES.parent / "results" / "h200x4.json")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", "html", RESULTS],
+        ["report", "junit", RESULTS],
+        ["report", "fleet", RESULTS],
+        ["baseline", "save", RESULTS],
+        ["profile", "init", "--from", RESULTS, "--name", "x"],
+        ["record"],
+    ],
+    ids=lambda command: "-".join(command[:2]) if len(command) > 1 else command[0],
+)
+@pytest.mark.parametrize("target", ["/sys/out", "{tmp}"], ids=["unwritable", "a-folder"])
+def test_every_output_file_that_cannot_be_written_is_refused_before_the_work(tmp_path, capsys, command, target):
+    target = target.format(tmp=tmp_path)
+    assert main([*command, "-o", target]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    if target == "/sys/out":
+        assert err.startswith("gpu-accept: -o /sys/out: cannot write in /sys ("), err
+    else:
+        assert err == f"gpu-accept: -o {tmp_path}: is a folder: name a file to write\n"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, ProfileError
+from gpuaccept.outputs import check_output_file, check_output_folder
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
 from gpuaccept.profile.render import render_yaml
@@ -36,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        if getattr(args, "output", None) is not None:  # every -o: a file to write at the end
+            check_output_file(args.output, "-o")
         return args.handler(args, extra)
     except GpuAcceptError as error:
         for line in error.lines():
@@ -130,7 +133,7 @@ def _run(args, extra: list[str]) -> int:
     import pytest
 
     reports = Path(args.reports)
-    reports.mkdir(parents=True, exist_ok=True)
+    check_output_folder(reports, "--reports")
     suites = shipped_dir("suites")
     pytest_args = [
         str(suites),

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.errors import GpuAcceptError
+from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.context import AUTO, RunContext
 from gpuaccept.plugin.measurements import MeasurementStore, merge, terminal_line
 from gpuaccept.plugin.reporting import RunReporting
@@ -27,6 +28,12 @@ BASELINE_KEY = pytest.StashKey[tuple]()
 STORE_KEY = pytest.StashKey[MeasurementStore]()
 WORKER_INPUT = "gpuaccept_context"
 WORKER_STORE = "gpuaccept_store"
+OUTPUT_OPTIONS = (
+    ("gpuaccept_results", "--results"),
+    ("gpuaccept_html", "--html-report"),
+    ("gpuaccept_facts_out", "--facts-out"),
+    ("gpuaccept_save_baseline", "--save-baseline"),
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -119,6 +126,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if profile is None and facts_file is None:
         return  # not a gpu-accept run
     try:
+        for dest, option in OUTPUT_OPTIONS:  # before anything is probed: not at the end of a full run
+            if config.getoption(dest):
+                check_output_file(config.getoption(dest), option)
         context = RunContext.build(profile or AUTO, facts_file, config.getoption("gpuaccept_profile_dirs"))
     except GpuAcceptError as error:
         raise pytest.UsageError(f"gpu-accept: {error}") from None
