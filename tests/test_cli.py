@@ -268,3 +268,68 @@ def test_every_output_file_that_cannot_be_written_is_refused_before_the_work(tmp
         assert err.startswith("gpu-accept: -o /sys/out: cannot write in /sys ("), err
     else:
         assert err == f"gpu-accept: -o {tmp_path}: is a folder: name a file to write\n"
+
+
+def test_run_help_lists_the_options_it_passes_to_pytest(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--help"])
+    assert done.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    for option in ("--baseline FILE", "--save-baseline FILE", "--max-regression PERCENT", "--confirm N"):
+        assert option in shown
+    assert "the best attempt decides" in shown
+
+
+def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
+    assert main(["baseline", "save", RESULTS, "-o", str(tmp_path / "base.json")]) == 0
+    done = gpu_accept(
+        "run", *RECORDED, "--reports", str(tmp_path / "reports"), "--baseline", str(tmp_path / "base.json"),
+        "--max-regression", "1%", "--confirm", "0", "-k", "no_regression",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "63 passed" in done.stdout and "expected >= 54.89 GB/s" in done.stdout  # 55.45 GB/s less 1%
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        (["--max-regression", "3%"], "ERROR: gpu-accept: --max-regression needs --baseline FILE: "
+                                     "it is how far below that baseline a value may fall"),
+        (["--confirm", "-1"], "ERROR: gpu-accept: --confirm -1: the number of measurements more to make, 0 or more"),
+        (["--confirm", "twice"], "gpu-accept run: argument --confirm: invalid int value: 'twice' (see gpu-accept run --help)"),
+        (["--profile-dir", "/no/such/folder"], "ERROR: gpu-accept: --profile-dir /no/such/folder: no such folder"),
+    ],
+    ids=["max-regression-without-baseline", "negative-confirm", "confirm-not-a-number", "missing-profile-dir"],
+)
+def test_run_refuses_options_that_cannot_work_in_one_line(tmp_path, options, expected):
+    done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), *options)
+    assert one_error_line(done) == expected
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_a_missing_profile_dir_is_refused_by_every_command_that_takes_one(tmp_path, capsys):
+    for command in (["profile", "list"], ["profile", "show", "h200-1"], ["profile", "validate", str(tmp_path / "p.yaml")]):
+        assert main([*command, "--profile-dir", str(tmp_path / "none")]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err == f"gpu-accept: --profile-dir {tmp_path / 'none'}: no such folder\n"
+
+
+def test_a_misspelt_profile_name_gets_a_suggestion(tmp_path):
+    done = gpu_accept("run", "--profile", "h200-4-nvswich", *RECORDED[2:], "--reports", str(tmp_path))
+    assert one_error_line(done).startswith(
+        "ERROR: gpu-accept: no profile named 'h200-4-nvswich' (did you mean 'h200-4-nvswitch'?); known profiles: a100-8-nvswitch, "
+    )
+
+
+@pytest.mark.parametrize(
+    "selection, expected",
+    [
+        ("no_such_test", "gpu-accept: no test was selected: -k, -m or the test ids given match none of the suites' tests"),
+        ("no_regression", "gpu-accept: nothing was judged: the one selected test was skipped (no --baseline given)"),
+    ],
+    ids=["nothing-selected", "only-skipped-selected"],
+)
+def test_a_run_that_judges_nothing_exits_2_in_one_line(tmp_path, selection, expected):
+    done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), "-k", selection)
+    assert one_error_line(done) == expected
+    assert expected.removeprefix("gpu-accept: ") in done.stdout  # also in the run's own summary
