@@ -333,3 +333,23 @@ def test_a_run_that_judges_nothing_exits_2_in_one_line(tmp_path, selection, expe
     done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), "-k", selection)
     assert one_error_line(done) == expected
     assert expected.removeprefix("gpu-accept: ") in done.stdout  # also in the run's own summary
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["report", "html", "{bad}", "-o", "{tmp}/r.html"], ["report", "fleet", "{bad}"], ["baseline", "save", "{bad}", "-o", "{tmp}/b.json"]],
+    ids=["report-html", "report-fleet", "baseline-save"],
+)
+def test_a_binary_results_file_is_one_line(tmp_path, capsys, command):
+    bad = tmp_path / "results.json"
+    bad.write_bytes(bytes(range(256)))
+    assert main([part.format(bad=bad, tmp=tmp_path) for part in command]) == 2
+    out, err = capsys.readouterr()
+    assert err == f"gpu-accept: {bad}: not a gpu-accept results file: not UTF-8 text (invalid start byte at byte 128)\n"
+
+
+def test_a_binary_baseline_is_one_line(tmp_path):
+    bad = tmp_path / "base.json"
+    bad.write_bytes(bytes(range(256)))
+    done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "reports"), "--baseline", str(bad))
+    assert one_error_line(done) == f"ERROR: gpu-accept: {bad}: not a gpu-accept baseline: not UTF-8 text (invalid start byte at byte 128)"
