@@ -286,6 +286,14 @@ def test_a_billion_laughs_is_refused_at_once(tmp_path, merge_keys):
     assert lines[0].endswith("values, more than 100,000: too large to be a profile")
 
 
+def test_aliases_that_nest_deeper_than_any_profile_are_refused(tmp_path):
+    path = tmp_path / "chain.yaml"
+    path.write_text(MINIMAL + "x-0: &a0 [1]\n" + "".join(f"x-{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 400)))
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    assert str(caught.value) == f"{path}: its aliases (*name) nest values more than 100 levels deep: too deep to be a profile"
+
+
 def test_a_file_too_large_to_be_a_profile_is_refused_unread(tmp_path):
     path = tmp_path / "huge.yaml"
     path.write_text(MINIMAL + "# padding\n" * 10000)

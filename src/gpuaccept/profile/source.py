@@ -158,14 +158,14 @@ class _Loop(Exception):
 
 def _expansion_problem(root: yaml.Node, name: str) -> Problem | None:
     """Aliases let a few lines stand for billions of values ("billion laughs", also through merge
-    keys: `<<: [*a, *a]`). Count what the node graph expands to, each shared node once, before
-    anything is expanded."""
-    sizes: dict[int, int] = {}
+    keys: `<<: [*a, *a]`), or for a nesting deeper than any document level. Measure what the node
+    graph expands to, each shared node once, before anything is expanded."""
+    measured: dict[int, tuple[int, int]] = {}  # id of a node -> (values, levels) once expanded
     open_nodes: set[int] = set()
 
-    def size(node: yaml.Node) -> int:
-        if id(node) in sizes:
-            return sizes[id(node)]
+    def measure(node: yaml.Node) -> tuple[int, int]:
+        if id(node) in measured:
+            return measured[id(node)]
         if id(node) in open_nodes:
             raise _Loop(node)
         open_nodes.add(id(node))
@@ -175,21 +175,26 @@ def _expansion_problem(root: yaml.Node, name: str) -> Problem | None:
             children = node.value
         else:
             children = []
-        sizes[id(node)] = 1 + sum(size(child) for child in children)
+        parts = [measure(child) for child in children]  # recursion as deep as the document: aliases point back
+        measured[id(node)] = (1 + sum(values for values, _ in parts), 1 + max((levels for _, levels in parts), default=0))
         open_nodes.discard(id(node))
-        return sizes[id(node)]
+        return measured[id(node)]
 
     try:
-        total = size(root)
+        values, levels = measure(root)
     except _Loop as loop:
         return Problem(name, loop.node.start_mark.line + 1, "", "an alias refers to a value that contains it: it would never end")
-    if total > MAX_PROFILE_VALUES:
+    if values > MAX_PROFILE_VALUES:
         return Problem(
             name,
             None,
             "",
-            f"its aliases (*name) and merge keys (<<) expand to {total:,} values, more than {MAX_PROFILE_VALUES:,}: "
+            f"its aliases (*name) and merge keys (<<) expand to {values:,} values, more than {MAX_PROFILE_VALUES:,}: "
             "too large to be a profile",
+        )
+    if levels > MAX_PROFILE_DEPTH:
+        return Problem(
+            name, None, "", f"its aliases (*name) nest values more than {MAX_PROFILE_DEPTH} levels deep: too deep to be a profile"
         )
     return None
 
