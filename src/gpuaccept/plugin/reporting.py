@@ -82,10 +82,10 @@ class RunReporting:
 
     def nothing_judged(self, exitstatus: int) -> str:
         """Why a finished run judged nothing, or '' when it judged something (or did not run tests)."""
-        option = self.config.option
         if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             return ""
-        if exitstatus == pytest.ExitCode.OK and (option.collectonly or option.setuponly or option.setupplan):
+        tests_not_run = any(getattr(self.config.option, name, False) for name in ("collectonly", "setuponly", "setupplan"))
+        if exitstatus == pytest.ExitCode.OK and tests_not_run:
             return ""
         records = list(self.records.values())
         if any(record["outcome"] != "skipped" for record in records):
