@@ -137,7 +137,8 @@ def _size_text(value: Any) -> Any:
     return value
 
 
-SizeText = Annotated[str, StringConstraints(pattern=SIZE_PATTERN), BeforeValidator(_size_text)]  # the validator runs first
+# the validator runs first and says how sizes are written; the pattern is what the JSON Schema shows
+SizeText = Annotated[str, StringConstraints(pattern=SIZE_PATTERN), BeforeValidator(_size_text)]
 GBps = Annotated[float, Field(gt=0)]
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
 MeasureDtype = Literal["bfloat16", "float16", "float32"]
