@@ -58,3 +58,15 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     return path
+
+
+def alias_bomb(merge_keys: bool) -> str:
+    """A profile of a few hundred bytes that stands for billions of values: nine aliases of nine ..."""
+    lines = ['schema: 1\ngpus: {count: 4, model: "NVIDIA H200"}', "x-0: &l0 {a: lol, b: lol, c: lol, d: lol, e: lol, f: lol, g: lol}"]
+    for level in range(1, 10):
+        if merge_keys:
+            # merged keys are not new keys: each level adds one of its own
+            lines.append(f"x-{level}: &l{level} {{<<: [{', '.join([f'*l{level - 1}'] * 9)}], k{level}: lol}}")
+        else:
+            lines.append(f"x-{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 9)}]")
+    return "\n".join(lines) + "\n"

@@ -6,9 +6,13 @@ import sys
 
 import pytest
 
+from gpuaccept.cli import main
+from gpuaccept.errors import OptionError
 from gpuaccept.facts import save_facts
+from gpuaccept.outputs import check_output_folder
 from gpuaccept.profile import load_profile
-from tests.helpers import EXAMPLES, example_facts, mutated, write
+from gpuaccept.resources import shipped_dir
+from tests.helpers import EXAMPLES, alias_bomb, example_facts, mutated, write
 
 NVML_MISSING = """
     import pynvml
@@ -31,6 +35,18 @@ def without_driver(folder) -> dict:
     environment = {key: value for key, value in os.environ.items() if key != "GPUACCEPT_NVML_REPLAY"}
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shim.parent), os.environ.get("PYTHONPATH")]))
     return environment
+
+
+RECORDED = ("--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"))
+
+
+def one_error_line(done) -> str:
+    """What bad input gets: exit 2 ("could not judge"), no traceback, one line on stderr."""
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
 
 
 def test_run_on_recorded_facts_passes_and_writes_junit(tmp_path):
@@ -126,3 +142,228 @@ def test_record_measure_runs_the_profile_stages(tmp_path):
     assert len(measured["pairwise"]["results"]) == 6 and len(measured["ddp"]["results"]) == 2
     assert measured["copies"] is None  # the profile asks for none
     assert "gpu-accept: measuring all_reduce 64 KiB" in done.stderr
+
+
+def test_a_size_written_in_gb_is_one_located_line_from_validate_and_from_run(tmp_path):
+    shipped = (shipped_dir("profiles") / "h200-4-nvswitch.yaml").read_text()
+    assert "1GiB: 326.8" in shipped
+    profile = tmp_path / "gb.yaml"
+    profile.write_text(shipped.replace("1GiB: 326.8", "1GB: 326.8"))
+    line = 1 + shipped[: shipped.index("1GiB: 326.8")].count("\n")
+    expected = (
+        f"{profile}:{line}: nccl.busbw.all_reduce.1GB: '1GB' is not a size: "
+        "write it with a binary unit, e.g. 256MiB, 1GiB, 4GiB (not MB or GB)"
+    )
+    assert one_error_line(gpu_accept("profile", "validate", str(profile))) == expected
+    done = gpu_accept("run", "--profile", str(profile), *RECORDED[2:], "--reports", str(tmp_path / "reports"))
+    assert one_error_line(done) == f"ERROR: gpu-accept: {expected}"
+    assert not (tmp_path / "reports" / "results.json").exists()
+
+
+PASTED_IN_COLOUR = (
+    'schema: 1\ngpus: {count: 2, model: "NVIDIA H200"}\nlinks:\n  matrix: |\n'
+    "    \x1b[1m        GPU0    GPU1    CPU Affinity\x1b[0m\n"
+    "    \x1b[1mGPU0\x1b[0m     X      NV18    0-15\n"
+    "    \x1b[1mGPU1\x1b[0m    NV18     X      0-15\n"
+)
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (PASTED_IN_COLOUR, "{path}:5: links.matrix: a terminal escape code (ESC, as in colour codes copied from a terminal) "
+                           "is not allowed: strip the colour codes, or paste plain text"),
+        (alias_bomb(merge_keys=True), "{path}: its aliases (*name) and merge keys (<<) expand to "),
+        (b"schema: 1\n\xff\xfe", "{path}: not UTF-8 text: invalid start byte at byte 10"),
+        (None, "{path}: cannot read: Is a directory"),
+    ],
+    ids=["terminal-colours", "merge-key-bomb", "binary", "folder"],
+)
+def test_profile_validate_refuses_unreadable_profiles_in_one_line(tmp_path, capsys, content, expected):
+    path = tmp_path / "p.yaml"
+    if content is None:
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    assert main(["profile", "validate", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(expected.format(path=path)), err
+
+
+@pytest.mark.parametrize(
+    "facts, expected",
+    [
+        (bytes(range(256)), "not a facts file: not UTF-8 text (invalid start byte at byte 128)"),
+        (b"", "the file is empty: expected the facts JSON that gpu-accept record writes"),
+        (None, "cannot read facts: Is a directory"),
+        (
+            (EXAMPLES.parent / "results" / "h200x4.json").read_bytes(),
+            "a gpu-accept results file, not a facts file: pass the facts.json written beside it",
+        ),
+    ],
+    ids=["binary", "empty", "folder", "results-file"],
+)
+def test_run_on_a_file_that_is_not_facts_is_one_line(tmp_path, facts, expected):
+    path = tmp_path / "facts.json"
+    if facts is None:
+        path.mkdir()
+    else:
+        path.write_bytes(facts)
+    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(path), "--reports", str(tmp_path / "reports"))
+    assert one_error_line(done) == f"ERROR: gpu-accept: {path}: {expected}"
+
+
+@pytest.mark.parametrize(
+    "reports, expected",
+    [
+        ("{tmp}/a-file", "--reports {tmp}/a-file: is a file, not a folder"),
+        ("{tmp}/a-file/reports", "--reports {tmp}/a-file/reports: cannot create the folder {tmp}/a-file/reports (Not a directory)"),
+        ("/proc", "--reports /proc: cannot write in /proc (No such file or directory)"),
+        ("/proc/gpu-accept", "--reports /proc/gpu-accept: cannot create the folder /proc/gpu-accept (No such file or directory)"),
+        ("/sys/kernel", "--reports /sys/kernel: cannot write in /sys/kernel ("),
+    ],
+    ids=["a-file", "under-a-file", "proc", "under-proc", "sys"],
+)
+def test_run_refuses_a_reports_folder_it_cannot_write_before_anything_runs(tmp_path, capsys, reports, expected):
+    (tmp_path / "a-file").write_text("not a folder")
+    assert main(["run", *RECORDED, "--reports", reports.format(tmp=tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith("gpu-accept: " + expected.format(tmp=tmp_path)), err
+
+
+def test_a_folder_without_write_permission_is_refused_unless_it_takes_a_file_anyway(tmp_path):
+    folder = tmp_path / "locked"
+    folder.mkdir(mode=0o500)
+    try:
+        try:
+            (folder / "probe").touch()  # root ignores the mode: then the folder is writable, and taken
+            (folder / "probe").unlink()
+        except PermissionError:
+            with pytest.raises(OptionError, match=rf"^--reports {folder}: cannot write in {folder} \(Permission denied\)$"):
+                check_output_folder(folder, "--reports")
+        else:
+            check_output_folder(folder, "--reports")
+    finally:
+        folder.chmod(0o700)
+
+
+def test_run_refuses_a_baseline_it_cannot_save_before_anything_runs(tmp_path):
+    done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), "--save-baseline", "/sys/base.json")
+    assert one_error_line(done).startswith("ERROR: gpu-accept: --save-baseline /sys/base.json: cannot write in /sys (")
+    assert list(tmp_path.iterdir()) == []
+
+
+RESULTS = str(EXAMPLES.parent / "results" / "h200x4.json")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", "html", RESULTS],
+        ["report", "junit", RESULTS],
+        ["report", "fleet", RESULTS],
+        ["baseline", "save", RESULTS],
+        ["profile", "init", "--from", RESULTS, "--name", "x"],
+        ["record"],
+    ],
+    ids=lambda command: "-".join(command[:2]) if len(command) > 1 else command[0],
+)
+@pytest.mark.parametrize("target", ["/sys/out", "{tmp}"], ids=["unwritable", "a-folder"])
+def test_every_output_file_that_cannot_be_written_is_refused_before_the_work(tmp_path, capsys, command, target):
+    target = target.format(tmp=tmp_path)
+    assert main([*command, "-o", target]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    if target == "/sys/out":
+        assert err.startswith("gpu-accept: -o /sys/out: cannot write in /sys ("), err
+    else:
+        assert err == f"gpu-accept: -o {tmp_path}: is a folder: name a file to write\n"
+
+
+def test_run_help_lists_the_options_it_passes_to_pytest(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--help"])
+    assert done.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    for option in ("--baseline FILE", "--save-baseline FILE", "--max-regression PERCENT", "--confirm N"):
+        assert option in shown
+    assert "the best attempt decides" in shown
+
+
+def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
+    assert main(["baseline", "save", RESULTS, "-o", str(tmp_path / "base.json")]) == 0
+    done = gpu_accept(
+        "run", *RECORDED, "--reports", str(tmp_path / "reports"), "--baseline", str(tmp_path / "base.json"),
+        "--max-regression", "1%", "--confirm", "0", "-k", "no_regression",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "63 passed" in done.stdout and "expected >= 54.89 GB/s" in done.stdout  # 55.45 GB/s less 1%
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        (["--max-regression", "3%"], "ERROR: gpu-accept: --max-regression needs --baseline FILE: "
+                                     "it is how far below that baseline a value may fall"),
+        (["--confirm", "-1"], "ERROR: gpu-accept: --confirm -1: the number of measurements more to make, 0 or more"),
+        (["--confirm", "twice"], "gpu-accept run: argument --confirm: invalid int value: 'twice' (see gpu-accept run --help)"),
+        (["--profile-dir", "/no/such/folder"], "ERROR: gpu-accept: --profile-dir /no/such/folder: no such folder"),
+    ],
+    ids=["max-regression-without-baseline", "negative-confirm", "confirm-not-a-number", "missing-profile-dir"],
+)
+def test_run_refuses_options_that_cannot_work_in_one_line(tmp_path, options, expected):
+    done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), *options)
+    assert one_error_line(done) == expected
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_a_missing_profile_dir_is_refused_by_every_command_that_takes_one(tmp_path, capsys):
+    for command in (["profile", "list"], ["profile", "show", "h200-1"], ["profile", "validate", str(tmp_path / "p.yaml")]):
+        assert main([*command, "--profile-dir", str(tmp_path / "none")]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err == f"gpu-accept: --profile-dir {tmp_path / 'none'}: no such folder\n"
+
+
+def test_a_misspelt_profile_name_gets_a_suggestion(tmp_path):
+    done = gpu_accept("run", "--profile", "h200-4-nvswich", *RECORDED[2:], "--reports", str(tmp_path))
+    assert one_error_line(done).startswith(
+        "ERROR: gpu-accept: no profile named 'h200-4-nvswich' (did you mean 'h200-4-nvswitch'?); known profiles: a100-8-nvswitch, "
+    )
+
+
+@pytest.mark.parametrize(
+    "selection, expected",
+    [
+        ("no_such_test", "gpu-accept: no test was selected: -k, -m or the test ids given match none of the suites' tests"),
+        ("no_regression", "gpu-accept: nothing was judged: the one selected test was skipped (no --baseline given)"),
+    ],
+    ids=["nothing-selected", "only-skipped-selected"],
+)
+def test_a_run_that_judges_nothing_exits_2_in_one_line(tmp_path, selection, expected):
+    done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), "-k", selection)
+    assert one_error_line(done) == expected
+    assert expected.removeprefix("gpu-accept: ") in done.stdout  # also in the run's own summary
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["report", "html", "{bad}", "-o", "{tmp}/r.html"], ["report", "fleet", "{bad}"], ["baseline", "save", "{bad}", "-o", "{tmp}/b.json"]],
+    ids=["report-html", "report-fleet", "baseline-save"],
+)
+def test_a_binary_results_file_is_one_line(tmp_path, capsys, command):
+    bad = tmp_path / "results.json"
+    bad.write_bytes(bytes(range(256)))
+    assert main([part.format(bad=bad, tmp=tmp_path) for part in command]) == 2
+    out, err = capsys.readouterr()
+    assert err == f"gpu-accept: {bad}: not a gpu-accept results file: not UTF-8 text (invalid start byte at byte 128)\n"
+
+
+def test_a_binary_baseline_is_one_line(tmp_path):
+    bad = tmp_path / "base.json"
+    bad.write_bytes(bytes(range(256)))
+    done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "reports"), "--baseline", str(bad))
+    assert one_error_line(done) == f"ERROR: gpu-accept: {bad}: not a gpu-accept baseline: not UTF-8 text (invalid start byte at byte 128)"

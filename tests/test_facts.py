@@ -35,6 +35,13 @@ def _broken(tmp_path, change):
         (lambda d: d["gpus"][0].pop("uuid"), "gpus[0].uuid: required key is missing"),
         (lambda d: d.update(facts_version=7), "facts_version: 7 is not a facts format this release reads"),
         (lambda d: d["system"].update(colour="green"), "system.colour: Extra inputs are not permitted"),
+        (lambda d: d["gpus"][2].update(memory_total_bytes=-1), "gpus[2].memory_total_bytes: must not be negative (got -1)"),
+        (lambda d: d["gpus"][1]["pcie"].update(width_max=-16), "gpus[1].pcie.width_max: must not be negative (got -16)"),
+        (
+            lambda d: d["gpus"][1].update(index=0),
+            "gpus: index 0 is given twice (gpus[0] and gpus[1]): GPUs are listed by index, 0 to 3, each once, in order",
+        ),
+        (lambda d: d["gpus"].reverse(), "gpus: gpus[0] has index 3: GPUs are listed by index, 0 to 3, each once, in order"),
     ],
 )
 def test_broken_facts_name_the_file_and_key(tmp_path, change, expected):
@@ -56,3 +63,32 @@ def test_truncated_json_gives_its_line(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(FactsError, match="cannot read facts: No such file"):
         load_facts(tmp_path / "none.json")
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (bytes(range(256)), "not a facts file: not UTF-8 text (invalid start byte at byte 128)"),
+        (b"", "the file is empty: expected the facts JSON that gpu-accept record writes"),
+        (b"\n  \n", "the file is empty: expected the facts JSON that gpu-accept record writes"),
+        (b"[" * 100_000 + b"]" * 100_000, "invalid JSON: nested too deeply to be facts"),
+        (
+            (EXAMPLES.parent / "results" / "h200x4.json").read_bytes(),
+            "a gpu-accept results file, not a facts file: pass the facts.json written beside it",
+        ),
+        (b'{"format": "gpu-accept-baseline", "version": 1}', "a gpu-accept baseline, not a facts file: pass it as --baseline"),
+    ],
+    ids=["binary", "empty", "blank", "nested", "results-file", "baseline-file"],
+)
+def test_a_file_that_is_not_facts_says_what_it_is_in_one_line(tmp_path, content, expected):
+    path = tmp_path / "facts.json"
+    path.write_bytes(content)
+    with pytest.raises(FactsError) as caught:
+        load_facts(path)
+    assert str(caught.value) == f"{path}: {expected}"
+
+
+def test_a_folder_is_not_a_facts_file(tmp_path):
+    with pytest.raises(FactsError) as caught:
+        load_facts(tmp_path)
+    assert str(caught.value) == f"{tmp_path}: cannot read facts: Is a directory"

@@ -97,6 +97,24 @@ def test_a_bad_profile_is_a_usage_error_in_one_line(pytester, tmp_path):
     assert errors == [f"ERROR: gpu-accept: {bad}:5: gpus.colour: unknown key; known keys here: count, model, memory_min_gib, ecc"]
 
 
+@pytest.mark.parametrize("option", ["--save-baseline", "--results", "--html-report", "--facts-out"])
+def test_an_output_that_cannot_be_written_is_a_usage_error_before_the_run(pytester, option):
+    result, _ = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), option, "/sys/out.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith(f"ERROR: gpu-accept: {option} /sys/out.json: cannot write in /sys ("), errors
+    assert "passed" not in result.stdout.str()
+
+
+def test_a_session_that_judges_nothing_is_not_a_pass(pytester):
+    recorded = ("--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"))
+    result, _ = run_suites(pytester, *recorded, "-k", "no_regression")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["nothing was judged: the one selected test was skipped (no --baseline given)"])
+    listed, _ = run_suites(pytester, *recorded, "-k", "no_regression", "--collect-only")
+    assert listed.ret == pytest.ExitCode.OK  # listing tests judges nothing, and is not meant to
+
+
 def test_the_plugin_is_inert_without_its_options(pytester):
     pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
     result = pytester.runpytest("-p", "no:cacheprovider")

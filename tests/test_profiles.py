@@ -3,6 +3,7 @@ rejected with one line per problem, naming file, line and key."""
 
 import json
 import re
+import time
 
 import pytest
 
@@ -10,7 +11,7 @@ from gpuaccept.cli import profile_json_schema
 from gpuaccept.errors import ProfileError, ProfileNotFound
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.resources import shipped_dir
-from tests.helpers import write
+from tests.helpers import alias_bomb, write
 
 PROFILES = shipped_dir("profiles")
 SHIPPED = sorted(PROFILES.glob("*.yaml"))
@@ -204,6 +205,41 @@ MALFORMED = {
         "gpu9 is out of range",
     ),
     "p2p-pair-with-itself": (MINIMAL + "p2p:\n  pairs:\n    gpu1-gpu1: {read: true}\n", 7, "p2p.pairs.gpu1-gpu1", "not paired with itself"),
+    "size-in-gb": (
+        MINIMAL + "nccl:\n  busbw:\n    all_reduce:\n      1GB: 300\n",
+        8,
+        "nccl.busbw.all_reduce.1GB",
+        "'1GB' is not a size: write it with a binary unit, e.g. 256MiB, 1GiB",
+    ),
+    "pairwise-size-in-gi": (
+        MINIMAL + "pairwise:\n  size: 1Gi\n  concurrent: true\n  min_busbw: 300\n",
+        6,
+        "pairwise.size",
+        "'1Gi' is not a size: write it with a binary unit",
+    ),
+    "copies-size-in-mb": (MINIMAL + "copies:\n  size: 512MB\n", 6, "copies.size", "'512MB' is not a size"),
+    "size-of-no-bytes": (MINIMAL + "copies:\n  size: 0GiB\n", 6, "copies.size", "'0GiB' is no bytes at all"),
+    "infinite-floor": (MINIMAL + "copies:\n  p2p_min: .inf\n", 6, "copies.p2p_min", "Input should be a finite number (got inf)"),
+    "nan-floor": (
+        MINIMAL + "pairwise:\n  concurrent: true\n  min_busbw: .nan\n", 7, "pairwise.min_busbw", "Input should be a finite number (got nan)"
+    ),
+    "infinite-memory": (MINIMAL + "  memory_min_gib: .inf\n", 5, "gpus.memory_min_gib", "finite number"),
+    "terminal-escape-codes": (
+        MINIMAL + "links:\n  matrix: |\n    \x1b[1m        GPU0    GPU1\x1b[0m\n    \x1b[1mGPU0\x1b[0m     X      NV4\n",
+        7,
+        "links.matrix",
+        "a terminal escape code (ESC, as in colour codes copied from a terminal) is not allowed: "
+        "strip the colour codes, or paste plain text",
+    ),
+    "control-character": (MINIMAL + "description: ding\x07\n", 5, "", "invalid YAML: character 0x07 is not allowed"),
+    "alias-loop": (MINIMAL + "x-list: &a [1, *a]\n", 5, "", "an alias refers to a value that contains it"),
+    "nested-too-deep": (MINIMAL + "x: " + "[" * 5000 + "]" * 5000 + "\n", 5, "", "nested more than 100 levels deep"),
+    "efficiency-above-1": (
+        MINIMAL + "ddp:\n  model: tiny\n  world_sizes: [1, 2]\n  batches: [8]\n  min_efficiency:\n    2gpu-bs8: 1.5\n",
+        10,
+        "ddp.min_efficiency.2gpu-bs8",
+        "less than or equal to 1 (got 1.5)",
+    ),
 }
 
 
@@ -254,3 +290,31 @@ def test_an_error_in_a_base_names_the_base_file_and_its_line(tmp_path):
     child = write(tmp_path / "c.yaml", "schema: 1\nextends: bases/b\ngpus:\n  count: 2\n")
     with pytest.raises(ProfileError, match=r"bases/b.yaml:4: gpus.ecc: "):
         load_profile(child)
+
+
+@pytest.mark.parametrize("merge_keys", [False, True], ids=["aliases", "merge-keys"])
+def test_a_billion_laughs_is_refused_at_once(tmp_path, merge_keys):
+    path = tmp_path / "laughs.yaml"
+    path.write_text(alias_bomb(merge_keys))
+    start = time.monotonic()
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    assert time.monotonic() - start < 1  # before, it expanded for minutes until killed for memory
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{path}: its aliases (*name) and merge keys (<<) expand to "), lines
+    assert lines[0].endswith("values, more than 100,000: too large to be a profile")
+
+
+def test_aliases_that_nest_deeper_than_any_profile_are_refused(tmp_path):
+    path = tmp_path / "chain.yaml"
+    path.write_text(MINIMAL + "x-0: &a0 [1]\n" + "".join(f"x-{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 400)))
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    assert str(caught.value) == f"{path}: its aliases (*name) nest values more than 100 levels deep: too deep to be a profile"
+
+
+def test_a_file_too_large_to_be_a_profile_is_refused_unread(tmp_path):
+    path = tmp_path / "huge.yaml"
+    path.write_text(MINIMAL + "# padding\n" * 10000)
+    with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: larger than 64 KiB: too large to be a profile$"):
+        load_profile(path)

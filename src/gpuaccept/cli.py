@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, ProfileError
+from gpuaccept.outputs import check_output_file, check_output_folder
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
 from gpuaccept.profile.render import render_yaml
@@ -36,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        if getattr(args, "output", None) is not None:  # every -o: a file to write at the end
+            check_output_file(args.output, "-o")
         return args.handler(args, extra)
     except GpuAcceptError as error:
         for line in error.lines():
@@ -43,8 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         return error.exit_code
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line, as every other error of this command is."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpu-accept", description="Hardware acceptance tests for multi-GPU servers.")
+    parser = _Parser(prog="gpu-accept", description="Hardware acceptance tests for multi-GPU servers.")
     parser.add_argument("--version", action="version", version=f"gpu-accept {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -59,6 +69,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--facts", help="evaluate this facts file instead of probing the machine")
     run.add_argument(
         "--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json (default: reports)"
+    )
+    run.add_argument("--baseline", metavar="FILE", help="gate on a baseline saved earlier: one test per value it holds")
+    run.add_argument("--save-baseline", metavar="FILE", help="save this run's measured values as a baseline for later runs")
+    run.add_argument(
+        "--max-regression", metavar="PERCENT", help="with --baseline: how much worse than the baseline a value may be (default 5%%)"
+    )
+    run.add_argument(
+        "--confirm",
+        metavar="N",
+        type=int,
+        help="measure a value that misses its criterion again, up to N more times, before it fails; the best attempt "
+        "decides (default 2; 0 judges the first measurement)",
     )
     run.set_defaults(handler=_run)
 
@@ -131,7 +153,7 @@ def _run(args, extra: list[str]) -> int:
     import pytest
 
     reports = Path(args.reports)
-    reports.mkdir(parents=True, exist_ok=True)
+    check_output_folder(reports, "--reports")
     suites = shipped_dir("suites")
     pytest_args = [
         str(suites),
@@ -154,10 +176,32 @@ def _run(args, extra: list[str]) -> int:
         pytest_args += ["--facts", args.facts]
     else:
         pytest_args += ["--facts-out", str(reports / "facts.json")]
+    for option, value in (
+        ("--baseline", args.baseline),
+        ("--save-baseline", args.save_baseline),
+        ("--max-regression", args.max_regression),
+        ("--confirm", args.confirm),
+    ):
+        if value is not None:
+            pytest_args += [option, str(value)]
     if extra[:1] == ["--"]:
         extra = extra[1:]
-    code = int(pytest.main(pytest_args + extra))
+    outcome = _Outcome()
+    code = int(pytest.main(pytest_args + extra, plugins=[outcome]))
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", file=sys.stderr)
     return _PYTEST_EXIT.get(code, EXIT_USAGE)
+
+
+class _Outcome:
+    """Brings the plugin's reason for a run that judged nothing out of the pytest session."""
+
+    nothing_judged = ""
+
+    def pytest_unconfigure(self, config) -> None:
+        from gpuaccept.plugin.reporting import NOTHING_JUDGED_KEY
+
+        self.nothing_judged = config.stash.get(NOTHING_JUDGED_KEY, "")
 
 
 def _record(args, extra: list[str]) -> int:

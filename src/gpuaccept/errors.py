@@ -56,6 +56,11 @@ class ProfileNotFound(GpuAcceptError):
     pass
 
 
+class OptionError(GpuAcceptError):
+    """An option that cannot work as given: a path that cannot be written, a folder that does not
+    exist, an option that needs another. Found before any work is done."""
+
+
 class NoDriverError(GpuAcceptError):
     """No NVIDIA driver or no GPU on this machine: nothing can be probed."""
 

@@ -24,22 +24,38 @@ def save_facts(facts: Facts, path: Path) -> None:
     temporary.replace(path)  # a reader never sees half a file
 
 
+# What other files of this tool say they are, under "format": each names the facts it came from.
+_NOT_FACTS = {
+    "gpu-accept-results": "a gpu-accept results file, not a facts file: pass the facts.json written beside it",
+    "gpu-accept-baseline": "a gpu-accept baseline, not a facts file: pass it as --baseline",
+}
+
+
 def load_facts(path: Path) -> Facts:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise FactsError([Problem(str(path), None, "", f"cannot read facts: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError as exc:
+        message = f"not a facts file: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        raise FactsError([Problem(str(path), None, "", message)]) from None
     return parse_facts(text, str(path))
 
 
 def parse_facts(text: str, name: str) -> Facts:
+    if not text.strip():
+        raise FactsError([Problem(name, None, "", "the file is empty: expected the facts JSON that gpu-accept record writes")])
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FactsError([Problem(name, exc.lineno, "", f"invalid JSON: {exc.msg} (column {exc.colno})")]) from None
+    except RecursionError:
+        raise FactsError([Problem(name, None, "", "invalid JSON: nested too deeply to be facts")]) from None
     if not isinstance(raw, dict):
         raise FactsError([Problem(name, None, "", "expected a JSON object of facts")])
+    if raw.get("format") in _NOT_FACTS:
+        raise FactsError([Problem(name, None, "", _NOT_FACTS[raw["format"]])])
     version = raw.get("facts_version")
     if version != FACTS_VERSION:
         raise FactsError(
@@ -54,6 +70,8 @@ def parse_facts(text: str, name: str) -> Facts:
             got = error.get("input")
             if error["type"] == "missing":
                 message = "required key is missing"
+            elif error["type"] == "value_error":
+                message = message.removeprefix("Value error, ")
             elif isinstance(got, (str, int, float, bool)) or got is None:
                 message += f" (got {got!r})"
             problems.append(Problem(name, None, format_path(tuple(error["loc"])), message))

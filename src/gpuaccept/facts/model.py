@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 FACTS_VERSION = 1
 
@@ -35,6 +35,13 @@ def is_known(value: object) -> bool:
     return not isinstance(value, Unavailable)
 
 
+def not_negative(cls, value: object) -> object:
+    """A field validator for counts, sizes and indices (an `Unavailable` passes as it is)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        raise ValueError(f"must not be negative (got {value})")
+    return value
+
+
 # A reading: the value, or why there is none. Union order matters: pydantic tries the value first.
 IntReading = Union[int, Unavailable]
 StrReading = Union[str, Unavailable]
@@ -47,6 +54,10 @@ class PcieFacts(Record):
     generation_gpu_max: IntReading  # what the GPU alone supports
     width_current: IntReading
     width_max: IntReading
+
+    _not_negative = field_validator(
+        "generation_current", "generation_max", "generation_gpu_max", "width_current", "width_max"
+    )(not_negative)
 
 
 class NvLinkFacts(Record):
@@ -80,6 +91,8 @@ class GpuFacts(Record):
     pcie: PcieFacts
     nvlinks: Union[list[NvLinkFacts], Unavailable]
     fabric: Union[FabricFacts, Unavailable]
+
+    _not_negative = field_validator("index", "nvml_index", "memory_total_bytes")(not_negative)
 
 
 class LinkFacts(Record):
@@ -131,6 +144,8 @@ class SystemFacts(Record):
         """The GPU model of the machine as installed: the most common NVML product name."""
         names = [gpu.name for gpu in self.installed_gpus]
         return max(names, key=names.count) if names else None
+
+    _not_negative = field_validator("nvml_gpu_count")(not_negative)
 
 
 class StepFailure(Record):
@@ -371,6 +386,19 @@ class Facts(Record):
     p2p: list[P2PFacts] = Field(default_factory=list)
     environment: dict[str, str] = Field(default_factory=dict)  # CUDA_*, NCCL_* ... as the probe saw them
     measurements: Measurements = Field(default_factory=Measurements)
+
+    @field_validator("gpus")
+    @classmethod
+    def _indexed_in_order(cls, gpus: list[GpuFacts]) -> list[GpuFacts]:
+        # `gpu(i)` and every check read gpus[i] as gpuN: a list out of order would judge the wrong GPU
+        rule = f"GPUs are listed by index, 0 to {len(gpus) - 1}, each once, in order"
+        for position, gpu in enumerate(gpus):
+            earlier = next((i for i, g in enumerate(gpus[:position]) if g.index == gpu.index), None)
+            if earlier is not None:
+                raise ValueError(f"index {gpu.index} is given twice (gpus[{earlier}] and gpus[{position}]): {rule}")
+            if gpu.index != position:
+                raise ValueError(f"gpus[{position}] has index {gpu.index}: {rule}")
+        return gpus
 
     @property
     def gpu_count(self) -> int:

@@ -6,7 +6,7 @@ import re
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KIB": 2**10, "M": 2**20, "MIB": 2**20, "G": 2**30, "GIB": 2**30, "T": 2**40, "TIB": 2**40}
 _SIZE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
-SIZE_PATTERN = r"^\s*\d+\s*([KMGT]i?B?|B)?\s*$"
+SIZE_PATTERN = r"^\s*\d+\s*([KMGT](iB)?|B)?\s*$"  # forms parse_size reads: 1GiB, 256MiB, 4K, 512B; not 1GB or 1Gi
 
 
 def parse_size(text: str | int) -> int:

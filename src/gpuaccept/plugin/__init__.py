@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuaccept.errors import GpuAcceptError
+from gpuaccept.errors import GpuAcceptError, OptionError
+from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.context import AUTO, RunContext
 from gpuaccept.plugin.measurements import MeasurementStore, merge, terminal_line
 from gpuaccept.plugin.reporting import RunReporting
@@ -26,6 +27,13 @@ BASELINE_KEY = pytest.StashKey[tuple]()
 STORE_KEY = pytest.StashKey[MeasurementStore]()
 WORKER_INPUT = "gpuaccept_context"
 WORKER_STORE = "gpuaccept_store"
+DEFAULT_MAX_REGRESSION = "5%"
+OUTPUT_OPTIONS = (
+    ("gpuaccept_results", "--results"),
+    ("gpuaccept_html", "--html-report"),
+    ("gpuaccept_facts_out", "--facts-out"),
+    ("gpuaccept_save_baseline", "--save-baseline"),
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,9 +73,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--max-regression",
         dest="gpuaccept_max_regression",
-        default="5%",
         metavar="PERCENT",
-        help="how much worse than the baseline a value may be (default 5%%)",
+        help="with --baseline: how much worse than the baseline a value may be (default 5%%)",
     )
     group.addoption(
         "--confirm",
@@ -100,14 +107,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
-    if getattr(config.option, "gpuaccept_baseline", None):
-        try:
+    try:
+        _check_options(config.option)
+        if getattr(config.option, "gpuaccept_baseline", None):
             config.stash[BASELINE_KEY] = (
                 load_baseline(Path(config.getoption("gpuaccept_baseline"))),
-                parse_percent(config.getoption("gpuaccept_max_regression")),
+                _max_regression(config.getoption("gpuaccept_max_regression")),
             )
-        except (GpuAcceptError, ValueError) as error:
-            raise pytest.UsageError(f"gpu-accept: {error}") from None
+    except GpuAcceptError as error:
+        raise pytest.UsageError(f"gpu-accept: {error}") from None
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
         config.stash[CONTEXT_KEY] = context
@@ -118,6 +126,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if profile is None and facts_file is None:
         return  # not a gpu-accept run
     try:
+        for dest, option in OUTPUT_OPTIONS:  # before anything is probed: not at the end of a full run
+            if config.getoption(dest):
+                check_output_file(config.getoption(dest), option)
         context = RunContext.build(profile or AUTO, facts_file, config.getoption("gpuaccept_profile_dirs"))
     except GpuAcceptError as error:
         raise pytest.UsageError(f"gpu-accept: {error}") from None
@@ -136,6 +147,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STORE_KEY] = store
     config.pluginmanager.register(RunReporting(config, context, store, baseline[0] if baseline else None), "gpuaccept-reporting")
     _end_cleanly_on_sigterm()
+
+
+def _check_options(option) -> None:
+    """Options that cannot work as given, refused before anything runs."""
+    if getattr(option, "gpuaccept_max_regression", None) is not None and not getattr(option, "gpuaccept_baseline", None):
+        raise OptionError("--max-regression needs --baseline FILE: it is how far below that baseline a value may fall")
+    confirm = getattr(option, "gpuaccept_confirm", 0)
+    if confirm < 0:
+        raise OptionError(f"--confirm {confirm}: the number of measurements more to make, 0 or more")
+
+
+def _max_regression(text: str | None) -> float:
+    try:
+        return parse_percent(text or DEFAULT_MAX_REGRESSION)
+    except ValueError as error:
+        raise OptionError(f"--max-regression {error}") from None
 
 
 def _end_cleanly_on_sigterm() -> None:

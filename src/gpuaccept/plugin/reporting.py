@@ -23,6 +23,9 @@ from gpuaccept.report.results import ResultsWriter
 from gpuaccept.report.summary import did_not_pass, summary_lines
 
 
+NOTHING_JUDGED_KEY = pytest.StashKey[str]()
+
+
 class RunReporting:
     def __init__(self, config: pytest.Config, context: RunContext, store: MeasurementStore, baseline: Baseline | None = None):
         self.config = config
@@ -59,6 +62,14 @@ class RunReporting:
                 write_fleet_junit([host_results(self.writer.document, str(self.writer.path))], Path(junit))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        nothing_judged = self.nothing_judged(exitstatus)
+        if nothing_judged:
+            # Exit 0 says every check passed. With no check made that is a gate that stays green
+            # whatever the machine is (a -k that selects only tests the profile leaves out, or
+            # the baseline tests without --baseline): "could not judge", as pytest's "no tests".
+            session.exitstatus = exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+            self.config.stash[NOTHING_JUDGED_KEY] = nothing_judged
+            self.notes.append(nothing_judged)
         facts = self.facts()
         target = self.config.getoption("gpuaccept_facts_out")
         if target:
@@ -87,6 +98,21 @@ class RunReporting:
         except GpuAcceptError as error:
             return [f"baseline not saved to {target}: {line}" for line in error.lines()]
         return [f"saved {saved.values} measured values as a baseline to {target}", *saved.notes()]
+
+    def nothing_judged(self, exitstatus: int) -> str:
+        """Why a finished run judged nothing, or '' when it judged something (or did not run tests)."""
+        if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            return ""
+        tests_not_run = any(getattr(self.config.option, name, False) for name in ("collectonly", "setuponly", "setupplan"))
+        if exitstatus == pytest.ExitCode.OK and tests_not_run:
+            return ""
+        records = list(self.records.values())
+        if any(record["outcome"] != "skipped" for record in records):
+            return ""
+        if not records:
+            return "no test was selected: -k, -m or the test ids given match none of the suites' tests"
+        selected = "the one selected test was" if len(records) == 1 else f"all {len(records)} selected tests were"
+        return f"nothing was judged: {selected} skipped ({records[0]['message']})"
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         lines = summary_lines(list(self.records.values())) + confirmation_lines(self.facts().measurements) + self.notes

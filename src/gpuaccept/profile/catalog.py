@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuaccept.errors import ProfileNotFound
+from gpuaccept.errors import OptionError, ProfileNotFound
 from gpuaccept.profile.load import load_profile
 from gpuaccept.profile.model import Profile
 from gpuaccept.resources import shipped_dir
@@ -21,6 +22,11 @@ class ProfileCatalog:
 
     @classmethod
     def with_shipped(cls, extra: list[Path] = ()) -> ProfileCatalog:
+        """The shipped profiles behind the folders of --profile-dir, each of which must exist."""
+        for folder in map(Path, extra):
+            if not folder.is_dir():
+                problem = "is a file, not a folder of profiles" if folder.exists() else "no such folder"
+                raise OptionError(f"--profile-dir {folder}: {problem}")
         return cls([Path(p) for p in extra] + [shipped_dir("profiles")])
 
     def base_folders(self) -> list[Path]:
@@ -45,8 +51,10 @@ class ProfileCatalog:
         for name, path in self.names():
             if name == name_or_path:
                 return path
-        known = ", ".join(name for name, _ in self.names()) or "none"
-        raise ProfileNotFound(f"no profile named {name_or_path!r}; known profiles: {known}")
+        names = [name for name, _ in self.names()]
+        close = difflib.get_close_matches(name_or_path, names, n=1, cutoff=0.8)  # a typo, not any H-something
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ProfileNotFound(f"no profile named {name_or_path!r}{hint}; known profiles: {', '.join(names) or 'none'}")
 
     def load(self, name_or_path: str) -> Profile:
         return load_profile(self.resolve(name_or_path), self.base_folders())

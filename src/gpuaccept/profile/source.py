@@ -53,27 +53,68 @@ def format_path(path: KeyPath) -> str:
     return text
 
 
+# Far beyond any real profile (the shipped ones are at most 4 KiB and a few hundred values), and
+# small enough that reading one takes a few seconds at most, whatever it holds.
+MAX_PROFILE_BYTES = 64 << 10
+MAX_PROFILE_VALUES = 100_000  # keys and values, counted as if every alias and merge key were expanded
+MAX_PROFILE_DEPTH = 100  # mappings and lists within each other
+
+
+class _ProfileLoader(yaml.SafeLoader):
+    """Stops composing at a nesting no profile has: deeper, PyYAML recurses past Python's limit,
+    and its scanner slows quadratically on nested brackets (`[[[[...`)."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        if self.depth >= MAX_PROFILE_DEPTH:
+            raise yaml.composer.ComposerError(
+                None, None, f"nested more than {MAX_PROFILE_DEPTH} levels deep: too deep to be a profile", self.peek_event().start_mark
+            )
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
 def read_document(path: Path, display_name: str | None = None) -> Document:
     name = display_name or str(path)
+
+    def refused(message: str) -> Document:
+        return Document(name, {}, problems=[Problem(name, None, "", message)])
+
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_PROFILE_BYTES + 1)  # never more: the path may be /dev/zero
     except OSError as exc:
-        return Document(name, {}, problems=[Problem(name, None, "", f"cannot read: {exc.strerror or exc}")])
+        return refused(f"cannot read: {exc.strerror or exc}")
+    if len(data) > MAX_PROFILE_BYTES:
+        return refused(f"larger than {MAX_PROFILE_BYTES >> 10} KiB: too large to be a profile")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Document(name, {}, problems=[Problem(name, None, "", f"not UTF-8 text: {exc.reason}")])
+        return refused(f"not UTF-8 text: {exc.reason} at byte {exc.start}")
     return parse_document(text, name)
 
 
 def parse_document(text: str, name: str) -> Document:
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = _ProfileLoader(text)  # checks every character at once
+    except yaml.reader.ReaderError as exc:
+        return Document(name, {}, problems=[_unreadable_character(text, name, exc)])
+    doc = Document(name, {})
     try:
         node = loader.get_single_node()
-        doc = Document(name, {})
         if node is None:
             doc.problems.append(Problem(name, 1, "", "the file is empty: expected a mapping of profile keys"))
             return doc
         if not isinstance(node, yaml.MappingNode):
             doc.problems.append(Problem(name, node.start_mark.line + 1, "", "expected a mapping of profile keys at the top"))
+            return doc
+        too_large = _expansion_problem(node, name)
+        if too_large:
+            doc.problems.append(too_large)
             return doc
         doc.data = _convert(node, (), loader, doc)
     except yaml.MarkedYAMLError as exc:
@@ -89,7 +130,76 @@ def parse_document(text: str, name: str) -> Document:
     return doc
 
 
-def _convert(node: yaml.Node, path: KeyPath, loader: yaml.SafeLoader, doc: Document) -> Any:
+_ESCAPE = "\x1b"
+
+
+def _unreadable_character(text: str, name: str, exc: yaml.reader.ReaderError) -> Problem:
+    """YAML admits no control characters; the usual one is ESC, from colour codes pasted out of a
+    terminal along with `nvidia-smi topo -m`. The line is named, and the key when the rest reads."""
+    line = text.count("\n", 0, exc.position) + 1
+    if exc.character != ord(_ESCAPE):
+        return Problem(name, line, "", f"invalid YAML: character {exc.character:#04x} is not allowed in YAML text")
+    plain = parse_document(text.replace(_ESCAPE, "?"), name)  # the same lines and columns, without ESC
+    keys = [path for path, where in plain.locations.items() if path and where.line <= line]
+    key = max(keys, key=lambda path: (plain.locations[path].line, len(path)), default=())
+    return Problem(
+        name,
+        line,
+        format_path(key),
+        "a terminal escape code (ESC, as in colour codes copied from a terminal) is not allowed: "
+        "strip the colour codes, or paste plain text",
+    )
+
+
+class _Loop(Exception):
+    def __init__(self, node: yaml.Node):
+        self.node = node
+
+
+def _expansion_problem(root: yaml.Node, name: str) -> Problem | None:
+    """Aliases let a few lines stand for billions of values ("billion laughs", also through merge
+    keys: `<<: [*a, *a]`), or for a nesting deeper than any document level. Measure what the node
+    graph expands to, each shared node once, before anything is expanded."""
+    measured: dict[int, tuple[int, int]] = {}  # id of a node -> (values, levels) once expanded
+    open_nodes: set[int] = set()
+
+    def measure(node: yaml.Node) -> tuple[int, int]:
+        if id(node) in measured:
+            return measured[id(node)]
+        if id(node) in open_nodes:
+            raise _Loop(node)
+        open_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        else:
+            children = []
+        parts = [measure(child) for child in children]  # recursion as deep as the document: aliases point back
+        measured[id(node)] = (1 + sum(values for values, _ in parts), 1 + max((levels for _, levels in parts), default=0))
+        open_nodes.discard(id(node))
+        return measured[id(node)]
+
+    try:
+        values, levels = measure(root)
+    except _Loop as loop:
+        return Problem(name, loop.node.start_mark.line + 1, "", "an alias refers to a value that contains it: it would never end")
+    if values > MAX_PROFILE_VALUES:
+        return Problem(
+            name,
+            None,
+            "",
+            f"its aliases (*name) and merge keys (<<) expand to {values:,} values, more than {MAX_PROFILE_VALUES:,}: "
+            "too large to be a profile",
+        )
+    if levels > MAX_PROFILE_DEPTH:
+        return Problem(
+            name, None, "", f"its aliases (*name) nest values more than {MAX_PROFILE_DEPTH} levels deep: too deep to be a profile"
+        )
+    return None
+
+
+def _convert(node: yaml.Node, path: KeyPath, loader: _ProfileLoader, doc: Document) -> Any:
     doc.locations[path] = Location(doc.file, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
@@ -125,26 +235,33 @@ def _comments(text: str, locations: dict[KeyPath, Location]) -> dict[KeyPath, st
     """The comment that explains each value: on its own line, or in the block just above it."""
     lines = text.splitlines()
     found: dict[KeyPath, str] = {}
+    notes: dict[int, str] = {}  # by line: a flow mapping puts many values on one line
     for path, location in locations.items():
         if not path:
             continue
         index = location.line - 1
         if index >= len(lines):
             continue
-        parts = []
-        above = index - 1
-        block = []
-        while above >= 0 and lines[above].lstrip().startswith("#"):
-            block.insert(0, lines[above].lstrip()[1:].strip())
-            above -= 1
-        if above >= 0:  # a block that starts the file is the file's header, not this key's note
-            parts.extend(block)
-        trailing = _trailing_comment(lines[index])
-        if trailing:
-            parts.append(trailing)
-        if parts:
-            found[path] = " ".join(p for p in parts if p)
+        if index not in notes:
+            notes[index] = _note(lines, index)
+        if notes[index]:
+            found[path] = notes[index]
     return found
+
+
+def _note(lines: list[str], index: int) -> str:
+    parts = []
+    above = index - 1
+    block = []
+    while above >= 0 and lines[above].lstrip().startswith("#"):
+        block.append(lines[above].lstrip()[1:].strip())
+        above -= 1
+    if above >= 0:  # a block that starts the file is the file's header, not this key's note
+        parts.extend(reversed(block))
+    trailing = _trailing_comment(lines[index])
+    if trailing:
+        parts.append(trailing)
+    return " ".join(p for p in parts if p)
 
 
 def _trailing_comment(line: str) -> str:

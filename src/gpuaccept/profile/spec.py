@@ -6,18 +6,21 @@ editors use; rules that need several keys at once live in `semantic_problems`.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
 
-from gpuaccept.measure.sizes import SIZE_PATTERN
+from gpuaccept.measure.sizes import SIZE_PATTERN, parse_size
 from gpuaccept.topology import LINK_TYPE_PATTERN, PAIR_KEY_PATTERN, MatrixParseError, parse_link_matrix
 
 SCHEMA_VERSION = 1
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # inf and nan are floats to YAML (.inf, .nan) but never a criterion: no value meets an infinite
+    # floor, and every comparison with nan is false
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 def _version_text(value: Any) -> Any:
@@ -125,7 +128,17 @@ class P2PSpec(Strict):
     pairs: dict[PairKey, P2PCaps] = Field(default_factory=dict, description="per ordered pair, overriding `all`")
 
 
-SizeText = Annotated[str, StringConstraints(pattern=SIZE_PATTERN)]
+def _size_text(value: Any) -> Any:
+    if isinstance(value, str):
+        if not re.match(SIZE_PATTERN, value):
+            raise ValueError(f"{value!r} is not a size: write it with a binary unit, e.g. 256MiB, 1GiB, 4GiB (not MB or GB)")
+        if parse_size(value) == 0:
+            raise ValueError(f"{value!r} is no bytes at all: nothing would be measured")
+    return value
+
+
+# the validator runs first and says how sizes are written; the pattern is what the JSON Schema shows
+SizeText = Annotated[str, StringConstraints(pattern=SIZE_PATTERN), BeforeValidator(_size_text)]
 GBps = Annotated[float, Field(gt=0)]
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
 MeasureDtype = Literal["bfloat16", "float16", "float32"]
@@ -207,8 +220,8 @@ class DdpSpec(Strict):
     warmup_steps: Annotated[int, Field(ge=0)] = 3
     steps: Annotated[int, Field(ge=1)] = 10
     timeout_s: Annotated[float, Field(gt=0)] = Field(90.0, description="time limit of training on one world size")
-    min_efficiency: dict[DdpCase, Annotated[float, Field(gt=0, le=1.5)]] = Field(
-        default_factory=dict, description="minimum scaling efficiency per setting: {4gpu-bs8: 0.85}"
+    min_efficiency: dict[DdpCase, Annotated[float, Field(gt=0, le=1)]] = Field(
+        default_factory=dict, description="minimum scaling efficiency per setting, at most 1: {4gpu-bs8: 0.85}"
     )
     max_exposed_comm: dict[DdpCase, Fraction] = Field(
         default_factory=dict, description="largest share of a step spent in communication compute did not hide"
@@ -263,7 +276,7 @@ class ProfileSpec(Strict):
     judging: JudgingSpec = Field(default_factory=JudgingSpec)
     timeouts: TimeoutsSpec = Field(default_factory=TimeoutsSpec)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False, populate_by_name=False)
 
     @field_validator("schema_version")
     @classmethod

@@ -249,6 +249,8 @@ def load_baseline(path: Path) -> Baseline:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise problem(f"cannot read baseline: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise problem(f"not a gpu-accept baseline: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise InputFileError([Problem(str(path), exc.lineno, "", f"invalid JSON: {exc.msg}")]) from None
     if not isinstance(document, dict) or document.get("format") != BASELINE_FORMAT:

@@ -131,6 +131,9 @@ def load_results(path: Path) -> dict[str, Any]:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputFileError([Problem(str(path), None, "", f"cannot read results: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError as exc:
+        message = f"not a gpu-accept results file: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        raise InputFileError([Problem(str(path), None, "", message)]) from None
     except json.JSONDecodeError as exc:
         raise InputFileError([Problem(str(path), exc.lineno, "", f"invalid JSON: {exc.msg}")]) from None
     if not isinstance(document, dict) or document.get("format") != RESULTS_FORMAT:
