@@ -295,7 +295,9 @@ def test_run_help_lists_the_options_it_passes_to_pytest(capsys):
 
 
 def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
-    assert main(["baseline", "save", RESULTS, "-o", str(tmp_path / "base.json")]) == 0
+    first = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "first"))  # a baseline is of one profile
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert main(["baseline", "save", str(tmp_path / "first" / "results.json"), "-o", str(tmp_path / "base.json")]) == 0
     done = gpu_accept(
         "run", *RECORDED, "--reports", str(tmp_path / "reports"), "--baseline", str(tmp_path / "base.json"),
         "--max-regression", "1%", "--confirm", "0", "-k", "no_regression",
