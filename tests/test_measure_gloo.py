@@ -139,7 +139,7 @@ def test_step_limits_not_set_in_the_profile_follow_size_and_floor():
     spec = ProfileCatalog.with_shipped().load("h200-4-nvswitch").spec
     limits = {step.label: step.timeout_s for step in nccl_plan(spec, 4).steps}
     # 50 x what 5 + 20 + 2 operations of 4 GiB take at the floor's pace (2 bytes on the wire per byte)
-    assert limits["all_reduce 4 GiB"] == pytest.approx(50 * 27 * 2 * 4 * 2**30 / 336.9e9)
+    assert limits["all_reduce 4 GiB"] == pytest.approx(50 * 27 * 2 * 4 * 2**30 / 336.2e9)
     assert limits["all_reduce 256 MiB"] == 20 and limits["pairwise send/receive 256 MiB"] == 20
 
 
