@@ -278,3 +278,23 @@ def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
     slow = no_regression(baseline, with_bidirectional(400.0), key, 0.05, "p")
     # twice 18.1% would allow 36% worse: the spread earns at most the 25% cap
     assert slow.outcome is Outcome.FAILED and "at most 25% worse allowed (twice the 18.1% its baseline runs varied by, capped at 25%)" in slow.message
+
+
+def test_fleet_reads_which_way_a_value_improves_from_its_verdict(tmp_path):
+    from gpuaccept.report.fleet import host_results
+
+    def host(name: str, value: float, better: str | None) -> object:
+        verdict = {"check": "ddp_exposed_comm", "subject": "2gpu-bs8", "outcome": "passed", "measured": value, "unit": ""}
+        if better is not None:
+            verdict["better"] = better
+        test = {"id": "test_ddp_exposed_comm[2gpu-bs8]", "nodeid": "test_ddp.py::x", "outcome": "passed", "verdict": verdict}
+        document = {"environment": {"host": name}, "run": {"profile": {"name": "p"}}, "complete": True, "tests": [test]}
+        return host_results(document, f"{name}.json")
+
+    # a share of time lost to communication: the host far above the median is the outlier
+    for better in ("lower", None):  # None: results written before verdicts carried `better`
+        hosts = [host("a", 0.08, better), host("b", 0.09, better), host("c", 0.30, better)]
+        assert [o.host for o in fleet_outliers(hosts, 0.1)] == ["c"]
+    # the same numbers where higher is better: the low ones are the outliers
+    hosts = [host("a", 0.08, "higher"), host("b", 0.09, "higher"), host("c", 0.30, "higher")]
+    assert sorted(o.host for o in fleet_outliers(hosts, 0.1)) == ["a", "b"]
