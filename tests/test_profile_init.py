@@ -170,3 +170,14 @@ def test_floors_from_one_machine_say_they_may_not_hold_on_the_next(tmp_path, cap
         "gpu-accept: warning: floors from one machine may not hold on the next one of its kind; add runs from another machine",
         "gpu-accept: warning: vm has 1 run: its floors allow for no run-to-run spread; 3 to 5 runs per machine show it",
     ]
+
+
+def test_an_efficiency_above_1_gives_a_floor_of_1_and_says_so():
+    # a golden machine that scaled above 1 (here: its single-GPU run made 4x slower)
+    document = real_run()
+    for result in document["facts"]["measurements"]["ddp"]["results"]:
+        if result["world"] == 1:
+            result["samples_per_s_per_gpu"] /= 4
+    text = profile_from_results([document], [str(REAL_RUN)], "golden", MARGIN)
+    line = next(line for line in text.splitlines() if line.strip().startswith("4gpu-bs8:") and "lowest" in line and "x (" in line)
+    assert line.strip().startswith("4gpu-bs8: 1.0  #") and line.endswith("; capped at 1")

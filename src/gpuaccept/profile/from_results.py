@@ -32,6 +32,7 @@ GIB = 2**30
 ONE_MACHINE = "floors from one machine may not hold on the next one of its kind; add runs from another machine"
 
 # values that are floors or ceilings: they may differ between runs; every run must have them all
+MAX_EFFICIENCY = 1.0  # the highest DDP efficiency floor a profile may hold
 MEASURED = re.compile(r"^(nccl\.busbw\..+|pairwise\.min_busbw|copies\.\w+_min|ddp\.(min_efficiency|max_exposed_comm|nvlink_ab)\..+)$")
 # taken from every run, not from the first: the lowest memory and versions, a PCIe downshift seen in any
 FROM_EVERY_RUN = ("gpus.memory_min_gib", "software.driver_min", "software.cuda_min", "pcie.idle_downshift")
@@ -401,8 +402,12 @@ def _ddp(machines: list[Machine], data: dict, note, margin: float) -> None:
 
         spread = _spread(machines, lambda f, key=key: f.measurements.ddp_efficiency(*key))
         if spread is not None:
-            ddp["min_efficiency"][case] = spread.floor(margin)
-            note(f"ddp.min_efficiency.{case}", spread.floor_text(margin, digits=3))
+            # a golden machine can scale above 1 (caches, a slow single-GPU run, a loaded CPU);
+            # a floor above 1 could never be met, and the schema refuses it
+            floor = min(spread.floor(margin), MAX_EFFICIENCY)
+            ddp["min_efficiency"][case] = floor
+            capped = f"; capped at {MAX_EFFICIENCY:g}" if floor < spread.floor(margin) else ""
+            note(f"ddp.min_efficiency.{case}", spread.floor_text(margin, digits=3) + capped)
 
         def exposed(f: Facts, key=key) -> float | None:
             found = f.measurements.ddp.result(*key) if f.measurements.ddp else None
