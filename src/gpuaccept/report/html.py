@@ -50,6 +50,7 @@ PASS_UNSCALED = 0.5  # where a pass has no floor or peak to place it between
 OUTCOME_COLOURS = {"passed": PASS, "failed": FAIL, "error": ERROR, "skipped": SKIP, "not_applicable": SKIP}
 SERIES = ["#0969da", "#8250df", "#bf3989", "#1a7f37", "#bc4c00", "#57606a", "#0a7b83", "#953800"]
 PEAK = "#57606a"
+GPU_SERIES = ["#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#7f7f7f", "#e377c2", "#bcbd22", "#8c564b"]  # no red: red is the limit
 CHART_CLASS = "chart-figure"  # the script element that holds a figure; a page with one carries plotly.js
 # no plotly.com logo link; no lasso or box select, which these charts have no use for
 CHART_CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
@@ -146,40 +147,44 @@ def timeseries_chart(
     limit: float | None = None,
     limit_label: str = "limit",
     chart_id: str = "timeseries",
-    height: int = 300,
+    note: str = "",
+    height: int = 320,
 ) -> str:
-    """A per-GPU time series (telemetry: clocks, temperature, power), one line per GPU, with a
-    limit line, hover values and zoom. `series` is {gpu: [(t, value), ...]}, t in seconds since
-    the start; the time axis reads in s, min or h by the span. Returns the chart's HTML, to place in a page
-    from render_page (which inlines plotly.js once, however many charts it holds)."""
+    """A per-GPU time series (telemetry: clocks, temperature, power over a burn-in), one line per
+    GPU, with a dashed limit line, the values of every GPU at the cursor's time on hover, and zoom.
+
+    `series` is {gpu: [(t, value), ...]}, t in seconds since the start; the time axis reads in s,
+    min or h by the span. Returns the chart's HTML (a card with its title), for a page from
+    render_page, which inlines plotly.js once however many charts the page holds."""
     import plotly.graph_objects as go
 
     times = [t for points in series.values() for t, _ in points]
     span = (max(times) - min(times)) if times else 0.0
-    scale, time_unit = (3600.0, "h") if span >= 2 * 3600 else (60.0, "min") if span >= 120 else (1.0, "s")
+    scale, time_unit, digits = (3600.0, "h", 4) if span >= 2 * 3600 else (60.0, "min", 2) if span >= 120 else (1.0, "s", 1)
+
+    def at(t: float) -> float:
+        return round(t / scale, 6) if scale != 1.0 else t  # 6 decimals of an hour are 3.6 ms: exact enough, and short
+
     figure = go.Figure(layout=_layout(
-        xaxis=_axis(f"time since start ({time_unit})"), yaxis=_axis(f"{title} ({unit})" if unit else title), height=height,
-        legend={"orientation": "h", "x": 0, "y": -0.22, "font": {"size": 10}}, hovermode="x unified",
+        xaxis=_axis(f"time since start ({time_unit})", hoverformat=f".{digits}f"),
+        yaxis=_axis(f"{title} ({unit})" if unit else title),
+        legend={"orientation": "h", "x": 0, "y": -0.2, "font": {"size": 10}},
+        hovermode="x unified",
     ))
     for index, (gpu, points) in enumerate(series.items()):
         ordered = sorted(points)
         figure.add_trace(go.Scatter(
-            name=str(gpu), x=[t / scale for t, _ in ordered], y=[v for _, v in ordered], mode="lines", meta="series",
-            line={"color": SERIES[index % len(SERIES)], "width": 1.5},
-            hovertemplate=f"{_brace(gpu)}: %{{y:.4g}} {_brace(unit)}<extra></extra>",
+            name=str(gpu), x=[at(t) for t, _ in ordered], y=[value for _, value in ordered], mode="lines", meta="series",
+            line={"color": GPU_SERIES[index % len(GPU_SERIES)], "width": 1},
+            hovertemplate=f"{gpu}: %{{y:.4g}} {unit}<extra></extra>",
         ))
     if limit is not None and times:
         label = f"{limit_label} {show(float(limit))} {unit}".rstrip()
-        figure.add_trace(go.Scatter(
-            name=label, x=[min(times) / scale, max(times) / scale], y=[limit, limit], mode="lines",
-            line={"color": FAIL, "width": 1.5, "dash": "dash"}, hovertemplate=f"{_brace(label)}<extra></extra>", meta="limit",
+        figure.add_trace(go.Scatter(  # last, so that it is drawn over the lines it bounds
+            name=label, x=[at(min(times)), at(max(times))], y=[limit, limit], mode="lines", meta="limit",
+            line={"color": FAIL, "width": 2.5, "dash": "dash"}, hovertemplate=f"{label}<extra></extra>",
         ))
-    return _templates().get_template("card.html.j2").render(title=title, note="", content=chart_html(chart_id, figure, height=height))
-
-
-def _brace(text: Any) -> str:
-    """Text placed in a Plotly hover template, where %{...} is a field."""
-    return str(text).replace("%", "%%")
+    return _templates().get_template("card.html.j2").render(title=title, note=note, content=chart_html(chart_id, figure, height=height))
 
 
 # -- sections -----------------------------------------------------------------------------------------
