@@ -127,6 +127,7 @@ def _layout(**settings) -> dict:
         "paper_bgcolor": "#fff",
         "plot_bgcolor": "#fff",
         "hovermode": "closest",
+        "hoverlabel": {"align": "left"},
         "dragmode": "zoom",
         "showlegend": True,
         "legend": {"orientation": "h", "x": 0, "y": -0.28, "font": {"size": 10}},
@@ -179,7 +180,7 @@ def timeseries_chart(
             hovertemplate=f"{gpu}: %{{y:.4g}} {unit}<extra></extra>",
         ))
     if limit is not None and times:
-        label = f"{limit_label} {show(float(limit))} {unit}".rstrip()
+        label = f"{limit_label} {limit:g} {unit}".rstrip()
         figure.add_trace(go.Scatter(  # last, so that it is drawn over the lines it bounds
             name=label, x=[at(min(times)), at(max(times))], y=[limit, limit], mode="lines", meta="limit",
             line={"color": FAIL, "width": 2.5, "dash": "dash"}, hovertemplate=f"{label}<extra></extra>",
