@@ -180,8 +180,9 @@ def test_timeseries_chart_of_a_synthetic_series():
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium here")
+@pytest.mark.browser
 def test_headless_chromium_draws_every_chart_from_file(tmp_path):
+    assert CHROMIUM is not None, "install Debian's chromium to run the browser tests"
     report = tmp_path / "report.html"
     report.write_text(render_html(load_results(HEALTHY)), encoding="utf-8")
     done = subprocess.run(
