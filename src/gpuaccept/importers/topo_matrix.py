@@ -123,18 +123,19 @@ def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> t
             finding(line.number, f"row {name} has {len(cells)} of {width} cells: the output is cut here; "
                     "what the row lacks is read from the other rows where they say it")
         links: list[str | None] = []
+        clipped = False
         for column, cell in zip(names, cells[:width]):
             if cell == "SOC":
                 soc_seen, cell = True, "SYS"
             if not _LINK.match(cell):
                 finding(line.number, f"row {name}, column {column} reads {cell!r}: not a link type (a clipped field); "
-                        "that cell is not used")
-                cell = None
+                        "that cell is not used" + (", nor the row's affinity fields after it" if _GPU.match(name) else ""))
+                cell, clipped = None, True
             links.append(cell)
         links += [None] * (width - len(links))
         if _GPU.match(name):
             gpu_cells[int(name[3:])] = (line.number, links)
-            if len(cells) >= width:
+            if len(cells) >= width and not clipped:
                 affinity[int(name[3:])] = (line.number, cells[width:])
         else:
             device_cells[name] = links
