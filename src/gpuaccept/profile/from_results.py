@@ -254,10 +254,10 @@ def _nvlink(facts: Facts, data: dict, note, seen: str) -> None:
         note("nvlink.active_links", f"active NVLinks per GPU {seen}")
         down = {f"gpu{i}": [link.link for link in links if not link.active] for i, links in listed.items()}
         by_design = {gpu: links for gpu, links in down.items() if links}
-        others = {f"gpu{i}": n for i, n in counts.items() if n != common and not down[f"gpu{i}"]}
+        others = {f"gpu{i}": n for i, n in counts.items() if n != common}
         if others:
             nvlink["active_links_per_gpu"] = others
-            note("nvlink.active_links_per_gpu", f"GPUs with other counts and no link listed down {seen}")
+            note("nvlink.active_links_per_gpu", f"GPUs with another count of links up {seen}")
         if by_design:
             nvlink["inactive_by_design"] = by_design
             note("nvlink.inactive_by_design", f"links listed but down {seen}: the golden machine's own layout")
@@ -480,6 +480,9 @@ def _ddp(machines: list[Machine], data: dict, note, margin: float, warn: Callabl
     measured = machines[0].runs[0].measurements
     sweep = measured.ddp
     results = sweep.results
+    if not any(r.world == 1 for r in results):
+        warn("ddp: the DDP sweep holds no run on 1 GPU, the baseline every efficiency is measured against: no ddp section written")
+        return
     ddp: dict = {
         "model": dict(sweep.model),
         "dtype": sweep.dtype,
