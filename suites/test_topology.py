@@ -1,4 +1,5 @@
-"""Topology: each GPU's PCIe link and NVLinks, the NVSwitch fabric, and the link type of every pair."""
+"""Topology: each GPU's PCIe link and NVLinks, the NVSwitch fabric, the link type of every pair, and where each
+GPU sits: its closest NIC, its CPU and NUMA affinity."""
 
 from gpuaccept.checks import affinity, topology
 

@@ -170,3 +170,18 @@ def test_run_and_import_say_why_they_cannot_judge(tmp_path):
     read = gpu_accept("import", str(IMPORTS / "nv8-8gpu-topo-m-cut.txt"), "-o", str(tmp_path / "nv8.json"))
     assert read.returncode == 0
     assert "damaged: row GPU7 has 4 of 17 cells" in read.stderr and (tmp_path / "nv8.json").is_file()
+
+
+def test_the_probe_reads_each_links_speed_where_nvml_answers():
+    from tests.helpers import nvml_replay, probe_replay
+
+    replay = nvml_replay("h200x4")  # recorded before the speed was asked: the generation's table speed
+    assert collective_peak(probe_replay(replay)).what == "NVLink 4.0, 18 x 26.5625 GB/s"
+    for gpu in range(4):
+        for link in range(18):
+            replay.answer("nvlink_speed_mbps", gpu, link, value=26562.0)
+    facts = probe_replay(replay)
+    assert facts.gpu(0).nvlinks[5].speed_GBps == 26.562
+    assert collective_peak(facts).what == "NVLink, 18 x 26.562 GB/s as reported"
+    replay.answer("nvlink_speed_mbps", 2, 7, error="NOT_SUPPORTED")  # an older driver: that GPU falls back to the table
+    assert collective_peak(probe_replay(replay)).what == "NVLink, 18 x 26.562 GB/s as reported"  # the slowest GPU's peak
