@@ -183,7 +183,12 @@ def test_multi_node_logs_over_infiniband_and_roce():
 
 
 def test_crashed_runs_fail_every_size_they_did_not_reach():
-    facts = facts_of("rtx5090-2-nccl-tests-all_reduce_perf-crashed.txt")
+    imported = import_files([IMPORTS / "rtx5090-2-nccl-tests-all_reduce_perf-crashed.txt"])
+    assert imported.lines()[1] == (
+        f"{IMPORTS / 'rtx5090-2-nccl-tests-all_reduce_perf-crashed.txt'}:11: damaged: the run crashed before its first result row: "
+        "GENOA-06: Test NCCL failure common.cu:392 'unhandled cuda error (run with NCCL_DEBUG=INFO for details) / '; "
+        "the sizes it did not reach fail")
+    facts = imported.facts
     sweep = facts.measurements.collectives
     assert sweep.results == [] and len(sweep.failures) == 25  # 8 B to 128 MiB by factor 2
     failure = next(f for f in sweep.failures if f.step == "all_reduce 128 MiB")

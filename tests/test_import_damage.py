@@ -91,6 +91,8 @@ def test_a_log_cut_short_leaves_the_rest_unknown_and_a_crash_fails_it(tmp_path):
     assert set(missing) == {"all_reduce 2 GiB", "all_reduce 4 GiB", "all_reduce 8 GiB", "all_reduce 16 GiB"}
     assert missing["all_reduce 4 GiB"].reason == "not_in_log"
     assert missing["all_reduce 4 GiB"].message == f"the log ends after 1 GiB ({cut} is cut short)"
+    assert f"{cut}:20: damaged: the log ends after 1073741824 bytes without nccl-tests' closing lines (# Avg bus bandwidth): " \
+        "the sizes it did not reach are unknown" in import_files([cut]).lines()
     crashed = variant(tmp_path, "h100-2x8-ib-nccl-tests-all_reduce_perf.txt", lambda t: t.replace(
         "  2147483648", "bm-h100-02: Test NCCL failure common.cu:303 'remote process exited or there was a network error / '\n  2147483648", 1), "crashed.txt")
     failures = {f.step: f for f in import_files([crashed]).facts.measurements.collectives.failures}

@@ -229,6 +229,15 @@ def _finish(run: NcclRun, text: TextFile) -> None:
             run.collective, run.told_by = FILE_NAMES[match.group(1).replace("_", "")], "the file name"
             run.findings.append(Finding(text.name, run.line, f"which collective ran ({run.collective}) is taken from the file "
                                         "name: the log names none", damaged=False))
+    last = max((row.size for row in run.rows), default=0)
+    after = f"after {last} bytes" if last else "before its first result row"
+    if run.crash:
+        line, text_of_crash = run.crash
+        run.findings.append(Finding(text.name, line, f"the run crashed {after}: {text_of_crash[:120]}; the sizes it did not "
+                                    "reach fail"))
+    elif not run.complete:
+        run.findings.append(Finding(text.name, run.line, f"the log ends {after} without nccl-tests' closing lines "
+                                    "(# Avg bus bandwidth): the sizes it did not reach are unknown"))
     devices = run.devices
     if devices and len(devices) < run.ranks:
         shown = ", ".join(str(d.rank) for d in devices)
