@@ -156,3 +156,11 @@ def test_several_bad_files_are_all_named_at_once(tmp_path):
     with pytest.raises(ImportedTextError) as refused:
         import_files([empty, missing, IMPORTS / "l4-2-pcie-topo-p2p-r.txt"])
     assert refused.value.lines() == [f"{empty}: the file is empty", f"{missing}: cannot read it: No such file or directory"]
+
+
+def test_a_single_gpu_without_nics(tmp_path):
+    # the reference 4xH200 capture cut down to its first GPU, as a 1-GPU VM prints it
+    one = tmp_path / "one.txt"
+    one.write_text("\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-63\t0\t\tN/A\n")
+    facts = import_files([one]).facts
+    assert facts.gpu_count == 1 and facts.links == [] and facts.gpu(0).cpu_affinity == "0-63" and facts.gpu(0).nics == []

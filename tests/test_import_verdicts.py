@@ -185,3 +185,19 @@ def test_the_probe_reads_each_links_speed_where_nvml_answers():
     assert collective_peak(facts).what == "NVLink, 18 x 26.562 GB/s as reported"
     replay.answer("nvlink_speed_mbps", 2, 7, error="NOT_SUPPORTED")  # an older driver: that GPU falls back to the table
     assert collective_peak(probe_replay(replay)).what == "NVLink, 18 x 26.562 GB/s as reported"  # the slowest GPU's peak
+
+
+def test_the_reference_4xh200_outputs_pass_their_own_profile():
+    from tests.helpers import REFERENCE
+
+    files = [REFERENCE / "nvidia-smi-topo-m.txt", REFERENCE / "nvidia-smi-topo-p2p-r.txt"]
+    files += sorted(REFERENCE.glob("nccl-tests-*-g4.txt"))
+    profile, facts = shipped("h200-4-nvswitch"), facts_of(*files)
+    assert facts.measurements.collectives.ranks == 4 and facts.gpu(0).name == "NVIDIA H200"
+    links = [topology.link_type(profile, facts, pair) for pair in profile.gpu_pairs()]
+    busbw = [fabric.busbw(profile, facts, case) for case in fabric.busbw_cases(profile)]
+    correct = [fabric.collective_correct(profile, facts, case) for case in fabric.busbw_cases(profile)]
+    assert len(busbw) == 15 and all(v.outcome is Outcome.PASSED for v in links + busbw + correct)
+    # no nvlink -s among them: no peak is claimed, the log's own figures are judged
+    assert busbw[1].message == "all_reduce 1 GiB: busbw 354.3 GB/s (algbw 236.2 GB/s, 4546 us, 4 ranks) (profile h200-4-nvswitch)"
+    assert {p.nvml["read"] for p in facts.p2p} == {"OK"}

@@ -64,6 +64,8 @@ def rows_look_like(text: TextFile, header: int, vocabulary: str) -> bool:
         cells = [c for c in tokens[1:] if c != "X"]
         links = sum(1 for c in cells if _LINK.match(c))
         codes = sum(1 for c in cells if c in P2P_CODES)
+        if vocabulary == "topo" and links == codes == 0 and tokens[1:2] == ["X"]:
+            return "Affinity" in text.lines[header].text  # one GPU, no NIC: only its affinity follows the X
         return links > codes if vocabulary == "topo" else codes > links
     return False
 
@@ -92,7 +94,9 @@ def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> t
     tail = " ".join(tokens[rest:])
     columns = [key for title, key in AFFINITY_COLUMNS if title in tail]
     matrix = TopoMatrix(text.name, header_line.number, gpu_count, list(devices))
-    finding = lambda line, message: matrix.findings.append(Finding(text.name, line, message))  # noqa: E731
+
+    def finding(line: int, message: str) -> None:
+        matrix.findings.append(Finding(text.name, line, message))
 
     names = [f"GPU{i}" for i in range(gpu_count)] + devices
     width = len(names)
