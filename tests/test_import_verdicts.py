@@ -201,3 +201,22 @@ def test_the_reference_4xh200_outputs_pass_their_own_profile():
     # no nvlink -s among them: no peak is claimed, the log's own figures are judged
     assert busbw[1].message == "all_reduce 1 GiB: busbw 354.3 GB/s (algbw 236.2 GB/s, 4546 us, 4 ranks) (profile h200-4-nvswitch)"
     assert {p.nvml["read"] for p in facts.p2p} == {"OK"}
+
+
+def test_a_pasted_p2p_grid_per_capability_in_a_profile(tmp_path):
+    import pytest
+
+    from gpuaccept.errors import ProfileError
+
+    grid = " \tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\t\n" + "".join(
+        f" GPU{i}\t" + "\t".join("X" if i == j else ("CNS" if {i, j} == {3, 4} else "OK") for j in range(5)) + "\t\n" for i in range(5))
+    body = 'schema: 1\nname: five\ngpus: {count: 5, model: x}\np2p:\n  matrix:\n    prop: |\n' + "".join(f"      {line}\n" for line in grid.splitlines())
+    profile = profile_text(tmp_path, body)
+    facts = facts_of(IMPORTS / "geforce-5-pcie-topo-m-and-p2p-p.txt")  # every pair OK, 3-4 included
+    assert p2p.p2p_capability(profile, facts, (0, 1)).outcome is Outcome.PASSED
+    verdict = p2p.p2p_capability(profile, facts, (4, 3))
+    assert verdict.message == "gpu4-gpu3: P2P prop OK, expected not OK (profile five)"
+    with pytest.raises(ProfileError, match=r"p2p\.matrix\.read: the grid has 2 GPUs but gpus.count is 5"):
+        profile_text(tmp_path, 'schema: 1\ngpus: {count: 5, model: x}\np2p:\n  matrix:\n    read: |\n      GPU0 GPU1\n      GPU0 X OK\n      GPU1 OK X\n')
+    with pytest.raises(ProfileError, match="not a P2P status"):
+        profile_text(tmp_path, 'schema: 1\ngpus: {count: 2, model: x}\np2p:\n  matrix:\n    read: |\n      GPU0 GPU1\n      GPU0 X YES\n      GPU1 OK X\n')
