@@ -180,4 +180,4 @@ def test_an_efficiency_above_1_gives_a_floor_of_1_and_says_so():
             result["samples_per_s_per_gpu"] /= 4
     text = profile_from_results([document], [str(REAL_RUN)], "golden", MARGIN)
     line = next(line for line in text.splitlines() if line.strip().startswith("4gpu-bs8:") and "lowest" in line and "x (" in line)
-    assert line.strip().startswith("4gpu-bs8: 1.0  #") and line.endswith("; capped at 1")
+    assert line.strip().startswith("4gpu-bs8: 1.0  #") and line.endswith(", capped at 1")

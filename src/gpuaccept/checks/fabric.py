@@ -13,7 +13,7 @@ from gpuaccept.checks.attempts import judged_on_every_attempt
 from gpuaccept.checks.inventory import gpu_name
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import AtLeast, Equals, Judge, Verdict
-from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure, collective_key, copy_key, pair_step_key
+from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure, Unavailable, collective_key, copy_key, pair_step_key
 from gpuaccept.measure.plan import human_size
 from gpuaccept.measure.sizes import format_size, parse_size
 from gpuaccept.profile.model import Profile
@@ -54,6 +54,8 @@ def _collective_result(judge: Judge, profile: Profile, facts: Facts, case: tuple
     if sweep is None:
         return judge.error(label, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
     failure = _failure(sweep.failures, label)
+    if failure and failure.reason == "not_in_log":
+        return judge.error(label, f"could not be established: {failure.message}", criterion, context={"reason": failure.reason})
     if failure:
         return judge.failed(label, failure.message, None, criterion, context={"reason": failure.reason})
     result = sweep.result(collective, format_size(size))
@@ -92,6 +94,8 @@ def collective_correct(profile: Profile, facts: Facts, case: tuple[str, str]) ->
         return result
     label = f"{collective} {human_size(parse_size(size_text))}"
     note = f"{result.dtype}, {result.ranks} ranks"
+    if isinstance(result.wrong, Unavailable):
+        return judge.unavailable(label, "result check:", result.wrong, criterion)
     if result.wrong:
         return judge.failed(label, f"result check: {criterion.violation(result.wrong)} ({note})", result.wrong, criterion, final=True)
     return judge(label, "result check:", result.wrong, criterion, note=note)

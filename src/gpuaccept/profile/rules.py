@@ -8,7 +8,7 @@ from gpuaccept.facts.model import parse_ddp_case
 from gpuaccept.measure.sizes import format_size, parse_size
 from gpuaccept.profile.source import KeyPath
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.topology import parse_link_matrix, parse_pair_key
+from gpuaccept.topology import parse_link_matrix, parse_p2p_matrix, parse_pair_key
 
 
 def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
@@ -28,11 +28,20 @@ def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
 
     if spec.p2p is not None:
         yield from _pair_problems(("p2p", "pairs"), spec.p2p.pairs, count, ordered=True)
+        for capability, text in spec.p2p.matrix.items():
+            size = len(parse_p2p_matrix(text))
+            if size != count:
+                yield ("p2p", "matrix", capability), f"the grid has {size} GPUs but gpus.count is {count}"
+
+    if spec.affinity is not None:
+        for table in ("nic", "cpu", "numa"):
+            yield from _gpu_key_problems(("affinity", table), getattr(spec.affinity, table), count)
 
     yield from _measurement_problems(spec)
 
     nvlink = spec.nvlink
     if nvlink is not None:
+        yield from _gpu_key_problems(("nvlink", "active_links_per_gpu"), nvlink.active_links_per_gpu, count)
         for key, link_ids in nvlink.inactive_by_design.items():
             where = ("nvlink", "inactive_by_design", key)
             gpu = int(key[3:])
@@ -40,6 +49,12 @@ def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
                 yield where, f"{key} is out of range: the profile has {count} GPU(s), gpu0 to gpu{count - 1}"
             if len(set(link_ids)) != len(link_ids):
                 yield where, "a link is listed twice"
+
+
+def _gpu_key_problems(where: KeyPath, table: dict, count: int) -> Iterator[tuple[KeyPath, str]]:
+    for key in table:
+        if key.startswith("gpu") and int(key[3:]) >= count:
+            yield where + (key,), f"{key} is out of range: the profile has {count} GPU(s), gpu0 to gpu{count - 1}"
 
 
 def _measurement_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
