@@ -127,3 +127,15 @@ def test_pcie_levels_map_to_nvidia_smi_labels(level, label):
 def test_bus_ids_compare_in_one_form():
     assert normalize_bus_id("0000:00:06.0") == normalize_bus_id("00000000:00:06.0") == "00000000:00:06.0"
     assert normalize_bus_id("ffffffff:ff:ff.0") == "FFFFFFFF:FF:FF.0"
+
+
+def test_link_speeds_recorded_on_a_2xh200_give_the_reported_peak():
+    # recorded on a lent 2xH200 (driver 580.159.04) with `gpu-accept record --nvml-log`: NVML's
+    # NVLINK_GET_SPEED field answers 26562 MB/s for every one of the 18 links of each GPU
+    from gpuaccept.checks.peaks import nvlink_peak
+
+    facts = probe_replay(nvml_replay("h200x2-link-speed"))
+    for gpu in facts.gpus:
+        assert [link.speed_GBps for link in gpu.nvlinks] == [26.562] * 18
+        peak = nvlink_peak(gpu)
+        assert peak.GBps == pytest.approx(18 * 26.562) and peak.what == "NVLink, 18 x 26.562 GB/s as reported"
