@@ -18,11 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-from gpuaccept.measure.sizes import format_size
 from gpuaccept.measure.stages import run_nccl_stage
 from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.vocabulary.collectives import COLLECTIVES
+from gpuaccept.vocabulary.sizes import format_size
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
 # torch's all_reduce and broadcast work in place; the others write a separate output buffer
 IN_PLACE = {"all_reduce", "broadcast"}
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+\w+\s+\w+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
@@ -84,7 +84,7 @@ def main() -> int:
     parser.add_argument("--markdown", type=Path, help="also write the table here")
     parser.add_argument("--logs", type=Path, help="write nccl-tests' own output here")
     args = parser.parse_args()
-    from gpuaccept.measure.sizes import parse_size
+    from gpuaccept.vocabulary.sizes import parse_size
 
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     first, wall_first, sweep = run_suite(args.gpus, sizes, args.warmup, args.iterations)

@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
+from gpuaccept.vocabulary.collectives import COLLECTIVES
+
 SIZES = {"256MiB": 1 << 28, "1GiB": 1 << 30, "4GiB": 1 << 32}
 BUSBW = {"all_reduce": 355.0, "all_gather": 330.0, "reduce_scatter": 330.0, "alltoall": 335.0, "broadcast": 360.0}
 

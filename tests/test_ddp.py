@@ -5,11 +5,12 @@ import pytest
 from gpuaccept.checks import ddp
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.errors import ProfileError
-from gpuaccept.facts.model import DdpResult, DdpSweep, Measurements, StepFailure, ddp_case, parse_ddp_case
-from gpuaccept.measure.gpt import PRESETS, GptShape
+from gpuaccept.facts.model import DdpResult, DdpSweep, Measurements, StepFailure
 from gpuaccept.measure.stages import ddp_plan, run_ddp_stage
 from gpuaccept.profile import load_profile
 from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.vocabulary.gpt import PRESETS, GptDims
+from gpuaccept.vocabulary.steps import ddp_case, parse_ddp_case
 from tests.helpers import example_facts, write
 
 TINY = {
@@ -36,7 +37,7 @@ def test_gloo_ddp_runs_every_world_size_and_batch_and_the_ab_arm():
     assert sweep.result(1, 8).no_sync_step_s is None and sweep.result(2, 8).no_sync_step_s > 0
     assert [r.case for r in without.results] == ["2gpu-bs8"]
     assert without.p2p_disabled and without.environment["NCCL_P2P_DISABLE"] == "1"
-    assert sweep.parameters == GptShape(**PRESETS["tiny"]).parameters()
+    assert sweep.parameters == PRESETS["tiny"].parameters()
 
 
 def test_gloo_ddp_trains_each_gradient_accumulation_setting_and_on_a_subgroup():
@@ -58,7 +59,7 @@ def test_the_gpt_parameter_count_formula_matches_the_model():
     torch = pytest.importorskip("torch")
     from gpuaccept.measure.gpt import build
 
-    shape = GptShape(layers=3, d_model=48, heads=4, vocab=100, seq_len=16)
+    shape = GptDims(layers=3, d_model=48, heads=4, vocab=100, seq_len=16)
     model = build(shape)
     assert sum(p.numel() for p in model.parameters()) == shape.parameters()
     assert model(torch.randint(0, 100, (2, 16))).shape == (2, 16, 100)

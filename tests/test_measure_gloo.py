@@ -13,10 +13,9 @@ from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
 from gpuaccept.measure.worker import WAITING_MARK
 from gpuaccept.measure.stages import nccl_plan, run_nccl_stage
 from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.vocabulary.collectives import COLLECTIVES
 
 pytest.importorskip("torch")
-
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
 
 
 def small_spec(ranks: int, **extra) -> ProfileSpec:

@@ -6,7 +6,8 @@ from gpuaccept.errors import NoDriverError, ProbeError
 from gpuaccept.facts.model import NvLinkFacts, Unavailable
 from gpuaccept.probe.collect import collect_facts, normalize_bus_id
 from gpuaccept.probe.linktype import classify_pair
-from gpuaccept.probe.nvml import P2PCapability, ReplayNvml
+from gpuaccept.probe.nvml import ReplayNvml
+from gpuaccept.vocabulary.nvml_codes import P2PCapability
 from tests.helpers import cuda_seeing, nvml_replay, probe_replay
 
 

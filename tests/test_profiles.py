@@ -57,7 +57,7 @@ def test_every_expectation_says_where_it_came_from(path):
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_every_multi_gpu_profile_checks_ddp_scaling_at_each_world_size_it_trains(path):
-    from gpuaccept.facts.model import parse_ddp_case
+    from gpuaccept.vocabulary.steps import parse_ddp_case
 
     profile = load_profile(path, [PROFILES])
     ddp = profile.spec.ddp

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from gpuaccept.checks.attempts import judged_on_every_attempt
 from gpuaccept.checks.verdict import AtLeast, AtMost, Judge, Verdict
-from gpuaccept.facts.model import DdpSweep, Facts, StepFailure, ddp_key, parse_ddp_case
+from gpuaccept.facts.model import DdpSweep, Facts, StepFailure
 from gpuaccept.profile.model import Profile
+from gpuaccept.vocabulary.steps import ddp_key, ddp_label, parse_ddp_case
 
 NO_SWEEP = "the facts hold no DDP sweep{what} (record them with `gpu-accept record --measure --profile {profile}`)"
 
@@ -22,7 +23,7 @@ def ddp_cases(profile: Profile) -> list[str]:
 
 
 def _failure(sweep: DdpSweep, world: int) -> StepFailure | None:
-    label = f"DDP on {world} GPU{'s' if world > 1 else ''}"
+    label = ddp_label(world)
     return next((f for f in sweep.failures if f.step == label), None)
 
 

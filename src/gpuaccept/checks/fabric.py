@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from gpuaccept.checks.attempts import judged_on_every_attempt
-from gpuaccept.checks.inventory import gpu_name
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import AtLeast, Equals, Judge, Verdict
-from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure, collective_key, copy_key, pair_step_key
-from gpuaccept.measure.plan import human_size
-from gpuaccept.measure.sizes import format_size, parse_size
+from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure
 from gpuaccept.profile.model import Profile
-from gpuaccept.topology import pair_key
+from gpuaccept.vocabulary.copies import CopyKind, floor_key
+from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
+from gpuaccept.vocabulary.steps import collective_key, collective_label, copy_key, pair_step_key
 
 NO_MEASUREMENT = "the facts hold no {what} (record them with `gpu-accept record --measure --profile {profile}`)"
 
@@ -49,7 +49,7 @@ def _collective_result(judge: Judge, profile: Profile, facts: Facts, case: tuple
     """The sweep's result for one collective and size, or the verdict that says why there is none."""
     collective, size_text = case
     size = parse_size(size_text)
-    label = f"{collective} {human_size(size)}"
+    label = collective_label(collective, size)
     sweep = facts.measurements.collectives
     if sweep is None:
         return judge.error(label, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
@@ -78,7 +78,7 @@ def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
     note, context = _with_peak(result.busbw_GBps, collective_peak(facts))
     context.update(algbw_GBps=round(result.algbw_GBps, 2), time_us=round(result.time_us, 1), ranks=result.ranks, size_bytes=result.size_bytes)
     note = "; ".join(part for part in (note, f"algbw {result.algbw_GBps:.1f} GB/s, {result.time_us:.0f} us, {result.ranks} ranks") if part)
-    label = f"{collective} {human_size(parse_size(size_text))}"
+    label = collective_label(collective, parse_size(size_text))
     return judge(label, "busbw", result.busbw_GBps, criterion, note=note, context=context)
 
 
@@ -90,7 +90,7 @@ def collective_correct(profile: Profile, facts: Facts, case: tuple[str, str]) ->
     result = _collective_result(judge, profile, facts, case, criterion)
     if isinstance(result, Verdict):
         return result
-    label = f"{collective} {human_size(parse_size(size_text))}"
+    label = collective_label(collective, parse_size(size_text))
     note = f"{result.dtype}, {result.ranks} ranks"
     if result.wrong:
         return judge.failed(label, f"result check: {criterion.violation(result.wrong)} ({note})", result.wrong, criterion, final=True)
@@ -122,13 +122,13 @@ def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict
     return judge(subject, "send/receive", result.busbw_GBps, criterion, note=note, context=context)
 
 
-def _copy_verdict(check: str, profile: Profile, facts: Facts, what: str, gpus: tuple[int, ...], floor_key: str, peak: Peak | None) -> Verdict:
+def _copy_verdict(check: str, profile: Profile, facts: Facts, what: CopyKind, gpus: tuple[int, ...], peak: Peak | None) -> Verdict:
     judge = Judge(check, profile.name, profile.marginal_band)
-    subject = pair_key(*gpus) if len(gpus) == 2 else gpu_name(gpus[0])
+    subject = pair_key(*gpus) if len(gpus) == 2 else gpu_key(gpus[0])
     copies = profile.spec.copies
-    floor = getattr(copies, floor_key) if copies else None
+    floor = copies.floor(what) if copies else None
     if floor is None:
-        return judge.not_applicable(subject, f"the profile sets no copies.{floor_key}")
+        return judge.not_applicable(subject, f"the profile sets no copies.{floor_key(what)}")
     criterion = AtLeast(floor, "GB/s")
     sweep = facts.measurements.copies
     if sweep is None:
@@ -144,34 +144,34 @@ def _copy_verdict(check: str, profile: Profile, facts: Facts, what: str, gpus: t
     return judge(subject, what.replace("_", " "), result.GBps, criterion, note=note, context=context)
 
 
-def _copy_keys(what: str) -> Callable[[Profile, Any], list[str]]:
+def _copy_keys(what: CopyKind) -> Callable[[Profile, Any], list[str]]:
     return lambda profile, gpus: [copy_key(what, gpus if isinstance(gpus, tuple) else (gpus,))]
 
 
 @judged_on_every_attempt(_copy_keys("p2p"))
 def p2p_copy(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
-    return _copy_verdict("p2p_copy", profile, facts, "p2p", pair, "p2p_min", pair_peak(facts, *pair))
+    return _copy_verdict("p2p_copy", profile, facts, "p2p", pair, pair_peak(facts, *pair))
 
 
 @judged_on_every_attempt(_copy_keys("p2p_bidirectional"))
 def p2p_copy_bidirectional(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     peak = pair_peak(facts, *pair)
     both_ways = Peak(2 * peak.GBps, f"{peak.what}, both ways") if peak else None
-    return _copy_verdict("p2p_copy_bidirectional", profile, facts, "p2p_bidirectional", pair, "p2p_bidirectional_min", both_ways)
+    return _copy_verdict("p2p_copy_bidirectional", profile, facts, "p2p_bidirectional", pair, both_ways)
 
 
 @judged_on_every_attempt(_copy_keys("local"))
 def local_copy(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    return _copy_verdict("local_copy", profile, facts, "local", (gpu,), "local_min", None)
+    return _copy_verdict("local_copy", profile, facts, "local", (gpu,), None)
 
 
 @judged_on_every_attempt(_copy_keys("host_to_device"))
 def host_to_device(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     found = facts.gpu(gpu)
-    return _copy_verdict("host_to_device", profile, facts, "host_to_device", (gpu,), "host_to_device_min", pcie_peak(found) if found else None)
+    return _copy_verdict("host_to_device", profile, facts, "host_to_device", (gpu,), pcie_peak(found) if found else None)
 
 
 @judged_on_every_attempt(_copy_keys("device_to_host"))
 def device_to_host(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     found = facts.gpu(gpu)
-    return _copy_verdict("device_to_host", profile, facts, "device_to_host", (gpu,), "device_to_host_min", pcie_peak(found) if found else None)
+    return _copy_verdict("device_to_host", profile, facts, "device_to_host", (gpu,), pcie_peak(found) if found else None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuaccept.facts.model import Facts, GpuFacts, Unavailable
-from gpuaccept.probe.nvml import NVLINK_VERSION_NAMES
+from gpuaccept.vocabulary.nvml_codes import NVLINK_VERSION_NAMES
 
 # GB/s per link and direction. NVLink 4.0: nvidia-smi nvlink -s shows 26.562 GB/s per link on
 # H100/H200; 3.0: 25 GB/s (A100; GA102 bridges run narrower links at 14.0625, which this table

@@ -11,6 +11,9 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gpuaccept.vocabulary.copies import CopyKind
+from gpuaccept.vocabulary.steps import Stage, collective_key, copy_key, ddp_case, ddp_key, pair_step_key
+
 FACTS_VERSION = 1
 
 
@@ -156,27 +159,6 @@ class StepFailure(Record):
     message: str
 
 
-# Step keys: the identity of one measured value's step, the same in a worker's plan, a result and a
-# confirmation round: "collective/all_reduce/1GiB", "pair/gpu0-gpu1", "copy/p2p/gpu0-gpu1",
-# "ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8".
-
-
-def collective_key(collective: str, nominal_size: str) -> str:
-    return f"collective/{collective}/{nominal_size}"
-
-
-def pair_step_key(a: int, b: int) -> str:
-    return f"pair/gpu{min(a, b)}-gpu{max(a, b)}"
-
-
-def copy_key(what: str, gpus: tuple[int, ...] | list[int]) -> str:
-    return f"copy/{what}/" + "-".join(f"gpu{g}" for g in gpus)
-
-
-def ddp_key(case: str, without_p2p: bool = False) -> str:
-    return f"{'ddp_without_p2p' if without_p2p else 'ddp'}/{case}"
-
-
 class CollectiveResult(Record):
     collective: str
     size_bytes: int  # S as nccl-tests prints it
@@ -236,7 +218,7 @@ class PairSweep(Record):
 
 
 class CopyResult(Record):
-    what: Literal["p2p", "p2p_bidirectional", "local", "host_to_device", "device_to_host"]
+    what: CopyKind
     gpus: tuple[int, ...]  # (src, dst) for p2p; (gpu,) otherwise
     size_bytes: int
     iterations: int
@@ -279,18 +261,6 @@ class DdpResult(Record):
         return max(0.0, (self.step_s - self.no_sync_step_s) / self.step_s)
 
 
-def ddp_case(world: int, batch: int, accumulation: int = 1) -> str:
-    """The test id of a DDP setting: 4gpu-bs8, 4gpu-bs2-acc4."""
-    return f"{world}gpu-bs{batch}" + (f"-acc{accumulation}" if accumulation != 1 else "")
-
-
-def parse_ddp_case(case: str) -> tuple[int, int, int]:
-    """'4gpu-bs2-acc4' -> (4, 2, 4): world, batch, accumulation."""
-    world, _, rest = case.partition("gpu-bs")
-    batch, _, accumulation = rest.partition("-acc")
-    return int(world), int(batch), int(accumulation or 1)
-
-
 class DdpSweep(Record):
     backend: str
     nccl_version: str | None
@@ -313,7 +283,6 @@ class DdpSweep(Record):
         return ddp_key(result.case, self.p2p_disabled)
 
 
-Stage = Literal["nccl", "copies", "ddp"]
 STAGE_SWEEPS: dict[str, tuple[str, ...]] = {
     "nccl": ("collectives", "pairwise"),
     "copies": ("copies",),

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 
-from gpuaccept.facts.model import copy_key
 from gpuaccept.measure.plan import CopyStep
+from gpuaccept.vocabulary.steps import copy_key
 
 
 def measure_copies(step: CopyStep, me) -> list[dict]:

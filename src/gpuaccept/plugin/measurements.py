@@ -19,9 +19,11 @@ from gpuaccept.checks import ddp, fabric
 from gpuaccept.checks.attempts import worth_measuring_again
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import STAGE_SWEEPS, CollectiveSweep, ConfirmationRound, Measurements, PairSweep, StepFailure
+from gpuaccept.files import write_atomically
 from gpuaccept.measure.collective_step import ATTEMPT
 from gpuaccept.measure.stages import nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
 from gpuaccept.profile import Profile
+from gpuaccept.vocabulary.steps import stage_of_key
 
 STAGE_FILES = {"nccl": "nccl.json", "copies": "copies.json", "ddp": "ddp.json"}
 # A stage's confirmation rounds may take as long as the stage itself took, and at least this long.
@@ -63,9 +65,7 @@ class MeasurementStore:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not path.exists():
                 measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile))
-                temporary = path.with_suffix(".partial")
-                temporary.write_text(measured.model_dump_json(), encoding="utf-8")
-                temporary.replace(path)
+                write_atomically(path, measured.model_dump_json())
         return merge(facts, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
 
     def collected(self) -> Measurements:
@@ -164,13 +164,8 @@ def _combine(first: Measurements, second: Measurements) -> Measurements:
     fresh = {stage for stage, names in STAGE_SWEEPS.items() if any(getattr(second, name) is not None for name in names)}
     merged = {name: getattr(second, name) or getattr(first, name) for name in Measurements.model_fields if name not in ("rounds", "unconfirmed")}
     merged["rounds"] = [r for r in first.rounds if r.stage not in fresh] + list(second.rounds)
-    merged["unconfirmed"] = sorted(set(second.unconfirmed) | {k for k in first.unconfirmed if _stage_of_key(k) not in fresh})
+    merged["unconfirmed"] = sorted(set(second.unconfirmed) | {k for k in first.unconfirmed if stage_of_key(k) not in fresh})
     return Measurements(**merged)
-
-
-def _stage_of_key(key: str) -> str:
-    kind = key.split("/", 1)[0]
-    return {"collective": "nccl", "pair": "nccl", "copy": "copies"}.get(kind, "ddp")
 
 
 def merge(facts: Facts, measured: Measurements) -> Facts:

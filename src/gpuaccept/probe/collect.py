@@ -29,7 +29,9 @@ from gpuaccept.facts.model import (
     is_known,
 )
 from gpuaccept.probe.linktype import classify_pair
-from gpuaccept.probe.nvml import MAX_NVLINKS, P2P_STATUS_NAMES, Nvml, NvmlCallError, P2PCapability
+from gpuaccept.probe.nvml import Nvml, NvmlCallError
+from gpuaccept.vocabulary.links import gpu_key
+from gpuaccept.vocabulary.nvml_codes import MAX_NVLINKS, P2P_STATUS_NAMES, P2PCapability
 
 _REASONS = {
     "NOT_SUPPORTED": "not_supported",
@@ -165,7 +167,7 @@ def _gpu_facts(nvml: Nvml, cuda_index: int, i: int) -> GpuFacts:
         try:
             return nvml.query(name, i)
         except NvmlCallError as error:
-            raise ProbeError(f"gpu{cuda_index}: NVML cannot read its {name.replace('_', ' ')}: {error}") from None
+            raise ProbeError(f"{gpu_key(cuda_index)}: NVML cannot read its {name.replace('_', ' ')}: {error}") from None
 
     ecc = read(nvml, "ecc_mode", i)
     return GpuFacts(

@@ -20,14 +20,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from gpuaccept.facts import Facts, Unavailable
-from gpuaccept.facts.model import ddp_case
-from gpuaccept.measure.sizes import format_size
-from gpuaccept.probe.nvml import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import SCHEMA_VERSION
-from gpuaccept.topology import pair_key
-
-GIB = 2**30
+from gpuaccept.vocabulary.copies import COPY_KINDS, floor_key
+from gpuaccept.vocabulary.links import pair_key
+from gpuaccept.vocabulary.nvml_codes import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
+from gpuaccept.vocabulary.sizes import GIB, format_size
+from gpuaccept.vocabulary.steps import ddp_case
 
 ONE_MACHINE = "floors from one machine may not hold on the next one of its kind; add runs from another machine"
 
@@ -319,13 +318,8 @@ def _spread(machines: list[Machine], pick: Callable[[Facts], float | None]) -> S
     return Spread(by_machine)
 
 
-COPIES = {
-    "p2p": "slowest ordered pair",
-    "p2p_bidirectional": "slowest pair both ways",
-    "local": "slowest GPU",
-    "host_to_device": "slowest GPU",
-    "device_to_host": "slowest GPU",
-}
+# what a copy floor's comment names as the value it came from; every other copy kind is per GPU
+SLOWEST = {"p2p": "slowest ordered pair", "p2p_bidirectional": "slowest pair both ways"}
 
 
 def _measured(machines: list[Machine], data: dict, note, margin: float) -> None:
@@ -355,11 +349,11 @@ def _measured(machines: list[Machine], data: dict, note, margin: float) -> None:
     if measured.copies and measured.copies.results:
         results = measured.copies.results
         copies: dict = {"size": format_size(results[0].size_bytes), "iterations": results[0].iterations}
-        for what, which in COPIES.items():
+        for what in COPY_KINDS:
             spread = _spread(machines, lambda f, what=what: _lowest_copy(f, what))
             if spread is not None:
-                copies[f"{what}_min"] = spread.floor(margin)
-                note(f"copies.{what}_min", f"{which}: {spread.floor_text(margin, 'GB/s')}")
+                copies[floor_key(what)] = spread.floor(margin)
+                note(f"copies.{floor_key(what)}", f"{SLOWEST.get(what, 'slowest GPU')}: {spread.floor_text(margin, 'GB/s')}")
         data["copies"] = copies
     if measured.ddp and measured.ddp.results:
         _ddp(machines, data, note, margin)

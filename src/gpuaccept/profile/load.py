@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from gpuaccept.errors import Problem, ProfileError
+from gpuaccept.errors import KeyPath, Problem, ProfileError, format_path
 from gpuaccept.profile.model import Profile
 from gpuaccept.profile.rules import semantic_problems
-from gpuaccept.profile.source import Document, KeyPath, Location, format_path, read_document
+from gpuaccept.profile.source import Document, Location, read_document
 from gpuaccept.profile.spec import ProfileSpec
 
 

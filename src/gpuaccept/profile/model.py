@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuaccept.profile.spec import P2PCaps, ProfileSpec
-from gpuaccept.topology import pair_key, parse_link_matrix
+from gpuaccept.vocabulary.links import gpu_key, pair_key, parse_link_matrix
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Profile:
 
     def inactive_links_by_design(self, gpu: int) -> set[int]:
         nvlink = self.spec.nvlink
-        return set(nvlink.inactive_by_design.get(f"gpu{gpu}", [])) if nvlink else set()
+        return set(nvlink.inactive_by_design.get(gpu_key(gpu), [])) if nvlink else set()
 
     def where(self, key_path: str) -> str:
         """The provenance comment of a key, for reports: '' where the profile gives none."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from gpuaccept.profile.source import format_path
+from gpuaccept.errors import format_path
 
 
 def render_yaml(data: dict, comments: dict[str, str] | None = None, header: str = "") -> str:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuaccept.facts.model import parse_ddp_case
-from gpuaccept.measure.sizes import format_size, parse_size
-from gpuaccept.profile.source import KeyPath
+from gpuaccept.errors import KeyPath
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.topology import parse_link_matrix, parse_pair_key
+from gpuaccept.vocabulary.copies import floor_key
+from gpuaccept.vocabulary.links import gpu_key, parse_gpu_key, parse_link_matrix, parse_pair_key
+from gpuaccept.vocabulary.sizes import format_size, parse_size
+from gpuaccept.vocabulary.steps import parse_ddp_case
 
 
 def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
@@ -35,9 +36,9 @@ def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
     if nvlink is not None:
         for key, link_ids in nvlink.inactive_by_design.items():
             where = ("nvlink", "inactive_by_design", key)
-            gpu = int(key[3:])
+            gpu = parse_gpu_key(key)
             if gpu >= count:
-                yield where, f"{key} is out of range: the profile has {count} GPU(s), gpu0 to gpu{count - 1}"
+                yield where, f"{key} is out of range: the profile has {count} GPU(s), {gpu_key(0)} to {gpu_key(count - 1)}"
             if len(set(link_ids)) != len(link_ids):
                 yield where, "a link is listed twice"
 
@@ -49,9 +50,9 @@ def _measurement_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
             yield (section,), f"needs at least 2 GPUs; the profile has {count}"
     copies = spec.copies
     if copies is not None and count < 2:
-        for key in ("p2p_min", "p2p_bidirectional_min"):
-            if getattr(copies, key) is not None:
-                yield ("copies", key), f"peer copies need at least 2 GPUs; the profile has {count}"
+        for kind in ("p2p", "p2p_bidirectional"):
+            if copies.floor(kind) is not None:
+                yield ("copies", floor_key(kind)), f"peer copies need at least 2 GPUs; the profile has {count}"
     if spec.ddp is not None:
         yield from _ddp_problems(spec)
     if spec.nccl is not None:
@@ -94,7 +95,7 @@ def _pair_problems(where: KeyPath, pairs: dict, count: int, ordered: bool) -> It
             continue
         out_of_range = [g for g in (a, b) if g >= count]
         if out_of_range:
-            yield where + (key,), f"gpu{out_of_range[0]} is out of range: the profile has {count} GPU(s), gpu0 to gpu{count - 1}"
+            yield where + (key,), f"{gpu_key(out_of_range[0])} is out of range: the profile has {count} GPU(s), {gpu_key(0)} to {gpu_key(count - 1)}"
         same = (a, b) if ordered else (min(a, b), max(a, b))
         if same in seen and seen[same] != key:
             yield where + (key,), f"the same pair as {seen[same]}"

@@ -13,9 +13,7 @@ from typing import Any
 
 import yaml
 
-from gpuaccept.errors import Problem
-
-KeyPath = tuple  # a tuple of str keys and int list indices
+from gpuaccept.errors import KeyPath, Problem, format_path
 
 
 @dataclass(frozen=True)
@@ -41,16 +39,6 @@ class Document:
             if found:
                 return found
         return Location(self.file, 1)
-
-
-def format_path(path: KeyPath) -> str:
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
 
 
 # Far beyond any real profile (the shipped ones are at most 4 KiB and a few hundred values), and

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuaccept.errors import InputFileError, Problem
 from gpuaccept.facts import Facts, parse_facts
-from gpuaccept.facts.model import ddp_case
+from gpuaccept.files import write_atomically
 from gpuaccept.report.results import environment_of, now
 from gpuaccept.report.summary import did_not_pass
+from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.steps import ddp_case
 
 BASELINE_FORMAT = "gpu-accept-baseline"
 BASELINE_VERSION = 1
@@ -80,10 +81,10 @@ def measured_values(facts: Facts) -> dict[str, Metric]:
             add(f"busbw-{r.collective}-{r.nominal_size}", r.busbw_GBps, "GB/s")
     if measured.pairwise:
         for r in measured.pairwise.results:
-            add(f"pair_busbw-gpu{r.gpus[0]}-gpu{r.gpus[1]}", r.busbw_GBps, "GB/s")
+            add(f"pair_busbw-{pair_key(*r.gpus)}", r.busbw_GBps, "GB/s")
     if measured.copies:
         for r in measured.copies.results:
-            add(f"{r.what}-" + "-".join(f"gpu{g}" for g in r.gpus), r.GBps, "GB/s")
+            add(f"{r.what}-" + "-".join(gpu_key(g) for g in r.gpus), r.GBps, "GB/s")
     if measured.ddp:
         for r in measured.ddp.results:
             case = ddp_case(r.world, r.batch, r.accumulation)
@@ -206,12 +207,7 @@ def save_baseline(path: Path, facts: Facts, profile_name: str, more_runs: list[F
         "machine": machine_of(facts, profile_name),
         "values": values,
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # written whole, then renamed: a baseline is never half a file, whatever stops the writer
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    temporary.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-    temporary.replace(path)
+    write_atomically(path, json.dumps(document, indent=1) + "\n")  # a baseline is never half a file
     return SavedBaseline(len(values), len(runs), tuple(left_out), tuple(capped))
 
 

@@ -13,10 +13,10 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from gpuaccept.checks.verdict import show
 from gpuaccept.facts.model import Measurements
-from gpuaccept.measure.sizes import format_size
 from gpuaccept.report.summary import in_layer_order, marginal_tests, transient_tests
+from gpuaccept.vocabulary.display import show
+from gpuaccept.vocabulary.sizes import format_size
 
 PASS, FAIL, ERROR, SKIP = "#1a7f37", "#cf222e", "#bc4c00", "#8c959f"
 MARGINAL = "#d4a72c"

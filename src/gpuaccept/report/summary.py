@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuaccept.checks.verdict import show
+from gpuaccept.vocabulary.display import show
 
 # checks whose numbers are worth seeing even when they pass, in the order they are shown
 KEY_CHECKS = (

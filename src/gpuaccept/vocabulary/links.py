@@ -1,4 +1,5 @@
-"""The vocabulary of `nvidia-smi topo -m`: link types, and reading its GPU block.
+"""How GPUs are connected and named: link types as `nvidia-smi topo -m` prints them, the GPU block
+of such a table read back, and the keys that name a GPU (`gpu3`) and a pair (`gpu0-gpu1`).
 
 A link type is what nvidia-smi prints for a GPU pair: `NV#` (a bonded set of # NVLinks) or the
 PCIe path: PIX (at most one bridge), PXB (several bridges), PHB (through a host bridge), NODE
@@ -11,10 +12,14 @@ import re
 from dataclasses import dataclass
 
 PCIE_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
-LINK_TYPE_PATTERN = r"^(NV[1-9][0-9]*|PIX|PXB|PHB|NODE|SYS)$"
+LINK_TYPE_PATTERN = r"^(NV[1-9][0-9]*|" + "|".join(PCIE_LEVELS) + r")$"
 _LINK_TYPE = re.compile(LINK_TYPE_PATTERN)
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _GPU_NAME = re.compile(r"^GPU(\d+)$")
+
+# `gpuN` is the CUDA ordinal as the run sees it: the subject of every per-GPU test and the key of
+# per-GPU profile settings; a pair is two of them, `gpu0-gpu1`.
+GPU_KEY_PATTERN = r"^gpu\d+$"
 PAIR_KEY_PATTERN = r"^gpu(\d+)-gpu(\d+)$"
 _PAIR_KEY = re.compile(PAIR_KEY_PATTERN)
 
@@ -31,8 +36,17 @@ def nvlink_type(link_count: int) -> str:
     return f"NV{link_count}"
 
 
+def gpu_key(index: int) -> str:
+    return f"gpu{index}"
+
+
+def parse_gpu_key(key: str) -> int:
+    """'gpu3' -> 3, for a key that matches GPU_KEY_PATTERN."""
+    return int(key.removeprefix("gpu"))
+
+
 def pair_key(a: int, b: int) -> str:
-    return f"gpu{a}-gpu{b}"
+    return f"{gpu_key(a)}-{gpu_key(b)}"
 
 
 def parse_pair_key(key: str) -> tuple[int, int] | None:
