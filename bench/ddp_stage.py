@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpuaccept.measure.stages import run_ddp_stage
+from gpuaccept.session.stages import run_ddp_stage
 from gpuaccept.profile import ProfileCatalog
 
 

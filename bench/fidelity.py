@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpuaccept.measure.stages import run_nccl_stage
 from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.session.stages import run_nccl_stage
 from gpuaccept.vocabulary.collectives import COLLECTIVES
 from gpuaccept.vocabulary.sizes import format_size
 

@@ -6,9 +6,9 @@ from gpuaccept.checks import ddp
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.errors import ProfileError
 from gpuaccept.facts.model import DdpResult, DdpSweep, Measurements, StepFailure
-from gpuaccept.measure.stages import ddp_plan, run_ddp_stage
 from gpuaccept.profile import load_profile
 from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.session.stages import ddp_plan, run_ddp_stage
 from gpuaccept.vocabulary.gpt import PRESETS, GptDims
 from gpuaccept.vocabulary.steps import ddp_case, parse_ddp_case
 from tests.helpers import example_facts, write

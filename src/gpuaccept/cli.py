@@ -219,7 +219,7 @@ def _record(args, extra: list[str]) -> int:
 
 def _measure(facts, args):
     """Every stage the profile asks for, run exactly as a pytest session runs them."""
-    from gpuaccept.plugin.measurements import STAGE_FILES, MeasurementStore
+    from gpuaccept.session.store import STAGE_FILES, MeasurementStore
 
     catalog = _catalog(args)
     profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)

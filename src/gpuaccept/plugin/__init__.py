@@ -16,11 +16,12 @@ import pytest
 from gpuaccept.errors import GpuAcceptError, OptionError
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.context import AUTO, RunContext
-from gpuaccept.plugin.measurements import MeasurementStore, merge, terminal_line
-from gpuaccept.plugin.reporting import RunReporting
 from gpuaccept.plugin.parametrize import parametrize_from_profile
+from gpuaccept.plugin.reporting import RunReporting
+from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import VERDICTS_KEY, VerdictRecorder, failure_message
 from gpuaccept.report.baseline import load_baseline, parse_percent
+from gpuaccept.session.store import MeasurementStore, merge
 
 CONTEXT_KEY = pytest.StashKey[RunContext]()
 BASELINE_KEY = pytest.StashKey[tuple]()

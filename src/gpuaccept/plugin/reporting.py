@@ -14,13 +14,13 @@ from gpuaccept.facts import Facts, save_facts
 from gpuaccept.facts.model import STAGE_SWEEPS, Measurements
 from gpuaccept.plugin.context import RunContext
 from gpuaccept.plugin.junit import add_suite_properties
-from gpuaccept.plugin.measurements import MeasurementStore, merge
 from gpuaccept.plugin.verdicts import test_record
 from gpuaccept.report.baseline import Baseline, named, save_baseline
 from gpuaccept.report.fleet import host_results, write_fleet_junit
 from gpuaccept.report.html import render_html
 from gpuaccept.report.results import ResultsWriter
 from gpuaccept.report.summary import did_not_pass, summary_lines
+from gpuaccept.session.store import MeasurementStore, merge
 
 
 NOTHING_JUDGED_KEY = pytest.StashKey[str]()

@@ -13,16 +13,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import pytest
-
 from gpuaccept.checks import ddp, fabric
 from gpuaccept.checks.attempts import worth_measuring_again
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import STAGE_SWEEPS, CollectiveSweep, ConfirmationRound, Measurements, PairSweep, StepFailure
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.collective_step import ATTEMPT
-from gpuaccept.measure.stages import nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
 from gpuaccept.profile import Profile
+from gpuaccept.session.stages import nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
 from gpuaccept.vocabulary.steps import stage_of_key
 
 STAGE_FILES = {"nccl": "nccl.json", "copies": "copies.json", "ddp": "ddp.json"}
@@ -171,20 +169,3 @@ def _combine(first: Measurements, second: Measurements) -> Measurements:
 def merge(facts: Facts, measured: Measurements) -> Facts:
     return facts.model_copy(update={"measurements": _combine(facts.measurements, measured)})
 
-
-def terminal_line(config: pytest.Config) -> Callable[[str], None]:
-    """Print a line now, past output capture, where this process has a terminal (not xdist workers)."""
-
-    def say(text: str) -> None:
-        # looked up when called: the terminal reporter registers after this plugin configures
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        capture = config.pluginmanager.get_plugin("capturemanager")
-        if reporter is None or hasattr(config, "workerinput"):
-            return
-        if capture is not None:
-            with capture.global_and_fixture_disabled():
-                reporter.write_line(text)
-        else:
-            reporter.write_line(text)
-
-    return say
