@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpuaccept.session.stages import run_ddp_stage
 from gpuaccept.profile import ProfileCatalog
+from gpuaccept.session.stages import run_ddp_stage
 
 
 def main() -> int:

@@ -100,7 +100,7 @@ def main() -> int:
         args.logs.write_text("\n".join(logs))
 
     lines = [
-        f"| collective | size | nccl-tests busbw (GB/s) | gpu-accept busbw (GB/s), two runs | ratio (mean / nccl-tests) |",
+        "| collective | size | nccl-tests busbw (GB/s) | gpu-accept busbw (GB/s), two runs | ratio (mean / nccl-tests) |",
         "| --- | --- | --- | --- | --- |",
     ]
     worst = 9.9

@@ -9,7 +9,7 @@ import pytest
 
 from gpuaccept.measure.launch import Workers, run_plan
 from gpuaccept.measure.pairwise_step import round_robin, schedule
-from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
+from gpuaccept.measure.plan import CollectiveStep, Plan
 from gpuaccept.measure.worker import WAITING_MARK
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.session.stages import nccl_plan, run_nccl_stage

@@ -16,7 +16,7 @@ from gpuaccept.report.html import FAIL, render_html
 from gpuaccept.report.results import load_results
 from gpuaccept.resources import shipped_dir
 from tests.helpers import DATA
-from tests.live_cpu import cpu_profile, gpu_accept_run
+from tests.live_cpu import gpu_accept_run
 
 pytest.importorskip("torch")
 
@@ -184,8 +184,9 @@ def test_profile_from_the_golden_machine_passes_its_own_facts(cpu_run, tmp_path,
 
 
 def test_fleet_junit_and_outliers(tmp_path):
-    from bench.fleet import host_document
     import random
+
+    from bench.fleet import host_document
 
     paths = []
     for index in range(8):
@@ -214,8 +215,9 @@ def test_fleet_junit_and_outliers(tmp_path):
 
 
 def test_fleet_command_exit_codes(tmp_path, capsys):
-    from bench.fleet import host_document
     import random
+
+    from bench.fleet import host_document
 
     paths = []
     for index in range(5):

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gpuaccept.checks import ddp, fabric, inventory, p2p, topology
 from gpuaccept.facts import Facts, load_facts, parse_facts

@@ -11,7 +11,8 @@ set of facts.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gpuaccept.checks.verdict import Better, Outcome, Verdict, best_attempt
 from gpuaccept.facts import Facts

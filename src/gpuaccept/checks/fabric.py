@@ -7,7 +7,8 @@ replayed facts is an error, never a pass.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gpuaccept.checks.attempts import judged_on_every_attempt
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak

@@ -7,7 +7,6 @@ from gpuaccept.facts.model import Facts, P2PFacts, Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 
-
 AGREES = Described("CUDA agrees with NVML")
 
 

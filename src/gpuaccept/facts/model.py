@@ -92,8 +92,8 @@ class GpuFacts(Record):
     numa_node: IntReading
     clock_event_reasons: IntReading
     pcie: PcieFacts
-    nvlinks: Union[list[NvLinkFacts], Unavailable]
-    fabric: Union[FabricFacts, Unavailable]
+    nvlinks: list[NvLinkFacts] | Unavailable
+    fabric: FabricFacts | Unavailable
 
     _not_negative = field_validator("index", "nvml_index", "memory_total_bytes")(not_negative)
 
@@ -349,7 +349,7 @@ class Facts(Record):
     recorded_at: str  # ISO 8601, UTC
     tool_version: str
     system: SystemFacts
-    cuda: Union[CudaFacts, Unavailable]
+    cuda: CudaFacts | Unavailable
     gpus: list[GpuFacts]
     links: list[LinkFacts] = Field(default_factory=list)
     p2p: list[P2PFacts] = Field(default_factory=list)

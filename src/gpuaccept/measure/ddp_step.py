@@ -17,8 +17,8 @@ import statistics
 import time
 
 from gpuaccept.measure.gpt import build
-from gpuaccept.vocabulary.gpt import GptDims
 from gpuaccept.measure.plan import DdpStep
+from gpuaccept.vocabulary.gpt import GptDims
 
 
 def measure_ddp(step: DdpStep, me) -> list[dict]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -80,7 +80,7 @@ class DdpStep(Step):
         return ddp_label(self.world)
 
 
-AnyStep = Annotated[Union[CollectiveStep, PairwiseStep, CopyStep, DdpStep], Field(discriminator="kind")]
+AnyStep = Annotated[CollectiveStep | PairwiseStep | CopyStep | DdpStep, Field(discriminator="kind")]
 
 
 class Plan(BaseModel):

@@ -22,7 +22,6 @@ from gpuaccept.report.results import ResultsWriter
 from gpuaccept.report.summary import did_not_pass, summary_lines
 from gpuaccept.session.store import MeasurementStore, merge
 
-
 NOTHING_JUDGED_KEY = pytest.StashKey[str]()
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gpuaccept import __version__
 from gpuaccept.errors import NoDriverError, ProbeError

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import ctypes
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 NVML_RECORDING_VERSION = 1
 

@@ -16,8 +16,8 @@ import math
 import re
 import textwrap
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from gpuaccept.facts import Facts, Unavailable
 from gpuaccept.profile.render import render_yaml

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from gpuaccept.facts.model import (
     CollectiveResult,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from gpuaccept.checks import ddp, fabric
 from gpuaccept.checks.attempts import worth_measuring_again
