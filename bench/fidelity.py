@@ -31,10 +31,12 @@ ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+\w+\s+\w+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s
 def nccl_library_dir() -> str:
     import nvidia.nccl
 
-    return str(Path(list(nvidia.nccl.__path__)[0]) / "lib")
+    return str(Path(next(iter(nvidia.nccl.__path__))) / "lib")
 
 
-def run_nccl_tests(build: Path, collective: str, gpus: int, sizes: list[int], warmup: int, iterations: int) -> tuple[dict[int, float], float, str]:
+def run_nccl_tests(
+    build: Path, collective: str, gpus: int, sizes: list[int], warmup: int, iterations: int
+) -> tuple[dict[int, float], float, str]:
     binary = build / f"{collective}_perf"
     command = [
         str(binary), "-b", str(min(sizes)), "-e", str(max(sizes)), "-f", "4", "-g", str(gpus), "-d", "bfloat16",
@@ -121,7 +123,8 @@ def main() -> int:
         f"lowest ratio: {worst:.3f} (target >= 0.98)",
         f"wall time over these sizes: gpu-accept NCCL stage {wall_ours:.1f} s (mean of two, start-up included), "
         f"nccl-tests' five binaries {wall_reference:.1f} s: {wall_ours / wall_reference:.2f}x (target <= 1.2x)",
-        f"NCCL {sweep.nccl_version}, torch {sweep.torch_version}, {args.gpus} GPUs, bfloat16, warm-up {args.warmup}, {args.iterations} iterations",
+        f"NCCL {sweep.nccl_version}, torch {sweep.torch_version}, {args.gpus} GPUs, bfloat16, "
+        f"warm-up {args.warmup}, {args.iterations} iterations",
     ]
     text = "\n".join(lines + summary)
     print(text)

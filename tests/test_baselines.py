@@ -139,7 +139,9 @@ def test_a_value_that_is_not_a_finite_number_above_0_is_refused_on_save(tmp_path
     path = written(tmp_path / "odd.json", document)
     target = tmp_path / "base.json"
     assert cli(["baseline", "save", str(HEALTHY), str(path), "-o", str(target)]) == 2
-    assert errors(capsys) == [f"gpu-accept: {path}: busbw-all_reduce-1GiB: measured {bad!r} GB/s: a baseline holds only finite values above 0"]
+    assert errors(capsys) == [
+        f"gpu-accept: {path}: busbw-all_reduce-1GiB: measured {bad!r} GB/s: a baseline holds only finite values above 0"
+    ]
     assert not target.exists()
 
 
@@ -208,7 +210,10 @@ def test_other_software_is_a_note_in_the_summary(tmp_path):
                       "--baseline", str(base), "--reports", str(tmp_path / "reports"), "-k", "no_regression")
     assert done.returncode == 0, done.stdout + done.stderr
     summary = done.stdout[done.stdout.index("gpu-accept summary"):]
-    assert f"note: baseline {base} was saved with other software or on another host: driver 575.57.08 -> 580.159.04; nccl 2.27.3 -> 2.28.9\n" in summary
+    assert (
+        f"note: baseline {base} was saved with other software or on another host: driver 575.57.08 -> 580.159.04; nccl 2.27.3 -> 2.28.9\n"
+        in summary
+    )
     assert "warning" not in done.stdout.lower()
 
 

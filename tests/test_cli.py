@@ -360,7 +360,7 @@ def test_a_binary_results_file_is_one_line(tmp_path, capsys, command):
     bad = tmp_path / "results.json"
     bad.write_bytes(bytes(range(256)))
     assert main([part.format(bad=bad, tmp=tmp_path) for part in command]) == 2
-    out, err = capsys.readouterr()
+    _, err = capsys.readouterr()
     assert err == f"gpu-accept: {bad}: not a gpu-accept results file: not UTF-8 text (invalid start byte at byte 128)\n"
 
 

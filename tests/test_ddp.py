@@ -29,7 +29,7 @@ def test_gloo_ddp_runs_every_world_size_and_batch_and_the_ab_arm():
     events: list[dict] = []
     sweep, without = run_ddp_stage(spec, 2, backend="gloo", on_event=events.append)
     assert sweep.failures == [] and without.failures == []
-    scaling_ready, ab_ready = [event for event in events if event["event"] == "ready"]
+    _, ab_ready = [event for event in events if event["event"] == "ready"]
     # the A/B arm's workers were started with the scaling arm and waited for it, their import done
     assert ab_ready["environment"]["NCCL_P2P_DISABLE"] == "1" and ab_ready["startup_s"]["waited"] > 0
     assert sorted(r.case for r in sweep.results) == ["1gpu-bs2", "1gpu-bs8", "2gpu-bs2", "2gpu-bs8"]
@@ -80,8 +80,9 @@ def _result(world, batch, rate, no_sync=None):
 
 
 def _sweep(results, p2p_disabled=False, failures=()):
-    return DdpSweep(backend="nccl", nccl_version="2.28.9", torch_version="2.11.0", model={}, parameters=604_000_000, dtype="bfloat16", warmup_steps=3, steps=10,
-                    p2p_disabled=p2p_disabled, environment={}, wall_s=9.0, results=results, failures=list(failures))
+    return DdpSweep(backend="nccl", nccl_version="2.28.9", torch_version="2.11.0", model={}, parameters=604_000_000, dtype="bfloat16",
+                    warmup_steps=3, steps=10, p2p_disabled=p2p_disabled, environment={}, wall_s=9.0, results=results,
+                    failures=list(failures))
 
 
 PROFILE = """

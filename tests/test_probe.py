@@ -57,7 +57,7 @@ def test_cuda_visible_devices_subset_is_matched_by_uuid_and_renumbered():
 def test_a_cuda_device_nvml_does_not_know_stops_the_probe():
     replay = nvml_replay("h200x4")
     cuda = cuda_seeing(replay, [0]).model_copy(update={"uuids": ["00000000-dead-beef-0000-000000000000"]})
-    with pytest.raises(ProbeError, match="CUDA device 0 .* is not among the GPUs NVML sees"):
+    with pytest.raises(ProbeError, match=r"CUDA device 0 .* is not among the GPUs NVML sees"):
         collect_facts(replay, cuda, {})
 
 

@@ -143,7 +143,9 @@ def test_runs_of_one_machine_that_disagree_are_named_by_file():
     first = real_run()
     relinked = copy.deepcopy(first)
     relinked["facts"]["links"][0]["link_type"] = "SYS"
-    with pytest.raises(ValueError, match=r"^the runs disagree on links\.pairs\.gpu0-gpu1: absent on vm \(a\.json\) but SYS on vm \(b\.json\);"):
+    with pytest.raises(
+        ValueError, match=r"^the runs disagree on links\.pairs\.gpu0-gpu1: absent on vm \(a\.json\) but SYS on vm \(b\.json\);"
+    ):
         profile_from_results([first, relinked], ["a.json", "b.json"], "h200-4", MARGIN)
 
 

@@ -181,8 +181,13 @@ MALFORMED = {
     "yaml-on-is-a-bool": (MINIMAL + "  ecc: on\n", 5, "gpus.ecc", "'enabled' or 'disabled'"),
     "bad-link-type": (MINIMAL + "links:\n  all: NV\n", 6, "links.all", "should match pattern"),
     "bad-pair-key": (MINIMAL + "links:\n  pairs:\n    0-1: NV4\n", 7, "links.pairs.0-1", "a GPU pair is written gpuN-gpuM"),
-    "pair-out-of-range": (MINIMAL + "links:\n  pairs:\n    gpu7-gpu0: NV4\n", 7, "links.pairs.gpu7-gpu0", "gpu7 is out of range: the profile has 4 GPU(s)"),
-    "matrix-wrong-size": (MINIMAL + "links:\n  matrix: |\n    GPU0 GPU1\n    GPU0 X NV4\n    GPU1 NV4 X\n", 6, "links.matrix", "the matrix has 2 GPUs but gpus.count is 4"),
+    "pair-out-of-range": (
+        MINIMAL + "links:\n  pairs:\n    gpu7-gpu0: NV4\n", 7, "links.pairs.gpu7-gpu0", "gpu7 is out of range: the profile has 4 GPU(s)"
+    ),
+    "matrix-wrong-size": (
+        MINIMAL + "links:\n  matrix: |\n    GPU0 GPU1\n    GPU0 X NV4\n    GPU1 NV4 X\n", 6, "links.matrix",
+        "the matrix has 2 GPUs but gpus.count is 4",
+    ),
     "matrix-asymmetric": (
         'schema: 1\ngpus:\n  count: 2\n  model: "X"\nlinks:\n  matrix: |\n    GPU0 GPU1\n    GPU0 X NV4\n    GPU1 SYS X\n',
         6,

@@ -30,13 +30,13 @@ def cpu_run(tmp_path_factory):
 
 
 def test_results_json_holds_facts_verdicts_environment_and_timings(cpu_run):
-    folder, done = cpu_run
+    folder, _ = cpu_run
     document = load_results(folder / "reports" / "results.json")
     assert document["complete"] is True and document["run"]["exit_status"] == 1
     assert document["run"]["profile"]["name"] == "cpu" and len(document["run"]["profile"]["sha256"]) == 64
     environment = document["environment"]
     assert environment["gpu_count"] == 4 and environment["driver"] == "580.159.04" and environment["torch"].startswith("2.")
-    assert [g["uuid"] for g in environment["gpus"]][0].startswith("GPU-") and environment["gpus"][0]["serial"]
+    assert environment["gpus"][0]["uuid"].startswith("GPU-") and environment["gpus"][0]["serial"]
     tests = {t["id"]: t for t in document["tests"]}
     busbw = tests["test_busbw[all_reduce-64KiB]"]
     assert busbw["outcome"] == "passed" and busbw["duration_s"] >= 0
@@ -172,13 +172,15 @@ def test_baseline_gates_a_later_run(cpu_run, tmp_path):
 def test_profile_from_the_golden_machine_passes_its_own_facts(cpu_run, tmp_path, capsys):
     folder, _ = cpu_run
     target = tmp_path / "golden.yaml"
-    assert cli(["profile", "init", "--from", str(folder / "reports" / "results.json"), "--margin", "0.5", "--name", "golden", "-o", str(target)]) == 0
+    results = str(folder / "reports" / "results.json")
+    assert cli(["profile", "init", "--from", results, "--margin", "0.5", "--name", "golden", "-o", str(target)]) == 0
     text = target.read_text()
     assert " 1 run " in text and "x (0.5 - spread 0.0%) = " in text
     profile = load_profile(target, [shipped_dir("profiles")])
     measured = load_results(folder / "reports" / "results.json")["facts"]["measurements"]
     first = measured["collectives"]["results"][0]
-    assert profile.spec.nccl.busbw[first["collective"]][first["nominal_size"]] == pytest.approx(first["busbw_GBps"] * 0.5, rel=1e-3, abs=1e-4)
+    floor = profile.spec.nccl.busbw[first["collective"]][first["nominal_size"]]
+    assert floor == pytest.approx(first["busbw_GBps"] * 0.5, rel=1e-3, abs=1e-4)
     done = gpu_accept_run(tmp_path, "--facts", str(folder / "reports" / "facts.json"), "-k", "not p2p_cuda", profile=target)
     assert done.returncode == 0, done.stdout[-3000:]
 
@@ -267,7 +269,8 @@ def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
     from tests.helpers import example_facts
 
     def with_bidirectional(value):
-        copies = CopySweep(wall_s=1.0, results=[CopyResult(what="p2p_bidirectional", gpus=(0, 1), size_bytes=1 << 30, iterations=10, GBps=value, wrong=0)])
+        result = CopyResult(what="p2p_bidirectional", gpus=(0, 1), size_bytes=1 << 30, iterations=10, GBps=value, wrong=0)
+        copies = CopySweep(wall_s=1.0, results=[result])
         return example_facts("h200x2").model_copy(update={"measurements": Measurements(copies=copies)})
 
     runs = [with_bidirectional(v) for v in (652.8, 700.0, 779.8)]  # as measured on 2xH200
@@ -279,4 +282,5 @@ def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
     assert no_regression(baseline, with_bidirectional(620.0), key, 0.05, "p").outcome is Outcome.PASSED
     slow = no_regression(baseline, with_bidirectional(400.0), key, 0.05, "p")
     # twice 18.1% would allow 36% worse: the spread earns at most the 25% cap
-    assert slow.outcome is Outcome.FAILED and "at most 25% worse allowed (twice the 18.1% its baseline runs varied by, capped at 25%)" in slow.message
+    assert slow.outcome is Outcome.FAILED
+    assert "at most 25% worse allowed (twice the 18.1% its baseline runs varied by, capped at 25%)" in slow.message

@@ -11,6 +11,6 @@ def test_every_example_is_judged_as_recorded():
     found = json.loads(json.dumps(judged_sets()))  # tuples as lists, as the file holds them
     assert list(found) == list(expected)
     for name, verdicts in expected.items():
-        changed = [(before, after) for before, after in zip(verdicts, found[name]) if before != after]
+        changed = [(before, after) for before, after in zip(verdicts, found[name], strict=False) if before != after]
         assert not changed, f"{name}: {len(changed)} verdict(s) changed, the first: {changed[0][0]} -> {changed[0][1]}"
         assert len(found[name]) == len(verdicts), name

@@ -90,7 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--measure", action="store_true", help="also run the measurement stages the profile asks for")
     record.add_argument("--profile", default="auto", help="with --measure: whose stages to run (default: auto)")
     record.add_argument("--profile-dir", action="append", default=[])
-    record.add_argument("--confirm", type=int, default=2, metavar="N", help="with --measure: measure a miss again up to N more times (default 2)")
+    record.add_argument(
+        "--confirm", type=int, default=2, metavar="N", help="with --measure: measure a miss again up to N more times (default 2)"
+    )
     record.set_defaults(handler=_record)
 
     profile = commands.add_parser("profile", help="list, validate and show profiles")

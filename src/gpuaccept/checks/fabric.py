@@ -77,7 +77,9 @@ def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
     if isinstance(result, Verdict):
         return result
     note, context = _with_peak(result.busbw_GBps, collective_peak(facts))
-    context.update(algbw_GBps=round(result.algbw_GBps, 2), time_us=round(result.time_us, 1), ranks=result.ranks, size_bytes=result.size_bytes)
+    context.update(
+        algbw_GBps=round(result.algbw_GBps, 2), time_us=round(result.time_us, 1), ranks=result.ranks, size_bytes=result.size_bytes
+    )
     note = "; ".join(part for part in (note, f"algbw {result.algbw_GBps:.1f} GB/s, {result.time_us:.0f} us, {result.ranks} ranks") if part)
     label = collective_label(collective, parse_size(size_text))
     return judge(label, "busbw", result.busbw_GBps, criterion, note=note, context=context)
@@ -115,7 +117,9 @@ def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict
     if result is None:
         return judge.failed(subject, f"pair not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)
     if result.wrong:
-        return judge.failed(subject, f"{result.wrong} elements arrived wrong in the send/receive check", result.busbw_GBps, criterion, final=True)
+        return judge.failed(
+            subject, f"{result.wrong} elements arrived wrong in the send/receive check", result.busbw_GBps, criterion, final=True
+        )
     note, context = _with_peak(result.busbw_GBps, pair_peak(facts, *pair))
     how = "concurrently with the other pairs of its round" if sweep.concurrent else "alone"
     note = "; ".join(part for part in (note, f"each way, {human_size(result.size_bytes)}, {how}") if part)

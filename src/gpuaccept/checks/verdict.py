@@ -299,17 +299,22 @@ class Judge:
         return self._verdict(subject, outcome, str(reading), criterion, detail, scope, context)
 
     def failed(
-        self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: dict | None = None, final: bool = False
+        self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: dict | None = None,
+        final: bool = False,
     ) -> Verdict:
         """A failure whose message the check words itself (several mismatches at once, a GPU missing).
         `final`: measuring again cannot undo it (wrong data), so no later attempt passes it."""
         verdict = self._verdict(subject, Outcome.FAILED, measured, criterion, detail, scope, context)
         return replace(verdict, final=True) if final else verdict
 
-    def passed(self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: dict | None = None) -> Verdict:
+    def passed(
+        self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: dict | None = None
+    ) -> Verdict:
         return self._verdict(subject, Outcome.PASSED, measured, criterion, detail, scope, context)
 
-    def error(self, subject: str, detail: str, criterion: Criterion | None = None, *, scope: str = "", context: dict | None = None) -> Verdict:
+    def error(
+        self, subject: str, detail: str, criterion: Criterion | None = None, *, scope: str = "", context: dict | None = None
+    ) -> Verdict:
         return self._verdict(subject, Outcome.ERROR, None, criterion, detail, scope, context)
 
     def not_applicable(self, subject: str, reason: str) -> Verdict:

@@ -7,7 +7,7 @@ a check can tell "not supported" from "zero" and say which it saw.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -46,9 +46,9 @@ def not_negative(cls, value: object) -> object:
 
 
 # A reading: the value, or why there is none. Union order matters: pydantic tries the value first.
-IntReading = Union[int, Unavailable]
-StrReading = Union[str, Unavailable]
-BoolReading = Union[bool, Unavailable]
+IntReading = int | Unavailable
+StrReading = str | Unavailable
+BoolReading = bool | Unavailable
 
 
 class PcieFacts(Record):
@@ -325,7 +325,9 @@ class Measurements(Record):
                 continue
             key_of = first.key_of if isinstance(first, DdpSweep) else (lambda result: result.key)
             kept = [result for result in first.results if key_of(result) not in keys]
-            update[name] = second.model_copy(update={"results": kept + list(second.results), "failures": list(second.failures) + list(first.failures)})
+            update[name] = second.model_copy(
+                update={"results": kept + list(second.results), "failures": list(second.failures) + list(first.failures)}
+            )
         return self.model_copy(update=update)
 
     def ddp_efficiency(self, world: int, batch: int, accumulation: int = 1) -> float | None:

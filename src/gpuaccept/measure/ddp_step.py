@@ -13,6 +13,7 @@ small difference of two times, which is why both are medians.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import statistics
 import time
 
@@ -109,7 +110,7 @@ class _Trainer:
                 one_step(synchronize_gradients)
                 marks.append(_mark(me))
             _synchronize(me)
-            return statistics.median(_seconds_between(a, b, me) for a, b in zip(marks, marks[1:]))
+            return statistics.median(_seconds_between(a, b, me) for a, b in itertools.pairwise(marks))
 
         for _ in range(step.warmup_steps):
             one_step()

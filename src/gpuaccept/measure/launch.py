@@ -120,7 +120,8 @@ class Workers:
         self.processes: list[subprocess.Popen] = []
         base = dict(os.environ if env is None else env)
         base.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), **{LAUNCHER_PID: str(os.getpid())})
-        command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", str(self.workdir / "plan.json"), "--out", str(self.workdir), "--wait"]
+        plan, out = str(self.workdir / "plan.json"), str(self.workdir)
+        command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", plan, "--out", out, "--wait"]
         try:
             for rank in range(ranks):
                 heartbeat_file(self.workdir, rank).touch()  # a rank's life counts from its start

@@ -120,7 +120,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
         config.stash[CONTEXT_KEY] = context
-        config.stash[STORE_KEY] = MeasurementStore(Path(workerinput[WORKER_STORE]), live=context.live, confirm=config.getoption("gpuaccept_confirm"))
+        config.stash[STORE_KEY] = MeasurementStore(
+            Path(workerinput[WORKER_STORE]), live=context.live, confirm=config.getoption("gpuaccept_confirm")
+        )
         return
     profile = config.getoption("gpuaccept_profile")
     facts_file = config.getoption("gpuaccept_facts")

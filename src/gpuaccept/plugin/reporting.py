@@ -118,7 +118,9 @@ class RunReporting:
         if self.baseline is not None:
             differences = self.baseline.differences(self.facts())
             if differences:
-                lines.append(f"note: baseline {self.baseline.path} was saved with other software or on another host: {'; '.join(differences)}")
+                lines.append(
+                    f"note: baseline {self.baseline.path} was saved with other software or on another host: {'; '.join(differences)}"
+                )
         if lines:
             terminalreporter.section("gpu-accept summary")
             for line in lines:

@@ -9,6 +9,7 @@ editing answers, not by mocking functions.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 from collections.abc import Callable
@@ -56,10 +57,8 @@ class LiveNvml(Nvml):
         self._queries: dict[str, Callable[..., Any]] = self._build_queries()
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(self._nvml.NVMLError):
             self._nvml.nvmlShutdown()
-        except self._nvml.NVMLError:
-            pass
 
     def _handle(self, index: int) -> Any:
         if index not in self._handles:

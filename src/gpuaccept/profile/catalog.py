@@ -80,7 +80,11 @@ class ProfileCatalog:
             if others:
                 why += f"; chosen over {', '.join(f'{p.name} ({p.path})' for p in others)}: profile folders are searched in order"
             return Selection(chosen, why)
-        larger = [p for p in profiles if p.spec.match and p.spec.match.gpu_count > gpu_count and p.matches_machine(gpu_model, p.spec.match.gpu_count)]
+        larger = [
+            p
+            for p in profiles
+            if p.spec.match and p.spec.match.gpu_count > gpu_count and p.matches_machine(gpu_model, p.spec.match.gpu_count)
+        ]
         if larger:
             fewest = min(p.spec.match.gpu_count for p in larger)
             chosen = self._first_folder([p for p in larger if p.spec.match.gpu_count == fewest], machine)

@@ -76,7 +76,9 @@ def profile_from_results(
     runs = [Facts.model_validate_json(json.dumps(document["facts"])) for document in documents]
     machines = machines_of(runs, sources)
     _agree(machines, margin)
-    days = sorted({(document.get("run", {}).get("started_at") or run.recorded_at)[:10] for document, run in zip(documents, runs)})
+    days = sorted(
+        {(document.get("run", {}).get("started_at") or run.recorded_at)[:10] for document, run in zip(documents, runs, strict=True)}
+    )
     labels = machines[0].label if len(machines) == 1 else f"{len(machines)} machines ({', '.join(m.label for m in machines)})"
     data, notes = _profile_data(machines, name, margin, f"on {labels} {days[0] if len(days) == 1 else f'{days[0]} to {days[-1]}'}")
     counts = machines[0].label
@@ -147,7 +149,7 @@ def _agree(machines: list[Machine], margin: float) -> None:
     Measured values may differ, but each must be measured in every run, with the same settings."""
     shapes = []
     for machine in machines:
-        for run, source in zip(machine.runs, machine.sources):
+        for run, source in zip(machine.runs, machine.sources, strict=True):
             data, _ = _profile_data([Machine(machine.label, (run,), (source,))], "", margin, "")
             shapes.append((machine.label, source, _flat(data)))
     first_label, first_source, first = shapes[0]
@@ -337,7 +339,14 @@ def _measured(machines: list[Machine], data: dict, note, margin: float) -> None:
         data["nccl"] = nccl
     if measured.pairwise and measured.pairwise.results:
         sweep = measured.pairwise
-        spread = _spread(machines, lambda f: min(r.busbw_GBps for r in f.measurements.pairwise.results) if f.measurements.pairwise and f.measurements.pairwise.results else None)
+        spread = _spread(
+            machines,
+            lambda f: (
+                min(r.busbw_GBps for r in f.measurements.pairwise.results)
+                if f.measurements.pairwise and f.measurements.pairwise.results
+                else None
+            ),
+        )
         data["pairwise"] = {
             "size": format_size(sweep.results[0].size_bytes),
             "iterations": sweep.results[0].iterations,

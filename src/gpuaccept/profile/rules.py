@@ -88,14 +88,17 @@ def _ddp_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
 
 def _pair_problems(where: KeyPath, pairs: dict, count: int, ordered: bool) -> Iterator[tuple[KeyPath, str]]:
     seen: dict[tuple[int, int], str] = {}
-    for key, value in pairs.items():
+    for key in pairs:
         a, b = parse_pair_key(key)
         if a == b:
             yield where + (key,), "a GPU is not paired with itself"
             continue
         out_of_range = [g for g in (a, b) if g >= count]
         if out_of_range:
-            yield where + (key,), f"{gpu_key(out_of_range[0])} is out of range: the profile has {count} GPU(s), {gpu_key(0)} to {gpu_key(count - 1)}"
+            yield (
+                where + (key,),
+                f"{gpu_key(out_of_range[0])} is out of range: the profile has {count} GPU(s), {gpu_key(0)} to {gpu_key(count - 1)}",
+            )
         same = (a, b) if ordered else (min(a, b), max(a, b))
         if same in seen and seen[same] != key:
             yield where + (key,), f"the same pair as {seen[same]}"

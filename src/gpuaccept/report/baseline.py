@@ -39,6 +39,7 @@ NOTED_KEYS = ("driver", "cuda_driver", "nccl", "torch", "host")
 SPREAD_TOLERANCE_CAP = 0.25
 SIGNIFICANT_DIGITS = 6  # kept of each value: enough for any measurement, and a CPU run's 1e-5 GB/s stays above 0
 NAMES_SHOWN = 5  # value names listed in a note before "and N more"
+HEALTHY = "a baseline is a picture of a healthy machine"
 
 
 @dataclass(frozen=True)
@@ -125,15 +126,15 @@ def baseline_runs(documents: list[dict], sources: list[str]) -> list[Facts]:
     file that cannot be used is named, one line each."""
     problems = []
     first = None
-    for document, source in zip(documents, sources):
+    for document, source in zip(documents, sources, strict=True):
         bad = [t["id"] for t in did_not_pass(document.get("tests", []))]
         if not document.get("complete"):
-            problems.append(Problem(source, None, "", "the run did not finish (complete: false): a baseline is a picture of a healthy machine"))
+            problems.append(Problem(source, None, "", f"the run did not finish (complete: false): {HEALTHY}"))
             continue
         if bad:
             problems.append(Problem(
                 source, None, "",
-                f"{len(bad)} test(s) did not pass ({named(bad, 3)}): a baseline is a picture of a healthy machine; save one from runs that passed",
+                f"{len(bad)} test(s) did not pass ({named(bad, 3)}): {HEALTHY}; save one from runs that passed",
             ))
             continue
         environment = document.get("environment", {})
@@ -145,7 +146,7 @@ def baseline_runs(documents: list[dict], sources: list[str]) -> list[Facts]:
             problems.append(Problem(source, None, "", f"{differing}: one baseline holds runs of one profile on one kind of machine"))
     if problems:
         raise InputFileError(problems)
-    return [parse_facts(json.dumps(d["facts"]), str(source)) for d, source in zip(documents, sources)]
+    return [parse_facts(json.dumps(d["facts"]), str(source)) for d, source in zip(documents, sources, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def save_baseline(path: Path, facts: Facts, profile_name: str, more_runs: list[F
     runs = [facts, *more_runs]
     names = list(sources) or ["this run"] + [f"run {index + 2}" for index in range(len(more_runs))]
     measured = []
-    for run, name in zip(runs, names):
+    for run, name in zip(runs, names, strict=True):
         found = measured_values(run)
         broken = [Problem(name, None, key, f"measured {metric.value!r} {metric.unit}: a baseline holds only finite values above 0".rstrip())
                   for key, metric in found.items() if not _usable(metric.value)]
@@ -259,9 +260,8 @@ def load_baseline(path: Path) -> Baseline:
     metrics = {}
     for index, entry in enumerate(values):
         try:
-            metric = Metric(
-                str(entry["key"]), float(entry["value"]), str(entry["unit"]), bool(entry["higher_is_better"]), float(entry.get("spread", 0.0))
-            )
+            key, value, unit = str(entry["key"]), float(entry["value"]), str(entry["unit"])
+            metric = Metric(key, value, unit, bool(entry["higher_is_better"]), float(entry.get("spread", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise problem(f"malformed entry ({type(exc).__name__}: {exc})", f"values[{index}]") from None
         if not _usable(metric.value):

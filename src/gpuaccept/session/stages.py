@@ -110,9 +110,17 @@ def copy_plan(spec: ProfileSpec, gpus: int, only: set[str] | None = None) -> Pla
         return None
     size = parse_size(copies.size)
     # how many copies of each kind, and the bytes each moves, on a machine of `gpus` GPUs
-    counts = {"p2p": gpus * (gpus - 1), "p2p_bidirectional": gpus * (gpus - 1) // 2, "local": gpus, "host_to_device": gpus, "device_to_host": gpus}
+    counts = {
+        "p2p": gpus * (gpus - 1),
+        "p2p_bidirectional": gpus * (gpus - 1) // 2,
+        "local": gpus,
+        "host_to_device": gpus,
+        "device_to_host": gpus,
+    }
     moved = {"p2p_bidirectional": 2 * size}
-    at_floor = sum(counts[kind] * (copies.warmup + copies.iterations + 1) * moved.get(kind, size) / (floor * 1e9) for kind, floor in floors.items())
+    at_floor = sum(
+        counts[kind] * (copies.warmup + copies.iterations + 1) * moved.get(kind, size) / (floor * 1e9) for kind, floor in floors.items()
+    )
     step = CopyStep(
         size_bytes=size,
         warmup=copies.warmup,
@@ -247,7 +255,11 @@ def run_ddp_stage(
     # the A/B arm's workers import torch while the scaling arm trains: one start-up less to wait for
     with Workers(_plan_ranks(ab_plan), ab_env) if ab_plan else contextlib.nullcontext() as ab_workers:
         sweep = _ddp_sweep(spec, ranks, plan, False, backend, base_env, on_event) if plan or only is None else None
-        without = _ddp_sweep(spec, ranks, ab_plan, True, backend, ab_env, on_event, ab_workers) if ab_plan or (only is None and spec.ddp.nvlink_ab) else None
+        without = (
+            _ddp_sweep(spec, ranks, ab_plan, True, backend, ab_env, on_event, ab_workers)
+            if ab_plan or (only is None and spec.ddp.nvlink_ab)
+            else None
+        )
     return sweep, without
 
 

@@ -69,7 +69,7 @@ class MeasurementStore:
     def collected(self) -> Measurements:
         """Everything measured in this session so far, from every worker."""
         found = Measurements()
-        for stage, name in STAGE_FILES.items():
+        for name in STAGE_FILES.values():
             path = self.folder / name
             if path.exists():
                 found = _combine(found, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
@@ -160,7 +160,9 @@ def _nccl_not_run(spec, reason: str) -> Measurements:
 def _combine(first: Measurements, second: Measurements) -> Measurements:
     """`second`'s sweeps over `first`'s; each stage's confirmation rounds travel with its sweeps."""
     fresh = {stage for stage, names in STAGE_SWEEPS.items() if any(getattr(second, name) is not None for name in names)}
-    merged = {name: getattr(second, name) or getattr(first, name) for name in Measurements.model_fields if name not in ("rounds", "unconfirmed")}
+    merged = {
+        name: getattr(second, name) or getattr(first, name) for name in Measurements.model_fields if name not in ("rounds", "unconfirmed")
+    }
     merged["rounds"] = [r for r in first.rounds if r.stage not in fresh] + list(second.rounds)
     merged["unconfirmed"] = sorted(set(second.unconfirmed) | {k for k in first.unconfirmed if stage_of_key(k) not in fresh})
     return Measurements(**merged)
