@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KeyPath = tuple  # where a value sits in an input file: str keys and int list indices
+KeyPath = tuple[str | int, ...]  # where a value sits in an input file: str keys and int list indices
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1

@@ -12,9 +12,10 @@ from typing import Any
 
 from gpuaccept.checks.attempts import judged_on_every_attempt
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
-from gpuaccept.checks.verdict import AtLeast, Equals, Judge, Verdict
+from gpuaccept.checks.verdict import AtLeast, Context, Criterion, Equals, Judge, Verdict
 from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure
 from gpuaccept.profile.model import Profile
+from gpuaccept.vocabulary.collectives import Collective
 from gpuaccept.vocabulary.copies import CopyKind, floor_key
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
@@ -23,7 +24,7 @@ from gpuaccept.vocabulary.steps import collective_key, collective_label, copy_ke
 NO_MEASUREMENT = "the facts hold no {what} (record them with `gpu-accept record --measure --profile {profile}`)"
 
 
-def busbw_cases(profile: Profile) -> list[tuple[str, str]]:
+def busbw_cases(profile: Profile) -> list[tuple[Collective, str]]:
     """(collective, size as the profile wrote it), in profile order: one test each."""
     nccl = profile.spec.nccl
     if nccl is None:
@@ -39,14 +40,16 @@ def _failure(failures: list[StepFailure], label: str) -> StepFailure | None:
     return next((f for f in failures if f.step == label), None)
 
 
-def _with_peak(measured: float, peak: Peak | None) -> tuple[str, dict]:
+def _with_peak(measured: float, peak: Peak | None) -> tuple[str, Context]:
     if peak is None:
         return "", {}
     share = peak.share(measured)
     return f"{share:.0f}% of {peak.GBps:.1f} GB/s {peak.what} peak", {"peak_GBps": round(peak.GBps, 2), "percent_of_peak": round(share, 1)}
 
 
-def _collective_result(judge: Judge, profile: Profile, facts: Facts, case: tuple[str, str], criterion) -> CollectiveResult | Verdict:
+def _collective_result(
+    judge: Judge, profile: Profile, facts: Facts, case: tuple[Collective, str], criterion: Criterion
+) -> CollectiveResult | Verdict:
     """The sweep's result for one collective and size, or the verdict that says why there is none."""
     collective, size_text = case
     size = parse_size(size_text)
@@ -63,16 +66,19 @@ def _collective_result(judge: Judge, profile: Profile, facts: Facts, case: tuple
     return result
 
 
-def collective_step_keys(profile: Profile, case: tuple[str, str]) -> list[str]:
+def collective_step_keys(profile: Profile, case: tuple[Collective, str]) -> list[str]:
     collective, size_text = case
     return [collective_key(collective, format_size(parse_size(size_text)))]
 
 
 @judged_on_every_attempt(collective_step_keys)
-def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
+def busbw(profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
     collective, size_text = case
     judge = Judge("busbw", profile.name, profile.marginal_band)
-    criterion = AtLeast(profile.spec.nccl.busbw[collective][size_text], "GB/s")
+    floor = profile.spec.nccl.busbw.get(collective, {}).get(size_text) if profile.spec.nccl else None
+    if floor is None:
+        return judge.not_applicable(collective_label(collective, parse_size(size_text)), "the profile sets no busbw floor for this size")
+    criterion = AtLeast(floor, "GB/s")
     result = _collective_result(judge, profile, facts, case, criterion)
     if isinstance(result, Verdict):
         return result
@@ -86,7 +92,7 @@ def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
 
 
 @judged_on_every_attempt(collective_step_keys)
-def collective_correct(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
+def collective_correct(profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
     collective, size_text = case
     judge = Judge("collective_correct", profile.name)
     criterion = Equals(0, "wrong elements")

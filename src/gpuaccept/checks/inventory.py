@@ -9,7 +9,7 @@ from gpuaccept.vocabulary.links import gpu_key
 from gpuaccept.vocabulary.sizes import GIB
 
 
-def present_gpu(judge: Judge, facts: Facts, index: int, what: str, criterion: Criterion | str) -> GpuFacts | Verdict:
+def present_gpu(judge: Judge, facts: Facts, index: int, what: str, criterion: Criterion) -> GpuFacts | Verdict:
     """The GPU's facts, or the failure verdict that says it is not there."""
     gpu = facts.gpu(index)
     if gpu is None:

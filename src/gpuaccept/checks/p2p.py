@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuaccept.checks.verdict import Described, Equals, Judge, Verdict
+from gpuaccept.checks.verdict import Criterion, Described, Equals, Judge, Verdict
 from gpuaccept.facts.model import Facts, P2PFacts, Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key, pair_key
@@ -14,7 +14,7 @@ def _state(wanted: bool) -> str:
     return "OK" if wanted else "not OK"
 
 
-def _pair_facts(judge: Judge, facts: Facts, pair: tuple[int, int], criterion) -> P2PFacts | Verdict:
+def _pair_facts(judge: Judge, facts: Facts, pair: tuple[int, int], criterion: Criterion) -> P2PFacts | Verdict:
     src, dst = pair
     subject = pair_key(src, dst)
     missing = [g for g in pair if facts.gpu(g) is None]

@@ -48,9 +48,10 @@ def pcie_peak(gpu: GpuFacts) -> Peak | None:
 
 
 def _slowest(peaks: list[Peak | None]) -> Peak | None:
-    if not peaks or any(p is None for p in peaks):
+    known = [p for p in peaks if p is not None]
+    if not peaks or len(known) < len(peaks):
         return None
-    return min(peaks, key=lambda p: p.GBps)
+    return min(known, key=lambda p: p.GBps)
 
 
 def collective_peak(facts: Facts) -> Peak | None:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gpuaccept.vocabulary.copies import CopyKind
 from gpuaccept.vocabulary.steps import Stage, collective_key, copy_key, ddp_case, ddp_key, pair_step_key
 
-FACTS_VERSION = 1
+FACTS_VERSION: Literal[1] = 1
 
 
 class Record(BaseModel):
@@ -38,7 +38,7 @@ def is_known(value: object) -> bool:
     return not isinstance(value, Unavailable)
 
 
-def not_negative(cls, value: object) -> object:
+def not_negative(cls: type[BaseModel], value: object) -> object:
     """A field validator for counts, sizes and indices (an `Unavailable` passes as it is)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
         raise ValueError(f"must not be negative (got {value})")

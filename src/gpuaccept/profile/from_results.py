@@ -11,13 +11,15 @@ differences widen it as run-to-run noise does.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from gpuaccept.facts import Facts, Unavailable
 from gpuaccept.profile.render import render_yaml
@@ -27,6 +29,11 @@ from gpuaccept.vocabulary.links import pair_key
 from gpuaccept.vocabulary.nvml_codes import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
 from gpuaccept.vocabulary.sizes import GIB, format_size
 from gpuaccept.vocabulary.steps import ddp_case
+
+Data = dict[str, Any]  # a profile being written, as YAML will hold it
+Note = Callable[[str, str], None]  # (dotted key, where its value came from): the comment beside it
+DdpKey = tuple[int, int, int]  # world, batch, accumulation
+T = TypeVar("T")
 
 ONE_MACHINE = "floors from one machine may not hold on the next one of its kind; add runs from another machine"
 
@@ -47,7 +54,7 @@ class Machine:
 
 def machines_of(runs: list[Facts], sources: list[str]) -> list[Machine]:
     """Runs grouped by machine, in the order the machines first appear."""
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     for index, run in enumerate(runs):
         key = (run.system.hostname, tuple(sorted(g.uuid for g in run.gpus)))
         groups.setdefault(key, []).append(index)
@@ -65,7 +72,7 @@ def _short_uuid(facts: Facts) -> str:
 
 
 def profile_from_results(
-    documents: list[dict], sources: list[str], name: str, margin: float, warn: Callable[[str], None] = lambda line: None
+    documents: list[Data], sources: list[str], name: str, margin: float, warn: Callable[[str], None] = lambda line: None
 ) -> str:
     """Expectations from the first run's facts, which every other run must share; floors from the
     lowest value over every run of every machine, times the margin less the spread of all runs:
@@ -100,12 +107,12 @@ def _runs(count: int) -> str:
     return f"{count} run" if count == 1 else f"{count} runs"
 
 
-def _profile_data(machines: list[Machine], name: str, margin: float, seen: str) -> tuple[dict, dict[str, str]]:
+def _profile_data(machines: list[Machine], name: str, margin: float, seen: str) -> tuple[Data, dict[str, str]]:
     runs = [run for machine in machines for run in machine.runs]
     facts = runs[0]
     golden = ", ".join(m.label for m in machines)
     golden = f"the golden machine {golden}" if len(machines) == 1 else f"the golden machines {golden}"
-    data: dict = {"schema": SCHEMA_VERSION, "name": name, "description": f"{facts.gpu_count}x {_model(facts)}, from {golden}"}
+    data: Data = {"schema": SCHEMA_VERSION, "name": name, "description": f"{facts.gpu_count}x {_model(facts)}, from {golden}"}
     notes: dict[str, str] = {}
 
     def note(key: str, text: str) -> None:
@@ -128,8 +135,8 @@ def _profile_data(machines: list[Machine], name: str, margin: float, seen: str) 
         note("software.driver_min", f"the driver {seen}: the numbers below were measured with it")
     else:
         note("software.driver_min", f"the lowest driver {seen} ({', '.join(f'{k} {v}' for k, v in drivers.items())})")
-    cudas = [run.system.cuda_driver_version for run in runs]
-    if all(isinstance(cuda, str) for cuda in cudas):
+    cudas = _known(run.system.cuda_driver_version for run in runs)
+    if len(cudas) == len(runs):
         data["software"]["cuda_min"] = _lowest_version(cudas)
         note("software.cuda_min", f"CUDA version of that driver {seen}")
 
@@ -140,7 +147,7 @@ def _profile_data(machines: list[Machine], name: str, margin: float, seen: str) 
     return data, notes
 
 
-def _lowest_version(versions) -> str:
+def _lowest_version(versions: Iterable[str]) -> str:
     return min(versions, key=lambda text: tuple(int(part) for part in re.findall(r"\d+", text)))
 
 
@@ -166,7 +173,7 @@ def _agree(machines: list[Machine], margin: float) -> None:
             )
 
 
-def _flat(data: dict, prefix: str = "") -> dict[str, object]:
+def _flat(data: Data, prefix: str = "") -> dict[str, object]:
     """Dotted keys to values; measured values only say that they were measured."""
     flat: dict[str, object] = {}
     for key, value in data.items():
@@ -188,16 +195,16 @@ def _model(facts: Facts) -> str:
     return Counter(g.name for g in facts.gpus).most_common(1)[0][0]
 
 
-def _known(values) -> list:
+def _known(values: Iterable[T | Unavailable]) -> list[T]:
     return [v for v in values if not isinstance(v, Unavailable)]
 
 
-def _pcie(runs: list[Facts], data: dict, note, seen: str) -> None:
+def _pcie(runs: list[Facts], data: Data, note: Note, seen: str) -> None:
     gpus = [g for run in runs for g in run.gpus]
     generations = _known(g.pcie.generation_max for g in gpus)
     widths = _known(g.pcie.width_current for g in gpus)
     currents = _known(g.pcie.generation_current for g in gpus)
-    pcie: dict = {}
+    pcie: Data = {}
     if generations:
         pcie["generation"] = min(generations)
         note("pcie.generation", f"lowest link generation (maximum of link and slot) {seen}")
@@ -211,7 +218,7 @@ def _pcie(runs: list[Facts], data: dict, note, seen: str) -> None:
         data["pcie"] = pcie
 
 
-def _nvlink(facts: Facts, data: dict, note, seen: str) -> None:
+def _nvlink(facts: Facts, data: Data, note: Note, seen: str) -> None:
     first = facts.gpus[0]
     if isinstance(first.nvlinks, Unavailable):
         if first.nvlinks.unavailable == "not_supported":
@@ -234,7 +241,7 @@ def _nvlink(facts: Facts, data: dict, note, seen: str) -> None:
         note("fabric.state", f"NVSwitch fabric state {seen}")
 
 
-def _links_and_p2p(facts: Facts, data: dict, note, seen: str) -> None:
+def _links_and_p2p(facts: Facts, data: Data, note: Note, seen: str) -> None:
     types = {pair_key(*link.gpus): link.link_type for link in facts.links if isinstance(link.link_type, str)}
     if types:
         common, _ = Counter(types.values()).most_common(1)[0]
@@ -243,17 +250,17 @@ def _links_and_p2p(facts: Facts, data: dict, note, seen: str) -> None:
         if exceptions:
             data["links"]["pairs"] = exceptions
         note("links", f"nvidia-smi topo -m link types as rebuilt from NVML {seen}")
-    caps = {}
+    caps: dict[str, dict[str, bool]] = {}
     for pair in facts.p2p:
         stated = {name: pair.nvml[name] == "OK" for name in ("read", "write", "nvlink", "atomics") if isinstance(pair.nvml.get(name), str)}
         if stated:
             caps[pair_key(*pair.gpus)] = stated
     if caps:
-        common = Counter(tuple(sorted(c.items())) for c in caps.values()).most_common(1)[0][0]
-        data["p2p"] = {"all": dict(common)}
-        exceptions = {key: value for key, value in caps.items() if tuple(sorted(value.items())) != common}
-        if exceptions:
-            data["p2p"]["pairs"] = exceptions
+        usual = Counter(tuple(sorted(c.items())) for c in caps.values()).most_common(1)[0][0]
+        data["p2p"] = {"all": dict(usual)}
+        unusual = {key: value for key, value in caps.items() if tuple(sorted(value.items())) != usual}
+        if unusual:
+            data["p2p"]["pairs"] = unusual
         note("p2p", f"NVML P2P status per ordered pair (OK: true) {seen}")
 
 
@@ -314,24 +321,28 @@ class Spread:
 
 def _spread(machines: list[Machine], pick: Callable[[Facts], float | None]) -> Spread | None:
     """The value in every run of every machine, or None where a run lacks it."""
-    by_machine = tuple((m.label, tuple(pick(run) for run in m.runs)) for m in machines)
-    if any(value is None for _, values in by_machine for value in values):
-        return None
-    return Spread(by_machine)
+    by_machine = []
+    for machine in machines:
+        values = [pick(run) for run in machine.runs]
+        known = [value for value in values if value is not None]
+        if len(known) < len(values):
+            return None
+        by_machine.append((machine.label, tuple(known)))
+    return Spread(tuple(by_machine))
 
 
 # what a copy floor's comment names as the value it came from; every other copy kind is per GPU
 SLOWEST = {"p2p": "slowest ordered pair", "p2p_bidirectional": "slowest pair both ways"}
 
 
-def _measured(machines: list[Machine], data: dict, note, margin: float) -> None:
+def _measured(machines: list[Machine], data: Data, note: Note, margin: float) -> None:
     facts = machines[0].runs[0]
     measured = facts.measurements
     if measured.collectives and measured.collectives.results:
         first = measured.collectives.results[0]
-        nccl: dict = {"dtype": first.dtype, "warmup": first.warmup, "iterations": first.iterations, "busbw": {}}
+        nccl: Data = {"dtype": first.dtype, "warmup": first.warmup, "iterations": first.iterations, "busbw": {}}
         for r in measured.collectives.results:
-            spread = _spread(machines, lambda f, r=r: _busbw(f, r.collective, r.nominal_size))
+            spread = _spread(machines, functools.partial(_busbw, collective=r.collective, size=r.nominal_size))
             if spread is None:
                 continue
             nccl["busbw"].setdefault(r.collective, {})[r.nominal_size] = spread.floor(margin)
@@ -339,14 +350,7 @@ def _measured(machines: list[Machine], data: dict, note, margin: float) -> None:
         data["nccl"] = nccl
     if measured.pairwise and measured.pairwise.results:
         sweep = measured.pairwise
-        spread = _spread(
-            machines,
-            lambda f: (
-                min(r.busbw_GBps for r in f.measurements.pairwise.results)
-                if f.measurements.pairwise and f.measurements.pairwise.results
-                else None
-            ),
-        )
+        spread = _spread(machines, _slowest_pair)
         data["pairwise"] = {
             "size": format_size(sweep.results[0].size_bytes),
             "iterations": sweep.results[0].iterations,
@@ -357,9 +361,9 @@ def _measured(machines: list[Machine], data: dict, note, margin: float) -> None:
             note("pairwise.min_busbw", f"slowest pair: {spread.floor_text(margin, 'GB/s')}")
     if measured.copies and measured.copies.results:
         results = measured.copies.results
-        copies: dict = {"size": format_size(results[0].size_bytes), "iterations": results[0].iterations}
+        copies: Data = {"size": format_size(results[0].size_bytes), "iterations": results[0].iterations}
         for what in COPY_KINDS:
-            spread = _spread(machines, lambda f, what=what: _lowest_copy(f, what))
+            spread = _spread(machines, functools.partial(_lowest_copy, what=what))
             if spread is not None:
                 copies[floor_key(what)] = spread.floor(margin)
                 note(f"copies.{floor_key(what)}", f"{SLOWEST.get(what, 'slowest GPU')}: {spread.floor_text(margin, 'GB/s')}")
@@ -374,17 +378,23 @@ def _busbw(facts: Facts, collective: str, size: str) -> float | None:
     return found.busbw_GBps if found else None
 
 
+def _slowest_pair(facts: Facts) -> float | None:
+    sweep = facts.measurements.pairwise
+    return min(r.busbw_GBps for r in sweep.results) if sweep and sweep.results else None
+
+
 def _lowest_copy(facts: Facts, what: str) -> float | None:
     sweep = facts.measurements.copies
     found = [r.GBps for r in sweep.results if r.what == what] if sweep else []
     return min(found) if found else None
 
 
-def _ddp(machines: list[Machine], data: dict, note, margin: float) -> None:
-    measured = machines[0].runs[0].measurements
-    sweep = measured.ddp
+def _ddp(machines: list[Machine], data: Data, note: Note, margin: float) -> None:
+    sweep = machines[0].runs[0].measurements.ddp
+    if sweep is None:
+        return
     results = sweep.results
-    ddp: dict = {
+    ddp: Data = {
         "model": dict(sweep.model),
         "dtype": sweep.dtype,
         "world_sizes": sorted({r.world for r in results}),
@@ -402,22 +412,31 @@ def _ddp(machines: list[Machine], data: dict, note, margin: float) -> None:
         case = ddp_case(r.world, r.batch, r.accumulation)
         key = (r.world, r.batch, r.accumulation)
 
-        spread = _spread(machines, lambda f, key=key: f.measurements.ddp_efficiency(*key))
+        spread = _spread(machines, functools.partial(_efficiency, key=key))
         if spread is not None:
             ddp["min_efficiency"][case] = spread.floor(margin)
             note(f"ddp.min_efficiency.{case}", spread.floor_text(margin, digits=3))
 
-        def exposed(f: Facts, key=key) -> float | None:
-            found = f.measurements.ddp.result(*key) if f.measurements.ddp else None
-            return found.exposed_share if found else None
-
-        spread = _spread(machines, exposed)
+        spread = _spread(machines, functools.partial(_exposed, key=key))
         if spread is not None:
             ddp["max_exposed_comm"][case] = spread.ceiling(margin)
             note(f"ddp.max_exposed_comm.{case}", spread.ceiling_text(margin))
 
-        spread = _spread(machines, lambda f, key=key: f.measurements.ddp_speedup(*key))
+        spread = _spread(machines, functools.partial(_speedup, key=key))
         if spread is not None:
             ddp["nvlink_ab"][case] = spread.floor(margin)
             note(f"ddp.nvlink_ab.{case}", f"P2P over NCCL_P2P_DISABLE=1: {spread.floor_text(margin, 'x', digits=3)}")
     data["ddp"] = {key: value for key, value in ddp.items() if value not in ({}, [])}
+
+
+def _efficiency(facts: Facts, key: DdpKey) -> float | None:
+    return facts.measurements.ddp_efficiency(*key)
+
+
+def _exposed(facts: Facts, key: DdpKey) -> float | None:
+    found = facts.measurements.ddp.result(*key) if facts.measurements.ddp else None
+    return found.exposed_share if found else None
+
+
+def _speedup(facts: Facts, key: DdpKey) -> float | None:
+    return facts.measurements.ddp_speedup(*key)

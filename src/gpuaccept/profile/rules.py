@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from gpuaccept.errors import KeyPath
-from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.profile.spec import DdpSpec, ProfileSpec
 from gpuaccept.vocabulary.copies import floor_key
 from gpuaccept.vocabulary.links import gpu_key, parse_gpu_key, parse_link_matrix, parse_pair_key
 from gpuaccept.vocabulary.sizes import format_size, parse_size
@@ -54,7 +54,7 @@ def _measurement_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
             if copies.floor(kind) is not None:
                 yield ("copies", floor_key(kind)), f"peer copies need at least 2 GPUs; the profile has {count}"
     if spec.ddp is not None:
-        yield from _ddp_problems(spec)
+        yield from _ddp_problems(spec, spec.ddp)
     if spec.nccl is not None:
         for collective, sizes in spec.nccl.busbw.items():
             seen: dict[int, str] = {}
@@ -65,8 +65,7 @@ def _measurement_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
                 seen[size] = text
 
 
-def _ddp_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
-    ddp = spec.ddp
+def _ddp_problems(spec: ProfileSpec, ddp: DdpSpec) -> Iterator[tuple[KeyPath, str]]:
     worlds = ddp.world_sizes
     if 1 not in worlds:
         yield ("ddp", "world_sizes"), "must include 1: efficiency is measured against one GPU"
@@ -86,10 +85,13 @@ def _ddp_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
                 yield where, f"accumulation {accumulation} is not among accumulation {ddp.accumulation}"
 
 
-def _pair_problems(where: KeyPath, pairs: dict, count: int, ordered: bool) -> Iterator[tuple[KeyPath, str]]:
+def _pair_problems(where: KeyPath, pairs: Mapping[str, object], count: int, ordered: bool) -> Iterator[tuple[KeyPath, str]]:
     seen: dict[tuple[int, int], str] = {}
     for key in pairs:
-        a, b = parse_pair_key(key)
+        parsed = parse_pair_key(key)
+        if parsed is None:
+            continue  # not a pair key: the schema has said so already
+        a, b = parsed
         if a == b:
             yield where + (key,), "a GPU is not paired with itself"
             continue
