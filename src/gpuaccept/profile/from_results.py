@@ -414,8 +414,12 @@ def _ddp(machines: list[Machine], data: Data, note: Note, margin: float) -> None
 
         spread = _spread(machines, functools.partial(_efficiency, key=key))
         if spread is not None:
-            ddp["min_efficiency"][case] = spread.floor(margin)
-            note(f"ddp.min_efficiency.{case}", spread.floor_text(margin, digits=3))
+            # an efficiency floor is at most 1, as the schema says: a run that scaled past 1 (a
+            # loaded CPU's one-GPU baseline can be slow) gets a floor of 1, never one that cannot load
+            floor = min(1.0, spread.floor(margin))
+            ddp["min_efficiency"][case] = floor
+            capped = "" if floor == spread.floor(margin) else ", at most 1"
+            note(f"ddp.min_efficiency.{case}", spread.floor_text(margin, digits=3) + capped)
 
         spread = _spread(machines, functools.partial(_exposed, key=key))
         if spread is not None:
