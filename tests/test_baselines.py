@@ -186,6 +186,7 @@ def gpu_accept(*args):
     return subprocess.run([sys.executable, "-m", "gpuaccept", *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_baseline_of_four_gpus_cannot_judge_a_run_on_two(tmp_path):
     base = tmp_path / "h200x4-base.json"
     save_baseline(base, example_facts("h200x4-measured"), "h200-4-nvswitch")
@@ -199,6 +200,7 @@ def test_a_baseline_of_four_gpus_cannot_judge_a_run_on_two(tmp_path):
     assert "passed" not in done.stdout and not (tmp_path / "reports" / "results.json").exists()  # before any test ran
 
 
+@pytest.mark.slow
 def test_other_software_is_a_note_in_the_summary(tmp_path):
     base = tmp_path / "base.json"
     facts = example_facts("h200x4-measured")

@@ -6,6 +6,7 @@ from gpuaccept.checks import ddp
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.errors import ProfileError
 from gpuaccept.facts.model import DdpResult, DdpSweep, Measurements, StepFailure
+from gpuaccept.measure.gpt import build
 from gpuaccept.profile import load_profile
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.session.stages import ddp_plan, run_ddp_stage
@@ -23,6 +24,7 @@ TINY = {
 }
 
 
+@pytest.mark.slow
 def test_gloo_ddp_runs_every_world_size_and_batch_and_the_ab_arm():
     pytest.importorskip("torch")
     spec = ProfileSpec.model_validate(TINY)
@@ -37,9 +39,10 @@ def test_gloo_ddp_runs_every_world_size_and_batch_and_the_ab_arm():
     assert sweep.result(1, 8).no_sync_step_s is None and sweep.result(2, 8).no_sync_step_s > 0
     assert [r.case for r in without.results] == ["2gpu-bs8"]
     assert without.p2p_disabled and without.environment["NCCL_P2P_DISABLE"] == "1"
-    assert sweep.parameters == PRESETS["tiny"].parameters()
+    assert sweep.parameters == sum(p.numel() for p in build(PRESETS["tiny"]).parameters())  # counted on the model itself
 
 
+@pytest.mark.slow
 def test_gloo_ddp_trains_each_gradient_accumulation_setting_and_on_a_subgroup():
     pytest.importorskip("torch")
     spec = ProfileSpec.model_validate(
@@ -52,12 +55,11 @@ def test_gloo_ddp_trains_each_gradient_accumulation_setting_and_on_a_subgroup():
     assert sorted(r.case for r in sweep.results) == [f"{w}gpu-bs2{acc}" for w in (1, 2, 3) for acc in ("", "-acc3")]
     accumulated = sweep.result(2, 2, 3)
     assert accumulated.accumulation == 3 and accumulated.no_sync_step_s > 0
-    assert accumulated.samples_per_s_per_gpu == pytest.approx(2 * 3 / accumulated.step_s)
+    assert accumulated.samples_per_s_per_gpu * accumulated.step_s == pytest.approx(6)  # batch 2 in each of 3 micro-steps
 
 
 def test_the_gpt_parameter_count_formula_matches_the_model():
     torch = pytest.importorskip("torch")
-    from gpuaccept.measure.gpt import build
 
     shape = GptDims(layers=3, d_model=48, heads=4, vocab=100, seq_len=16)
     model = build(shape)
@@ -170,6 +172,7 @@ def test_ddp_settings_are_validated(tmp_path, change, message):
         load_profile(write(tmp_path / "bad.yaml", text), [shipped_dir("profiles")])
 
 
+@pytest.mark.slow
 def test_measuring_a_setting_again_trains_only_that_setting_and_arm():
     pytest.importorskip("torch")
     spec = ProfileSpec.model_validate(TINY)

@@ -26,6 +26,7 @@ def test_the_tree_keeps_every_contract():
     assert "4 kept, 0 broken" in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "module, line, contract, named",
     [

@@ -79,6 +79,7 @@ def test_auto_profile_from_facts(pytester):
     assert skipped.get("message") == "profile h100-1 has no GPU pairs to test (1 GPU(s))"
 
 
+@pytest.mark.slow
 def test_suite_properties_survive_xdist(pytester):
     pytest.importorskip("xdist")
     result, root = run_suites(

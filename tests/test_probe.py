@@ -24,7 +24,6 @@ def test_h200x4_p2p_statuses_use_the_capability_indices_not_the_binding_tuple():
     facts = probe_replay(nvml_replay("h200x4"))
     pair = facts.p2p_of(0, 1)
     assert pair.nvml == {"read": "OK", "write": "OK", "nvlink": "OK", "atomics": "OK", "pci": "NOT_SUPPORTED"}
-    assert P2PCapability.READ == 0 and isinstance(P2PCapability.READ.value, int)
     assert len(facts.p2p) == 12
 
 

@@ -304,7 +304,8 @@ def test_a_billion_laughs_is_refused_at_once(tmp_path, merge_keys):
     start = time.monotonic()
     with pytest.raises(ProfileError) as caught:
         load_profile(path)
-    assert time.monotonic() - start < 1  # before, it expanded for minutes until killed for memory
+    # it expanded for minutes, until killed for memory: any margin a loaded machine keeps tells the two apart
+    assert time.monotonic() - start < 20
     lines = str(caught.value).splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{path}: its aliases (*name) and merge keys (<<) expand to "), lines
     assert lines[0].endswith("values, more than 100,000: too large to be a profile")

@@ -29,6 +29,7 @@ def cpu_run(tmp_path_factory):
     return folder, done
 
 
+@pytest.mark.slow
 def test_results_json_holds_facts_verdicts_environment_and_timings(cpu_run):
     folder, _ = cpu_run
     document = load_results(folder / "reports" / "results.json")
@@ -47,6 +48,7 @@ def test_results_json_holds_facts_verdicts_environment_and_timings(cpu_run):
     assert measured["collectives"]["wall_s"] > 0 and len(measured["ddp"]["results"]) == 2
 
 
+@pytest.mark.slow
 def test_terminal_summary_lists_failures_first_then_key_values(cpu_run):
     folder, done = cpu_run
     summary = done.stdout[done.stdout.index("gpu-accept summary"):]
@@ -78,6 +80,7 @@ class Elements(HTMLParser):
         return sum(1 for t, a in self.found if t == tag and all(a.get(k) == v for k, v in attrs.items()))
 
 
+@pytest.mark.slow
 def test_html_report_has_every_section_with_its_numbers(cpu_run):
     folder, _ = cpu_run
     page = (folder / "reports" / "report.html").read_text()
@@ -95,6 +98,7 @@ def test_html_report_has_every_section_with_its_numbers(cpu_run):
     assert "<script" not in page and "http" not in page.split("</style>")[1]  # self-contained
 
 
+@pytest.mark.slow
 def test_a_killed_run_leaves_valid_results_and_junit_of_what_finished(tmp_path):
     from lxml import etree
 
@@ -114,6 +118,7 @@ def test_a_killed_run_leaves_valid_results_and_junit_of_what_finished(tmp_path):
     assert len(junit.findall(".//testcase")) == len(document["tests"])
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_run_with_its_reports_written(tmp_path):
     run = gpu_accept_run(tmp_path, env={"GPUACCEPT_INJECT_HANG": "all_reduce 256 KiB"}, wait=False)
     results = tmp_path / "reports" / "results.json"
@@ -128,6 +133,7 @@ def test_sigterm_ends_the_run_with_its_reports_written(tmp_path):
     ET.parse(tmp_path / "reports" / "junit.xml")
 
 
+@pytest.mark.slow
 def test_baseline_gates_a_later_run(cpu_run, tmp_path):
     from gpuaccept.facts import load_facts
     from gpuaccept.report.baseline import save_baseline
@@ -169,6 +175,7 @@ def test_baseline_gates_a_later_run(cpu_run, tmp_path):
     assert "Warning" not in done.stdout
 
 
+@pytest.mark.slow
 def test_profile_from_the_golden_machine_passes_its_own_facts(cpu_run, tmp_path, capsys):
     folder, _ = cpu_run
     target = tmp_path / "golden.yaml"

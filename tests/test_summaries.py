@@ -12,6 +12,8 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 
+import pytest
+
 from gpuaccept.cli import main as cli
 from gpuaccept.facts import save_facts
 from gpuaccept.report.fleet import read_fleet, write_fleet_junit
@@ -53,6 +55,7 @@ def written(tmp_path, name: str, document: dict) -> str:
 # -- the terminal: one line per cause, root causes first ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_facts_without_measurements_name_each_cause_once(tmp_path):
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), "--reports", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
@@ -81,6 +84,7 @@ def test_facts_without_measurements_name_each_cause_once(tmp_path):
     assert message == f"could not be established: gpu2-gpu3: the facts hold no pairwise sweep {record}"
 
 
+@pytest.mark.slow
 def test_a_missing_gpu_is_named_before_the_links_and_pairs_it_fails(tmp_path):
     from tests.test_checks import without_gpu3
 
