@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from gpuaccept.vocabulary.collectives import COLLECTIVES
+from gpuaccept.vocabulary.links import gpu_key, pair_key
 
 SIZES = {"256MiB": 1 << 28, "1GiB": 1 << 30, "4GiB": 1 << 32}
 BUSBW = {"all_reduce": 355.0, "all_gather": 330.0, "reduce_scatter": 330.0, "alltoall": 335.0, "broadcast": 360.0}
@@ -42,20 +43,20 @@ def host_document(index: int, gpus: int, rng: random.Random) -> dict:
 
     add("test_gpu_count", "test_inventory", verdict("gpu_count", host, gpus, f"== {gpus}", ""))
     for g in range(gpus):
-        add(f"test_gpu_model[gpu{g}]", "test_inventory", verdict("gpu_model", f"gpu{g}", "NVIDIA H200", "'NVIDIA H200'", ""))
-        add(f"test_gpu_memory[gpu{g}]", "test_inventory", verdict("gpu_memory", f"gpu{g}", 140.4, ">= 140 GiB", "GiB"))
-        add(f"test_ecc_mode[gpu{g}]", "test_inventory", verdict("ecc_mode", f"gpu{g}", "enabled", "== enabled", ""))
+        add(f"test_gpu_model[{gpu_key(g)}]", "test_inventory", verdict("gpu_model", gpu_key(g), "NVIDIA H200", "'NVIDIA H200'", ""))
+        add(f"test_gpu_memory[{gpu_key(g)}]", "test_inventory", verdict("gpu_memory", gpu_key(g), 140.4, ">= 140 GiB", "GiB"))
+        add(f"test_ecc_mode[{gpu_key(g)}]", "test_inventory", verdict("ecc_mode", gpu_key(g), "enabled", "== enabled", ""))
         for check, value, unit in (("pcie_generation", 5, ""), ("pcie_width", 16, "lanes"), ("nvlink_links", 18, "links")):
-            add(f"test_{check}[gpu{g}]", "test_topology", verdict(check, f"gpu{g}", value, f">= {value}", unit))
-        add(f"test_fabric_state[gpu{g}]", "test_topology", verdict("fabric_state", f"gpu{g}", "completed", "== completed", ""))
+            add(f"test_{check}[{gpu_key(g)}]", "test_topology", verdict(check, gpu_key(g), value, f">= {value}", unit))
+        add(f"test_fabric_state[{gpu_key(g)}]", "test_topology", verdict("fabric_state", gpu_key(g), "completed", "== completed", ""))
         for check, value in (("local_copy", 2128.0), ("host_to_device", 55.5), ("device_to_host", 55.4)):
             measured = round(value * rng.uniform(0.99, 1.01), 2)
-            add(f"test_{check}[gpu{g}]", "test_bandwidth", verdict(check, f"gpu{g}", measured, ">= 50 GB/s", "GB/s"))
+            add(f"test_{check}[{gpu_key(g)}]", "test_bandwidth", verdict(check, gpu_key(g), measured, ">= 50 GB/s", "GB/s"))
     for a in range(gpus):
         for b in range(gpus):
             if a == b:
                 continue
-            pair = f"gpu{a}-gpu{b}"
+            pair = pair_key(a, b)
             add(f"test_p2p_capability[{pair}]", "test_p2p", verdict("p2p_capability", pair, "read=OK write=OK", "== read=OK write=OK", ""))
             add(f"test_p2p_cuda_agrees[{pair}]", "test_p2p", verdict("p2p_cuda_agrees", pair, "yes", "== yes", ""))
             slow = slow_pair in ((a, b), (b, a))
