@@ -23,6 +23,8 @@
 #                load on the last GPU, CUDA_VISIBLE_DEVICES hiding the last GPU, a one-off dip
 #                (GPUACCEPT_INJECT_DIP), one measurement worker stopped with SIGSTOP
 #
+# The wheels it installs come from scripts/fetch-wheels.sh (run here, before the device call).
+#
 # faults and ddp-time use this session's calibrated profile where calibrate ran, otherwise the
 # shipped profile <TAG>-nvswitch.
 #

@@ -1,6 +1,7 @@
-"""Topology: each GPU's PCIe link and NVLinks, the NVSwitch fabric, and the link type of every pair."""
+"""Topology: each GPU's PCIe link and NVLinks, the NVSwitch fabric, the link type of every pair, and where each
+GPU sits: its closest NIC, its CPU and NUMA affinity."""
 
-from gpuaccept.checks import topology
+from gpuaccept.checks import affinity, topology
 
 
 def test_pcie_generation(gpu, profile, facts, verdict):
@@ -25,3 +26,15 @@ def test_fabric_state(gpu, profile, facts, verdict):
 
 def test_link_type(gpu_pair, profile, facts, verdict):
     verdict(topology.link_type(profile, facts, gpu_pair))
+
+
+def test_nic_affinity(gpu, profile, facts, verdict):
+    verdict(affinity.nic_affinity(profile, facts, gpu))
+
+
+def test_cpu_affinity(gpu, profile, facts, verdict):
+    verdict(affinity.cpu_affinity(profile, facts, gpu))
+
+
+def test_numa_affinity(gpu, profile, facts, verdict):
+    verdict(affinity.numa_affinity(profile, facts, gpu))

@@ -129,3 +129,23 @@ def test_facts_out_saves_what_was_evaluated(pytester, tmp_path):
     out = tmp_path / "saved.json"
     run_suites(pytester, "--facts", str(EXAMPLES / "h200x1.json"), "--facts-out", str(out))
     assert json.loads(out.read_text())["gpus"][0]["name"] == "NVIDIA H200"
+
+
+def test_a_sigterm_dropped_in_a_finalizer_still_ends_the_run_as_interrupted(pytester, monkeypatch):
+    from gpuaccept import plugin
+
+    monkeypatch.setattr(plugin, "TERMINATED", [])
+    pytester.makepyfile(
+        """
+        from gpuaccept import plugin
+
+        def test_first():
+            plugin.TERMINATED.append(15)  # the handler ran, its KeyboardInterrupt was lost (as in a __del__)
+
+        def test_second():
+            pass
+        """
+    )
+    result = pytester.runpytest_inprocess("-p", "no:randomly", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert result.parseoutcomes().get("passed") == 1  # the second test never started

@@ -174,16 +174,18 @@ def test_floors_from_one_machine_say_they_may_not_hold_on_the_next(tmp_path, cap
     ]
 
 
-def test_an_efficiency_floor_is_at_most_1_even_where_a_run_scaled_past_it(tmp_path, capsys):
+def test_an_efficiency_floor_is_at_most_1_even_where_a_run_scaled_past_it(tmp_path):
     # a loaded machine's one-GPU baseline can be slower per GPU than two GPUs: E(2) = 3.8
     document = real_run()
     for result in document["facts"]["measurements"]["ddp"]["results"]:
         if result["world"] == 1:
             result["samples_per_s_per_gpu"] /= 4.2
-    text = profile_from_results([document], ["a/results.json"], "scaled-past-1", 0.5)
+    said: list[str] = []
+    text = profile_from_results([document], ["a/results.json"], "scaled-past-1", 0.5, warn=said.append)
     target = tmp_path / "scaled-past-1.yaml"
     target.write_text(text)
     profile = load_profile(target, [shipped_dir("profiles")])  # an efficiency floor above 1 would not load
     assert set(profile.spec.ddp.min_efficiency.values()) == {1.0}
     efficiency = [line for line in text.splitlines() if "2gpu-bs8: 1.0  #" in line]
-    assert len(efficiency) == 1 and efficiency[0].endswith("= 1.8954, at most 1")
+    assert len(efficiency) == 1 and efficiency[0].endswith("= 1.8954, capped at 1")
+    assert "ddp.min_efficiency.2gpu-bs8: 1.8954 is above 1, the most an efficiency can be: written as 1" in said

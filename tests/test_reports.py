@@ -5,7 +5,6 @@ import json
 import signal
 import time
 import xml.etree.ElementTree as ET
-from html.parser import HTMLParser
 
 import pytest
 
@@ -17,6 +16,7 @@ from gpuaccept.report.results import load_results
 from gpuaccept.resources import shipped_dir
 from tests.helpers import DATA
 from tests.live_cpu import gpu_accept_run
+from tests.report_page import Page, traces, values
 
 pytest.importorskip("torch")
 
@@ -68,34 +68,25 @@ def test_terminal_summary_lists_failures_first_then_key_values(cpu_run):
     assert not (folder / "baseline.json").exists()
 
 
-class Elements(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.found = []
-
-    def handle_starttag(self, tag, attrs):
-        self.found.append((tag, dict(attrs)))
-
-    def count(self, tag, **attrs):
-        return sum(1 for t, a in self.found if t == tag and all(a.get(k) == v for k, v in attrs.items()))
-
-
 @pytest.mark.slow
 def test_html_report_has_every_section_with_its_numbers(cpu_run):
     folder, _ = cpu_run
     page = (folder / "reports" / "report.html").read_text()
     assert page == render_html(load_results(folder / "reports" / "results.json"))
-    parsed = Elements()
-    parsed.feed(page)
-    ids = {a.get("id") for _, a in parsed.found}
-    assert {"summary", "status", "failures", "links", "busbw", "pairs", "pair-matrix", "ddp", "tests"} <= ids
+    parsed = Page(page)
+    assert {"summary", "status", "failures", "links", "busbw", "pairs", "pair-matrix", "ddp", "tests"} <= parsed.ids()
     assert "FAIL: 12 test(s) did not pass" in page
-    assert parsed.count("circle", **{"class": "point"}) == 3  # one point per measured size
-    assert parsed.count("line", **{"class": "floor"}) == 3 + 1  # busbw floors, and the DDP floor
-    assert parsed.count("line", **{"class": "peak"}) == 2  # one chart per collective, each with the NVLink peak
+    charts = parsed.charts()
+    busbw = [figure for chart_id, figure in charts.items() if chart_id.startswith("busbw-")]
+    assert sum(len(values(figure, "measured")) for figure in busbw) == 3  # one point per measured size
+    assert sum(len(values(figure, "floor")) for figure in busbw) == 3  # each size's floor, from its criterion
+    assert len(values(charts["ddp-efficiency"], "floor")) == 1  # and the DDP floor
+    assert sum(len(traces(figure, "peak")) for figure in busbw) == 2  # one chart per collective, each with the NVLink peak
     assert parsed.count("td", **{"class": "heat"}) == 12  # 4x4 pair matrix less the diagonal
-    assert parsed.count("rect", **{"class": "bar"}) == 2  # DDP efficiency on 1 and 2 GPUs
-    assert "<script" not in page and "http" not in page.split("</style>")[1]  # self-contained
+    assert len(values(charts["ddp-efficiency"], "efficiency")) == 2  # DDP efficiency on 1 and 2 GPUs
+    # self-contained: nothing is fetched, plotly.js is inlined once
+    assert not [attrs for _, attrs in parsed.found if "src" in attrs or "href" in attrs]
+    assert parsed.plotly_bundles() == 1
 
 
 @pytest.mark.slow
@@ -246,12 +237,12 @@ def test_html_of_a_real_4xh200_run():
 
     document = load_results(ROOT / "examples" / "results" / "h200x4.json")
     page = render_html(document)
-    parsed = Elements()
-    parsed.feed(page)
+    parsed = Page(page)
     assert "PASS: every check passed" in page
-    assert parsed.count("circle", **{"class": "point"}) == 15  # 5 collectives x 3 sizes
+    charts = parsed.charts()
+    assert sum(len(values(figure, "measured")) for chart_id, figure in charts.items() if chart_id.startswith("busbw-")) == 15  # 5 collectives x 3 sizes
     assert parsed.count("td", **{"class": "heat"}) == 12 + 16  # pairwise matrix; peer copies with the diagonal
-    assert parsed.count("rect", **{"class": "bar"}) == 6  # DDP: 3 world sizes x 2 batches in that run
+    assert len(values(charts["ddp-efficiency"], "efficiency")) == 6  # DDP: 3 world sizes x 2 batches in that run
     assert "NCCL 2.28.9" in page and "peak 478.12" in page
     ddp_table = page[page.index("id='ddp'"):].split("</table>")[0]
     # 4gpu-bs8 in that run: 124.3 samples/s per GPU, exposed 0.093 of a step, 71.0 without P2P, 1.750x
@@ -291,3 +282,23 @@ def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
     # twice 18.1% would allow 36% worse: the spread earns at most the 25% cap
     assert slow.outcome is Outcome.FAILED
     assert "at most 25% worse allowed (twice the 18.1% its baseline runs varied by, capped at 25%)" in slow.message
+
+
+def test_fleet_reads_which_way_a_value_improves_from_its_verdict(tmp_path):
+    from gpuaccept.report.fleet import host_results
+
+    def host(name: str, value: float, better: str | None) -> object:
+        verdict = {"check": "ddp_exposed_comm", "subject": "2gpu-bs8", "outcome": "passed", "measured": value, "unit": ""}
+        if better is not None:
+            verdict["better"] = better
+        test = {"id": "test_ddp_exposed_comm[2gpu-bs8]", "nodeid": "test_ddp.py::x", "outcome": "passed", "verdict": verdict}
+        document = {"environment": {"host": name}, "run": {"profile": {"name": "p"}}, "complete": True, "tests": [test]}
+        return host_results(document, f"{name}.json")
+
+    # a share of time lost to communication: the host far above the median is the outlier
+    for better in ("lower", None):  # None: results written before verdicts carried `better`
+        hosts = [host("a", 0.08, better), host("b", 0.09, better), host("c", 0.30, better)]
+        assert [o.host for o in fleet_outliers(hosts, 0.1)] == ["c"]
+    # the same numbers where higher is better: the one more than 10% below the median 0.09 is
+    hosts = [host("a", 0.08, "higher"), host("b", 0.09, "higher"), host("c", 0.30, "higher")]
+    assert [o.host for o in fleet_outliers(hosts, 0.1)] == ["a"]

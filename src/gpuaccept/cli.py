@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 from gpuaccept import __version__
-from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, ProfileError
+from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, ProfileError
+from gpuaccept.facts import save_facts
 from gpuaccept.outputs import check_output_file, check_output_folder
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
@@ -66,7 +67,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--profile", default="auto", help="profile name, YAML path, or 'auto' (default)")
     run.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
-    run.add_argument("--facts", help="evaluate this facts file instead of probing the machine")
+    source = run.add_mutually_exclusive_group()
+    source.add_argument("--facts", help="evaluate this facts file instead of probing the machine")
+    source.add_argument(
+        "--import",
+        dest="imports",
+        nargs="+",
+        metavar="FILE",
+        help="evaluate command outputs instead of probing: nvidia-smi topo -m, topo -p2p, nvlink -s, nccl-tests logs "
+        "(what they do not tell is reported as could not be established)",
+    )
     run.add_argument(
         "--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json (default: reports)"
     )
@@ -83,6 +93,16 @@ def _parser() -> argparse.ArgumentParser:
         "decides (default 2; 0 judges the first measurement)",
     )
     run.set_defaults(handler=_run)
+
+    imports = commands.add_parser(
+        "import",
+        help="read command outputs (nvidia-smi topo -m, topo -p2p, nvlink -s, nccl-tests logs) into a facts file",
+        description="Read what nvidia-smi and nccl-tests printed, as kept in files, logs and tickets, into the facts "
+        "`gpu-accept run --facts` judges. Prints what each file held and every damaged part, one line each.",
+    )
+    imports.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    imports.add_argument("-o", "--output", type=Path, help="facts file to write (default: only say what was read)")
+    imports.set_defaults(handler=_import)
 
     record = commands.add_parser("record", help="probe this machine and write its facts as JSON")
     record.add_argument("-o", "--output", required=True, help="facts file to write")
@@ -110,10 +130,15 @@ def _parser() -> argparse.ArgumentParser:
     show.set_defaults(handler=_profile_show)
     schema = profile_commands.add_parser("schema", help="the JSON Schema of profiles, for editors")
     schema.set_defaults(handler=_profile_schema)
-    init = profile_commands.add_parser("init", help="a profile from a golden machine's results.json")
-    init.add_argument(
-        "--from", dest="sources", required=True, type=Path, nargs="+",
+    init = profile_commands.add_parser("init", help="a profile from a golden machine's results.json, or its command outputs")
+    origin = init.add_mutually_exclusive_group(required=True)
+    origin.add_argument(
+        "--from", dest="sources", type=Path, nargs="+",
         help="results.json of runs on the golden machine: floors come from the lowest run, widened by their spread",
+    )
+    origin.add_argument(
+        "--from-text", dest="texts", type=Path, nargs="+", metavar="FILE",
+        help="the golden machine's command outputs: nvidia-smi topo -m, topo -p2p, nvlink -s, nccl-tests logs",
     )
     init.add_argument("--margin", type=float, default=0.9, help="floors are measured values times this (default 0.9)")
     init.add_argument("--name", required=True, help="the profile's name (e.g. the SKU)")
@@ -174,7 +199,15 @@ def _run(args, extra: list[str]) -> int:
     ]
     for folder in args.profile_dir:
         pytest_args += ["--profile-dir", folder]
-    if args.facts:
+    if args.imports:
+        imported = _read_imports(args.imports)
+        if args.profile == "auto" and not all(isinstance(gpu.name, str) for gpu in imported.facts.gpus):
+            raise OptionError("--import: the outputs do not name the GPU model (nvidia-smi nvlink -s and nccl-tests logs "
+                              "do; topo -m does not), so --profile auto cannot choose: name the profile with --profile")
+        facts_file = reports / "facts.json"
+        save_facts(imported.facts, facts_file)
+        pytest_args += ["--facts", str(facts_file)]
+    elif args.facts:
         pytest_args += ["--facts", args.facts]
     else:
         pytest_args += ["--facts-out", str(reports / "facts.json")]
@@ -193,6 +226,25 @@ def _run(args, extra: list[str]) -> int:
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", file=sys.stderr)
     return _PYTEST_EXIT.get(code, EXIT_USAGE)
+
+
+def _read_imports(files):
+    """Every imported file read into facts; what each held and every damaged part said on stderr."""
+    from gpuaccept.importers import import_files
+
+    imported = import_files([Path(f) for f in files])
+    for line in imported.lines():
+        print(f"gpu-accept: import: {line}", file=sys.stderr)
+    return imported
+
+
+def _import(args, extra: list[str]) -> int:
+    imported = _read_imports(args.files)
+    if args.output is not None:
+        save_facts(imported.facts, args.output)
+        print(f"wrote {args.output}: {imported.facts.gpu_count} GPU(s) from {len(args.files)} file(s); judge it with "
+              f"gpu-accept run --facts {args.output} --profile NAME", file=sys.stderr)
+    return EXIT_OK
 
 
 class _Outcome:
@@ -287,8 +339,14 @@ def _profile_init(args, extra: list[str]) -> int:
         print(f"gpu-accept: warning: {line}", file=sys.stderr)
 
     try:
-        documents = [load_results(source) for source in args.sources]
-        text = profile_from_results(documents, [str(source) for source in args.sources], args.name, args.margin, warn)
+        if args.texts:
+            facts = _read_imports(args.texts).facts
+            documents = [{"facts": facts.model_dump(mode="json"), "run": {}}]
+            sources = [" + ".join(str(t) for t in args.texts)]
+        else:
+            documents = [load_results(source) for source in args.sources]
+            sources = [str(source) for source in args.sources]
+        text = profile_from_results(documents, sources, args.name, args.margin, warn)
     except ValueError as error:
         raise GpuAcceptError(str(error)) from None
     with tempfile.TemporaryDirectory(prefix="gpuaccept-profile-init-") as folder:

@@ -65,6 +65,10 @@ class FactsError(InputFileError):
     pass
 
 
+class ImportedTextError(InputFileError):
+    """A command output given to `gpu-accept import` that cannot be read at all."""
+
+
 class ProfileNotFound(GpuAcceptError):
     pass
 

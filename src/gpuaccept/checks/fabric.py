@@ -13,7 +13,7 @@ from typing import Any
 from gpuaccept.checks.attempts import judged_on_every_attempt
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import AtLeast, Context, Criterion, Equals, Judge, Verdict
-from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure
+from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure, Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.collectives import Collective
 from gpuaccept.vocabulary.copies import CopyKind, floor_key
@@ -58,6 +58,8 @@ def _collective_result(
     if sweep is None:
         return judge.error(label, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
     failure = _failure(sweep.failures, label)
+    if failure and failure.reason == "not_in_log":
+        return judge.error(label, f"could not be established: {failure.message}", criterion, context={"reason": failure.reason})
     if failure:
         return judge.failed(label, failure.message, None, criterion, context={"reason": failure.reason})
     result = sweep.result(collective, format_size(size))
@@ -101,6 +103,8 @@ def collective_correct(profile: Profile, facts: Facts, case: tuple[Collective, s
         return result
     label = collective_label(collective, parse_size(size_text))
     note = f"{result.dtype}, {result.ranks} ranks"
+    if isinstance(result.wrong, Unavailable):
+        return judge.unavailable(label, "result check:", result.wrong, criterion)
     if result.wrong:
         return judge.failed(label, f"result check: {criterion.violation(result.wrong)} ({note})", result.wrong, criterion, final=True)
     return judge(label, "result check:", result.wrong, criterion, note=note)

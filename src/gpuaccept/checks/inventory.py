@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuaccept.checks.verdict import AtLeast, AtLeastVersion, Criterion, Equals, Judge, MatchesAny, Verdict
-from gpuaccept.facts.model import Facts, GpuFacts
+from gpuaccept.facts.model import Facts, GpuFacts, Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key
 from gpuaccept.vocabulary.sizes import GIB
@@ -53,7 +53,7 @@ def gpu_model(profile: Profile, facts: Facts, index: int) -> Verdict:
     gpu = present_gpu(judge, facts, index, "model", criterion)
     if isinstance(gpu, Verdict):
         return gpu
-    return judge(gpu_key(index), "model", gpu.name, criterion, note=f"bus {gpu.pci_bus_id}")
+    return judge(gpu_key(index), "model", gpu.name, criterion, note=f"bus {gpu.pci_bus_id}" if gpu.pci_bus_id else "")
 
 
 def gpu_memory(profile: Profile, facts: Facts, index: int) -> Verdict:
@@ -65,7 +65,8 @@ def gpu_memory(profile: Profile, facts: Facts, index: int) -> Verdict:
     gpu = present_gpu(judge, facts, index, "memory", criterion)
     if isinstance(gpu, Verdict):
         return gpu
-    return judge(gpu_key(index), "memory", gpu.memory_total_bytes / GIB, criterion)
+    total = gpu.memory_total_bytes
+    return judge(gpu_key(index), "memory", total if isinstance(total, Unavailable) else total / GIB, criterion)
 
 
 def ecc_mode(profile: Profile, facts: Facts, index: int) -> Verdict:

@@ -8,6 +8,8 @@ from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 
 AGREES = Described("CUDA agrees with NVML")
+# the profile's name of a capability -> the facts' (NVML's index 4 is PROP in nvidia-smi, PCI in the bindings)
+FACTS_KEY = {"prop": "pci"}
 
 
 def _state(wanted: bool) -> str:
@@ -38,10 +40,10 @@ def p2p_capability(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Ver
     found = _pair_facts(judge, facts, pair, criterion)
     if isinstance(found, Verdict):
         return found
-    measured = " ".join(f"{name}={found.nvml.get(name)}" for name in stated)
+    measured = " ".join(f"{name}={found.nvml.get(FACTS_KEY.get(name, name))}" for name in stated)
     wrong, unreadable = [], []
     for name, wanted in stated.items():
-        status = found.nvml.get(name)
+        status = found.nvml.get(FACTS_KEY.get(name, name))
         if isinstance(status, Unavailable) or status is None or status == "UNKNOWN":
             unreadable.append(f"{name} {status if status is not None else 'not probed'}")
         elif (status == "OK") != wanted:

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from gpuaccept.facts.model import Facts, GpuFacts, Unavailable
 from gpuaccept.vocabulary.nvml_codes import NVLINK_VERSION_NAMES
 
-# GB/s per link and direction. NVLink 4.0: nvidia-smi nvlink -s shows 26.562 GB/s per link on
-# H100/H200; 3.0: 25 GB/s (A100; GA102 bridges run narrower links at 14.0625, which this table
-# cannot tell apart); 5.0: 1.8 TB/s over 18 links, both directions.
+# GB/s per link and direction, where the links' own speed is not known. NVLink 4.0: nvidia-smi
+# nvlink -s shows 26.562 GB/s per link on H100/H200; 3.0: 25 GB/s (A100; GA102 bridges run
+# narrower links at 14.0625, which only the reported speed tells apart); 5.0: 1.8 TB/s over 18
+# links, both directions.
 NVLINK_GBPS_PER_LINK = {"1.0": 20.0, "2.0": 25.0, "2.2": 25.0, "3.0": 25.0, "3.1": 25.0, "4.0": 26.5625, "5.0": 50.0}
 # GB/s per lane and direction after line encoding (8b/10b up to gen 2, 128b/130b from gen 3)
 PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 8 * 128 / 130 / 8, 4: 16 * 128 / 130 / 8, 5: 32 * 128 / 130 / 8}
@@ -26,9 +27,18 @@ class Peak:
 
 
 def nvlink_peak(gpu: GpuFacts, links: int | None = None) -> Peak | None:
+    """The links' speed as the GPU reports it where every active link has one (a 3090's bridge
+    runs 14.062 GB/s links of NVLink 3.0); the generation's table speed otherwise."""
     if isinstance(gpu.nvlinks, Unavailable):
         return None
     active = [link for link in gpu.nvlinks if link.active]
+    speeds = [link.speed_GBps for link in active]
+    if active and not any(isinstance(speed, Unavailable) for speed in speeds):
+        count = len(active) if links is None else links
+        per_link = sum(speeds) / len(speeds)
+        same = len(set(speeds)) == 1
+        shown = f"{per_link:g} GB/s" if same else f"{per_link:.4g} GB/s on average"
+        return Peak(count * per_link, f"NVLink, {count} x {shown} as reported")
     versions = {link.version for link in active if not isinstance(link.version, Unavailable)}
     if not active or len(versions) != 1:
         return None

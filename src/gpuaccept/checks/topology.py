@@ -49,22 +49,23 @@ def nvlink_links(profile: Profile, facts: Facts, index: int) -> Verdict:
     nvlink = profile.spec.nvlink
     if nvlink is None:
         return judge.not_applicable(gpu_key(index), "the profile states no NVLink expectation")
-    criterion = Equals(nvlink.active_links, "links")
+    wanted = profile.expected_active_links(index)
+    criterion = Equals(wanted, "links")
     gpu = present_gpu(judge, facts, index, "active NVLinks", criterion)
     if isinstance(gpu, Verdict):
         return gpu
     links = gpu.nvlinks
     if isinstance(links, Unavailable):
-        if nvlink.active_links == 0 and links.unavailable == "not_supported":
+        if wanted == 0 and links.unavailable == "not_supported":
             return judge.passed(gpu_key(index), "no NVLink (NVML: not supported)", 0, criterion)
         return judge.unavailable(gpu_key(index), "NVLink state", links, criterion)
     allowed_down = profile.inactive_links_by_design(index)
     active = [link.link for link in links if link.active]
     down = [link.link for link in links if not link.active and link.link not in allowed_down]
     measured = len(active)
-    if measured == nvlink.active_links and not down:
+    if measured == wanted and not down:
         return judge.passed(gpu_key(index), f"{measured} NVLinks active", measured, criterion)
-    detail = f"{measured} NVLinks active, expected {nvlink.active_links}"
+    detail = f"{measured} NVLinks active, expected {wanted}"
     if down:
         detail += f" (down, not by design: link {', '.join(str(d) for d in down)})"
     return judge.failed(gpu_key(index), detail, measured, criterion)
@@ -82,6 +83,9 @@ def nvlink_version(profile: Profile, facts: Facts, index: int) -> Verdict:
     links = gpu.nvlinks
     if isinstance(links, Unavailable):
         return judge.unavailable(gpu_key(index), "NVLink version", links, criterion)
+    unread = [link.version for link in links if link.active and isinstance(link.version, Unavailable)]
+    if unread and len(unread) == sum(1 for link in links if link.active):
+        return judge.unavailable(gpu_key(index), "NVLink version", unread[0], criterion)
     versions = sorted({_version_name(link.version) for link in links if link.active})
     if not versions:
         return judge.failed(gpu_key(index), "NVLink version: no active link to read it from", None, criterion)
@@ -133,5 +137,5 @@ def link_type(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     link = facts.link(a, b)
     if link is None:
         return judge.error(subject, "link type: the facts hold no entry for this pair", criterion)
-    evidence = "via NVSwitch" if link.via_switch else (f"{link.direct_nvlinks} direct NVLinks" if link.direct_nvlinks else "PCIe")
+    evidence = link.evidence or ("via NVSwitch" if link.via_switch else (f"{link.direct_nvlinks} direct NVLinks" if link.direct_nvlinks else "PCIe"))
     return judge(subject, "link type", link.link_type, criterion, note=evidence)

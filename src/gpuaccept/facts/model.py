@@ -7,9 +7,9 @@ a check can tell "not supported" from "zero" and say which it saw.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 from gpuaccept.vocabulary.copies import CopyKind
 from gpuaccept.vocabulary.steps import Stage, collective_key, copy_key, ddp_case, ddp_key, pair_step_key
@@ -49,6 +49,31 @@ def not_negative(cls: type[BaseModel], value: object) -> object:
 IntReading = int | Unavailable
 StrReading = str | Unavailable
 BoolReading = bool | Unavailable
+FloatReading = float | Unavailable
+
+
+def not_probed(detail: str = "") -> Unavailable:
+    return Unavailable(unavailable="not_probed", detail=detail)
+
+
+# What facts made from a command's text cannot tell, and facts recorded before a field existed
+NOT_READ = "not read by this probe"
+_NOT_READ_DUMPED = {"unavailable": "not_probed", "detail": NOT_READ}
+
+
+class OmitsLaterDefaults(Record):
+    """A record whose fields added after files were first recorded are left out of its JSON while
+    they hold their defaults: a facts file recorded before them reads and writes back unchanged."""
+
+    later_fields: ClassVar[dict[str, Any]] = {}
+
+    @model_serializer(mode="wrap")
+    def _omit_later_defaults(self, handler) -> dict:
+        data = handler(self)
+        for name, default in self.later_fields.items():
+            if name in data and data[name] == default:
+                del data[name]
+        return data
 
 
 class PcieFacts(Record):
@@ -63,12 +88,16 @@ class PcieFacts(Record):
     )(not_negative)
 
 
-class NvLinkFacts(Record):
+class NvLinkFacts(OmitsLaterDefaults):
     link: int
     active: bool
     version: IntReading  # NVML's code: 4 = NVLink 3.0, 6 = NVLink 4.0, 7 = NVLink 5.0
     remote_type: IntReading  # 0 GPU, 1 IBM NPU, 2 NVSwitch, 255 unknown
     remote_bus_id: StrReading  # normalized; FFFFFFFF:FF:FF.0 inside VMs for switch links
+    # the link's speed as the GPU reports it (`nvidia-smi nvlink -s`): GB/s per direction
+    speed_GBps: FloatReading = Field(default_factory=lambda: not_probed(NOT_READ))
+
+    later_fields: ClassVar[dict[str, Any]] = {"speed_GBps": _NOT_READ_DUMPED}
 
 
 class FabricFacts(Record):
@@ -78,15 +107,22 @@ class FabricFacts(Record):
     cluster_uuid: str
 
 
-class GpuFacts(Record):
+class NicLink(Record):
+    """A network adapter as `nvidia-smi topo -m` shows it from one GPU: its name and the PCIe path."""
+
+    nic: str  # the adapter's name: mlx5_0 where the legend names it, NIC0 otherwise
+    link: str  # PIX, PXB, PHB, NODE, SYS
+
+
+class GpuFacts(OmitsLaterDefaults):
     index: int  # the CUDA ordinal, as the process under test sees it: the `gpuN` of test ids
     nvml_index: int
-    name: str
+    name: StrReading  # not_probed where the facts come from text that does not name the model
     uuid: str
     pci_bus_id: str
     serial: StrReading
     vbios: StrReading
-    memory_total_bytes: int
+    memory_total_bytes: IntReading
     ecc_enabled: BoolReading
     persistence_mode: BoolReading
     numa_node: IntReading
@@ -94,11 +130,17 @@ class GpuFacts(Record):
     pcie: PcieFacts
     nvlinks: list[NvLinkFacts] | Unavailable
     fabric: FabricFacts | Unavailable
+    # affinity as `nvidia-smi topo -m` prints it: CPU and NUMA lists ("0-47,96-143"), every NIC
+    cpu_affinity: StrReading = Field(default_factory=lambda: not_probed(NOT_READ))
+    numa_affinity: StrReading = Field(default_factory=lambda: not_probed(NOT_READ))
+    nics: list[NicLink] | Unavailable = Field(default_factory=lambda: not_probed(NOT_READ))
+
+    later_fields: ClassVar[dict[str, Any]] = {name: _NOT_READ_DUMPED for name in ("cpu_affinity", "numa_affinity", "nics")}
 
     _not_negative = field_validator("index", "nvml_index", "memory_total_bytes")(not_negative)
 
 
-class LinkFacts(Record):
+class LinkFacts(OmitsLaterDefaults):
     """How two GPUs are connected, as `nvidia-smi topo -m` shows it, with the evidence."""
 
     gpus: tuple[int, int]
@@ -106,13 +148,16 @@ class LinkFacts(Record):
     direct_nvlinks: int  # links from the first GPU whose far end is the second
     topology_level: IntReading  # nvmlDeviceGetTopologyCommonAncestor
     via_switch: bool  # both GPUs reach each other through NVSwitch links
+    evidence: str = ""  # where the link type was read, when not from NVML ("nvidia-smi topo -m text")
+
+    later_fields: ClassVar[dict[str, Any]] = {"evidence": ""}
 
 
 class P2PFacts(Record):
     """Peer-to-peer capability of an ordered pair: NVML status per capability, and CUDA's answer."""
 
     gpus: tuple[int, int]
-    nvml: dict[str, StrReading]  # read/write/nvlink/atomics/pci -> OK, NOT_SUPPORTED, ...
+    nvml: dict[str, StrReading]  # read/write/nvlink/atomics/pci (topo -p2p's "prop") -> OK, NOT_SUPPORTED, ...
     cuda_can_access_peer: BoolReading
 
 
@@ -136,7 +181,7 @@ class InstalledGpu(Record):
 
 class SystemFacts(Record):
     hostname: str
-    driver_version: str
+    driver_version: StrReading
     cuda_driver_version: StrReading  # the CUDA version the driver supports, e.g. "13.0"
     nvml_version: StrReading
     nvml_gpu_count: int  # every GPU NVML sees, under test or not
@@ -155,7 +200,8 @@ class StepFailure(Record):
     """A measurement that did not produce a number, and why."""
 
     step: str  # "all_reduce 1 GiB"
-    reason: Literal["timeout", "crashed", "not_run", "unsupported", "error"]
+    # not_in_log: an imported log that ends before this step (cut short): nothing is known of it
+    reason: Literal["timeout", "crashed", "not_run", "unsupported", "error", "not_in_log"]
     message: str
 
 
@@ -170,7 +216,7 @@ class CollectiveResult(Record):
     time_us: float  # one operation, the slowest rank's mean over the timed iterations
     algbw_GBps: float
     busbw_GBps: float
-    wrong: int  # elements differing from the expected result in the validation run
+    wrong: IntReading  # elements differing from the expected result in the validation run
 
     @property
     def key(self) -> str:
@@ -346,7 +392,15 @@ class Measurements(Record):
 ConfirmationRound.model_rebuild()
 
 
-class Facts(Record):
+class TextSource(Record):
+    """Facts read from command outputs instead of probed: which files, and what reading them found."""
+
+    files: list[str]  # as given, in order
+    kinds: dict[str, list[str]]  # file -> what it held: "nvidia-smi topo -m", "nccl-tests all_reduce_perf", ...
+    notes: list[str] = Field(default_factory=list)  # damage found and what was still used, one line each
+
+
+class Facts(OmitsLaterDefaults):
     facts_version: Literal[1] = FACTS_VERSION
     recorded_at: str  # ISO 8601, UTC
     tool_version: str
@@ -357,6 +411,9 @@ class Facts(Record):
     p2p: list[P2PFacts] = Field(default_factory=list)
     environment: dict[str, str] = Field(default_factory=dict)  # CUDA_*, NCCL_* ... as the probe saw them
     measurements: Measurements = Field(default_factory=Measurements)
+    imported_from: TextSource | None = None  # set where the facts were read from command outputs
+
+    later_fields: ClassVar[dict[str, Any]] = {"imported_from": None}
 
     @field_validator("gpus")
     @classmethod
@@ -395,7 +452,8 @@ class Facts(Record):
         model = self.system.installed_model
         if model is not None:
             return model, self.system.nvml_gpu_count
-        return (self.gpus[0].name if self.gpus else "no GPU"), self.gpu_count
+        name = self.gpus[0].name if self.gpus else "no GPU"
+        return (name if isinstance(name, str) else f"a GPU whose model is not known ({name})"), self.gpu_count
 
     @property
     def hidden_gpus(self) -> list[InstalledGpu]:

@@ -168,6 +168,9 @@ def _max_regression(text: str | None) -> float:
         raise OptionError(f"--max-regression {error}") from None
 
 
+TERMINATED: list[int] = []  # the signals that asked this run to end
+
+
 def _end_cleanly_on_sigterm() -> None:
     """SIGTERM (a CI job cancelled, a scheduler's time limit) ends the run as Ctrl-C does: pytest
     then still writes its JUnit and this plugin its results of what finished."""
@@ -175,9 +178,24 @@ def _end_cleanly_on_sigterm() -> None:
         return
 
     def interrupt(signum, frame):
+        TERMINATED.append(signum)
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logfinish() -> None:
+    # Python drops an exception raised while it runs a finalizer (`__del__`, a weakref callback):
+    # a SIGTERM that landed there is honoured at the next test instead of being lost
+    if TERMINATED:
+        raise KeyboardInterrupt(f"signal {TERMINATED[0]}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if TERMINATED and session.exitstatus != pytest.ExitCode.INTERRUPTED:
+        session.exitstatus = pytest.ExitCode.INTERRUPTED  # ended by a signal: not a verdict on the machine
 
 
 def context_of(config: pytest.Config) -> RunContext:

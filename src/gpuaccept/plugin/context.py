@@ -66,6 +66,8 @@ class RunContext:
         gpus = self.facts.gpus
         model = gpus[0].name if gpus else "no GPU"
         where = "probed live" if self.facts_source == "live" else f"replayed from {self.facts_source}"
+        if self.facts.imported_from is not None:
+            where = f"read from command outputs ({', '.join(self.facts.imported_from.files)}) via {self.facts_source}"
         hidden = self.facts.hidden_gpus
         installed = f" ({len(hidden)} more installed, not under test)" if hidden else ""
         chosen = f"; chosen by --profile auto: {self.chosen_because}" if self.chosen_because else ""

@@ -21,6 +21,7 @@ from gpuaccept.facts.model import (
     Facts,
     GpuFacts,
     InstalledGpu,
+    NOT_READ,
     LinkFacts,
     NvLinkFacts,
     P2PFacts,
@@ -28,6 +29,7 @@ from gpuaccept.facts.model import (
     SystemFacts,
     Unavailable,
     is_known,
+    not_probed,
 )
 from gpuaccept.probe.linktype import classify_pair
 from gpuaccept.probe.nvml import Nvml, NvmlCallError
@@ -214,9 +216,18 @@ def _nvlinks(nvml: Nvml, i: int) -> list[NvLinkFacts] | Unavailable:
                 version=read(nvml, "nvlink_version", i, link),
                 remote_type=read(nvml, "nvlink_remote_type", i, link) if active else down,
                 remote_bus_id=read(nvml, "nvlink_remote_bus_id", i, link, convert=normalize_bus_id) if active else down,
+                speed_GBps=_link_speed(nvml, i, link) if active else down,
             )
         )
     return links
+
+
+def _link_speed(nvml: Nvml, i: int, link: int) -> float | Unavailable:
+    speed = read(nvml, "nvlink_speed_mbps", i, link, convert=lambda mbps: mbps / 1000)
+    # a recording made before this query was asked has no answer for it: not read, not an error
+    if isinstance(speed, Unavailable) and "NOT_RECORDED" in speed.detail:
+        return not_probed(NOT_READ)
+    return speed
 
 
 def _fabric(nvml: Nvml, i: int) -> FabricFacts | Unavailable:

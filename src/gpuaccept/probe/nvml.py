@@ -96,6 +96,14 @@ class LiveNvml(Nvml):
                 "cluster_uuid": bytes(info.clusterUuid).hex(),
             }
 
+        def nvlink_speed(i: int, link: int) -> float:
+            # field NVLINK_GET_SPEED scoped to one link: the speed `nvidia-smi nvlink -s` prints, in MB/s
+            value = n.nvmlDeviceGetFieldValues(h(i), [(n.NVML_FI_DEV_NVLINK_GET_SPEED, link)])[0]
+            if value.nvmlReturn != n.NVML_SUCCESS:
+                raise n.NVMLError(value.nvmlReturn)
+            member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(value.valueType, "uiVal")
+            return float(getattr(value.value, member))
+
         return {
             "driver_version": lambda: text(n.nvmlSystemGetDriverVersion()),
             "cuda_driver_version": lambda: int(n.nvmlSystemGetCudaDriverVersion()),
@@ -120,6 +128,7 @@ class LiveNvml(Nvml):
             "nvlink_version": lambda i, link: int(n.nvmlDeviceGetNvLinkVersion(h(i), link)),
             "nvlink_remote_type": lambda i, link: int(n.nvmlDeviceGetNvLinkRemoteDeviceType(h(i), link)),
             "nvlink_remote_bus_id": lambda i, link: text(n.nvmlDeviceGetNvLinkRemotePciInfo(h(i), link).busId),
+            "nvlink_speed_mbps": nvlink_speed,
             "fabric_info": fabric,
             "topology_common_ancestor": lambda i, j: int(n.nvmlDeviceGetTopologyCommonAncestor(h(i), h(j))),
             "p2p_status": lambda i, j, cap: int(n.nvmlDeviceGetP2PStatus(h(i), h(j), int(cap))),

@@ -6,8 +6,8 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuaccept.profile.spec import P2PCaps, ProfileSpec
-from gpuaccept.vocabulary.links import gpu_key, pair_key, parse_link_matrix
+from gpuaccept.profile.spec import NicAffinity, P2PCaps, ProfileSpec
+from gpuaccept.vocabulary.links import gpu_key, pair_key, parse_link_matrix, parse_p2p_matrix
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,31 @@ class Profile:
         return links.pairs.get(pair_key(a, b)) or links.pairs.get(pair_key(b, a)) or links.all
 
     def expected_p2p(self, src: int, dst: int) -> P2PCaps | None:
+        """`all`, then each pasted `matrix` grid, then the pair's own entry: the later one wins per capability."""
         p2p = self.spec.p2p
         if p2p is None:
             return None
-        return p2p.pairs.get(pair_key(src, dst)) or p2p.all
+        stated = dict(p2p.all.stated()) if p2p.all else {}
+        for capability, text in p2p.matrix.items():
+            grid = parse_p2p_matrix(text)
+            if max(src, dst) < len(grid):
+                stated[capability] = grid[src][dst] == "OK"
+        pair = p2p.pairs.get(pair_key(src, dst))
+        if pair is not None:
+            stated.update(pair.stated())
+        return P2PCaps(**stated) if stated else None
+
+    def expected_active_links(self, gpu: int) -> int | None:
+        nvlink = self.spec.nvlink
+        if nvlink is None:
+            return None
+        return nvlink.active_links_per_gpu.get(gpu_key(gpu), nvlink.active_links)
+
+    def expected_nic(self, gpu: int) -> NicAffinity | None:
+        affinity = self.spec.affinity
+        if affinity is None:
+            return None
+        return affinity.nic.get(gpu_key(gpu)) or affinity.nic.get("all")
 
     def inactive_links_by_design(self, gpu: int) -> set[int]:
         nvlink = self.spec.nvlink

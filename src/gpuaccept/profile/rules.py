@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from gpuaccept.errors import KeyPath
 from gpuaccept.profile.spec import DdpSpec, ProfileSpec
 from gpuaccept.vocabulary.copies import floor_key
-from gpuaccept.vocabulary.links import gpu_key, parse_gpu_key, parse_link_matrix, parse_pair_key
+from gpuaccept.vocabulary.links import gpu_key, parse_gpu_key, parse_link_matrix, parse_p2p_matrix, parse_pair_key
 from gpuaccept.vocabulary.sizes import format_size, parse_size
 from gpuaccept.vocabulary.steps import parse_ddp_case
 
@@ -29,11 +29,20 @@ def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
 
     if spec.p2p is not None:
         yield from _pair_problems(("p2p", "pairs"), spec.p2p.pairs, count, ordered=True)
+        for capability, text in spec.p2p.matrix.items():
+            size = len(parse_p2p_matrix(text))
+            if size != count:
+                yield ("p2p", "matrix", capability), f"the grid has {size} GPUs but gpus.count is {count}"
+
+    if spec.affinity is not None:
+        for table in ("nic", "cpu", "numa"):
+            yield from _gpu_key_problems(("affinity", table), getattr(spec.affinity, table), count)
 
     yield from _measurement_problems(spec)
 
     nvlink = spec.nvlink
     if nvlink is not None:
+        yield from _gpu_key_problems(("nvlink", "active_links_per_gpu"), nvlink.active_links_per_gpu, count)
         for key, link_ids in nvlink.inactive_by_design.items():
             where = ("nvlink", "inactive_by_design", key)
             gpu = parse_gpu_key(key)
@@ -41,6 +50,12 @@ def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
                 yield where, f"{key} is out of range: the profile has {count} GPU(s), {gpu_key(0)} to {gpu_key(count - 1)}"
             if len(set(link_ids)) != len(link_ids):
                 yield where, "a link is listed twice"
+
+
+def _gpu_key_problems(where: KeyPath, table: Mapping[str, object], count: int) -> Iterator[tuple[KeyPath, str]]:
+    for key in table:
+        if key != "all" and parse_gpu_key(key) >= count:
+            yield where + (key,), f"{key} is out of range: the profile has {count} GPU(s), {gpu_key(0)} to {gpu_key(count - 1)}"
 
 
 def _measurement_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:

@@ -14,7 +14,15 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 from gpuaccept.vocabulary.collectives import Collective
 from gpuaccept.vocabulary.copies import CopyKind, floor_key
 from gpuaccept.vocabulary.gpt import GptDims, GptPreset
-from gpuaccept.vocabulary.links import GPU_KEY_PATTERN, LINK_TYPE_PATTERN, PAIR_KEY_PATTERN, MatrixParseError, parse_link_matrix
+from gpuaccept.vocabulary.links import (
+    GPU_KEY_PATTERN,
+    LINK_TYPE_PATTERN,
+    PAIR_KEY_PATTERN,
+    PCIE_LEVELS,
+    MatrixParseError,
+    parse_link_matrix,
+    parse_p2p_matrix,
+)
 from gpuaccept.vocabulary.nvml_codes import MAX_NVLINKS
 from gpuaccept.vocabulary.sizes import SIZE_PATTERN, parse_size
 from gpuaccept.vocabulary.steps import DDP_CASE_PATTERN
@@ -86,6 +94,10 @@ class PcieSpec(Strict):
 
 class NvLinkSpec(Strict):
     active_links: Annotated[int, Field(ge=0, le=MAX_NVLINKS)] = Field(description="NVLinks up per GPU (0: none expected)")
+    active_links_per_gpu: dict[GpuKey, Annotated[int, Field(ge=0, le=MAX_NVLINKS)]] = Field(
+        default_factory=dict,
+        description="NVLinks up on the GPUs named, where they differ from active_links: {gpu2: 0} for a GPU without a bridge",
+    )
     version: NvLinkVersion | None = Field(None, description="NVLink version, e.g. '4.0' (Hopper), '3.0' (Ampere)")
     inactive_by_design: dict[GpuKey, list[Annotated[int, Field(ge=0, le=MAX_NVLINKS - 1)]]] = Field(
         default_factory=dict, description="links allowed to be down, per GPU: {gpu3: [16, 17]}"
@@ -123,14 +135,57 @@ class P2PCaps(Strict):
     write: bool | None = None
     nvlink: bool | None = None
     atomics: bool | None = None
+    prop: bool | None = Field(None, description="NVML's fifth capability (index 4, also named PCI): `nvidia-smi topo -p2p p`")
 
     def stated(self) -> dict[str, bool]:
         return {name: value for name, value in self.model_dump().items() if value is not None}
 
 
+P2PCapName = Literal["read", "write", "nvlink", "atomics", "prop"]
+
+
 class P2PSpec(Strict):
     all: P2PCaps | None = Field(None, description="capabilities of every ordered GPU pair")
-    pairs: dict[PairKey, P2PCaps] = Field(default_factory=dict, description="per ordered pair, overriding `all`")
+    matrix: dict[P2PCapName, str] = Field(
+        default_factory=dict,
+        description="per capability, the grid `nvidia-smi topo -p2p r|w|n|a|p` prints, pasted: OK means true, any "
+        "other status false; overrides `all`",
+    )
+    pairs: dict[PairKey, P2PCaps] = Field(default_factory=dict, description="per ordered pair, overriding `all` and `matrix`")
+
+    @field_validator("matrix")
+    @classmethod
+    def _grids_parse(cls, grids: dict[str, str]) -> dict[str, str]:
+        for capability, text in grids.items():
+            try:
+                parse_p2p_matrix(text)
+            except MatrixParseError as exc:
+                raise ValueError(f"{capability}: {exc}") from None
+        return grids
+
+
+PcieLevel = Literal[PCIE_LEVELS]
+def _number_as_text(value: Any) -> Any:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+CpuList = Annotated[str, BeforeValidator(_number_as_text), StringConstraints(pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")]
+NicKey = Annotated[str, StringConstraints(pattern=r"^(all|gpu\d+)$")]
+
+
+class NicAffinity(Strict):
+    """The network adapter closest to a GPU, as the NIC columns of `nvidia-smi topo -m` show it."""
+
+    link: PcieLevel = Field(description="the closest NIC is at most this far: PIX (one PCIe switch), PXB, PHB, NODE, SYS")
+    nic: str | None = Field(None, description="and it is this one: mlx5_0, or NIC0 where topo -m has no NIC legend")
+
+
+class AffinitySpec(Strict):
+    """Where each GPU sits: its closest NIC, the CPUs and NUMA nodes `nvidia-smi topo -m` lists for it."""
+
+    nic: dict[NicKey, NicAffinity] = Field(default_factory=dict, description="per GPU, or `all`; a GPU's own entry wins")
+    cpu: dict[GpuKey, CpuList] = Field(default_factory=dict, description="CPU Affinity as topo -m prints it: {gpu0: 0-47,96-143}")
+    numa: dict[GpuKey, CpuList] = Field(default_factory=dict, description="NUMA Affinity as topo -m prints it: {gpu0: '0'}")
 
 
 def _size_text(value: Any) -> Any:
@@ -270,6 +325,7 @@ class ProfileSpec(Strict):
     fabric: FabricSpec | None = None
     links: LinkSpec | None = None
     p2p: P2PSpec | None = None
+    affinity: AffinitySpec | None = None
     nccl: NcclSpec | None = None
     pairwise: PairwiseSpec | None = None
     copies: CopySpec | None = None

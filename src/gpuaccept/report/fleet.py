@@ -24,8 +24,9 @@ from gpuaccept.errors import GpuAcceptError
 from gpuaccept.report.results import load_results, suite_properties
 from gpuaccept.report.summary import attempts_of, did_not_pass, marginal_tests, transient_tests
 
-# measured values where less is better; every other number is better when higher
-LOWER_IS_BETTER = {"ddp_exposed_comm"}
+# results.json written before verdicts said which way their value improves: the one check whose
+# value is better lower; every other number is better when higher
+OLDER_RESULTS_LOWER_IS_BETTER = {"ddp_exposed_comm"}
 MEDIAN_CHECKS = {
     "busbw", "pair_busbw", "p2p_copy", "p2p_copy_bidirectional", "local_copy", "host_to_device", "device_to_host",
     "ddp_scaling", "ddp_exposed_comm", "ddp_nvlink_speedup",
@@ -44,7 +45,7 @@ class HostResults:
     profile: str
     complete: bool
     properties: dict[str, str]
-    values: dict[str, tuple[str, float, str]]  # test id -> (check, measured, unit)
+    values: dict[str, tuple[bool, float, str]]  # test id -> (lower is better, measured, unit)
     suite_xml: str  # this host's <testsuite>, written by the process that read the file
     counts: dict[str, int]
     failures: tuple[tuple[str, str], ...] = ()  # (test id, message) of the first tests that did not pass, root causes first
@@ -105,7 +106,8 @@ def host_results(document: dict, path: str) -> HostResults:
         cases.append(case)
         verdict = test.get("verdict")
         if verdict and verdict.get("check") in MEDIAN_CHECKS and isinstance(verdict.get("measured"), (int, float)):
-            values[test["id"]] = (verdict["check"], float(verdict["measured"]), verdict.get("unit") or "")
+            lower = verdict.get("better") == "lower" if "better" in verdict else verdict["check"] in OLDER_RESULTS_LOWER_IS_BETTER
+            values[test["id"]] = (lower, float(verdict["measured"]), verdict.get("unit") or "")
     suite = TestSuite(properties["host"], cases, hostname=properties["host"], properties=properties)
     suite_xml = _clean_illegal_xml_chars(ET.tostring(suite.build_xml_doc(), encoding="unicode"))
     tests = document.get("tests", [])
@@ -194,17 +196,17 @@ class Outlier:
 
 def fleet_outliers(hosts: list[HostResults], tolerance: float) -> list[Outlier]:
     """Values more than `tolerance` worse than the median of the same test across hosts of one profile."""
-    by_test: dict[tuple[str, str], list[tuple[HostResults, str, float, str]]] = defaultdict(list)
+    by_test: dict[tuple[str, str], list[tuple[HostResults, bool, float, str]]] = defaultdict(list)
     for host in hosts:
-        for test_id, (check, value, unit) in host.values.items():
-            by_test[(host.profile, test_id)].append((host, check, value, unit))
+        for test_id, (lower, value, unit) in host.values.items():
+            by_test[(host.profile, test_id)].append((host, lower, value, unit))
     found = []
     for (_, test_id), entries in by_test.items():
         if len(entries) < MEDIAN_HOSTS:
             continue  # no fleet to speak of: each host is judged against its profile only (fleet_lines)
         median = statistics.median(value for _, _, value, _ in entries)
-        for host, check, value, unit in entries:
-            worse = value > median * (1 + tolerance) if check in LOWER_IS_BETTER else value < median * (1 - tolerance)
+        for host, lower, value, unit in entries:
+            worse = value > median * (1 + tolerance) if lower else value < median * (1 - tolerance)
             if worse:
                 found.append(Outlier(host.path, host.host, test_id, value, median, unit, len(entries)))
     found.sort(key=lambda o: (o.host, o.deviation))

@@ -1,22 +1,44 @@
-"""report.html: one self-contained page (inline CSS and SVG, no scripts, no network) from results.json.
+"""report.html: one self-contained page from results.json, rendered from Jinja2 templates.
 
 Failures first; then the link matrix against the expected one, bus bandwidth against size per
 collective with floors and the physical peak, the pairwise and peer-copy bandwidth matrices as
 heat maps, DDP efficiency, exposed communication and the P2P A/B per world size and batch, and
-every test with its numbers.
+every test with its numbers. Everything comes from data fields of the verdict records (outcome,
+measured, criterion, marginal, attempts, transient, context) and the facts; no text is read back.
+
+The pages are rendered from Jinja2 templates (`templates/`, autoescaping on). Charts are Plotly
+figures, built here with plotly.py and drawn in the browser by plotly.js. Plotly was chosen for
+what the burn-in telemetry needs: hover values, zoom and pan, and hours of 1 Hz samples per GPU,
+from a library that is kept by others, with the JS bundle that matches the Python side shipped
+in the same wheel (nothing vendored here to keep in step). Its cost is size: plotly.min.js is
+about 4.8 MB, inlined once per page (no CDN, no network: the page works from file:// on a machine
+with no network), so the report of a full 4xH200 run grows from 86 KB to about 4.9 MB. A page
+without charts (facts with no measurements) carries no JS at all. The plotly.js "basic" partial
+bundle of the same version (1.2 MB, scatter, bar and pie only) would save 3.6 MB a page, but
+would have to be vendored here and upgraded in step with plotly.py, and has no WebGL traces to
+fall back on should telemetry outgrow SVG lines (8 GPUs x 12 h at 1 Hz still draw in seconds).
+The heat maps and tables stay HTML: a cell's value is its tooltip, and zooming a 4x4 matrix adds
+nothing.
+
+Each chart is a `<div>` and a `<script type="application/json" class="chart-figure">` holding the
+figure (its data traces with the measured values, the floors and the peak); a few lines of script
+at the end of the page hand each figure to Plotly. The figures are data a test can read.
 """
 
 from __future__ import annotations
 
-import html
+import functools
 import math
+import re
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuaccept.facts.model import Measurements
 from gpuaccept.report.summary import in_layer_order, marginal_tests, transient_tests
 from gpuaccept.vocabulary.display import show
-from gpuaccept.vocabulary.sizes import format_size
+from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
 
 PASS, FAIL, ERROR, SKIP = "#1a7f37", "#cf222e", "#bc4c00", "#8c959f"
 MARGINAL = "#d4a72c"
@@ -26,43 +48,154 @@ PASS_AT_FLOOR = (209, 245, 220)
 PASS_AT_PEAK = (26, 127, 55)
 PASS_UNSCALED = 0.5  # where a pass has no floor or peak to place it between
 OUTCOME_COLOURS = {"passed": PASS, "failed": FAIL, "error": ERROR, "skipped": SKIP, "not_applicable": SKIP}
-SERIES = ["#0969da", "#8250df", "#bf3989", "#1a7f37", "#bc4c00", "#57606a"]
-
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
-main{max-width:1180px;margin:0 auto;padding:24px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 10px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
-.meta{color:#59636e}.banner{border-radius:8px;padding:14px 18px;color:#fff;font-size:18px;font-weight:600;margin:16px 0}
-.counts span{display:inline-block;margin-right:14px}
-table{border-collapse:collapse;background:#fff;width:100%}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#eaeef2}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.outcome{font-weight:600}.card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:12px;margin:10px 0}
-.grid{display:flex;flex-wrap:wrap;gap:14px}.matrix td{text-align:center;min-width:54px}
-.small{font-size:12px;color:#59636e}.mark{font-size:11px;font-weight:600;border-radius:4px;padding:0 4px;color:#fff}
-.mark.marginal{background:#9a6700}.mark.transient{background:#8250df}svg text{font:11px system-ui,sans-serif;fill:#1f2328}
-.legend{font-size:12px;color:#59636e;margin:6px 0}.legend span{display:inline-block;margin-right:12px}
-.swatch{display:inline-block;width:22px;height:12px;border:1px solid #d0d7de;vertical-align:middle;margin-right:4px}
-"""
+SERIES = ["#0969da", "#8250df", "#bf3989", "#1a7f37", "#bc4c00", "#57606a", "#0a7b83", "#953800"]
+PEAK = "#57606a"
+GPU_SERIES = ["#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#7f7f7f", "#e377c2", "#bcbd22", "#8c564b"]  # no red: red is the limit
+CHART_CLASS = "chart-figure"  # the script element that holds a figure; a page with one carries plotly.js
+# no plotly.com logo link; no lasso or box select, which these charts have no use for
+CHART_CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+LINE_MARKER = "line-ew"  # a short horizontal tick: a floor at one size or one DDP setting
+MARKS = (
+    ("marginal", "passed within the profile's marginal band of its limit"),
+    ("transient", "missed at first, passed when measured again"),
+)
 
 
-def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+@functools.cache
+def _templates():
+    # imported here, not at module level: the plugin imports this module in every pytest run
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    environment = Environment(
+        loader=PackageLoader("gpuaccept.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        finalize=lambda value: "" if value is None else value,  # a field a record leaves empty shows as nothing
+    )
+    environment.globals.update(chart_class=CHART_CLASS, colours={"fail": FAIL})
+    return environment
+
+
+@functools.cache
+def _plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def render_page(title: str, body: str) -> str:
+    """A whole page around `body` (HTML from this module's templates and chart helpers): the
+    report's style, and plotly.js inlined once where the body holds a chart."""
+    has_charts = f"class='{CHART_CLASS}'" in body
+    return _templates().get_template("page.html.j2").render(title=title, body=body, plotly_js=_plotly_js() if has_charts else None)
 
 
 def render_html(document: dict) -> str:
     tests = document.get("tests", [])
     verdicts = [t["verdict"] for t in tests if t.get("verdict")]
-    facts = document.get("facts", {})
-    parts = [_header(document), _failures(tests), _links(facts, verdicts), _busbw(facts, verdicts), _pairs(facts, verdicts),
-             _copies(facts, verdicts), _ddp(facts, verdicts), _all_tests(tests)]
-    title = f"gpu-accept: {document['environment'].get('host')} against {document['run']['profile']['name']}"
-    return (
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"
-        f"<style>{CSS}</style></head><body><main>{''.join(p for p in parts if p)}</main></body></html>\n"
+    facts = document.get("facts") or {}
+    body = _templates().get_template("report.html.j2").render(
+        header=_header(document),
+        failures=_failures(tests),
+        links=_links(facts, verdicts),
+        busbw=_busbw(facts, verdicts),
+        pairs=_pairs(facts, verdicts),
+        copies=_copies(facts, verdicts),
+        ddp=_ddp(facts, verdicts),
+        tests=_all_tests(tests),
+        heat_legend=_heat_legend(),
     )
+    title = f"gpu-accept: {document['environment'].get('host')} against {document['run']['profile']['name']}"
+    return render_page(title, body)
 
 
-def _header(document: dict) -> str:
+# -- charts ---------------------------------------------------------------------------------------------
+
+
+def chart_html(chart_id: str, figure, *, height: int = 260) -> str:
+    """The HTML of one Plotly figure: its div and its figure as JSON, for a page from render_page."""
+    if not re.fullmatch(r"[A-Za-z][\w-]*", chart_id):
+        raise ValueError(f"chart id {chart_id!r}: letters, digits, '_' and '-' only, starting with a letter")
+    spec = {**figure.to_dict(), "config": CHART_CONFIG}
+    return _templates().get_template("chart.html.j2").render(chart_id=chart_id, figure=spec, height=height)
+
+
+def _layout(**settings) -> dict:
+    layout = {
+        "template": "none",
+        "font": {"family": "system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif", "size": 11, "color": "#1f2328"},
+        "margin": {"l": 56, "r": 12, "t": 30, "b": 44},  # the top margin holds the zoom buttons
+        "paper_bgcolor": "#fff",
+        "plot_bgcolor": "#fff",
+        "hovermode": "closest",
+        "hoverlabel": {"align": "left"},
+        "dragmode": "zoom",
+        "showlegend": True,
+        "legend": {"orientation": "h", "x": 0, "y": -0.28, "font": {"size": 10}},
+    }
+    layout.update(settings)
+    return layout
+
+
+def _axis(title: str, **settings) -> dict:
+    return {"title": {"text": title, "font": {"size": 11}}, "gridcolor": "#eaeef2", "zeroline": False, "linecolor": "#d0d7de", **settings}
+
+
+def timeseries_chart(
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    *,
+    title: str,
+    unit: str,
+    limit: float | None = None,
+    limit_label: str = "limit",
+    chart_id: str = "timeseries",
+    note: str = "",
+    height: int = 320,
+) -> str:
+    """A per-GPU time series (telemetry: clocks, temperature, power over a burn-in), one line per
+    GPU, with a dashed limit line, the values of every GPU at the cursor's time on hover, and zoom.
+
+    `series` is {gpu: [(t, value), ...]}, t in seconds since the start; the time axis reads in s,
+    min or h by the span. Returns the chart's HTML (a card with its title), for a page from
+    render_page, which inlines plotly.js once however many charts the page holds."""
+    import plotly.graph_objects as go
+
+    times = [t for points in series.values() for t, _ in points]
+    span = (max(times) - min(times)) if times else 0.0
+    scale, time_unit, digits = (3600.0, "h", 4) if span >= 2 * 3600 else (60.0, "min", 2) if span >= 120 else (1.0, "s", 1)
+
+    def at(t: float) -> float:
+        return round(t / scale, 6) if scale != 1.0 else t  # 6 decimals of an hour are 3.6 ms: exact enough, and short
+
+    figure = go.Figure(layout=_layout(
+        xaxis=_axis(f"time since start ({time_unit})", hoverformat=f".{digits}f"),
+        yaxis=_axis(f"{title} ({unit})" if unit else title),
+        legend={"orientation": "h", "x": 0, "y": -0.2, "font": {"size": 10}},
+        hovermode="x unified",
+    ))
+    for index, (gpu, points) in enumerate(series.items()):
+        ordered = sorted(points)
+        figure.add_trace(go.Scatter(
+            name=str(gpu), x=[at(t) for t, _ in ordered], y=[value for _, value in ordered], mode="lines", meta="series",
+            line={"color": GPU_SERIES[index % len(GPU_SERIES)], "width": 1},
+            hovertemplate=f"{gpu}: %{{y:.4g}} {unit}<extra></extra>",
+        ))
+    if limit is not None and times:
+        label = f"{limit_label} {limit:g} {unit}".rstrip()
+        figure.add_trace(go.Scatter(  # last, so that it is drawn over the lines it bounds
+            name=label, x=[at(min(times)), at(max(times))], y=[limit, limit], mode="lines", meta="limit",
+            line={"color": FAIL, "width": 2.5, "dash": "dash"}, hovertemplate=f"{label}<extra></extra>",
+        ))
+    return _templates().get_template("card.html.j2").render(title=title, note=note, content=chart_html(chart_id, figure, height=height))
+
+
+# -- sections -----------------------------------------------------------------------------------------
+
+
+def _header(document: dict) -> dict:
     run, environment, summary = document["run"], document["environment"], document.get("summary", {})
     failed = summary.get("failed", 0) + summary.get("error", 0)
     if not document.get("complete"):
@@ -71,193 +204,166 @@ def _header(document: dict) -> str:
         banner, colour = f"FAIL: {failed} test(s) did not pass", FAIL
     else:
         banner, colour = "PASS: every check passed", PASS
-    gpus = f"{environment.get('gpu_count')}x {environment.get('gpu_model')}"
-    software = ", ".join(f"{k} {environment[k]}" for k in ("driver", "cuda_driver", "nccl", "torch") if environment.get(k))
-    counts = "".join(f"<span><b>{summary.get(k, 0)}</b> {k}</span>" for k in ("passed", "failed", "error", "skipped"))
     tests = document.get("tests", [])
-    counts += (
-        f"<span id='count-transient' title='missed at first, passed when measured again'><b>{len(transient_tests(tests))}</b> transient</span>"
-        f"<span id='count-marginal' title=\"passed within the profile's marginal band of its limit\"><b>{len(marginal_tests(tests))}</b> marginal</span>"
-    )
-    return (
-        f"<h1 id='summary'>{esc(environment.get('host'))}: {esc(gpus)}</h1>"
-        f"<div class='meta'>profile <b>{esc(run['profile']['name'])}</b> ({esc(run['profile']['path'])}) &middot; {esc(software)}"
-        f" &middot; started {esc(run.get('started_at'))}, finished {esc(run.get('finished_at') or '-')}"
-        f" &middot; gpu-accept {esc(run.get('tool_version'))}</div>"
-        f"<div class='banner' id='status' style='background:{colour}'>{esc(banner)}</div><div class='counts'>{counts}</div>"
-    )
+    return {
+        "host": environment.get("host"),
+        "gpus": f"{environment.get('gpu_count')}x {environment.get('gpu_model')}",
+        "profile": run["profile"]["name"],
+        "profile_path": run["profile"].get("path"),
+        "software": ", ".join(f"{k} {environment[k]}" for k in ("driver", "cuda_driver", "nccl", "torch") if environment.get(k)),
+        "started": run.get("started_at"),
+        "finished": run.get("finished_at") or "-",
+        "tool_version": run.get("tool_version"),
+        "banner": banner,
+        "colour": colour,
+        "counts": [(k, summary.get(k, 0)) for k in ("passed", "failed", "error", "skipped")],
+        "transient": len(transient_tests(tests)),
+        "marginal": len(marginal_tests(tests)),
+    }
 
 
-def _failures(tests: list[dict]) -> str:
+def _failures(tests: list[dict]) -> list[dict]:
     # root causes first: a missing GPU (inventory) before the links, copies and DDP settings it fails
     bad = in_layer_order([t for t in tests if t["outcome"] in ("failed", "error")])
-    if not bad:
-        return ""
-    rows = "".join(
-        f"<tr><td class='outcome' style='color:{OUTCOME_COLOURS[t['outcome']]}'>{esc(t['outcome'])}</td><td>{esc(t['id'])}</td>"
-        f"<td>{esc(t.get('message'))}</td></tr>"
-        for t in bad
-    )
-    return (
-        "<h2 id='failures'>Failures</h2><div class='small'>in layer order: inventory, topology, P2P, NCCL, copies, DDP, baseline</div>"
-        f"<table><tr><th>outcome</th><th>test</th><th>message</th></tr>{rows}</table>"
-    )
+    return [{"outcome": t["outcome"], "colour": OUTCOME_COLOURS[t["outcome"]], "id": t["id"], "message": t.get("message")} for t in bad]
 
 
-def _by_check(verdicts: list[dict], check: str) -> dict[str, dict]:
+def _by_subject(verdicts: list[dict], check: str) -> dict[str, dict]:
     return {v["subject"]: v for v in verdicts if v["check"] == check}
 
 
-def _links(facts: dict, verdicts: list[dict]) -> str:
+def _links(facts: dict, verdicts: list[dict]) -> dict | None:
     count = len(facts.get("gpus", []))
     if count < 2:
-        return ""
-    judged = _by_check(verdicts, "link_type")
+        return None
+    judged = _by_subject(verdicts, "link_type")
     measured = {tuple(link["gpus"]): link["link_type"] for link in facts.get("links", [])}
-    header = "".join(f"<th>GPU{j}</th>" for j in range(count))
     rows = []
     for i in range(count):
         cells = []
         for j in range(count):
             if i == j:
-                cells.append("<td style='background:#eaeef2'>X</td>")
+                cells.append(None)
                 continue
             key = (min(i, j), max(i, j))
             value = measured.get(key, "?")
-            value = value if isinstance(value, str) else "n/a"
-            verdict = judged.get(f"gpu{key[0]}-gpu{key[1]}")
-            colour = OUTCOME_COLOURS.get(verdict["outcome"], SKIP) if verdict else SKIP
-            expected = verdict["expected"].removeprefix("== ") if verdict and verdict["expected"] else "not stated"
-            cells.append(
-                f"<td style='background:{colour}22;border-color:{colour}' title='expected {esc(expected)}'>"
-                f"<b>{esc(value)}</b><div class='small'>exp. {esc(expected)}</div></td>"
-            )
-        rows.append(f"<tr><th>GPU{i}</th>{''.join(cells)}</tr>")
-    return (
-        "<h2 id='links'>Link matrix</h2><div class='small'>as nvidia-smi topo -m shows it, against the profile; "
-        f"green matches, red differs</div><table class='matrix' style='width:auto'><tr><th></th>{header}</tr>{''.join(rows)}</table>"
-    )
+            verdict = judged.get(pair_key(*key))
+            cells.append({
+                "value": value if isinstance(value, str) else "n/a",
+                "colour": OUTCOME_COLOURS.get(verdict["outcome"], SKIP) if verdict else SKIP,
+                "expected": _expected_value(verdict),
+            })
+        rows.append(cells)
+    return {"count": count, "rows": rows}
 
 
-def _busbw(facts: dict, verdicts: list[dict]) -> str:
-    sweep = (facts.get("measurements") or {}).get("collectives")
-    if not sweep or not sweep.get("results"):
-        return ""
-    judged = [v for v in verdicts if v["check"] == "busbw"]
-    floors: dict[str, dict[int, float]] = defaultdict(dict)
-    peak = None
-    for v in judged:
-        collective = v["subject"].split()[0]
-        size = v["context"].get("size_bytes")
-        floor = limit_of(v)
-        if size and floor is not None:
-            floors[collective][size] = floor
-        peak = v["context"].get("peak_GBps", peak)
-    outcomes = {(v["subject"].split()[0], v["context"].get("size_bytes")): v["outcome"] for v in judged}
-    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for r in sweep["results"]:
-        series[r["collective"]].append((r["size_bytes"], r["busbw_GBps"]))
-    charts = []
-    for collective, points in series.items():
-        points.sort()
-        charts.append(
-            "<div class='card'><div><b>" + esc(collective) + "</b></div>"
-            + _line_chart(points, floors.get(collective, {}), peak, {p[0]: outcomes.get((collective, p[0])) for p in points})
-            + "</div>"
-        )
-    failures = "".join(f"<li>{esc(f['message'])}</li>" for f in sweep.get("failures", []))
-    return (
-        f"<h2 id='busbw'>NCCL bus bandwidth</h2><div class='small'>{sweep['ranks']} ranks, backend {esc(sweep['backend'])}"
-        f"{', NCCL ' + esc(sweep['nccl_version']) if sweep.get('nccl_version') else ''}; points are measured busbw (nccl-tests definition), red ticks the profile's "
-        f"floors, the dashed line the physical peak</div>"
-        + (f"<ul style='color:{FAIL}'>{failures}</ul>" if failures else "")
-        + f"<div class='grid'>{''.join(charts)}</div>"
-    )
+def _expected_value(verdict: dict | None) -> str:
+    """What a state check expected: the criterion's value; an older record without a criterion
+    has only the rule as text, shown as it is."""
+    if not verdict:
+        return "not stated"
+    criterion = verdict.get("criterion") or {}
+    if criterion.get("op") == "==" and "value" in criterion:
+        return str(criterion["value"])
+    return verdict.get("expected") or "not stated"
 
 
 def limit_of(verdict: dict) -> float | None:
     """The number a verdict's criterion compares against (a floor or a ceiling), where it has one."""
     limit = (verdict.get("criterion") or {}).get("limit")
-    return float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
+    return float(limit) if _is_number(limit) else None
 
 
-def _line_chart(points, floors: dict[int, float], peak: float | None, outcomes: dict, width=340, height=220) -> str:
-    left, right, top, bottom = 46, 12, 12, 34
-    sizes = sorted({p[0] for p in points} | set(floors))
-    top_value = max([v for _, v in points] + list(floors.values()) + ([peak] if peak else []) + [1.0]) * 1.08
-    low, high = math.log2(sizes[0]), math.log2(sizes[-1])
-    span = (high - low) or 1.0
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
-    def x(size):
-        return left + (math.log2(size) - low) / span * (width - left - right) if len(sizes) > 1 else (left + width - right) / 2
 
-    def y(value):
-        return top + (1 - value / top_value) * (height - top - bottom)
+def _peak_of(verdict: dict) -> float | None:
+    peak = (verdict.get("context") or {}).get("peak_GBps")
+    return float(peak) if _is_number(peak) and peak > 0 else None
 
-    out = [f"<svg width='{width}' height='{height}' role='img'>"]
-    for tick in _ticks(top_value):
-        out.append(f"<line x1='{left}' x2='{width - right}' y1='{y(tick):.1f}' y2='{y(tick):.1f}' stroke='#eaeef2'/>")
-        out.append(f"<text x='{left - 4}' y='{y(tick) + 4:.1f}' text-anchor='end'>{tick:g}</text>")
-    for size in sizes:
-        out.append(f"<text x='{x(size):.1f}' y='{height - bottom + 14}' text-anchor='middle'>{format_size(size)}</text>")
-    out.append(f"<text x='{left}' y='{height - 4}'>GB/s against message size</text>")
+
+def _busbw(facts: dict, verdicts: list[dict]) -> dict | None:
+    sweep = (facts.get("measurements") or {}).get("collectives")
+    if not sweep or not sweep.get("results"):
+        return None
+    judged = _by_subject(verdicts, "busbw")
+    series: dict[str, list[tuple[int, float, dict | None]]] = defaultdict(list)
+    for r in sweep["results"]:
+        # the check names its subject from the size the profile asked for ("all_reduce 1 GiB"):
+        # made here from the facts the same way, never split apart
+        nominal = parse_size(r["nominal_size"]) if r.get("nominal_size") else r["size_bytes"]
+        series[r["collective"]].append((r["size_bytes"], r["busbw_GBps"], judged.get(f"{r['collective']} {human_size(nominal)}")))
+    charts = []
+    for collective, points in series.items():
+        points.sort(key=lambda point: point[0])
+        charts.append({"title": collective, "html": chart_html(f"busbw-{collective}", _busbw_figure(collective, points))})
+    return {
+        "ranks": sweep["ranks"],
+        "backend": sweep["backend"],
+        "nccl_version": sweep.get("nccl_version"),
+        "failures": [f["message"] for f in sweep.get("failures", [])],
+        "charts": charts,
+    }
+
+
+def _busbw_figure(collective: str, points: list[tuple[int, float, dict | None]]):
+    """Measured busbw against message size (log), each point coloured by its verdict; the floors
+    (criterion limits) as red ticks at their sizes; the physical peak as a dashed line."""
+    import plotly.graph_objects as go
+
+    sizes = [size for size, _, _ in points]
+    hover, colours, floors, peak = [], [], [], None
+    for size, value, verdict in points:
+        verdict = verdict or {}
+        limit, point_peak = limit_of(verdict), _peak_of(verdict)
+        peak = point_peak or peak
+        colours.append(OUTCOME_COLOURS.get(verdict.get("outcome") or "", SERIES[0]))
+        lines = [
+            f"{collective} {human_size(size)}: busbw {show(float(value))} GB/s",
+            ", ".join([verdict.get("outcome") or "not judged"] + [name for name, _ in MARKS if verdict.get(name)]),
+        ]
+        if limit is not None:
+            lines.append(f"floor {show(limit)} GB/s")
+            floors.append((size, limit))
+        if point_peak:
+            lines.append(f"{100 * value / point_peak:.0f}% of the {show(point_peak)} GB/s peak")
+        if len(verdict.get("attempts") or []) > 1:
+            lines.append("attempts " + ", ".join("-" if a is None else show(a) for a in verdict["attempts"]))
+        hover.append("<br>".join(lines))
+    figure = go.Figure(layout=_layout(
+        xaxis=_axis("message size", type="log", tickvals=sizes, ticktext=[format_size(s) for s in sizes]),
+        yaxis=_axis("busbw (GB/s)", rangemode="tozero"),
+    ))
+    figure.add_trace(go.Scatter(
+        name="measured", x=sizes, y=[value for _, value, _ in points], mode="lines+markers", meta="measured",
+        line={"color": SERIES[0], "width": 2}, marker={"color": colours, "size": 9, "line": {"color": "#fff", "width": 1}},
+        hovertext=hover, hoverinfo="text",
+    ))
+    if floors:
+        figure.add_trace(go.Scatter(
+            name="floor", x=[size for size, _ in floors], y=[limit for _, limit in floors], mode="markers", meta="floor",
+            marker={"symbol": LINE_MARKER, "size": 22, "line": {"color": FAIL, "width": 3}},
+            hovertext=[f"{collective} {human_size(size)}: floor {show(limit)} GB/s" for size, limit in floors], hoverinfo="text",
+        ))
     if peak:
-        out.append(f"<line class='peak' x1='{left}' x2='{width - right}' y1='{y(peak):.1f}' y2='{y(peak):.1f}' stroke='#57606a' stroke-dasharray='5 4'/>")
-        out.append(f"<text x='{width - right}' y='{y(peak) - 4:.1f}' text-anchor='end'>peak {peak:g}</text>")
-    for size, floor in floors.items():
-        out.append(f"<line class='floor' x1='{x(size) - 12:.1f}' x2='{x(size) + 12:.1f}' y1='{y(floor):.1f}' y2='{y(floor):.1f}' stroke='{FAIL}' stroke-width='2'/>")
-    path = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in points)
-    out.append(f"<polyline points='{path}' fill='none' stroke='{SERIES[0]}' stroke-width='2'/>")
-    for size, value in points:
-        colour = OUTCOME_COLOURS.get(outcomes.get(size) or "", SERIES[0])
-        out.append(f"<circle class='point' cx='{x(size):.1f}' cy='{y(value):.1f}' r='4' fill='{colour}'><title>{format_size(size)}: {value:.1f} GB/s</title></circle>")
-    out.append("</svg>")
-    return "".join(out)
-
-
-def _ticks(top: float) -> list[float]:
-    step = 10 ** math.floor(math.log10(top / 4)) if top > 0 else 1
-    for factor in (1, 2, 5, 10):
-        if top / (step * factor) <= 6:
-            step *= factor
-            break
-    return [step * i for i in range(int(top / step) + 1)]
-
-
-def _heatmap(title: str, anchor: str, count: int, values: dict[tuple[int, int], float], judged: dict[tuple[int, int], dict], note: str) -> str:
-    """A GPU x GPU matrix, each cell coloured by its own verdict: red below the floor, amber within
-    the marginal band, green from the floor (light) to the physical peak (dark); grey where no check
-    judged it. Never relative to the machine itself: pairs that all run at 23 GB/s are all red."""
-    if not values:
-        return ""
-    header = "".join(f"<th>GPU{j}</th>" for j in range(count))
-    rows = []
-    for i in range(count):
-        cells = []
-        for j in range(count):
-            value = values.get((i, j))
-            if value is None:
-                cells.append("<td style='background:#eaeef2'>-</td>")
-                continue
-            state, background, ink, explained = heat_cell(value, judged.get((i, j)))
-            cells.append(
-                f"<td class='heat' data-verdict='{state}' style='background:{background};color:{ink}' title='{esc(explained)}'>{_figure(value)}</td>"
-            )
-        rows.append(f"<tr><th>GPU{i}</th>{''.join(cells)}</tr>")
-    return (
-        f"<div class='card'><b>{esc(title)}</b><div class='small'>{esc(note)}</div>"
-        f"<table class='matrix' id='{anchor}' style='width:auto'><tr><th></th>{header}</tr>{''.join(rows)}</table></div>"
-    )
+        label = f"peak {peak:g} GB/s"
+        figure.add_trace(go.Scatter(
+            name=label, x=[sizes[0], sizes[-1]], y=[peak, peak], mode="lines", meta="peak",
+            line={"color": PEAK, "width": 1.5, "dash": "dash"}, hovertext=[label, label], hoverinfo="text",
+        ))
+    return figure
 
 
 def heat_cell(value: float, verdict: dict | None) -> tuple[str, str, str, str]:
     """(state, background, text colour, tooltip) of one heat map cell, from its verdict's outcome,
-    criterion limit, marginal mark and the physical peak in its context."""
+    criterion limit, marginal mark and the physical peak in its context. Each cell is coloured by
+    its own verdict: red below the floor, amber within the marginal band, green from the floor
+    (light) to the physical peak (dark); grey where no check judged it. Never relative to the
+    machine itself: pairs that all run at 23 GB/s are all red."""
     if not verdict or verdict.get("outcome") not in ("passed", "failed", "error"):
         return "none", UNJUDGED, "#1f2328", f"{show(value)} GB/s, not judged"
-    limit = limit_of(verdict)
-    peak = (verdict.get("context") or {}).get("peak_GBps")
-    peak = float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0 else None
+    limit, peak = limit_of(verdict), _peak_of(verdict)
     against = ", ".join(part for part in (f"floor {show(limit)}" if limit is not None else "", f"peak {show(peak)}" if peak else "") if part)
     explained = f"{show(value)} GB/s, {verdict['outcome']}" + (f" ({against})" if against else "")
     if verdict["outcome"] != "passed":
@@ -271,163 +377,185 @@ def heat_cell(value: float, verdict: dict | None) -> tuple[str, str, str, str]:
     return "passed", f"rgb({red},{green},{blue})", "#fff" if share > 0.5 else "#1f2328", explained
 
 
-def _heat_legend() -> str:
+def _heat_legend() -> list[tuple[str, str]]:
     floor_to_peak = ", ".join(f"rgb{colour}" for colour in (PASS_AT_FLOOR, PASS_AT_PEAK))
-    swatches = (
+    return [
         (FAIL, "below the floor (failed)"),
         (MARGINAL, "passed within the marginal band"),
         (f"linear-gradient(90deg,{floor_to_peak})", "passed: from the floor (light) to the physical peak (dark)"),
         (UNJUDGED, "no verdict"),
-    )
-    items = "".join(f"<span><i class='swatch' style='background:{colour}'></i>{esc(text)}</span>" for colour, text in swatches)
-    return f"<div class='legend heat-legend'>{items}</div>"
+    ]
+
+
+def _heatmap(title: str, anchor: str, count: int, values: dict[tuple[int, int], float], judged: dict[tuple[int, int], dict], note: str) -> dict | None:
+    if not values:
+        return None
+    rows = []
+    for i in range(count):
+        cells = []
+        for j in range(count):
+            value = values.get((i, j))
+            if value is None:
+                cells.append(None)
+                continue
+            state, background, ink, explained = heat_cell(value, judged.get((i, j)))
+            cells.append({"state": state, "background": background, "ink": ink, "title": explained, "figure": _figure(value)})
+        rows.append(cells)
+    return {"title": title, "anchor": anchor, "note": note, "count": count, "rows": rows}
 
 
 def _figure(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def _judged_pairs(verdicts: list[dict], check: str, symmetric: bool) -> dict[tuple[int, int], dict]:
-    found = {}
-    for v in verdicts:
-        if v["check"] == check:
-            a, b = (int(g[3:]) for g in v["subject"].split("-"))
-            found[(a, b)] = v
-            if symmetric:
-                found[(b, a)] = v
-    return found
-
-
-def _pairs(facts: dict, verdicts: list[dict]) -> str:
+def _pairs(facts: dict, verdicts: list[dict]) -> dict | None:
     sweep = (facts.get("measurements") or {}).get("pairwise")
     if not sweep or not sweep.get("results"):
-        return ""
+        return None
+    count = len(facts.get("gpus", []))
     values = {}
     for r in sweep["results"]:
         a, b = r["gpus"]
         values[(a, b)] = values[(b, a)] = r["busbw_GBps"]
+    judged = _by_subject(verdicts, "pair_busbw")
+    by_cell = {}
+    for a, b in values:
+        verdict = judged.get(pair_key(min(a, b), max(a, b)))  # one verdict per pair, both directions
+        if verdict:
+            by_cell[(a, b)] = verdict
     how = "disjoint pairs at once" if sweep["concurrent"] else "one pair at a time"
-    return "<h2 id='pairs'>Pairwise NCCL bandwidth</h2>" + _heat_legend() + _heatmap(
-        "send/receive GB/s each way", "pair-matrix", len(facts.get("gpus", [])), values, _judged_pairs(verdicts, "pair_busbw", True), how
-    )
+    return _heatmap("send/receive GB/s each way", "pair-matrix", count, values, by_cell, how)
 
 
-def _copies(facts: dict, verdicts: list[dict]) -> str:
+def _copies(facts: dict, verdicts: list[dict]) -> dict | None:
     sweep = (facts.get("measurements") or {}).get("copies")
     if not sweep or not sweep.get("results"):
-        return ""
+        return None
     count = len(facts.get("gpus", []))
     peer = {tuple(r["gpus"]): r["GBps"] for r in sweep["results"] if r["what"] == "p2p"}
     for r in sweep["results"]:
         if r["what"] == "local":
             peer[(r["gpus"][0], r["gpus"][0])] = r["GBps"]
-    judged = _judged_pairs(verdicts, "p2p_copy", False)
-    for v in verdicts:
-        if v["check"] == "local_copy" and v["subject"].startswith("gpu") and v["subject"][3:].isdigit():
-            judged[(int(v["subject"][3:]),) * 2] = v
-    parts = [_heatmap("peer copy GB/s, row to column (diagonal: within the GPU)", "p2p-matrix", count, peer, judged, "copy engine, one direction")]
-    host = [r for r in sweep["results"] if r["what"] in ("host_to_device", "device_to_host")]
-    if host:
-        judged = {(v["check"], v["subject"]): v for v in verdicts if v["check"] in ("host_to_device", "device_to_host")}
-        rows = []
-        for r in host:
-            gpu = f"gpu{r['gpus'][0]}"
-            expected = judged.get((r["what"], gpu), {}).get("expected", "")
-            rows.append(
-                f"<tr><td>{esc(r['what'].replace('_', ' '))}</td><td>{gpu}</td><td class='num'>{r['GBps']:.1f}</td><td>{esc(expected)}</td></tr>"
-            )
-        rows = "".join(rows)
-        parts.append(f"<div class='card'><b>pinned host copies</b><table><tr><th>direction</th><th>GPU</th><th>GB/s</th><th>expected</th></tr>{rows}</table></div>")
-    return "<h2 id='copies'>Copy bandwidth</h2>" + _heat_legend() + "<div class='grid'>" + "".join(parts) + "</div>"
+    p2p, local = _by_subject(verdicts, "p2p_copy"), _by_subject(verdicts, "local_copy")
+    judged = {}
+    for a, b in peer:
+        verdict = local.get(gpu_key(a)) if a == b else p2p.get(pair_key(a, b))
+        if verdict:
+            judged[(a, b)] = verdict
+    heatmap = _heatmap("peer copy GB/s, row to column (diagonal: within the GPU)", "p2p-matrix", count, peer, judged, "copy engine, one direction")
+    host_judged = {(v["check"], v["subject"]): v for v in verdicts if v["check"] in ("host_to_device", "device_to_host")}
+    host = [
+        {
+            "direction": r["what"].replace("_", " "),
+            "gpu": gpu_key(r["gpus"][0]),
+            "GBps": f"{r['GBps']:.1f}",
+            "expected": host_judged.get((r["what"], gpu_key(r["gpus"][0])), {}).get("expected", ""),
+        }
+        for r in sweep["results"]
+        if r["what"] in ("host_to_device", "device_to_host")
+    ]
+    return {"heatmap": heatmap, "host": host}
 
 
-def _ddp(facts: dict, verdicts: list[dict]) -> str:
+def _ddp(facts: dict, verdicts: list[dict]) -> dict | None:
     recorded = facts.get("measurements") or {}
     # only the DDP sweeps: this section does not depend on the others; lenient, as JSON gave them
     measured = Measurements.model_validate({arm: recorded.get(arm) for arm in ("ddp", "ddp_without_p2p")}, strict=False)
     sweep = measured.ddp
     if sweep is None or not sweep.results:
-        return ""
+        return None
     judged = {(v["check"], v["subject"]): v for v in verdicts if v["check"].startswith("ddp_")}
-    rows, bars = [], []
     settings = sorted({(r.batch, r.accumulation) for r in sweep.results})
-    worlds = sorted({r.world for r in sweep.results})
-    width, height, left, bottom = 60 + 70 * len(worlds) * max(1, len(settings)), 220, 40, 30
-    for w_index, world in enumerate(worlds):
-        for s_index, (batch, accumulation) in enumerate(settings):
+    rows, bars = [], []
+    for world in sorted({r.world for r in sweep.results}):
+        for batch, accumulation in settings:
             result = sweep.result(world, batch, accumulation)
             efficiency = measured.ddp_efficiency(world, batch, accumulation)
             if result is None or efficiency is None:
                 continue
             case = result.case
             scaling = judged.get(("ddp_scaling", case), {})
-            x = left + (w_index * len(settings) + s_index) * 70 + 10
-            bar = min(efficiency, 1.2) / 1.2 * (height - bottom - 10)
-            colour = OUTCOME_COLOURS.get(scaling.get("outcome") or "", SERIES[s_index % len(SERIES)])
-            bars.append(f"<rect class='bar' x='{x}' y='{height - bottom - bar:.1f}' width='50' height='{bar:.1f}' fill='{colour}'><title>{case}: {efficiency:.3f}</title></rect>")
-            bars.append(f"<text x='{x + 25}' y='{height - bottom + 14}' text-anchor='middle'>{case}</text>")
-            bars.append(f"<text x='{x + 25}' y='{height - bottom - bar - 4:.1f}' text-anchor='middle'>{efficiency:.2f}</text>")
-            floor = limit_of(scaling)
-            if floor:
-                level = height - bottom - min(floor, 1.2) / 1.2 * (height - bottom - 10)
-                bars.append(f"<line class='floor' x1='{x - 4}' x2='{x + 54}' y1='{level:.1f}' y2='{level:.1f}' stroke='{FAIL}' stroke-width='2'/>")
             without = measured.ddp_without_p2p.result(world, batch, accumulation) if measured.ddp_without_p2p else None
             one = sweep.result(1, batch, accumulation)
-            rows.append(
-                f"<tr><td>{case}</td><td class='num'>{result.samples_per_s_per_gpu:.1f}</td><td class='num'>{one.samples_per_s_per_gpu:.1f}</td>"
-                + _judged_cell(efficiency, scaling)
-                + _judged_cell(result.exposed_share, judged.get(("ddp_exposed_comm", case), {}))
-                + f"<td class='num'>{f'{without.samples_per_s_per_gpu:.1f}' if without else ''}</td>"
-                + _judged_cell(measured.ddp_speedup(world, batch, accumulation), judged.get(("ddp_nvlink_speedup", case), {}), "x")
-                + "</tr>"
-            )
-    svg = f"<svg width='{width}' height='{height}' role='img'>{''.join(bars)}</svg>"
-    table = (
-        "<table><tr><th>setting</th><th>samples/s per GPU</th><th>on 1 GPU</th><th>efficiency</th><th>exposed communication</th>"
-        "<th>samples/s per GPU without P2P</th><th>P2P speedup</th></tr>" + "".join(rows) + "</table>"
-    )
-    return (
-        f"<h2 id='ddp'>DDP scaling</h2><div class='small'>{_parameters(sweep.parameters)}-parameter GPT, {esc(sweep.dtype)}; "
-        "efficiency = throughput(N) / (N x throughput(1)); exposed communication = the share of a step that gradient "
-        "synchronization adds; P2P speedup = throughput over the same run with NCCL_P2P_DISABLE=1; red ticks are the "
-        f"profile's floors</div><div class='card'>{svg}{table}</div>"
-    )
+            bars.append({"case": case, "efficiency": efficiency, "verdict": scaling, "per_gpu": result.samples_per_s_per_gpu, "on_one": one.samples_per_s_per_gpu})
+            rows.append({
+                "case": case,
+                "per_gpu": f"{result.samples_per_s_per_gpu:.1f}",
+                "on_one": f"{one.samples_per_s_per_gpu:.1f}",
+                "efficiency": _judged_cell(efficiency, scaling),
+                "exposed": _judged_cell(result.exposed_share, judged.get(("ddp_exposed_comm", case), {})),
+                "without": f"{without.samples_per_s_per_gpu:.1f}" if without else "",
+                "speedup": _judged_cell(measured.ddp_speedup(world, batch, accumulation), judged.get(("ddp_nvlink_speedup", case), {}), "x"),
+            })
+    return {
+        "parameters": _parameters(sweep.parameters),
+        "dtype": sweep.dtype,
+        "chart": chart_html("ddp-efficiency", _ddp_figure(bars), height=280),
+        "rows": rows,
+    }
 
 
-def _judged_cell(value: float | None, verdict: dict, unit: str = "") -> str:
+def _ddp_figure(bars: list[dict]):
+    import plotly.graph_objects as go
+
+    cases = [bar["case"] for bar in bars]
+    hover, floors = [], []
+    for bar in bars:
+        verdict, limit = bar["verdict"], limit_of(bar["verdict"])
+        text = f"{bar['case']}: efficiency {bar['efficiency']:.3f}, {verdict.get('outcome') or 'not judged'}"
+        if limit is not None:
+            text += f"<br>floor {show(limit)}"
+            floors.append((bar["case"], limit))
+        hover.append(text + f"<br>{bar['per_gpu']:.1f} samples/s per GPU, {bar['on_one']:.1f} on 1 GPU")
+    top = max([1.0] + [bar["efficiency"] for bar in bars] + [limit for _, limit in floors]) * 1.12
+    figure = go.Figure(layout=_layout(
+        xaxis=_axis("world size and batch per GPU", type="category"),
+        yaxis=_axis("scaling efficiency", range=[0, top]),
+        bargap=0.45,
+    ))
+    figure.add_trace(go.Bar(
+        name="efficiency", x=cases, y=[bar["efficiency"] for bar in bars], meta="efficiency",
+        marker={"color": [OUTCOME_COLOURS.get(bar["verdict"].get("outcome") or "", SERIES[0]) for bar in bars]},
+        text=[f"{bar['efficiency']:.2f}" for bar in bars], textposition="outside", cliponaxis=False,
+        hovertext=hover, hoverinfo="text", showlegend=False,  # its colours are the verdicts, as in the tables
+    ))
+    if floors:
+        figure.add_trace(go.Scatter(
+            name="floor", x=[case for case, _ in floors], y=[limit for _, limit in floors], mode="markers", meta="floor",
+            marker={"symbol": LINE_MARKER, "size": 40, "line": {"color": FAIL, "width": 3}},
+            hovertext=[f"{case}: floor {show(limit)}" for case, limit in floors], hoverinfo="text",
+        ))
+    return figure
+
+
+def _judged_cell(value: float | None, verdict: dict, unit: str = "") -> dict | None:
     """A measured number, and where a check judged it, its expectation, coloured by the outcome."""
     if value is None:
-        return "<td></td>"
-    expected = f" <span class='small'>({esc(verdict['expected'])})</span>" if verdict.get("expected") else ""
-    colour = f" style='color:{OUTCOME_COLOURS[verdict['outcome']]}'" if verdict.get("outcome") in ("failed", "error") else ""
-    return f"<td class='num'{colour}>{value:.3f}{unit}{expected}</td>"
+        return None
+    colour = OUTCOME_COLOURS[verdict["outcome"]] if verdict.get("outcome") in ("failed", "error") else None
+    return {"text": f"{value:.3f}{unit}", "expected": verdict.get("expected") or "", "colour": colour}
 
 
 def _parameters(count: int) -> str:
     return f"{count / 1e6:.0f}M" if count >= 1e6 else f"{count / 1e3:.0f}K"
 
 
-def _all_tests(tests: list[dict]) -> str:
+def _all_tests(tests: list[dict]) -> list[dict]:
     order = {"failed": 0, "error": 1, "passed": 2, "skipped": 3}
     rows = []
     for test in sorted(tests, key=lambda t: order.get(t["outcome"], 4)):
         verdict = test.get("verdict") or {}
         measured = verdict.get("measured")
-        shown = "" if measured is None else show(measured)
-        if len(verdict.get("attempts") or []) > 1:
-            shown += "<div class='small'>attempts: " + esc(", ".join("-" if a is None else show(a) for a in verdict["attempts"])) + "</div>"
-        marks = "".join(
-            f" <span class='mark {name}' title='{esc(why)}'>{name}</span>"
-            for name, why in (("marginal", "passed within the profile's marginal band of its limit"),
-                              ("transient", "missed at first, passed when measured again"))
-            if verdict.get(name)
-        )
-        rows.append(
-            f"<tr><td class='outcome' style='color:{OUTCOME_COLOURS.get(test['outcome'], SKIP)}'>{esc(test['outcome'])}{marks}</td>"
-            f"<td>{esc(test['id'])}</td><td class='num'>{shown}</td>"
-            f"<td>{esc(verdict.get('expected'))}</td><td>{esc(verdict.get('unit'))}</td><td class='small'>{esc(test.get('message') or verdict.get('message'))}</td></tr>"
-        )
-    return (
-        "<h2 id='tests'>Every test</h2><table><tr><th>outcome</th><th>test</th><th>measured</th><th>expected</th><th>unit</th>"
-        f"<th>message</th></tr>{''.join(rows)}</table>"
-    )
+        attempts = verdict.get("attempts") or []
+        rows.append({
+            "outcome": test["outcome"],
+            "colour": OUTCOME_COLOURS.get(test["outcome"], SKIP),
+            "marks": [(name, why) for name, why in MARKS if verdict.get(name)],
+            "id": test["id"],
+            "measured": "" if measured is None else show(measured),
+            "attempts": ", ".join("-" if a is None else show(a) for a in attempts) if len(attempts) > 1 else "",
+            "expected": verdict.get("expected"),
+            "unit": verdict.get("unit"),
+            "message": test.get("message") or verdict.get("message"),
+        })
+    return rows

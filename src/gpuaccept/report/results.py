@@ -33,16 +33,16 @@ def environment_of(facts: Facts) -> dict[str, Any]:
         torch = facts.cuda.torch_version
     return {
         "host": facts.system.hostname,
-        "driver": facts.system.driver_version,
+        "driver": _text(facts.system.driver_version),
         "cuda_driver": str(facts.system.cuda_driver_version),
         "nccl": nccl,
         "torch": torch,
-        "gpu_model": facts.gpus[0].name if facts.gpus else None,
+        "gpu_model": _text(facts.gpus[0].name) if facts.gpus else None,
         "gpu_count": facts.gpu_count,
         "gpus": [
             {
                 "index": g.index,
-                "name": g.name,
+                "name": _text(g.name),
                 "uuid": g.uuid,
                 "serial": g.serial if isinstance(g.serial, str) else None,
                 "pci_bus_id": g.pci_bus_id,
@@ -50,6 +50,11 @@ def environment_of(facts: Facts) -> dict[str, Any]:
             for g in facts.gpus
         ],
     }
+
+
+def _text(reading: Any) -> str | None:
+    """A reading as results.json holds it: the text, or None where the facts could not tell."""
+    return reading if isinstance(reading, str) else None
 
 
 def suite_properties(environment: dict[str, Any], profile: dict[str, Any]) -> dict[str, str]:

@@ -108,6 +108,31 @@ def parse_gpu_matrix(text: str) -> list[list[str]]:
     return [rows[i][1] for i in header]
 
 
+P2P_STATUS_CODES = {
+    "OK": "OK",
+    "CNS": "CHIPSET_NOT_SUPPORTED",
+    "GNS": "GPU_NOT_SUPPORTED",
+    "TNS": "IOH_TOPOLOGY_NOT_SUPPORTED",
+    "DR": "DISABLED_BY_REGKEY",
+    "NS": "NOT_SUPPORTED",
+    "U": "UNKNOWN",
+}
+
+
+def parse_p2p_matrix(text: str) -> list[list[str]]:
+    """`parse_gpu_matrix` of a `topo -p2p` grid, checked: X on the diagonal, a status code elsewhere."""
+    matrix = parse_gpu_matrix(text)
+    for i, row in enumerate(matrix):
+        for j, value in enumerate(row):
+            if i == j:
+                if value != "X":
+                    raise MatrixParseError(1, f"GPU{i} to itself reads {value!r}: expected X")
+            elif value not in P2P_STATUS_CODES:
+                codes = ", ".join(P2P_STATUS_CODES)
+                raise MatrixParseError(1, f"GPU{i} to GPU{j} reads {value!r}: not a P2P status ({codes})")
+    return matrix
+
+
 def parse_link_matrix(text: str) -> list[list[str]]:
     """`parse_gpu_matrix`, checked to be a link-type matrix: X on the diagonal, symmetric."""
     matrix = parse_gpu_matrix(text)

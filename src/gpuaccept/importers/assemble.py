@@ -1,0 +1,315 @@
+"""Command outputs of one machine, read together into the facts the checks judge.
+
+Each file may hold several outputs (a report with `topo -m`, `nvlink -s` and a P2P grid); the
+files together describe one machine, so they must agree on its GPU count, and two outputs of the
+same thing must say the same. Whatever no output tells (the GPU model from `topo -m` alone, PCIe
+state, the driver, CUDA's view of peers) is `not_probed`, which the checks report as "could not
+be established", never as a pass.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuaccept import __version__
+from gpuaccept.errors import ImportedTextError, Problem
+from gpuaccept.facts.model import (
+    CollectiveResult,
+    CollectiveSweep,
+    Facts,
+    GpuFacts,
+    LinkFacts,
+    Measurements,
+    NvLinkFacts,
+    P2PFacts,
+    PcieFacts,
+    StepFailure,
+    SystemFacts,
+    TextSource,
+    Unavailable,
+    not_probed,
+)
+from gpuaccept.importers.nccl_tests import NcclRun, find_nccl_runs, untagged
+from gpuaccept.importers.nvlink_status import NvLinkStatus, find_nvlink_status
+from gpuaccept.importers.p2p_grid import UNTOLD, P2PGrid, find_p2p_grids
+from gpuaccept.importers.text import Finding, TextFile, read_text_file
+from gpuaccept.importers.topo_matrix import TopoMatrix, find_topo_matrices
+from gpuaccept.vocabulary.sizes import format_size, human_size
+
+NOT_IN_TEXT = "not in the imported text"
+NOTHING = ("not an output this tool reads: no nvidia-smi topo -m table, topo -p2p grid, nvlink -s listing or "
+           "nccl-tests log in it")
+
+
+@dataclass
+class FileOutputs:
+    text: TextFile
+    matrices: list[TopoMatrix] = field(default_factory=list)
+    grids: list[P2PGrid] = field(default_factory=list)
+    statuses: list[NvLinkStatus] = field(default_factory=list)
+    runs: list[NcclRun] = field(default_factory=list)
+
+    @property
+    def parts(self) -> list:
+        return [*self.matrices, *[g for g in self.grids if g.capabilities], *self.statuses, *self.runs]
+
+    def findings(self) -> list[Finding]:
+        return [f for part in [*self.matrices, *self.grids, *self.statuses, *self.runs] for f in part.findings]
+
+    def kinds(self) -> list[str]:
+        cleaned = f" [{' and '.join(self.text.cleaned)} removed]" if self.text.cleaned else ""
+        return [part.describe() + cleaned for part in self.parts]
+
+
+@dataclass(frozen=True)
+class Imported:
+    facts: Facts
+    files: tuple[FileOutputs, ...]
+
+    def lines(self) -> list[str]:
+        """What was read from each file, then every finding: one line each."""
+        out = [f"{f.text.name}: {'; '.join(f.kinds())}" for f in self.files]
+        return out + [str(finding) for f in self.files for finding in f.findings()]
+
+
+def read_outputs(text: TextFile) -> FileOutputs:
+    return FileOutputs(text, find_topo_matrices(text), find_p2p_grids(text), find_nvlink_status(text), find_nccl_runs(text))
+
+
+def import_files(paths: list[Path]) -> Imported:
+    problems: list[Problem] = []
+    files = []
+    for path in paths:
+        try:
+            outputs = read_outputs(read_text_file(Path(path), str(path)))
+        except ImportedTextError as error:
+            problems += error.problems
+            continue
+        if not outputs.parts:
+            problems.append(_why_nothing(outputs))
+            continue
+        problems += [Problem(outputs.text.name, run.line, "", _NO_COLLECTIVE) for run in outputs.runs if run.collective is None]
+        files.append(outputs)
+    if problems:
+        raise ImportedTextError(problems)
+    return Imported(build_facts(files), tuple(files))
+
+
+_NO_COLLECTIVE = ("an nccl-tests log that does not say which collective ran (no `Collective test starting` line or "
+                  "*_perf command in it): name the file after it, e.g. all_reduce_perf.log")
+
+
+def _why_nothing(outputs: FileOutputs) -> Problem:
+    name = outputs.text.name
+    untold = [g for g in outputs.grids if not g.capabilities]
+    if untold:
+        return Problem(name, untold[0].line, "", UNTOLD.replace(": not used", ""))
+    rows = [line for line in outputs.text.lines if _looks_like_row(untagged(line.text))]
+    if rows:
+        return Problem(name, rows[0].number, "", "rows of an nccl-tests log without its header (`# nThread ... nGpus ...`, "
+                       "`# Using devices`): which collective ran, on how many ranks, cannot be told; nothing is used")
+    return Problem(name, None, "", NOTHING)
+
+
+def _looks_like_row(text: str) -> bool:
+    tokens = text.split()
+    return len(tokens) >= 6 and tokens[0].isdigit() and tokens[1].isdigit() and tokens[2] in ("float", "half", "bfloat16", "double", "int8", "int32")
+
+
+def _refuse(lines: list[tuple[str, int | None, str]]) -> ImportedTextError:
+    return ImportedTextError([Problem(name, line, "", message) for name, line, message in lines])
+
+
+def _gpu_count(files: list[FileOutputs]) -> int:
+    said = []
+    for f in files:
+        said += [(m.gpu_count, m.file, m.line, m.describe()) for m in f.matrices]
+        said += [(g.gpu_count, g.file, g.line, g.describe()) for g in f.grids if g.capabilities]
+        said += [(max(s.gpus) + 1, s.file, s.line, s.describe()) for s in f.statuses]
+        for run in f.runs:
+            first = [d.device for d in run.devices if d.host == run.hosts[0]] if run.devices else []
+            said.append((max(first) + 1 if first else run.ranks, run.file, run.line, f"{run.collective}_perf on {run.hosts[0] if run.hosts else 'one host'}"))
+    counts = {count for count, *_ in said}
+    if len(counts) > 1:
+        first, other = said[0], next(s for s in said if s[0] != said[0][0])
+        raise _refuse([(other[1], other[2], f"{other[3]} has {other[0]} GPUs but {first[1]}:{first[2]} ({first[3]}) has "
+                        f"{first[0]}: outputs of one machine only")])
+    return counts.pop()
+
+
+def _one_matrix(files: list[FileOutputs]) -> TopoMatrix | None:
+    matrices = [m for f in files for m in f.matrices]
+    for other in matrices[1:]:
+        differing = [pair for pair, link in matrices[0].links.items() if other.links.get(pair) != link]
+        if differing:
+            a, b = differing[0]
+            raise _refuse([(other.file, other.line, f"this topo -m says gpu{a}-gpu{b} is {other.links.get((a, b))} but "
+                            f"{matrices[0].file}:{matrices[0].line} says {matrices[0].links[(a, b)]}: outputs of one machine only")])
+    return matrices[0] if matrices else None
+
+
+def build_facts(files: list[FileOutputs]) -> Facts:
+    count = _gpu_count(files)
+    matrix = _one_matrix(files)
+    statuses = {i: (s, g) for f in files for s in f.statuses for i, g in s.gpus.items()}
+    runs = [run for f in files for run in f.runs]
+    devices = {d.device: d for run in runs for d in run.devices if run.hosts and d.host == run.hosts[0]}
+    gpus = [_gpu(i, matrix, statuses, devices, bool([s for f in files for s in f.statuses])) for i in range(count)]
+    links = []
+    if matrix is not None:
+        for (a, b), link in sorted(matrix.links.items()):
+            reading = link if link else not_probed(f"the {matrix.file} cells of this pair are unreadable or disagree")
+            links.append(LinkFacts(gpus=(a, b), link_type=reading, direct_nvlinks=0, topology_level=not_probed(NOT_IN_TEXT),
+                                   via_switch=False, evidence=f"nvidia-smi topo -m, {matrix.file}:{matrix.line}"))
+    hosts = [h for run in runs for h in run.hosts]
+    source = TextSource(
+        files=[f.text.name for f in files],
+        kinds={f.text.name: f.kinds() for f in files},
+        notes=[str(finding) for f in files for finding in f.findings()],
+    )
+    return Facts(
+        recorded_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        tool_version=__version__,
+        system=SystemFacts(
+            hostname=hosts[0] if hosts else f"imported:{Path(files[0].text.name).stem}",
+            driver_version=not_probed(NOT_IN_TEXT),
+            cuda_driver_version=not_probed(NOT_IN_TEXT),
+            nvml_version=not_probed(NOT_IN_TEXT),
+            nvml_gpu_count=count,
+        ),
+        cuda=not_probed("facts read from command outputs: CUDA was not asked"),
+        gpus=gpus,
+        links=links,
+        p2p=_p2p(files, count),
+        measurements=Measurements(collectives=_sweep(runs)) if runs else Measurements(),
+        imported_from=source,
+    )
+
+
+def _gpu(i: int, matrix: TopoMatrix | None, statuses: dict, devices: dict, any_status: bool) -> GpuFacts:
+    status = statuses.get(i)
+    device = devices.get(i)
+    name: str | Unavailable = not_probed("the imported text does not name the GPU model")
+    if status:
+        name = status[1].name
+    elif device and device.name:
+        name = device.name
+    missing_matrix = "no nvidia-smi topo -m among the imported files"
+    return GpuFacts(
+        index=i,
+        nvml_index=i,
+        name=name,
+        uuid=status[1].uuid if status else "",
+        pci_bus_id=_bus_id(device.bus) if device else "",
+        serial=not_probed(NOT_IN_TEXT),
+        vbios=not_probed(NOT_IN_TEXT),
+        memory_total_bytes=not_probed(NOT_IN_TEXT),
+        ecc_enabled=not_probed(NOT_IN_TEXT),
+        persistence_mode=not_probed(NOT_IN_TEXT),
+        numa_node=not_probed(NOT_IN_TEXT),
+        clock_event_reasons=not_probed(NOT_IN_TEXT),
+        pcie=PcieFacts(**{k: not_probed(NOT_IN_TEXT) for k in PcieFacts.model_fields}),
+        nvlinks=_nvlinks(i, status, any_status),
+        fabric=not_probed(NOT_IN_TEXT),
+        cpu_affinity=matrix.cpu.get(i, not_probed(NOT_IN_TEXT)) if matrix else not_probed(missing_matrix),
+        numa_affinity=matrix.numa.get(i, not_probed(NOT_IN_TEXT)) if matrix else not_probed(missing_matrix),
+        nics=matrix.nics.get(i, not_probed(NOT_IN_TEXT)) if matrix else not_probed(missing_matrix),
+    )
+
+
+def _bus_id(text: str) -> str:
+    """nccl-tests' [0000:19:00] or [0x19] as NVML writes bus ids: 00000000:19:00.0."""
+    text = text.strip().lower()
+    if text.startswith("0x"):
+        return f"00000000:{int(text, 16):02X}:00.0" if int(text, 16) else ""
+    parts = text.split(":")
+    if len(parts) == 3:
+        return f"{int(parts[0], 16):08X}:{parts[1].upper()}:{parts[2].upper()}.0"
+    return ""
+
+
+def _nvlinks(i: int, status, any_status: bool) -> list[NvLinkFacts] | Unavailable:
+    if status is None:
+        return not_probed("an nvidia-smi nvlink -s listing without this GPU" if any_status else
+                          "no nvidia-smi nvlink -s among the imported files")
+    listing, gpu = status
+    if gpu.elided:
+        return not_probed(f"the nvidia-smi nvlink -s listing in {listing.file} is elided ('[...]')")
+    return [
+        NvLinkFacts(
+            link=link,
+            active=up,
+            version=not_probed("nvidia-smi nvlink -s does not show the NVLink version"),
+            remote_type=not_probed(NOT_IN_TEXT),
+            remote_bus_id=not_probed(NOT_IN_TEXT),
+            speed_GBps=speed if speed is not None else not_probed("the link is down"),
+        )
+        for link, up, speed in gpu.links
+    ]
+
+
+def _p2p(files: list[FileOutputs], count: int) -> list[P2PFacts]:
+    statuses: dict[tuple[int, int], dict] = {}
+    for grid in (g for f in files for g in f.grids if g.capabilities):
+        for pair, status in grid.statuses.items():
+            for capability in grid.capabilities:
+                statuses.setdefault(pair, {})[capability] = status or not_probed(f"the {grid.file} cell is unreadable")
+    return [
+        P2PFacts(gpus=pair, nvml=statuses[pair], cuda_can_access_peer=not_probed("facts read from command outputs"))
+        for pair in sorted(statuses)
+        if max(pair) < count
+    ]
+
+
+def _sweep(runs: list[NcclRun]) -> CollectiveSweep:
+    seen: dict[str, NcclRun] = {}
+    for run in runs:
+        if run.collective in seen:
+            first = seen[run.collective]
+            raise _refuse([(run.file, run.line, f"a second {run.collective}_perf run (the first is {first.file}:{first.line}): "
+                            "import one run of each collective at a time")])
+        seen[run.collective] = run
+    ranks = {run.ranks for run in runs}
+    if len(ranks) > 1:
+        raise _refuse([(runs[-1].file, runs[-1].line, f"runs on different numbers of ranks ({', '.join(map(str, sorted(ranks)))}): "
+                        "import the runs of one machine, or one cluster, at a time")])
+    results, failures = [], []
+    for run in runs:
+        for row in run.rows:
+            results.append(CollectiveResult(
+                collective=run.collective, size_bytes=row.size, nominal_size=format_size(row.size), dtype=row.dtype,
+                ranks=run.ranks, warmup=run.warmup, iterations=run.iterations, time_us=row.time_us,
+                algbw_GBps=row.algbw, busbw_GBps=row.busbw,
+                wrong=row.wrong if row.wrong is not None else not_probed("the log does not count wrong elements at this size"),
+            ))
+        failures += _missing(run)
+    return CollectiveSweep(
+        backend="nccl-tests",
+        nccl_version=next((run.nccl_version for run in runs if run.nccl_version), None),
+        torch_version="",
+        ranks=ranks.pop(),
+        environment={},
+        wall_s=0.0,
+        results=results,
+        failures=failures,
+    )
+
+
+def _missing(run: NcclRun) -> list[StepFailure]:
+    """The sizes the run was asked for beyond its last row: crashed, or not in a log cut short."""
+    if run.complete and not run.crash:
+        return []
+    last = max((row.size for row in run.rows), default=0)
+    after = f"after {human_size(last)}" if last else "before its first size"
+    if run.crash:
+        line, text = run.crash
+        reason, why = "crashed", f"the run crashed {after}: {text} ({run.file}:{line})"
+    else:
+        reason, why = "not_in_log", f"the log ends {after} ({run.file} is cut short)"
+    return [
+        StepFailure(step=f"{run.collective} {human_size(size)}", reason=reason, message=why)
+        for size in run.expected_sizes()
+        if size > last
+    ]

@@ -1,0 +1,242 @@
+"""`nvidia-smi topo -m`: every GPU pair's link, each GPU's NICs, CPU and NUMA affinity.
+
+The table is read as nvidia-smi prints it and as people paste it: tab- or space-separated, with
+NIC columns named NIC0.. (and a NIC legend) or mlx5_0.. (older drivers), NIC rows, affinity
+fields that are empty or N/A, `SOC` where older drivers meant SYS, after a shell prompt, inside a
+longer log. What does not fit is a finding that says what was still used: a row cut short keeps
+the cells it has and takes the rest of its GPU's links from the other rows, which say the same
+thing the other way round.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpuaccept.facts.model import NicLink, Unavailable, not_probed
+from gpuaccept.importers.text import Finding, TextFile
+
+_GPU = re.compile(r"^GPU(\d+)$")
+_LINK = re.compile(r"^(X|NV[1-9]\d*|PIX|PXB|PHB|NODE|SYS|SOC)$")
+_CPU_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_NIC_LEGEND = re.compile(r"^\s*(\S+):\s*(\S+)\s*$")
+AFFINITY_COLUMNS = (("CPU Affinity", "cpu"), ("NUMA Affinity", "numa"), ("GPU NUMA ID", "gpu_numa"))
+P2P_CODES = {"OK", "CNS", "GNS", "TNS", "NS", "DR", "U"}
+KIND = "nvidia-smi topo -m"
+
+
+@dataclass
+class TopoMatrix:
+    file: str
+    line: int  # the header's line
+    gpu_count: int
+    nic_names: list[str]  # the columns after the GPUs, named as the NIC legend names them
+    links: dict[tuple[int, int], str | None] = field(default_factory=dict)  # (a, b), a < b; None: unreadable
+    nics: dict[int, list[NicLink] | Unavailable] = field(default_factory=dict)
+    cpu: dict[int, str | Unavailable] = field(default_factory=dict)
+    numa: dict[int, str | Unavailable] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    def describe(self) -> str:
+        nics = f", {len(self.nic_names)} NIC(s)" if self.nic_names else ""
+        return f"{KIND} ({self.gpu_count} GPUs{nics})"
+
+
+def gpu_header(tokens: list[str]) -> tuple[int, int] | None:
+    """(where GPU0 is, how many GPU columns follow in order) for a header line, else None."""
+    if "GPU0" not in tokens:
+        return None
+    start = tokens.index("GPU0")
+    count = 0
+    while start + count < len(tokens) and tokens[start + count] == f"GPU{count}":
+        count += 1
+    return start, count
+
+
+def rows_look_like(text: TextFile, header: int, vocabulary: str) -> bool:
+    """Whether the first row under the header holds link types ("topo") or P2P codes ("p2p")."""
+    for line in text.lines[header + 1 : header + 3]:
+        tokens = line.text.split()
+        if not tokens:
+            continue
+        if tokens[0] != "GPU0":
+            return False
+        cells = [c for c in tokens[1:] if c != "X"]
+        links = sum(1 for c in cells if _LINK.match(c))
+        codes = sum(1 for c in cells if c in P2P_CODES)
+        if vocabulary == "topo" and links == codes == 0 and tokens[1:2] == ["X"]:
+            return "Affinity" in text.lines[header].text  # one GPU, no NIC: only its affinity follows the X
+        return links > codes if vocabulary == "topo" else codes > links
+    return False
+
+
+def find_topo_matrices(text: TextFile) -> list[TopoMatrix]:
+    found = []
+    position = 0
+    while position < len(text.lines):
+        header = gpu_header(text.lines[position].text.split())
+        if header and header[1] and rows_look_like(text, position, "topo"):
+            matrix, position = _read_matrix(text, position, *header)
+            found.append(matrix)
+        else:
+            position += 1
+    return found
+
+
+def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> tuple[TopoMatrix, int]:
+    header_line = text.lines[position]
+    tokens = header_line.text.split()
+    devices: list[str] = []
+    rest = start + gpu_count
+    while rest < len(tokens) and tokens[rest] not in ("CPU", "NUMA") and tokens[rest : rest + 2] != ["GPU", "NUMA"]:
+        devices.append(tokens[rest])
+        rest += 1
+    tail = " ".join(tokens[rest:])
+    columns = [key for title, key in AFFINITY_COLUMNS if title in tail]
+    matrix = TopoMatrix(text.name, header_line.number, gpu_count, list(devices))
+
+    def finding(line: int, message: str) -> None:
+        matrix.findings.append(Finding(text.name, line, message))
+
+    names = [f"GPU{i}" for i in range(gpu_count)] + devices
+    width = len(names)
+    gpu_cells: dict[int, tuple[int, list[str | None]]] = {}
+    device_cells: dict[str, list[str | None]] = {}
+    affinity: dict[int, tuple[int, list[str]]] = {}
+    soc_seen = False
+    position += 1
+    while position < len(text.lines):
+        line = text.lines[position]
+        row = line.text.split()
+        if not row or row[0].rstrip(":") == "Legend":
+            break
+        name = row[0]
+        cells = row[1:]
+        if name not in names:
+            if len(cells) >= gpu_count and all(_LINK.match(c) for c in cells[:gpu_count]):
+                finding(line.number, f"row {name} names a device the header has no column for: row ignored, "
+                        "the GPU columns still read")
+                position += 1
+                continue
+            break
+        if name in device_cells or (_GPU.match(name) and int(name[3:]) in gpu_cells):
+            finding(line.number, f"row {name} appears twice: the first one is kept")
+            position += 1
+            continue
+        if len(cells) < width:
+            finding(line.number, f"row {name} has {len(cells)} of {width} cells: the output is cut here; "
+                    "what the row lacks is read from the other rows where they say it")
+        links: list[str | None] = []
+        clipped = False
+        for column, cell in zip(names, cells[:width]):
+            if cell == "SOC":
+                soc_seen, cell = True, "SYS"
+            if not _LINK.match(cell):
+                finding(line.number, f"row {name}, column {column} reads {cell!r}: not a link type (a clipped field); "
+                        "that cell is not used" + (", nor the row's affinity fields after it" if _GPU.match(name) else ""))
+                cell, clipped = None, True
+            links.append(cell)
+        links += [None] * (width - len(links))
+        if _GPU.match(name):
+            gpu_cells[int(name[3:])] = (line.number, links)
+            if len(cells) >= width and not clipped:
+                affinity[int(name[3:])] = (line.number, cells[width:])
+        else:
+            device_cells[name] = links
+        position += 1
+    if soc_seen:
+        matrix.findings.append(Finding(text.name, header_line.number, "SOC read as SYS (the name older drivers print for "
+                                       "the same path)", damaged=False))
+
+    legend = _nic_legend(text, position)
+    matrix.nic_names = [legend.get(d, d) for d in devices]
+    _resolve_links(matrix, gpu_cells, device_cells, finding)
+    _resolve_nics(matrix, devices, gpu_cells, device_cells, finding)
+    _resolve_affinity(matrix, columns, affinity, finding)
+    return matrix, position
+
+
+def _nic_legend(text: TextFile, position: int) -> dict[str, str]:
+    legend: dict[str, str] = {}
+    for at in range(position, min(len(text.lines), position + 80)):
+        if text.lines[at].text.strip() == "NIC Legend:":
+            for line in text.lines[at + 1 :]:
+                if not line.text.strip():
+                    if legend:
+                        break
+                    continue
+                match = _NIC_LEGEND.match(line.text)
+                if not match:
+                    break
+                legend[match.group(1)] = match.group(2)
+            break
+    return legend
+
+
+def _resolve_links(matrix: TopoMatrix, gpu_cells: dict, device_cells: dict, finding) -> None:
+    n = matrix.gpu_count
+    for i in range(n):
+        if i not in gpu_cells:
+            finding(matrix.line, f"no row for GPU{i}: its links are read from the other rows; its NICs and affinity are unknown")
+        elif gpu_cells[i][1][i] not in ("X", None):
+            finding(gpu_cells[i][0], f"GPU{i} to itself reads {gpu_cells[i][1][i]!r}, not X: that row's cells are not used")
+            gpu_cells[i] = (gpu_cells[i][0], [None] * len(gpu_cells[i][1]))
+    for a in range(n):
+        for b in range(a + 1, n):
+            forward = gpu_cells[a][1][b] if a in gpu_cells else None
+            backward = gpu_cells[b][1][a] if b in gpu_cells else None
+            if forward and backward and forward != backward:
+                finding(gpu_cells[b][0], f"GPU{b} to GPU{a} reads {backward} but GPU{a} to GPU{b} reads {forward}: "
+                        f"the pair gpu{a}-gpu{b} is not used")
+                matrix.links[(a, b)] = None
+            else:
+                matrix.links[(a, b)] = forward or backward
+
+
+def _resolve_nics(matrix: TopoMatrix, devices: list[str], gpu_cells: dict, device_cells: dict, finding) -> None:
+    n = matrix.gpu_count
+    for i in range(n):
+        links: list[NicLink] = []
+        missing = []
+        for column, (device, name) in enumerate(zip(devices, matrix.nic_names), start=n):
+            cell = gpu_cells[i][1][column] if i in gpu_cells else None
+            if cell is None and device in device_cells:
+                cell = device_cells[device][i]
+            if cell is None or cell == "X" or cell.startswith("NV"):
+                missing.append(name)
+                continue
+            links.append(NicLink(nic=name, link=cell))
+        if missing:
+            matrix.nics[i] = not_probed(f"{KIND} does not say how GPU{i} reaches {', '.join(missing)}")
+        else:
+            matrix.nics[i] = links
+
+
+def _resolve_affinity(matrix: TopoMatrix, columns: list[str], affinity: dict, finding) -> None:
+    for i in range(matrix.gpu_count):
+        found: dict[str, str | Unavailable] = {}
+        for key in ("cpu", "numa"):
+            found[key] = not_probed(f"this {KIND} has no {key.upper()} Affinity column" if key not in columns else
+                                    f"the row of GPU{i} does not reach its {key.upper()} Affinity field")
+        if i in affinity:
+            number, cells = affinity[i]
+            if len(cells) > len(columns):
+                finding(number, f"GPU{i} has {len(cells)} fields after its links for {len(columns)} affinity column(s): "
+                        "its affinity is not used")
+                cells = []
+            for key, cell in zip(columns, cells):
+                if key == "gpu_numa":
+                    continue
+                if cell == "N/A":
+                    found[key] = Unavailable(unavailable="not_found", detail=f"{KIND} prints N/A")
+                elif _CPU_LIST.match(cell):
+                    found[key] = cell
+                else:
+                    finding(number, f"GPU{i} {key.upper()} Affinity reads {cell!r}: not a list of numbers (a clipped field); "
+                            "not used")
+                    found[key] = not_probed(f"{KIND} field reads {cell!r}")
+            if len(cells) < len([c for c in columns if c != "gpu_numa"]) and cells:
+                shown = ", ".join(c.upper() for c in columns[len(cells):] if c != "gpu_numa")
+                finding(number, f"GPU{i} leaves its {shown} Affinity empty")
+        matrix.cpu[i] = found["cpu"]
+        matrix.numa[i] = found["numa"]

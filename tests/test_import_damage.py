@@ -1,0 +1,166 @@
+"""Damaged outputs, made from the real ones the way tickets damage them: each is named as damaged
+in one line that says what does not fit, and what can still be read safely is used."""
+
+import pytest
+
+from gpuaccept.errors import ImportedTextError
+from gpuaccept.facts.model import NicLink, Unavailable
+from gpuaccept.importers import import_files
+from tests.helpers import DATA
+
+IMPORTS = DATA / "imports"
+
+
+def variant(tmp_path, source, change, name=None, binary=False):
+    """A copy of a real capture with `change` applied to its text: how damage is made here."""
+    text = (IMPORTS / source).read_text(encoding="utf-8")
+    path = tmp_path / (name or source)
+    if binary:
+        path.write_bytes(change(text))
+    else:
+        path.write_text(change(text), encoding="utf-8", newline="")
+    return path
+
+
+def lines_of(path):
+    return import_files([path]).lines()
+
+
+def test_crlf_and_colour_codes_are_cleaned_before_reading(tmp_path):
+    crlf = variant(tmp_path, "h100-8-nvswitch-topo-m.txt", lambda t: t.replace("\n", "\r\n"))
+    coloured = variant(tmp_path, "v100-8-dgx1-cube-mesh-topo-m.txt", lambda t: t.replace("NV2", "\x1b[1;32mNV2\x1b[0m"), "coloured.txt")
+    assert import_files([crlf]).facts.link(0, 7).link_type == "NV18"
+    assert lines_of(crlf) == [f"{crlf}: nvidia-smi topo -m (8 GPUs) [CRLF line ends removed]"]
+    facts = import_files([coloured]).facts
+    assert facts.link(0, 3).link_type == "NV2" and facts.link(0, 1).link_type == "NV1"
+    assert lines_of(coloured)[0].endswith("[terminal escape codes removed]")
+
+
+def test_a_row_with_fewer_cells_than_the_header(tmp_path):
+    cut = variant(tmp_path, "h100-8-nvswitch-topo-m.txt", lambda t: t.replace(
+        "GPU3    NV18    NV18    NV18     X      NV18    NV18    NV18    NV18    0-51,104-155    0", "GPU3    NV18    NV18    NV18     X"))
+    lines = lines_of(cut)
+    assert lines[1] == (f"{cut}:6: damaged: row GPU3 has 4 of 8 cells: the output is cut here; "
+                        "what the row lacks is read from the other rows where they say it")
+    facts = import_files([cut]).facts
+    assert facts.link(3, 7).link_type == "NV18"  # from GPU7's row
+    assert isinstance(facts.gpu(3).cpu_affinity, Unavailable) and facts.gpu(2).cpu_affinity == "0-51,104-155"
+
+
+def test_nic_rows_without_nic_columns(tmp_path):
+    def drop_nic_columns(text):
+        out = []
+        for line in text.splitlines():
+            cells = line.split("\t")
+            if line.startswith(("\tGPU0", "GPU")):
+                cells = cells[:9] + cells[13:]  # the four mlx5 columns go; their rows stay
+            out.append("\t".join(cells))
+        return "\n".join(out) + "\n"
+
+    damaged = variant(tmp_path, "v100-8-dgx1-cube-mesh-topo-m.txt", drop_nic_columns)
+    lines = lines_of(damaged)
+    assert f"{damaged}:10: damaged: row mlx5_0 names a device the header has no column for: row ignored, the GPU columns still read" in lines
+    facts = import_files([damaged]).facts
+    assert facts.link(0, 3).link_type == "NV2" and facts.gpu(0).nics == [] and facts.gpu(0).cpu_affinity == "0-19,40-59"
+
+
+def test_a_clipped_field_does_not_shift_the_affinity(tmp_path):
+    clipped = variant(tmp_path, "h20-8-nvswitch-topo-m.txt", lambda t: t.replace("PHB     PHB     96-191,288-383", "PHB     PH96-191,288-383"))
+    lines = lines_of(clipped)
+    assert lines[1] == (f"{clipped}:9: damaged: row GPU6, column NIC1 reads 'PH96-191,288-383': not a link type "
+                        "(a clipped field); that cell is not used, nor the row's affinity fields after it")
+    facts = import_files([clipped]).facts
+    assert isinstance(facts.gpu(6).cpu_affinity, Unavailable) and facts.gpu(5).cpu_affinity == "96-191,288-383"
+    # the clipped cell is read from the NIC1 row, which says the same the other way round
+    assert facts.gpu(6).nics == [NicLink(nic="NIC0", link="PHB"), NicLink(nic="NIC1", link="PHB")]
+
+
+def test_cells_that_disagree_leave_the_pair_unknown(tmp_path):
+    text = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-15\nGPU1\tPHB\t X \t0-15\n"
+    path = tmp_path / "asymmetric.txt"
+    path.write_text(text)
+    assert lines_of(path)[1] == f"{path}:3: damaged: GPU1 to GPU0 reads PHB but GPU0 to GPU1 reads NV4: the pair gpu0-gpu1 is not used"
+    assert import_files([path]).facts.link(0, 1).link_type.unavailable == "not_probed"
+
+
+def test_a_log_cut_short_leaves_the_rest_unknown_and_a_crash_fails_it(tmp_path):
+    cut = variant(tmp_path, "h100-2x8-ib-nccl-tests-all_reduce_perf.txt", lambda t: t[: t.index("  2147483648")])
+    sweep = import_files([cut]).facts.measurements.collectives
+    assert max(r.size_bytes for r in sweep.results) == 1 << 30
+    missing = {f.step: f for f in sweep.failures}
+    assert set(missing) == {"all_reduce 2 GiB", "all_reduce 4 GiB", "all_reduce 8 GiB", "all_reduce 16 GiB"}
+    assert missing["all_reduce 4 GiB"].reason == "not_in_log"
+    assert missing["all_reduce 4 GiB"].message == f"the log ends after 1 GiB ({cut} is cut short)"
+    assert f"{cut}:20: damaged: the log ends after 1073741824 bytes without nccl-tests' closing lines (# Avg bus bandwidth): " \
+        "the sizes it did not reach are unknown" in import_files([cut]).lines()
+    crashed = variant(tmp_path, "h100-2x8-ib-nccl-tests-all_reduce_perf.txt", lambda t: t.replace(
+        "  2147483648", "bm-h100-02: Test NCCL failure common.cu:303 'remote process exited or there was a network error / '\n  2147483648", 1), "crashed.txt")
+    failures = {f.step: f for f in import_files([crashed]).facts.measurements.collectives.failures}
+    # rows after the crash line are still rows the log holds: only sizes it never reached fail
+    assert failures == {}
+
+
+def test_a_row_broken_by_other_output_is_not_used(tmp_path):
+    broken = variant(tmp_path, "h100-2x8-ib-nccl-tests-all_reduce_perf.txt", lambda t: t.replace(
+        "  1073741824     268435456     float     sum      -1   4484.9", "  1073741824     268435456     float     sum      -1 bm-h100-01:29262:29300 [0] NCCL INFO"))
+    imported = import_files([broken])
+    assert any("damaged: the row for 1073741824 bytes is cut or broken by other output" in line for line in imported.lines())
+    assert 1 << 30 not in {r.size_bytes for r in imported.facts.measurements.collectives.results}
+
+
+def test_tagged_launcher_output_reads_like_plain_output(tmp_path):
+    tagged = variant(tmp_path, "a100-2node-roce-nccl-tests-all_reduce.txt",
+                     lambda t: "".join(f"[1,{i % 16}]<stdout>:{line}\n" for i, line in enumerate(t.splitlines())))
+    srun = variant(tmp_path, "a100-2node-roce-nccl-tests-all_reduce.txt",
+                   lambda t: "".join(f"{i % 16}: {line}\n" for i, line in enumerate(t.splitlines())), "srun.txt")
+    for path in (tagged, srun):
+        sweep = import_files([path]).facts.measurements.collectives
+        assert sweep.ranks == 16 and [r.busbw_GBps for r in sweep.results] == [184.57, 187.28, 188.5]
+
+
+def test_an_nvlink_listing_with_a_link_down(tmp_path):
+    down = variant(tmp_path, "rtx3090-2-nvlink-rig-report.txt", lambda t: t.replace(
+        "         Link 3: 14.062 GB/s\n```", "         Link 3: <inactive>\n```"))
+    gpu = import_files([down]).facts.gpu(1)
+    assert [(n.link, n.active) for n in gpu.nvlinks] == [(0, True), (1, True), (2, True), (3, False)]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "the file is empty"),
+        (b"\x7fELF\x02\x01\x01\x00\x00", "a binary file (it holds NUL bytes), not the text of a command's output"),
+        (b"Thu Jun 12 16:51:17 2025\n| NVIDIA-SMI 560.35.03 |\n", "not an output this tool reads: no nvidia-smi topo -m table, "
+         "topo -p2p grid, nvlink -s listing or nccl-tests log in it"),
+        (b" \tGPU0\tGPU1\t\n GPU0\tX\tOK\t\n GPU1\tOK\tX\t\n", "a nvidia-smi topo -p2p grid whose capability the file does not say "
+         "(keep the command line above it, nvidia-smi topo -p2p r, or name the file ...-p2p-r.txt)"),
+        (b"# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1\n"
+         b"#  Rank  0 Group  0 Pid 1 on h device  0 [0x21] NVIDIA GeForce RTX 5090\n",
+         "an nccl-tests log that does not say which collective ran (no `Collective test starting` line or *_perf command in it): "
+         "name the file after it, e.g. all_reduce_perf.log"),
+    ],
+    ids=["empty", "binary", "nvidia-smi-table", "p2p-grid-of-unknown-capability", "nccl-log-of-unknown-collective"],
+)
+def test_files_that_cannot_be_read_are_refused_in_one_line(tmp_path, content, message):
+    path = tmp_path / "output.txt"
+    path.write_bytes(content)
+    with pytest.raises(ImportedTextError) as refused:
+        import_files([path])
+    [line] = refused.value.lines()
+    assert line.startswith(f"{path}") and line.endswith(message)
+
+
+def test_several_bad_files_are_all_named_at_once(tmp_path):
+    empty, missing = tmp_path / "empty.txt", tmp_path / "missing.txt"
+    empty.write_text("")
+    with pytest.raises(ImportedTextError) as refused:
+        import_files([empty, missing, IMPORTS / "l4-2-pcie-topo-p2p-r.txt"])
+    assert refused.value.lines() == [f"{empty}: the file is empty", f"{missing}: cannot read it: No such file or directory"]
+
+
+def test_a_single_gpu_without_nics(tmp_path):
+    # the reference 4xH200 capture cut down to its first GPU, as a 1-GPU VM prints it
+    one = tmp_path / "one.txt"
+    one.write_text("\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-63\t0\t\tN/A\n")
+    facts = import_files([one]).facts
+    assert facts.gpu_count == 1 and facts.links == [] and facts.gpu(0).cpu_affinity == "0-63" and facts.gpu(0).nics == []
