@@ -30,12 +30,17 @@ def test_the_tree_keeps_every_contract():
 @pytest.mark.parametrize(
     "module, line, contract, named",
     [
-        ("checks/fabric.py", "import gpuaccept.probe", "Checks and report writers never import probe, measure or pytest",
+        ("checks/fabric.py", "import gpuaccept.probe", "Checks and report writers never import probe, measure, importers or pytest",
          "gpuaccept.checks.fabric -> gpuaccept.probe (l."),
         ("facts/model.py", "import gpuaccept.profile", "Each layer imports only the layers below it",
          "gpuaccept.facts.model -> gpuaccept.profile (l."),
+        # the report reads verdicts as records (data), never through the checks that made them
+        ("report/html.py", "import gpuaccept.checks.verdict", "Each layer imports only the layers below it",
+         "gpuaccept.report.html -> gpuaccept.checks.verdict (l."),
+        ("importers/assemble.py", "import gpuaccept.probe", "Each layer imports only the layers below it",
+         "gpuaccept.importers.assemble -> gpuaccept.probe (l."),
     ],
-    ids=["check-imports-probe", "facts-import-profile"],
+    ids=["check-imports-probe", "facts-import-profile", "report-imports-checks", "importers-import-probe"],
 )
 def test_one_forbidden_import_breaks_its_contract_naming_it(tmp_path, module, line, contract, named):
     shutil.copytree(ROOT / "src" / "gpuaccept", tmp_path / "src" / "gpuaccept", ignore=shutil.ignore_patterns("__pycache__"))

@@ -240,7 +240,8 @@ def test_html_of_a_real_4xh200_run():
     parsed = Page(page)
     assert "PASS: every check passed" in page
     charts = parsed.charts()
-    assert sum(len(values(figure, "measured")) for chart_id, figure in charts.items() if chart_id.startswith("busbw-")) == 15  # 5 collectives x 3 sizes
+    busbw = [figure for chart_id, figure in charts.items() if chart_id.startswith("busbw-")]
+    assert sum(len(values(figure, "measured")) for figure in busbw) == 15  # 5 collectives x 3 sizes
     assert parsed.count("td", **{"class": "heat"}) == 12 + 16  # pairwise matrix; peer copies with the diagonal
     assert len(values(charts["ddp-efficiency"], "efficiency")) == 6  # DDP: 3 world sizes x 2 batches in that run
     assert "NCCL 2.28.9" in page and "peak 478.12" in page

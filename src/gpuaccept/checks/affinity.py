@@ -11,16 +11,8 @@ from gpuaccept.checks.inventory import present_gpu
 from gpuaccept.checks.verdict import Described, Equals, Judge, Verdict
 from gpuaccept.facts.model import Facts, Unavailable
 from gpuaccept.profile.model import Profile
+from gpuaccept.vocabulary.affinity import cpu_set
 from gpuaccept.vocabulary.links import PCIE_LEVELS, gpu_key
-
-
-def cpu_set(text: str) -> frozenset[int]:
-    """'0-2,8' -> {0, 1, 2, 8}: lists compared as sets, however they are written."""
-    found: set[int] = set()
-    for part in text.split(","):
-        first, _, last = part.strip().partition("-")
-        found.update(range(int(first), int(last or first) + 1))
-    return frozenset(found)
 
 
 def nic_affinity(profile: Profile, facts: Facts, index: int) -> Verdict:
@@ -51,7 +43,7 @@ def _cpu_list_verdict(check: str, what: str, profile: Profile, facts: Facts, ind
     judge = Judge(check, profile.name)
     affinity = profile.spec.affinity
     table = getattr(affinity, "cpu" if check == "cpu_affinity" else "numa") if affinity else {}
-    wanted = table.get(f"gpu{index}")
+    wanted = table.get(gpu_key(index))
     if wanted is None:
         return judge.not_applicable(gpu_key(index), f"the profile states no {what} for this GPU")
     criterion = Equals(wanted)

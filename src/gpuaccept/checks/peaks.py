@@ -32,13 +32,13 @@ def nvlink_peak(gpu: GpuFacts, links: int | None = None) -> Peak | None:
     if isinstance(gpu.nvlinks, Unavailable):
         return None
     active = [link for link in gpu.nvlinks if link.active]
-    speeds = [link.speed_GBps for link in active]
-    if active and not any(isinstance(speed, Unavailable) for speed in speeds):
+    speeds = [link.speed_GBps for link in active if not isinstance(link.speed_GBps, Unavailable)]
+    if active and len(speeds) == len(active):
         count = len(active) if links is None else links
-        per_link = sum(speeds) / len(speeds)
+        reported = sum(speeds) / len(speeds)
         same = len(set(speeds)) == 1
-        shown = f"{per_link:g} GB/s" if same else f"{per_link:.4g} GB/s on average"
-        return Peak(count * per_link, f"NVLink, {count} x {shown} as reported")
+        shown = f"{reported:g} GB/s" if same else f"{reported:.4g} GB/s on average"
+        return Peak(count * reported, f"NVLink, {count} x {shown} as reported")
     versions = {link.version for link in active if not isinstance(link.version, Unavailable)}
     if not active or len(versions) != 1:
         return None

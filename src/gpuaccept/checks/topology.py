@@ -137,5 +137,6 @@ def link_type(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     link = facts.link(a, b)
     if link is None:
         return judge.error(subject, "link type: the facts hold no entry for this pair", criterion)
-    evidence = link.evidence or ("via NVSwitch" if link.via_switch else (f"{link.direct_nvlinks} direct NVLinks" if link.direct_nvlinks else "PCIe"))
+    rebuilt = "via NVSwitch" if link.via_switch else (f"{link.direct_nvlinks} direct NVLinks" if link.direct_nvlinks else "PCIe")
+    evidence = link.evidence or rebuilt  # where the link type was read; NVML's evidence otherwise
     return judge(subject, "link type", link.link_type, criterion, note=evidence)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from gpuaccept.vocabulary.copies import CopyKind
 from gpuaccept.vocabulary.steps import Stage, collective_key, copy_key, ddp_case, ddp_key, pair_step_key
@@ -68,8 +68,8 @@ class OmitsLaterDefaults(Record):
     later_fields: ClassVar[dict[str, Any]] = {}
 
     @model_serializer(mode="wrap")
-    def _omit_later_defaults(self, handler) -> dict:
-        data = handler(self)
+    def _omit_later_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
         for name, default in self.later_fields.items():
             if name in data and data[name] == default:
                 del data[name]

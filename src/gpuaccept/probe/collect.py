@@ -16,12 +16,12 @@ from typing import Any
 from gpuaccept import __version__
 from gpuaccept.errors import NoDriverError, ProbeError
 from gpuaccept.facts.model import (
+    NOT_READ,
     CudaFacts,
     FabricFacts,
     Facts,
     GpuFacts,
     InstalledGpu,
-    NOT_READ,
     LinkFacts,
     NvLinkFacts,
     P2PFacts,

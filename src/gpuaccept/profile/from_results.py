@@ -14,22 +14,23 @@ from __future__ import annotations
 import functools
 import json
 import math
-from pathlib import Path
 import re
 import textwrap
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar, get_args
 
 from gpuaccept.facts import Facts, Unavailable
+from gpuaccept.facts.model import CollectiveResult
 from gpuaccept.profile.render import render_yaml
-from gpuaccept.profile.spec import SCHEMA_VERSION
+from gpuaccept.profile.spec import SCHEMA_VERSION, MeasureDtype
 from gpuaccept.vocabulary.collectives import COLLECTIVES
 from gpuaccept.vocabulary.copies import COPY_KINDS, floor_key
 from gpuaccept.vocabulary.links import PCIE_LEVELS, gpu_key, pair_key
 from gpuaccept.vocabulary.nvml_codes import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
-from gpuaccept.vocabulary.sizes import GIB, format_size
+from gpuaccept.vocabulary.sizes import GIB, format_size, parse_size
 from gpuaccept.vocabulary.steps import ddp_case
 
 Data = dict[str, Any]  # a profile being written, as YAML will hold it
@@ -221,7 +222,7 @@ def _shown(value: object) -> str:
 
 
 def _model(facts: Facts) -> str:
-    return Counter(g.name for g in facts.gpus).most_common(1)[0][0]
+    return Counter(_known(g.name for g in facts.gpus)).most_common(1)[0][0]
 
 
 def _known(values: Iterable[T | Unavailable]) -> list[T]:
@@ -259,7 +260,7 @@ def _nvlink(facts: Facts, data: Data, note: Note, seen: str) -> None:
     else:
         counts = {index: sum(1 for link in links if link.active) for index, links in listed.items()}
         common = Counter(counts.values()).most_common(1)[0][0]
-        nvlink: dict = {"active_links": common}
+        nvlink: Data = {"active_links": common}
         note("nvlink.active_links", f"active NVLinks per GPU {seen}")
         down = {gpu_key(i): [link.link for link in links if not link.active] for i, links in listed.items()}
         by_design = {gpu: links for gpu, links in down.items() if links}
@@ -314,10 +315,10 @@ def _links_and_p2p(facts: Facts, data: Data, note: Note, seen: str) -> None:
         note("p2p", f"NVML P2P status per ordered pair (OK: true) {seen}")
 
 
-def _affinity(facts: Facts, data: dict, note, seen: str) -> None:
+def _affinity(facts: Facts, data: Data, note: Note, seen: str) -> None:
     """Where each GPU sits, as topo -m showed it: the closest NIC, the CPU and NUMA lists."""
-    affinity: dict = {}
-    nics = {}
+    affinity: Data = {}
+    nics: dict[str, dict[str, str]] = {}
     for gpu in facts.gpus:
         if isinstance(gpu.nics, Unavailable) or not gpu.nics:
             continue
@@ -408,8 +409,8 @@ SLOWEST = {"p2p": "slowest ordered pair", "p2p_bidirectional": "slowest pair bot
 
 
 # nccl-tests logs sweep from a few bytes; below this their busbw is latency, too noisy for a floor
-SMALLEST_LOGGED_FLOOR = 64 * 2**20
-MEASURED_DTYPES = ("bfloat16", "float16", "float32")  # what a profile's live measurement can run
+SMALLEST_LOGGED_FLOOR = parse_size("64MiB")
+MEASURED_DTYPES: tuple[str, ...] = get_args(MeasureDtype)  # what a profile's live measurement can run
 
 
 def _measured(machines: list[Machine], data: Data, note: Note, margin: float, warn: Callable[[str], None]) -> None:
@@ -448,8 +449,8 @@ def _measured(machines: list[Machine], data: Data, note: Note, margin: float, wa
             data["pairwise"]["min_busbw"] = spread.floor(margin)
             note("pairwise.min_busbw", f"slowest pair: {spread.floor_text(margin, 'GB/s')}")
     if measured.copies and measured.copies.results:
-        results = measured.copies.results
-        copies: Data = {"size": format_size(results[0].size_bytes), "iterations": results[0].iterations}
+        first_copy = measured.copies.results[0]
+        copies: Data = {"size": format_size(first_copy.size_bytes), "iterations": first_copy.iterations}
         for what in COPY_KINDS:
             spread = _spread(machines, functools.partial(_lowest_copy, what=what))
             if spread is not None:
@@ -460,9 +461,11 @@ def _measured(machines: list[Machine], data: Data, note: Note, margin: float, wa
         _ddp(machines, data, note, margin, warn)
 
 
-def _logged_results(facts: Facts, warn: Callable[[str], None]) -> list:
+def _logged_results(facts: Facts, warn: Callable[[str], None]) -> list[CollectiveResult]:
     """The rows of imported nccl-tests logs a profile can hold: large sizes, dtypes it can measure."""
     sweep = facts.measurements.collectives
+    if sweep is None:
+        return []
     kept = [r for r in sweep.results if r.size_bytes >= SMALLEST_LOGGED_FLOOR and r.dtype in MEASURED_DTYPES]
     if len(kept) < len(sweep.results):
         warn(f"nccl: floors are written for logged sizes from {format_size(SMALLEST_LOGGED_FLOOR)} up in "

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
 
+from gpuaccept.vocabulary.affinity import CPU_LIST_PATTERN
 from gpuaccept.vocabulary.collectives import Collective
 from gpuaccept.vocabulary.copies import CopyKind, floor_key
 from gpuaccept.vocabulary.gpt import GptDims, GptPreset
@@ -18,8 +19,8 @@ from gpuaccept.vocabulary.links import (
     GPU_KEY_PATTERN,
     LINK_TYPE_PATTERN,
     PAIR_KEY_PATTERN,
-    PCIE_LEVELS,
     MatrixParseError,
+    PcieLevel,
     parse_link_matrix,
     parse_p2p_matrix,
 )
@@ -164,13 +165,12 @@ class P2PSpec(Strict):
         return grids
 
 
-PcieLevel = Literal[PCIE_LEVELS]
 def _number_as_text(value: Any) -> Any:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-CpuList = Annotated[str, BeforeValidator(_number_as_text), StringConstraints(pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")]
-NicKey = Annotated[str, StringConstraints(pattern=r"^(all|gpu\d+)$")]
+CpuList = Annotated[str, BeforeValidator(_number_as_text), StringConstraints(pattern=CPU_LIST_PATTERN)]
+NicKey = Annotated[str, StringConstraints(pattern=f"^(all|{GPU_KEY_PATTERN.strip('^$')})$")]
 
 
 class NicAffinity(Strict):

@@ -1,5 +1,6 @@
 """NVML's codes, and the names this project gives them: NVLink versions, far ends of an NVLink,
-NVSwitch fabric states, peer-to-peer capabilities and statuses.
+NVSwitch fabric states, peer-to-peer capabilities and statuses (with the words nvidia-smi prints
+for the statuses).
 
 The probe records the codes as NVML answers them; checks, profiles and reports name them from here.
 """
@@ -27,6 +28,16 @@ P2P_STATUS_NAMES = {
     4: "DISABLED_BY_REGKEY",
     5: "NOT_SUPPORTED",
     6: "UNKNOWN",
+}
+# the same statuses as `nvidia-smi topo -p2p` prints them in its grid, each with NVML's name
+P2P_STATUS_CODES = {
+    "OK": P2P_STATUS_NAMES[0],
+    "CNS": P2P_STATUS_NAMES[1],
+    "GNS": P2P_STATUS_NAMES[2],
+    "TNS": P2P_STATUS_NAMES[3],
+    "DR": P2P_STATUS_NAMES[4],
+    "NS": P2P_STATUS_NAMES[5],
+    "U": P2P_STATUS_NAMES[6],
 }
 
 NVLINK_REMOTE_GPU = 0
