@@ -3,7 +3,9 @@
 Each measured facts file in examples/facts is judged against every shipped profile, and each
 results file in examples/results against the profile it was judged against then (found by its
 content hash among the shipped profiles and those kept in bench/runs), with the checks and
-subjects the suites use. `python -m tests.verdicts` writes what the code gives now to
+subjects the suites use. So are the facts `gpu-accept import` reads from the reference 4xH200
+machine's command outputs (nvidia-smi topo -m, topo -p2p r and its nccl-tests logs), against
+every shipped profile. `python -m tests.verdicts` writes what the code gives now to
 tests/data/verdicts.json; test_verdicts.py holds the code to that file. Regenerate it only for a
 change of verdicts that is meant, and say which in the commit.
 """
@@ -16,13 +18,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.checks import ddp, fabric, inventory, p2p, topology
+from gpuaccept.checks import affinity, ddp, fabric, inventory, p2p, topology
 from gpuaccept.facts import Facts, load_facts, parse_facts
+from gpuaccept.importers import import_files
 from gpuaccept.profile import Profile, ProfileCatalog, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = ROOT / "tests" / "data" / "verdicts.json"
 CATALOG = ProfileCatalog.with_shipped()
+REFERENCE = Path("tests") / "data" / "reference" / "h200x4"  # command outputs of a real 4xH200 machine
+REFERENCE_OUTPUTS = ["nvidia-smi-topo-m.txt", "nvidia-smi-topo-p2p-r.txt", "nccl-tests-*-g4.txt"]
 
 # each check the suites run, with the subjects it is run for (as the plugin parametrizes them)
 SUBJECTS: list[tuple[Callable[[Profile], list[Any]], list[Callable[..., Any]]]] = [
@@ -31,8 +36,8 @@ SUBJECTS: list[tuple[Callable[[Profile], list[Any]], list[Callable[..., Any]]]] 
         lambda profile: list(range(profile.gpu_count)),
         [
             inventory.gpu_model, inventory.gpu_memory, inventory.ecc_mode, topology.pcie_generation, topology.pcie_width,
-            topology.nvlink_links, topology.nvlink_version, topology.fabric_state, fabric.local_copy, fabric.host_to_device,
-            fabric.device_to_host,
+            topology.nvlink_links, topology.nvlink_version, topology.fabric_state, affinity.nic_affinity, affinity.cpu_affinity,
+            affinity.numa_affinity, fabric.local_copy, fabric.host_to_device, fabric.device_to_host,
         ],
     ),
     (Profile.gpu_pairs, [topology.link_type, fabric.pair_busbw, fabric.p2p_copy_bidirectional]),
@@ -75,6 +80,10 @@ def judged_sets() -> dict[str, list[list[Any]]]:
         profile = by_hash[document["run"]["profile"]["sha256"]]
         facts = parse_facts(json.dumps(document["facts"]), str(path))
         sets[f"examples/results/{path.name} against {profile.name}"] = verdicts(profile, facts)
+    outputs = [path for pattern in REFERENCE_OUTPUTS for path in sorted((ROOT / REFERENCE).glob(pattern))]
+    imported = import_files(outputs).facts
+    for profile in profiles:
+        sets[f"{REFERENCE}/ outputs imported against {profile.name}"] = verdicts(profile, imported)
     return sets
 
 
