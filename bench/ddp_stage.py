@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpuaccept.measure.stages import run_ddp_stage
 from gpuaccept.profile import ProfileCatalog
+from gpuaccept.session.stages import run_ddp_stage
 
 
 def main() -> int:
@@ -37,7 +37,8 @@ def main() -> int:
         print(f"{label}: {arm.wall_s:.1f} s, {len(arm.results)} settings, failures: {[f.message for f in arm.failures] or 'none'}")
         for r in arm.results:
             print(f"  {r.case:14} {r.samples_per_s_per_gpu:8.1f} samples/s per GPU, step {r.step_s * 1e3:.1f} ms")
-    print(f"DDP stage: {wall:.1f} s wall for profile {profile.name} on {ranks} GPUs ({sweep.parameters / 1e6:.0f}M parameters); target {args.target_s:.0f} s")
+    parameters = f"{sweep.parameters / 1e6:.0f}M parameters"
+    print(f"DDP stage: {wall:.1f} s wall for profile {profile.name} on {ranks} GPUs ({parameters}); target {args.target_s:.0f} s")
     return 0 if wall <= args.target_s else 1
 
 

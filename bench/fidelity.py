@@ -18,11 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-from gpuaccept.measure.sizes import format_size
-from gpuaccept.measure.stages import run_nccl_stage
 from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.session.stages import run_nccl_stage
+from gpuaccept.vocabulary.collectives import COLLECTIVES
+from gpuaccept.vocabulary.sizes import format_size
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
 # torch's all_reduce and broadcast work in place; the others write a separate output buffer
 IN_PLACE = {"all_reduce", "broadcast"}
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+\w+\s+\w+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
@@ -31,10 +31,12 @@ ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+\w+\s+\w+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s
 def nccl_library_dir() -> str:
     import nvidia.nccl
 
-    return str(Path(list(nvidia.nccl.__path__)[0]) / "lib")
+    return str(Path(next(iter(nvidia.nccl.__path__))) / "lib")
 
 
-def run_nccl_tests(build: Path, collective: str, gpus: int, sizes: list[int], warmup: int, iterations: int) -> tuple[dict[int, float], float, str]:
+def run_nccl_tests(
+    build: Path, collective: str, gpus: int, sizes: list[int], warmup: int, iterations: int
+) -> tuple[dict[int, float], float, str]:
     binary = build / f"{collective}_perf"
     command = [
         str(binary), "-b", str(min(sizes)), "-e", str(max(sizes)), "-f", "4", "-g", str(gpus), "-d", "bfloat16",
@@ -84,7 +86,7 @@ def main() -> int:
     parser.add_argument("--markdown", type=Path, help="also write the table here")
     parser.add_argument("--logs", type=Path, help="write nccl-tests' own output here")
     args = parser.parse_args()
-    from gpuaccept.measure.sizes import parse_size
+    from gpuaccept.vocabulary.sizes import parse_size
 
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     first, wall_first, sweep = run_suite(args.gpus, sizes, args.warmup, args.iterations)
@@ -100,7 +102,7 @@ def main() -> int:
         args.logs.write_text("\n".join(logs))
 
     lines = [
-        f"| collective | size | nccl-tests busbw (GB/s) | gpu-accept busbw (GB/s), two runs | ratio (mean / nccl-tests) |",
+        "| collective | size | nccl-tests busbw (GB/s) | gpu-accept busbw (GB/s), two runs | ratio (mean / nccl-tests) |",
         "| --- | --- | --- | --- | --- |",
     ]
     worst = 9.9
@@ -121,7 +123,8 @@ def main() -> int:
         f"lowest ratio: {worst:.3f} (target >= 0.98)",
         f"wall time over these sizes: gpu-accept NCCL stage {wall_ours:.1f} s (mean of two, start-up included), "
         f"nccl-tests' five binaries {wall_reference:.1f} s: {wall_ours / wall_reference:.2f}x (target <= 1.2x)",
-        f"NCCL {sweep.nccl_version}, torch {sweep.torch_version}, {args.gpus} GPUs, bfloat16, warm-up {args.warmup}, {args.iterations} iterations",
+        f"NCCL {sweep.nccl_version}, torch {sweep.torch_version}, {args.gpus} GPUs, bfloat16, "
+        f"warm-up {args.warmup}, {args.iterations} iterations",
     ]
     text = "\n".join(lines + summary)
     print(text)

@@ -19,7 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
+from gpuaccept.vocabulary.collectives import COLLECTIVES
+from gpuaccept.vocabulary.links import gpu_key, pair_key
+
 SIZES = {"256MiB": 1 << 28, "1GiB": 1 << 30, "4GiB": 1 << 32}
 BUSBW = {"all_reduce": 355.0, "all_gather": 330.0, "reduce_scatter": 330.0, "alltoall": 335.0, "broadcast": 360.0}
 
@@ -41,31 +43,36 @@ def host_document(index: int, gpus: int, rng: random.Random) -> dict:
 
     add("test_gpu_count", "test_inventory", verdict("gpu_count", host, gpus, f"== {gpus}", ""))
     for g in range(gpus):
-        add(f"test_gpu_model[gpu{g}]", "test_inventory", verdict("gpu_model", f"gpu{g}", "NVIDIA H200", "'NVIDIA H200'", ""))
-        add(f"test_gpu_memory[gpu{g}]", "test_inventory", verdict("gpu_memory", f"gpu{g}", 140.4, ">= 140 GiB", "GiB"))
-        add(f"test_ecc_mode[gpu{g}]", "test_inventory", verdict("ecc_mode", f"gpu{g}", "enabled", "== enabled", ""))
+        add(f"test_gpu_model[{gpu_key(g)}]", "test_inventory", verdict("gpu_model", gpu_key(g), "NVIDIA H200", "'NVIDIA H200'", ""))
+        add(f"test_gpu_memory[{gpu_key(g)}]", "test_inventory", verdict("gpu_memory", gpu_key(g), 140.4, ">= 140 GiB", "GiB"))
+        add(f"test_ecc_mode[{gpu_key(g)}]", "test_inventory", verdict("ecc_mode", gpu_key(g), "enabled", "== enabled", ""))
         for check, value, unit in (("pcie_generation", 5, ""), ("pcie_width", 16, "lanes"), ("nvlink_links", 18, "links")):
-            add(f"test_{check}[gpu{g}]", "test_topology", verdict(check, f"gpu{g}", value, f">= {value}", unit))
-        add(f"test_fabric_state[gpu{g}]", "test_topology", verdict("fabric_state", f"gpu{g}", "completed", "== completed", ""))
+            add(f"test_{check}[{gpu_key(g)}]", "test_topology", verdict(check, gpu_key(g), value, f">= {value}", unit))
+        add(f"test_fabric_state[{gpu_key(g)}]", "test_topology", verdict("fabric_state", gpu_key(g), "completed", "== completed", ""))
         for check, value in (("local_copy", 2128.0), ("host_to_device", 55.5), ("device_to_host", 55.4)):
-            add(f"test_{check}[gpu{g}]", "test_bandwidth", verdict(check, f"gpu{g}", round(value * rng.uniform(0.99, 1.01), 2), ">= 50 GB/s", "GB/s"))
+            measured = round(value * rng.uniform(0.99, 1.01), 2)
+            add(f"test_{check}[{gpu_key(g)}]", "test_bandwidth", verdict(check, gpu_key(g), measured, ">= 50 GB/s", "GB/s"))
     for a in range(gpus):
         for b in range(gpus):
             if a == b:
                 continue
-            pair = f"gpu{a}-gpu{b}"
+            pair = pair_key(a, b)
             add(f"test_p2p_capability[{pair}]", "test_p2p", verdict("p2p_capability", pair, "read=OK write=OK", "== read=OK write=OK", ""))
             add(f"test_p2p_cuda_agrees[{pair}]", "test_p2p", verdict("p2p_cuda_agrees", pair, "yes", "== yes", ""))
             slow = slow_pair in ((a, b), (b, a))
-            add(f"test_p2p_copy[{pair}]", "test_bandwidth", verdict("p2p_copy", pair, round((180.0 if slow else 395.0) * rng.uniform(0.99, 1.01), 2), ">= 150 GB/s", "GB/s"))
+            measured = round((180.0 if slow else 395.0) * rng.uniform(0.99, 1.01), 2)
+            add(f"test_p2p_copy[{pair}]", "test_bandwidth", verdict("p2p_copy", pair, measured, ">= 150 GB/s", "GB/s"))
             if a < b:
                 add(f"test_link_type[{pair}]", "test_topology", verdict("link_type", pair, "NV18", "== NV18", ""))
-                add(f"test_pair_busbw[{pair}]", "test_nccl", verdict("pair_busbw", pair, round((170.0 if slow else 370.0) * rng.uniform(0.99, 1.01), 2), ">= 150 GB/s", "GB/s"))
+                measured = round((170.0 if slow else 370.0) * rng.uniform(0.99, 1.01), 2)
+                add(f"test_pair_busbw[{pair}]", "test_nccl", verdict("pair_busbw", pair, measured, ">= 150 GB/s", "GB/s"))
     for collective in COLLECTIVES:
         for size in SIZES:
             case = f"{collective}-{size}"
-            add(f"test_busbw[{case}]", "test_nccl", verdict("busbw", f"{collective} {size}", round(BUSBW[collective] * rng.uniform(0.985, 1.015), 2), ">= 300 GB/s", "GB/s"))
-            add(f"test_collective_correct[{case}]", "test_nccl", verdict("collective_correct", f"{collective} {size}", 0, "== 0 wrong elements", "wrong elements"))
+            measured = round(BUSBW[collective] * rng.uniform(0.985, 1.015), 2)
+            add(f"test_busbw[{case}]", "test_nccl", verdict("busbw", f"{collective} {size}", measured, ">= 300 GB/s", "GB/s"))
+            correct = verdict("collective_correct", f"{collective} {size}", 0, "== 0 wrong elements", "wrong elements")
+            add(f"test_collective_correct[{case}]", "test_nccl", correct)
     for world in (2, 4, 8):
         case = f"{world}gpu-bs8"
         add(f"test_ddp_scaling[{case}]", "test_ddp", verdict("ddp_scaling", case, round(0.9 * rng.uniform(0.98, 1.02), 4), ">= 0.8", ""))
@@ -108,7 +115,8 @@ def main() -> int:
     elapsed = time.perf_counter() - began
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr.strip()
     print(last)
-    print(f"gpu-accept report fleet: {elapsed:.2f} s wall (target {args.target_s:.0f} s), fleet.xml {(folder / 'fleet.xml').stat().st_size / 1e6:.0f} MB, exit {done.returncode}")
+    size = (folder / "fleet.xml").stat().st_size / 1e6
+    print(f"gpu-accept report fleet: {elapsed:.2f} s wall (target {args.target_s:.0f} s), fleet.xml {size:.0f} MB, exit {done.returncode}")
     return 0 if elapsed <= args.target_s and done.returncode in (0, 1) else 1
 
 

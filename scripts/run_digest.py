@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import sys
+from pathlib import Path
 
 
 def _seconds(run: dict) -> float | None:
@@ -19,7 +20,7 @@ def _seconds(run: dict) -> float | None:
 
 
 def digest(path: str) -> list[str]:
-    document = json.load(open(path, encoding="utf-8"))
+    document = json.loads(Path(path).read_text(encoding="utf-8"))
     run, summary = document["run"], document.get("summary", {})
     measured = document.get("facts", {}).get("measurements") or {}
     walls = []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from gpuaccept.facts import Facts, load_facts, parse_facts
 from gpuaccept.facts.model import CudaFacts

@@ -139,7 +139,9 @@ def test_a_value_that_is_not_a_finite_number_above_0_is_refused_on_save(tmp_path
     path = written(tmp_path / "odd.json", document)
     target = tmp_path / "base.json"
     assert cli(["baseline", "save", str(HEALTHY), str(path), "-o", str(target)]) == 2
-    assert errors(capsys) == [f"gpu-accept: {path}: busbw-all_reduce-1GiB: measured {bad!r} GB/s: a baseline holds only finite values above 0"]
+    assert errors(capsys) == [
+        f"gpu-accept: {path}: busbw-all_reduce-1GiB: measured {bad!r} GB/s: a baseline holds only finite values above 0"
+    ]
     assert not target.exists()
 
 
@@ -184,6 +186,7 @@ def gpu_accept(*args):
     return subprocess.run([sys.executable, "-m", "gpuaccept", *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_baseline_of_four_gpus_cannot_judge_a_run_on_two(tmp_path):
     base = tmp_path / "h200x4-base.json"
     save_baseline(base, example_facts("h200x4-measured"), "h200-4-nvswitch")
@@ -197,6 +200,7 @@ def test_a_baseline_of_four_gpus_cannot_judge_a_run_on_two(tmp_path):
     assert "passed" not in done.stdout and not (tmp_path / "reports" / "results.json").exists()  # before any test ran
 
 
+@pytest.mark.slow
 def test_other_software_is_a_note_in_the_summary(tmp_path):
     base = tmp_path / "base.json"
     facts = example_facts("h200x4-measured")
@@ -208,7 +212,10 @@ def test_other_software_is_a_note_in_the_summary(tmp_path):
                       "--baseline", str(base), "--reports", str(tmp_path / "reports"), "-k", "no_regression")
     assert done.returncode == 0, done.stdout + done.stderr
     summary = done.stdout[done.stdout.index("gpu-accept summary"):]
-    assert f"note: baseline {base} was saved with other software or on another host: driver 575.57.08 -> 580.159.04; nccl 2.27.3 -> 2.28.9\n" in summary
+    assert (
+        f"note: baseline {base} was saved with other software or on another host: driver 575.57.08 -> 580.159.04; nccl 2.27.3 -> 2.28.9\n"
+        in summary
+    )
     assert "warning" not in done.stdout.lower()
 
 

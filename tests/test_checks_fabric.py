@@ -76,14 +76,19 @@ def test_wrong_elements_fail_the_correctness_test(tmp_path):
 
 
 def test_facts_without_measurements_are_an_error_never_a_pass(tmp_path):
-    verdict = fabric.busbw(profile(tmp_path), example_facts("h200x4").model_copy(update={"measurements": Measurements()}), ("all_reduce", "1GiB"))
+    verdict = fabric.busbw(
+        profile(tmp_path), example_facts("h200x4").model_copy(update={"measurements": Measurements()}), ("all_reduce", "1GiB")
+    )
     assert verdict.outcome is Outcome.ERROR and "the facts hold no NCCL sweep" in verdict.message
 
 
 def test_the_weak_pair_is_named(tmp_path):
     results = [
-        PairResult(gpus=(a, b), size_bytes=1 << 28, iterations=10, time_us=700.0, busbw_GBps=120.0 if (a, b) == (1, 3) else 380.0, wrong=0, round=0)
-        for a in range(4) for b in range(a + 1, 4)
+        PairResult(
+            gpus=(a, b), size_bytes=1 << 28, iterations=10, time_us=700.0, busbw_GBps=120.0 if (a, b) == (1, 3) else 380.0, wrong=0, round=0
+        )
+        for a in range(4)
+        for b in range(a + 1, 4)
     ]
     facts = with_measurements(pairwise=PairSweep(backend="nccl", concurrent=True, wall_s=1.0, results=results))
     p = profile(tmp_path)
@@ -93,11 +98,15 @@ def test_the_weak_pair_is_named(tmp_path):
 
 
 def test_copy_checks_use_the_pcie_peak_for_host_copies(tmp_path):
-    results = [CopyResult(what="host_to_device", gpus=(g,), size_bytes=1 << 30, iterations=10, GBps=55.5 if g else 26.0, wrong=0) for g in range(4)]
+    results = [
+        CopyResult(what="host_to_device", gpus=(g,), size_bytes=1 << 30, iterations=10, GBps=55.5 if g else 26.0, wrong=0) for g in range(4)
+    ]
     facts = with_measurements(copies=CopySweep(wall_s=1.0, results=results))
     p = profile(tmp_path)
     slow = fabric.host_to_device(p, facts, 0)
-    assert slow.outcome is Outcome.FAILED and slow.message.startswith("gpu0: host to device 26 GB/s < 50 GB/s (41% of 63.0 GB/s PCIe gen5 x16 peak)")
+    assert slow.outcome is Outcome.FAILED and slow.message.startswith(
+        "gpu0: host to device 26 GB/s < 50 GB/s (41% of 63.0 GB/s PCIe gen5 x16 peak)"
+    )
     assert fabric.host_to_device(p, facts, 1).outcome is Outcome.PASSED
     missing = fabric.device_to_host(p, facts, 1)
     assert missing.outcome is Outcome.FAILED and "not measured" in missing.message
@@ -112,7 +121,7 @@ def test_peaks_from_recorded_facts():
 
 
 def test_a_machine_with_one_gpu_left_fails_every_nccl_test_saying_why(tmp_path):
-    from gpuaccept.plugin.measurements import MeasurementStore
+    from gpuaccept.session.store import MeasurementStore
     from tests.helpers import mutated
 
     def one_gpu(d):

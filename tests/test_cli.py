@@ -49,6 +49,7 @@ def one_error_line(done) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_run_on_recorded_facts_passes_and_writes_junit(tmp_path):
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "--reports", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -56,6 +57,7 @@ def test_run_on_recorded_facts_passes_and_writes_junit(tmp_path):
     assert (tmp_path / "junit.xml").is_file()
 
 
+@pytest.mark.slow
 def test_run_exits_1_when_a_check_fails(tmp_path):
     faulty = tmp_path / "faulty.json"
     save_facts(mutated(example_facts("h200x4-measured"), lambda d: d["gpus"][0].update(name="NVIDIA A100-SXM4-80GB")), faulty)
@@ -64,6 +66,7 @@ def test_run_exits_1_when_a_check_fails(tmp_path):
     assert "gpu0: model 'NVIDIA A100-SXM4-80GB', expected 'NVIDIA H200'" in done.stdout
 
 
+@pytest.mark.slow
 def test_run_without_a_driver_says_so_in_one_line_and_exits_2(tmp_path):
     done = gpu_accept("run", "--reports", str(tmp_path / "reports"), env=without_driver(tmp_path))
     assert done.returncode == 2
@@ -72,6 +75,7 @@ def test_run_without_a_driver_says_so_in_one_line_and_exits_2(tmp_path):
     assert "Traceback" not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_record_without_a_driver_says_so_in_one_line_and_exits_2(tmp_path):
     done = gpu_accept("record", "-o", str(tmp_path / "facts.json"), env=without_driver(tmp_path))
     assert done.returncode == 2
@@ -79,12 +83,14 @@ def test_record_without_a_driver_says_so_in_one_line_and_exits_2(tmp_path):
     assert not (tmp_path / "facts.json").exists()
 
 
+@pytest.mark.slow
 def test_unknown_profile_exits_2_in_one_line(tmp_path):
     done = gpu_accept("run", "--profile", "h300-8", "--facts", str(EXAMPLES / "h200x4.json"), "--reports", str(tmp_path))
     assert done.returncode == 2
     assert "no profile named 'h300-8'" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_profile_validate_reports_every_problem_and_exits_2(tmp_path):
     good = write(tmp_path / "good.yaml", "schema: 1\ngpus: {count: 1, model: X}\n")
     bad = write(tmp_path / "bad.yaml", "schema: 1\ngpus:\n  count: 0\n  model: X\n  ecc: on\n")
@@ -97,6 +103,7 @@ def test_profile_validate_reports_every_problem_and_exits_2(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_profile_show_round_trips_to_the_same_profile(tmp_path):
     done = gpu_accept("profile", "show", "rtx3090-4-nvlink-pairs")
     assert done.returncode == 0
@@ -108,6 +115,7 @@ def test_profile_show_round_trips_to_the_same_profile(tmp_path):
     assert "# GA102 whitepaper" in done.stdout  # provenance travels with the values
 
 
+@pytest.mark.slow
 def test_profile_list_names_every_shipped_profile():
     done = gpu_accept("profile", "list")
     assert done.returncode == 0
@@ -116,11 +124,13 @@ def test_profile_list_names_every_shipped_profile():
             "rtx3090-2-nvlink", "rtx3090-4-nvlink-pairs", "rtx4090-2-pcie", "rtx4090-4-pcie"} <= set(names)
 
 
+@pytest.mark.slow
 def test_unknown_arguments_outside_run_are_usage_errors():
     done = gpu_accept("profile", "list", "--bogus")
     assert done.returncode == 2 and "unrecognized arguments: --bogus" in done.stderr
 
 
+@pytest.mark.slow
 def test_record_measure_runs_the_profile_stages(tmp_path):
     pytest.importorskip("torch")
     import json
@@ -144,6 +154,7 @@ def test_record_measure_runs_the_profile_stages(tmp_path):
     assert "gpu-accept: measuring all_reduce 64 KiB" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_size_written_in_gb_is_one_located_line_from_validate_and_from_run(tmp_path):
     shipped = (shipped_dir("profiles") / "h200-4-nvswitch.yaml").read_text()
     first = shipped.index("\n      1GiB: ") + 1  # all_reduce's, the first size of the NCCL floors
@@ -193,6 +204,7 @@ def test_profile_validate_refuses_unreadable_profiles_in_one_line(tmp_path, caps
     assert err.startswith(expected.format(path=path)), err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "facts, expected",
     [
@@ -251,6 +263,7 @@ def test_a_folder_without_write_permission_is_refused_unless_it_takes_a_file_any
         folder.chmod(0o700)
 
 
+@pytest.mark.slow
 def test_run_refuses_a_baseline_it_cannot_save_before_anything_runs(tmp_path):
     done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), "--save-baseline", "/sys/base.json")
     assert one_error_line(done).startswith("ERROR: gpu-accept: --save-baseline /sys/base.json: cannot write in /sys (")
@@ -294,6 +307,7 @@ def test_run_help_lists_the_options_it_passes_to_pytest(capsys):
     assert "the best attempt decides" in shown
 
 
+@pytest.mark.slow
 def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
     first = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "first"))  # a baseline is of one profile
     assert first.returncode == 0, first.stdout + first.stderr
@@ -306,6 +320,7 @@ def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
     assert "63 passed" in done.stdout and "expected >= 54.89 GB/s" in done.stdout  # 55.45 GB/s less 1%
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "options, expected",
     [
@@ -330,6 +345,7 @@ def test_a_missing_profile_dir_is_refused_by_every_command_that_takes_one(tmp_pa
         assert out == "" and err == f"gpu-accept: --profile-dir {tmp_path / 'none'}: no such folder\n"
 
 
+@pytest.mark.slow
 def test_a_misspelt_profile_name_gets_a_suggestion(tmp_path):
     done = gpu_accept("run", "--profile", "h200-4-nvswich", *RECORDED[2:], "--reports", str(tmp_path))
     assert one_error_line(done).startswith(
@@ -337,6 +353,7 @@ def test_a_misspelt_profile_name_gets_a_suggestion(tmp_path):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "selection, expected",
     [
@@ -360,10 +377,11 @@ def test_a_binary_results_file_is_one_line(tmp_path, capsys, command):
     bad = tmp_path / "results.json"
     bad.write_bytes(bytes(range(256)))
     assert main([part.format(bad=bad, tmp=tmp_path) for part in command]) == 2
-    out, err = capsys.readouterr()
+    _, err = capsys.readouterr()
     assert err == f"gpu-accept: {bad}: not a gpu-accept results file: not UTF-8 text (invalid start byte at byte 128)\n"
 
 
+@pytest.mark.slow
 def test_a_binary_baseline_is_one_line(tmp_path):
     bad = tmp_path / "base.json"
     bad.write_bytes(bytes(range(256)))

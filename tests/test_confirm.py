@@ -11,9 +11,9 @@ import pytest
 from gpuaccept.checks import ddp, fabric
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts.model import Measurements
-from gpuaccept.plugin import measurements as store_module
-from gpuaccept.plugin.measurements import MeasurementStore
 from gpuaccept.profile import ProfileCatalog
+from gpuaccept.session import store as store_module
+from gpuaccept.session.store import MeasurementStore
 from tests.helpers import example_facts
 
 PROFILE = ProfileCatalog.with_shipped().load("h200-4-nvswitch")

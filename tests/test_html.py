@@ -89,15 +89,17 @@ def test_busbw_charts_carry_measured_values_floors_and_peak_as_data():
     sweep = document["facts"]["measurements"]["collectives"]["results"]
     figure = charts["busbw-all_reduce"]
     measured = sorted((r["size_bytes"], r["busbw_GBps"]) for r in sweep if r["collective"] == "all_reduce")
-    assert list(zip(values(figure, "measured", "x"), values(figure, "measured"))) == measured  # exact, as measured
-    floors = {v["context"]["size_bytes"]: v["criterion"]["limit"] for v in verdicts_of(document, "busbw") if v["subject"].startswith("all_reduce ")}
-    assert dict(zip(values(figure, "floor", "x"), values(figure, "floor"))) == floors
+    assert list(zip(values(figure, "measured", "x"), values(figure, "measured"), strict=True)) == measured  # exact, as measured
+    busbw = verdicts_of(document, "busbw")
+    floors = {v["context"]["size_bytes"]: v["criterion"]["limit"] for v in busbw if v["subject"].startswith("all_reduce ")}
+    assert dict(zip(values(figure, "floor", "x"), values(figure, "floor"), strict=True)) == floors
     assert values(figure, "peak") == [478.12, 478.12] and traces(figure, "peak")[0]["name"] == "peak 478.12 GB/s"
     # each point coloured by its verdict, its values on hover
     (line,) = traces(figure, "measured")
     assert line["marker"]["color"] == [PASS, FAIL, PASS]
     assert line["hoverinfo"] == "text" and line["hovertext"][1] == (
-        f"all_reduce 1 GiB: busbw 353.3 GB/s<br>failed<br>floor {floors[1 << 30]:g} GB/s<br>74% of the 478.1 GB/s peak<br>attempts 301.2, 299.5, 298"
+        f"all_reduce 1 GiB: busbw 353.3 GB/s<br>failed<br>floor {floors[1 << 30]:g} GB/s<br>74% of the 478.1 GB/s peak"
+        "<br>attempts 301.2, 299.5, 298"
     )
     assert figure["layout"]["dragmode"] == "zoom" and figure["layout"]["hovermode"] == "closest"
     assert figure["layout"]["xaxis"]["type"] == "log" and figure["layout"]["xaxis"]["ticktext"] == ["256MiB", "1GiB", "4GiB"]
@@ -109,11 +111,12 @@ def test_ddp_chart_carries_efficiency_floors_and_verdicts_as_data():
     measured = Measurements.model_validate(document["facts"]["measurements"], strict=False)
     (bars,) = traces(figure, "efficiency")
     expected = {r.case: measured.ddp_efficiency(r.world, r.batch, r.accumulation) for r in measured.ddp.results}
-    assert dict(zip(bars["x"], bars["y"])) == expected
+    assert dict(zip(bars["x"], bars["y"], strict=True)) == expected
     outcome = {v["subject"]: v["outcome"] for v in verdicts_of(document, "ddp_scaling")}
-    assert [{PASS: "passed", FAIL: "failed", SERIES[0]: None}[colour] for colour in bars["marker"]["color"]] == [outcome.get(case) for case in bars["x"]]
+    colours = {PASS: "passed", FAIL: "failed", SERIES[0]: None}
+    assert [colours[colour] for colour in bars["marker"]["color"]] == [outcome.get(case) for case in bars["x"]]
     assert outcome["4gpu-bs8"] == "failed"
-    hover = dict(zip(bars["x"], bars["hovertext"]))
+    hover = dict(zip(bars["x"], bars["hovertext"], strict=True))
     assert hover["4gpu-bs8"].startswith("4gpu-bs8: efficiency 0.498, failed<br>floor 0.8<br>70.8 samples/s per GPU, 142.1 on 1 GPU")
     assert values(figure, "floor", "x") == [case for case in bars["x"] if case in outcome] and set(values(figure, "floor")) == {0.8}
 
@@ -129,7 +132,8 @@ def test_a_results_json_of_an_older_run_still_renders():
     for document in (older, stripped):
         page = render_html(document)
         parsed = Page(page)
-        assert {"summary", "failures", "links", "busbw", "pairs", "pair-matrix", "ddp", "tests"} <= parsed.ids()  # that run measured no copies
+        # that run measured no copies
+        assert {"summary", "failures", "links", "busbw", "pairs", "pair-matrix", "ddp", "tests"} <= parsed.ids()
         charts = parsed.charts()
         assert sum(len(values(figure, "measured")) for chart_id, figure in charts.items() if chart_id.startswith("busbw-")) == 15
         assert not any(traces(figure, "floor") for figure in charts.values())  # no criterion recorded: no floor drawn
@@ -168,7 +172,8 @@ def test_timeseries_chart_of_a_synthetic_series():
     assert layout["xaxis"]["title"]["text"] == "time since start (h)" and layout["yaxis"]["title"]["text"] == "GPU temperature (C)"
     assert "<b>GPU temperature</b>" in page
     # a minute reads in seconds, without a limit there is no limit line
-    short = Page(render_page("short", timeseries_chart({"gpu0": [(0, 1.0), (59, 2.0)]}, title="clock", unit="MHz", chart_id="clock"))).charts()["clock"]
+    chart = timeseries_chart({"gpu0": [(0, 1.0), (59, 2.0)]}, title="clock", unit="MHz", chart_id="clock")
+    short = Page(render_page("short", chart)).charts()["clock"]
     assert short["layout"]["xaxis"]["title"]["text"] == "time since start (s)" and not traces(short, "limit")
     with pytest.raises(ValueError, match="chart id"):
         timeseries_chart(series, title="t", unit="C", chart_id="two words")

@@ -2,7 +2,6 @@
 facts say what the file says, cell by cell and row by row (tests/data/imports/README.md names
 where each file came from)."""
 
-from pathlib import Path
 
 import pytest
 

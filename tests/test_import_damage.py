@@ -59,13 +59,16 @@ def test_nic_rows_without_nic_columns(tmp_path):
 
     damaged = variant(tmp_path, "v100-8-dgx1-cube-mesh-topo-m.txt", drop_nic_columns)
     lines = lines_of(damaged)
-    assert f"{damaged}:10: damaged: row mlx5_0 names a device the header has no column for: row ignored, the GPU columns still read" in lines
+    assert f"{damaged}:10: damaged: row mlx5_0 names a device the header has no column for: row ignored, " \
+        "the GPU columns still read" in lines
     facts = import_files([damaged]).facts
     assert facts.link(0, 3).link_type == "NV2" and facts.gpu(0).nics == [] and facts.gpu(0).cpu_affinity == "0-19,40-59"
 
 
 def test_a_clipped_field_does_not_shift_the_affinity(tmp_path):
-    clipped = variant(tmp_path, "h20-8-nvswitch-topo-m.txt", lambda t: t.replace("PHB     PHB     96-191,288-383", "PHB     PH96-191,288-383"))
+    clipped = variant(
+        tmp_path, "h20-8-nvswitch-topo-m.txt", lambda t: t.replace("PHB     PHB     96-191,288-383", "PHB     PH96-191,288-383")
+    )
     lines = lines_of(clipped)
     assert lines[1] == (f"{clipped}:9: damaged: row GPU6, column NIC1 reads 'PH96-191,288-383': not a link type "
                         "(a clipped field); that cell is not used, nor the row's affinity fields after it")
@@ -93,16 +96,18 @@ def test_a_log_cut_short_leaves_the_rest_unknown_and_a_crash_fails_it(tmp_path):
     assert missing["all_reduce 4 GiB"].message == f"the log ends after 1 GiB ({cut} is cut short)"
     assert f"{cut}:20: damaged: the log ends after 1073741824 bytes without nccl-tests' closing lines (# Avg bus bandwidth): " \
         "the sizes it did not reach are unknown" in import_files([cut]).lines()
-    crashed = variant(tmp_path, "h100-2x8-ib-nccl-tests-all_reduce_perf.txt", lambda t: t.replace(
-        "  2147483648", "bm-h100-02: Test NCCL failure common.cu:303 'remote process exited or there was a network error / '\n  2147483648", 1), "crashed.txt")
+    crash = "bm-h100-02: Test NCCL failure common.cu:303 'remote process exited or there was a network error / '"
+    crashed = variant(tmp_path, "h100-2x8-ib-nccl-tests-all_reduce_perf.txt",
+                      lambda t: t.replace("  2147483648", f"{crash}\n  2147483648", 1), "crashed.txt")
     failures = {f.step: f for f in import_files([crashed]).facts.measurements.collectives.failures}
     # rows after the crash line are still rows the log holds: only sizes it never reached fail
     assert failures == {}
 
 
 def test_a_row_broken_by_other_output_is_not_used(tmp_path):
-    broken = variant(tmp_path, "h100-2x8-ib-nccl-tests-all_reduce_perf.txt", lambda t: t.replace(
-        "  1073741824     268435456     float     sum      -1   4484.9", "  1073741824     268435456     float     sum      -1 bm-h100-01:29262:29300 [0] NCCL INFO"))
+    row = "  1073741824     268435456     float     sum      -1"
+    broken = variant(tmp_path, "h100-2x8-ib-nccl-tests-all_reduce_perf.txt",
+                     lambda t: t.replace(f"{row}   4484.9", f"{row} bm-h100-01:29262:29300 [0] NCCL INFO"))
     imported = import_files([broken])
     assert any("damaged: the row for 1073741824 bytes is cut or broken by other output" in line for line in imported.lines())
     assert 1 << 30 not in {r.size_bytes for r in imported.facts.measurements.collectives.results}

@@ -63,7 +63,9 @@ def test_links_down_on_the_golden_machine_are_written_as_inactive_by_design(tmp_
 
 
 def test_affinity_and_nccl_floors_from_text(tmp_path, capsys):
-    profile, text, err = init_from_text(tmp_path, capsys, IMPORTS / "h20-8-nvswitch-topo-m.txt", IMPORTS / "h100-2x8-ib-nccl-tests-all_reduce_perf.txt")
+    profile, text, err = init_from_text(
+        tmp_path, capsys, IMPORTS / "h20-8-nvswitch-topo-m.txt", IMPORTS / "h100-2x8-ib-nccl-tests-all_reduce_perf.txt"
+    )
     data = yaml.safe_load(text)
     assert data["affinity"]["nic"]["gpu6"] == {"link": "PHB"}  # NIC0 and NIC1 tie: the link is stated, not the name
     assert data["affinity"]["cpu"]["gpu0"] == "0-95,192-287" and data["affinity"]["numa"]["gpu7"] == "1"
@@ -96,7 +98,8 @@ def test_an_efficiency_above_1_is_capped_and_said(tmp_path):
     text = profile_from_results([document], ["run.json"], "capped", 0.93, said.append)
     data = yaml.safe_load(text)
     assert data["ddp"]["min_efficiency"]["2gpu-bs8"] == 1.0
-    assert "ddp.min_efficiency.2gpu-bs8: " in "\n".join(said) and "is above 1, the most an efficiency can be: written as 1" in "\n".join(said)
+    warned = "\n".join(said)
+    assert "ddp.min_efficiency.2gpu-bs8: " in warned and "is above 1, the most an efficiency can be: written as 1" in warned
     path = tmp_path / "capped.yaml"
     path.write_text(text)
     load_profile(path, [])  # its own schema accepts it
@@ -123,5 +126,5 @@ def test_a_run_that_lacks_a_sweep(tmp_path, lacking):
     if lacking == "all":
         assert not {"nccl", "pairwise", "copies", "ddp"} & set(data)
     # and beside a run that has the sweep: one line saying where they differ, no traceback
-    with pytest.raises(ValueError, match="^the runs disagree on"):
+    with pytest.raises(ValueError, match=r"^the runs disagree on"):
         profile_from_results([real_run(), copy.deepcopy(document)], ["a.json", "b.json"], "x", 0.93)

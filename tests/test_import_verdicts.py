@@ -5,6 +5,8 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 
+import pytest
+
 from gpuaccept.checks import affinity, fabric, p2p, topology
 from gpuaccept.checks.peaks import collective_peak
 from gpuaccept.checks.verdict import Outcome
@@ -96,7 +98,9 @@ def test_a_crashed_log_fails_and_a_cut_log_cannot_establish(tmp_path):
     cut = variant(tmp_path, "h100-2x8-ib-nccl-tests-all_reduce_perf.txt", lambda t: t[: t.index("  2147483648")])
     unknown = fabric.busbw(test_profile("h100-2x8-ib"), facts_of(cut), ("all_reduce", "16GiB"))
     assert unknown.outcome is Outcome.ERROR
-    assert unknown.message == f"all_reduce 16 GiB: could not be established: the log ends after 1 GiB ({cut} is cut short) (profile h100-2x8-ib)"
+    assert unknown.message == (
+        f"all_reduce 16 GiB: could not be established: the log ends after 1 GiB ({cut} is cut short) (profile h100-2x8-ib)"
+    )
 
 
 def test_p2p_states_and_what_text_cannot_tell(tmp_path):
@@ -144,6 +148,7 @@ def gpu_accept(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "gpuaccept", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_vendor_log_judged_against_h100_8_nvswitch_gets_a_junit_test_per_collective_and_size(tmp_path):
     log = IMPORTS / "h100-2x8-ib-nccl-tests-all_reduce_perf.txt"
     done = gpu_accept("run", "--import", str(log), "--profile", "h100-8-nvswitch", "--reports", str(tmp_path), "-k", "test_busbw")
@@ -158,6 +163,7 @@ def test_a_vendor_log_judged_against_h100_8_nvswitch_gets_a_junit_test_per_colle
     assert (tmp_path / "facts.json").is_file() and "imported_from" in (tmp_path / "facts.json").read_text()
 
 
+@pytest.mark.slow
 def test_run_and_import_say_why_they_cannot_judge(tmp_path):
     topo = IMPORTS / "h100-8-nvswitch-topo-m.txt"
     auto = gpu_accept("run", "--import", str(topo), "--reports", str(tmp_path))
@@ -204,19 +210,20 @@ def test_the_reference_4xh200_outputs_pass_their_own_profile():
 
 
 def test_a_pasted_p2p_grid_per_capability_in_a_profile(tmp_path):
-    import pytest
-
     from gpuaccept.errors import ProfileError
 
     grid = " \tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\t\n" + "".join(
         f" GPU{i}\t" + "\t".join("X" if i == j else ("CNS" if {i, j} == {3, 4} else "OK") for j in range(5)) + "\t\n" for i in range(5))
-    body = 'schema: 1\nname: five\ngpus: {count: 5, model: x}\np2p:\n  matrix:\n    prop: |\n' + "".join(f"      {line}\n" for line in grid.splitlines())
+    pasted = "".join(f"      {line}\n" for line in grid.splitlines())
+    body = "schema: 1\nname: five\ngpus: {count: 5, model: x}\np2p:\n  matrix:\n    prop: |\n" + pasted
     profile = profile_text(tmp_path, body)
     facts = facts_of(IMPORTS / "geforce-5-pcie-topo-m-and-p2p-p.txt")  # every pair OK, 3-4 included
     assert p2p.p2p_capability(profile, facts, (0, 1)).outcome is Outcome.PASSED
     verdict = p2p.p2p_capability(profile, facts, (4, 3))
     assert verdict.message == "gpu4-gpu3: P2P prop OK, expected not OK (profile five)"
     with pytest.raises(ProfileError, match=r"p2p\.matrix\.read: the grid has 2 GPUs but gpus.count is 5"):
-        profile_text(tmp_path, 'schema: 1\ngpus: {count: 5, model: x}\np2p:\n  matrix:\n    read: |\n      GPU0 GPU1\n      GPU0 X OK\n      GPU1 OK X\n')
+        profile_text(tmp_path, "schema: 1\ngpus: {count: 5, model: x}\np2p:\n  matrix:\n    read: |\n"
+                               "      GPU0 GPU1\n      GPU0 X OK\n      GPU1 OK X\n")
     with pytest.raises(ProfileError, match="not a P2P status"):
-        profile_text(tmp_path, 'schema: 1\ngpus: {count: 2, model: x}\np2p:\n  matrix:\n    read: |\n      GPU0 GPU1\n      GPU0 X YES\n      GPU1 OK X\n')
+        profile_text(tmp_path, "schema: 1\ngpus: {count: 2, model: x}\np2p:\n  matrix:\n    read: |\n"
+                               "      GPU0 GPU1\n      GPU0 X YES\n      GPU1 OK X\n")

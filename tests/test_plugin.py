@@ -61,7 +61,9 @@ def test_three_visible_gpus_against_the_four_gpu_profile(pytester, tmp_path):
 
     three = tmp_path / "three.json"
     save_facts(mutated(example_facts("h200x4"), without_gpu3), three)
-    result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(three), "-k", "inventory or topology or p2p and not copy")
+    result, root = run_suites(
+        pytester, "--profile", "h200-4-nvswitch", "--facts", str(three), "-k", "inventory or topology or p2p and not copy"
+    )
     failed = sorted(name for name, case in cases_by_name(root).items() if case.find("failure") is not None)
     assert "test_gpu_count" in failed
     assert all(name == "test_gpu_count" or "gpu3" in name for name in failed)
@@ -77,6 +79,7 @@ def test_auto_profile_from_facts(pytester):
     assert skipped.get("message") == "profile h100-1 has no GPU pairs to test (1 GPU(s))"
 
 
+@pytest.mark.slow
 def test_suite_properties_survive_xdist(pytester):
     pytest.importorskip("xdist")
     result, root = run_suites(

@@ -143,7 +143,9 @@ def test_runs_of_one_machine_that_disagree_are_named_by_file():
     first = real_run()
     relinked = copy.deepcopy(first)
     relinked["facts"]["links"][0]["link_type"] = "SYS"
-    with pytest.raises(ValueError, match=r"^the runs disagree on links\.pairs\.gpu0-gpu1: absent on vm \(a\.json\) but SYS on vm \(b\.json\);"):
+    with pytest.raises(
+        ValueError, match=r"^the runs disagree on links\.pairs\.gpu0-gpu1: absent on vm \(a\.json\) but SYS on vm \(b\.json\);"
+    ):
         profile_from_results([first, relinked], ["a.json", "b.json"], "h200-4", MARGIN)
 
 
@@ -172,12 +174,18 @@ def test_floors_from_one_machine_say_they_may_not_hold_on_the_next(tmp_path, cap
     ]
 
 
-def test_an_efficiency_above_1_gives_a_floor_of_1_and_says_so():
-    # a golden machine that scaled above 1 (here: its single-GPU run made 4x slower)
+def test_an_efficiency_floor_is_at_most_1_even_where_a_run_scaled_past_it(tmp_path):
+    # a loaded machine's one-GPU baseline can be slower per GPU than two GPUs: E(2) = 3.8
     document = real_run()
     for result in document["facts"]["measurements"]["ddp"]["results"]:
         if result["world"] == 1:
-            result["samples_per_s_per_gpu"] /= 4
-    text = profile_from_results([document], [str(REAL_RUN)], "golden", MARGIN)
-    line = next(line for line in text.splitlines() if line.strip().startswith("4gpu-bs8:") and "lowest" in line and "x (" in line)
-    assert line.strip().startswith("4gpu-bs8: 1.0  #") and line.endswith(", capped at 1")
+            result["samples_per_s_per_gpu"] /= 4.2
+    said: list[str] = []
+    text = profile_from_results([document], ["a/results.json"], "scaled-past-1", 0.5, warn=said.append)
+    target = tmp_path / "scaled-past-1.yaml"
+    target.write_text(text)
+    profile = load_profile(target, [shipped_dir("profiles")])  # an efficiency floor above 1 would not load
+    assert set(profile.spec.ddp.min_efficiency.values()) == {1.0}
+    efficiency = [line for line in text.splitlines() if "2gpu-bs8: 1.0  #" in line]
+    assert len(efficiency) == 1 and efficiency[0].endswith("= 1.8954, capped at 1")
+    assert "ddp.min_efficiency.2gpu-bs8: 1.8954 is above 1, the most an efficiency can be: written as 1" in said

@@ -57,7 +57,7 @@ def test_every_expectation_says_where_it_came_from(path):
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_every_multi_gpu_profile_checks_ddp_scaling_at_each_world_size_it_trains(path):
-    from gpuaccept.facts.model import parse_ddp_case
+    from gpuaccept.vocabulary.steps import parse_ddp_case
 
     profile = load_profile(path, [PROFILES])
     ddp = profile.spec.ddp
@@ -181,8 +181,13 @@ MALFORMED = {
     "yaml-on-is-a-bool": (MINIMAL + "  ecc: on\n", 5, "gpus.ecc", "'enabled' or 'disabled'"),
     "bad-link-type": (MINIMAL + "links:\n  all: NV\n", 6, "links.all", "should match pattern"),
     "bad-pair-key": (MINIMAL + "links:\n  pairs:\n    0-1: NV4\n", 7, "links.pairs.0-1", "a GPU pair is written gpuN-gpuM"),
-    "pair-out-of-range": (MINIMAL + "links:\n  pairs:\n    gpu7-gpu0: NV4\n", 7, "links.pairs.gpu7-gpu0", "gpu7 is out of range: the profile has 4 GPU(s)"),
-    "matrix-wrong-size": (MINIMAL + "links:\n  matrix: |\n    GPU0 GPU1\n    GPU0 X NV4\n    GPU1 NV4 X\n", 6, "links.matrix", "the matrix has 2 GPUs but gpus.count is 4"),
+    "pair-out-of-range": (
+        MINIMAL + "links:\n  pairs:\n    gpu7-gpu0: NV4\n", 7, "links.pairs.gpu7-gpu0", "gpu7 is out of range: the profile has 4 GPU(s)"
+    ),
+    "matrix-wrong-size": (
+        MINIMAL + "links:\n  matrix: |\n    GPU0 GPU1\n    GPU0 X NV4\n    GPU1 NV4 X\n", 6, "links.matrix",
+        "the matrix has 2 GPUs but gpus.count is 4",
+    ),
     "matrix-asymmetric": (
         'schema: 1\ngpus:\n  count: 2\n  model: "X"\nlinks:\n  matrix: |\n    GPU0 GPU1\n    GPU0 X NV4\n    GPU1 SYS X\n',
         6,
@@ -299,7 +304,8 @@ def test_a_billion_laughs_is_refused_at_once(tmp_path, merge_keys):
     start = time.monotonic()
     with pytest.raises(ProfileError) as caught:
         load_profile(path)
-    assert time.monotonic() - start < 1  # before, it expanded for minutes until killed for memory
+    # it expanded for minutes, until killed for memory: any margin a loaded machine keeps tells the two apart
+    assert time.monotonic() - start < 20
     lines = str(caught.value).splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{path}: its aliases (*name) and merge keys (<<) expand to "), lines
     assert lines[0].endswith("values, more than 100,000: too large to be a profile")

@@ -15,7 +15,7 @@ from gpuaccept.report.html import FAIL, render_html
 from gpuaccept.report.results import load_results
 from gpuaccept.resources import shipped_dir
 from tests.helpers import DATA
-from tests.live_cpu import cpu_profile, gpu_accept_run
+from tests.live_cpu import gpu_accept_run
 from tests.report_page import Page, traces, values
 
 pytest.importorskip("torch")
@@ -29,14 +29,15 @@ def cpu_run(tmp_path_factory):
     return folder, done
 
 
+@pytest.mark.slow
 def test_results_json_holds_facts_verdicts_environment_and_timings(cpu_run):
-    folder, done = cpu_run
+    folder, _ = cpu_run
     document = load_results(folder / "reports" / "results.json")
     assert document["complete"] is True and document["run"]["exit_status"] == 1
     assert document["run"]["profile"]["name"] == "cpu" and len(document["run"]["profile"]["sha256"]) == 64
     environment = document["environment"]
     assert environment["gpu_count"] == 4 and environment["driver"] == "580.159.04" and environment["torch"].startswith("2.")
-    assert [g["uuid"] for g in environment["gpus"]][0].startswith("GPU-") and environment["gpus"][0]["serial"]
+    assert environment["gpus"][0]["uuid"].startswith("GPU-") and environment["gpus"][0]["serial"]
     tests = {t["id"]: t for t in document["tests"]}
     busbw = tests["test_busbw[all_reduce-64KiB]"]
     assert busbw["outcome"] == "passed" and busbw["duration_s"] >= 0
@@ -47,6 +48,7 @@ def test_results_json_holds_facts_verdicts_environment_and_timings(cpu_run):
     assert measured["collectives"]["wall_s"] > 0 and len(measured["ddp"]["results"]) == 2
 
 
+@pytest.mark.slow
 def test_terminal_summary_lists_failures_first_then_key_values(cpu_run):
     folder, done = cpu_run
     summary = done.stdout[done.stdout.index("gpu-accept summary"):]
@@ -66,6 +68,7 @@ def test_terminal_summary_lists_failures_first_then_key_values(cpu_run):
     assert not (folder / "baseline.json").exists()
 
 
+@pytest.mark.slow
 def test_html_report_has_every_section_with_its_numbers(cpu_run):
     folder, _ = cpu_run
     page = (folder / "reports" / "report.html").read_text()
@@ -86,6 +89,7 @@ def test_html_report_has_every_section_with_its_numbers(cpu_run):
     assert parsed.plotly_bundles() == 1
 
 
+@pytest.mark.slow
 def test_a_killed_run_leaves_valid_results_and_junit_of_what_finished(tmp_path):
     from lxml import etree
 
@@ -105,6 +109,7 @@ def test_a_killed_run_leaves_valid_results_and_junit_of_what_finished(tmp_path):
     assert len(junit.findall(".//testcase")) == len(document["tests"])
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_run_with_its_reports_written(tmp_path):
     run = gpu_accept_run(tmp_path, env={"GPUACCEPT_INJECT_HANG": "all_reduce 256 KiB"}, wait=False)
     results = tmp_path / "reports" / "results.json"
@@ -119,6 +124,7 @@ def test_sigterm_ends_the_run_with_its_reports_written(tmp_path):
     ET.parse(tmp_path / "reports" / "junit.xml")
 
 
+@pytest.mark.slow
 def test_baseline_gates_a_later_run(cpu_run, tmp_path):
     from gpuaccept.facts import load_facts
     from gpuaccept.report.baseline import save_baseline
@@ -160,23 +166,27 @@ def test_baseline_gates_a_later_run(cpu_run, tmp_path):
     assert "Warning" not in done.stdout
 
 
+@pytest.mark.slow
 def test_profile_from_the_golden_machine_passes_its_own_facts(cpu_run, tmp_path, capsys):
     folder, _ = cpu_run
     target = tmp_path / "golden.yaml"
-    assert cli(["profile", "init", "--from", str(folder / "reports" / "results.json"), "--margin", "0.5", "--name", "golden", "-o", str(target)]) == 0
+    results = str(folder / "reports" / "results.json")
+    assert cli(["profile", "init", "--from", results, "--margin", "0.5", "--name", "golden", "-o", str(target)]) == 0
     text = target.read_text()
     assert " 1 run " in text and "x (0.5 - spread 0.0%) = " in text
     profile = load_profile(target, [shipped_dir("profiles")])
     measured = load_results(folder / "reports" / "results.json")["facts"]["measurements"]
     first = measured["collectives"]["results"][0]
-    assert profile.spec.nccl.busbw[first["collective"]][first["nominal_size"]] == pytest.approx(first["busbw_GBps"] * 0.5, rel=1e-3, abs=1e-4)
+    floor = profile.spec.nccl.busbw[first["collective"]][first["nominal_size"]]
+    assert floor == pytest.approx(first["busbw_GBps"] * 0.5, rel=1e-3, abs=1e-4)
     done = gpu_accept_run(tmp_path, "--facts", str(folder / "reports" / "facts.json"), "-k", "not p2p_cuda", profile=target)
     assert done.returncode == 0, done.stdout[-3000:]
 
 
 def test_fleet_junit_and_outliers(tmp_path):
-    from bench.fleet import host_document
     import random
+
+    from bench.fleet import host_document
 
     paths = []
     for index in range(8):
@@ -205,8 +215,9 @@ def test_fleet_junit_and_outliers(tmp_path):
 
 
 def test_fleet_command_exit_codes(tmp_path, capsys):
-    from bench.fleet import host_document
     import random
+
+    from bench.fleet import host_document
 
     paths = []
     for index in range(5):
@@ -229,7 +240,8 @@ def test_html_of_a_real_4xh200_run():
     parsed = Page(page)
     assert "PASS: every check passed" in page
     charts = parsed.charts()
-    assert sum(len(values(figure, "measured")) for chart_id, figure in charts.items() if chart_id.startswith("busbw-")) == 15  # 5 collectives x 3 sizes
+    busbw = [figure for chart_id, figure in charts.items() if chart_id.startswith("busbw-")]
+    assert sum(len(values(figure, "measured")) for figure in busbw) == 15  # 5 collectives x 3 sizes
     assert parsed.count("td", **{"class": "heat"}) == 12 + 16  # pairwise matrix; peer copies with the diagonal
     assert len(values(charts["ddp-efficiency"], "efficiency")) == 6  # DDP: 3 world sizes x 2 batches in that run
     assert "NCCL 2.28.9" in page and "peak 478.12" in page
@@ -256,7 +268,8 @@ def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
     from tests.helpers import example_facts
 
     def with_bidirectional(value):
-        copies = CopySweep(wall_s=1.0, results=[CopyResult(what="p2p_bidirectional", gpus=(0, 1), size_bytes=1 << 30, iterations=10, GBps=value, wrong=0)])
+        result = CopyResult(what="p2p_bidirectional", gpus=(0, 1), size_bytes=1 << 30, iterations=10, GBps=value, wrong=0)
+        copies = CopySweep(wall_s=1.0, results=[result])
         return example_facts("h200x2").model_copy(update={"measurements": Measurements(copies=copies)})
 
     runs = [with_bidirectional(v) for v in (652.8, 700.0, 779.8)]  # as measured on 2xH200
@@ -268,7 +281,8 @@ def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
     assert no_regression(baseline, with_bidirectional(620.0), key, 0.05, "p").outcome is Outcome.PASSED
     slow = no_regression(baseline, with_bidirectional(400.0), key, 0.05, "p")
     # twice 18.1% would allow 36% worse: the spread earns at most the 25% cap
-    assert slow.outcome is Outcome.FAILED and "at most 25% worse allowed (twice the 18.1% its baseline runs varied by, capped at 25%)" in slow.message
+    assert slow.outcome is Outcome.FAILED
+    assert "at most 25% worse allowed (twice the 18.1% its baseline runs varied by, capped at 25%)" in slow.message
 
 
 def test_fleet_reads_which_way_a_value_improves_from_its_verdict(tmp_path):

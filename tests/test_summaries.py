@@ -12,6 +12,8 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 
+import pytest
+
 from gpuaccept.cli import main as cli
 from gpuaccept.facts import save_facts
 from gpuaccept.report.fleet import read_fleet, write_fleet_junit
@@ -53,6 +55,7 @@ def written(tmp_path, name: str, document: dict) -> str:
 # -- the terminal: one line per cause, root causes first ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_facts_without_measurements_name_each_cause_once(tmp_path):
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), "--reports", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
@@ -60,8 +63,10 @@ def test_facts_without_measurements_name_each_cause_once(tmp_path):
     assert summary_of(done.stdout) == [
         "71 test(s) did not pass, 4 cause(s), in layer order (inventory, topology, p2p, nccl, bandwidth, ddp, baseline):",
         f"  FAILED 30 tests: could not be established: the facts hold no NCCL sweep {record}; "
-        "test_busbw[all_reduce-256MiB, all_reduce-1GiB and 13 more], test_collective_correct[all_reduce-256MiB, all_reduce-1GiB and 13 more]",
-        f"  FAILED 6 tests: could not be established: the facts hold no pairwise sweep {record}; test_pair_busbw[gpu0-gpu1, gpu0-gpu2 and 4 more]",
+        "test_busbw[all_reduce-256MiB, all_reduce-1GiB and 13 more], "
+        "test_collective_correct[all_reduce-256MiB, all_reduce-1GiB and 13 more]",
+        f"  FAILED 6 tests: could not be established: the facts hold no pairwise sweep {record}; "
+        "test_pair_busbw[gpu0-gpu1, gpu0-gpu2 and 4 more]",
         f"  FAILED 30 tests: could not be established: the facts hold no copy bandwidth {record}; "
         "test_p2p_copy[gpu0-gpu1, gpu0-gpu2 and 10 more], test_p2p_copy_bidirectional[gpu0-gpu1, gpu0-gpu2 and 4 more], "
         "test_local_copy[gpu0, gpu1 and 2 more], test_host_to_device[gpu0, gpu1 and 2 more], test_device_to_host[gpu0, gpu1 and 2 more]",
@@ -75,9 +80,11 @@ def test_facts_without_measurements_name_each_cause_once(tmp_path):
     assert len(done.stdout.splitlines()) < 30
     # every test keeps its own line where one test is read: JUnit and results.json
     tests = {t["id"]: t for t in load_results(tmp_path / "results.json")["tests"]}
-    assert tests["test_pair_busbw[gpu2-gpu3]"]["message"] == f"could not be established: gpu2-gpu3: the facts hold no pairwise sweep {record}"
+    message = tests["test_pair_busbw[gpu2-gpu3]"]["message"]
+    assert message == f"could not be established: gpu2-gpu3: the facts hold no pairwise sweep {record}"
 
 
+@pytest.mark.slow
 def test_a_missing_gpu_is_named_before_the_links_and_pairs_it_fails(tmp_path):
     from tests.test_checks import without_gpu3
 
@@ -103,8 +110,9 @@ def test_a_missing_gpu_is_named_before_the_links_and_pairs_it_fails(tmp_path):
     # the HTML failures table in the same order
     page = (tmp_path / "reports" / "report.html").read_text()
     table = page[page.index("id='failures'"):].split("</table>")[0]
-    order = [table.index(f"<td>{test_id}</td>") for test_id in
-             ("test_gpu_count", "test_gpu_model[gpu3]", "test_link_type[gpu0-gpu3]", "test_p2p_capability[gpu0-gpu3]", "test_busbw[all_reduce-256MiB]")]
+    layered = ("test_gpu_count", "test_gpu_model[gpu3]", "test_link_type[gpu0-gpu3]", "test_p2p_capability[gpu0-gpu3]",
+               "test_busbw[all_reduce-256MiB]")
+    order = [table.index(f"<td>{test_id}</td>") for test_id in layered]
     assert order == sorted(order)
 
 
@@ -149,7 +157,8 @@ def test_transient_and_marginal_values_are_counted_in_the_summary():
         "test_busbw[all_reduce-1GiB] (attempts 301.2, 353.4 GB/s)"
     )
     assert lines[1] == (
-        "1 value(s) marginal, passed within the profile's marginal band of the limit: test_pair_busbw[gpu2-gpu3] (288.4 GB/s, expected >= 261.2 GB/s)"
+        "1 value(s) marginal, passed within the profile's marginal band of the limit: "
+        "test_pair_busbw[gpu2-gpu3] (288.4 GB/s, expected >= 261.2 GB/s)"
     )
     # results.json of older runs has neither key: nothing to count, nothing to fail on
     assert not any("transient" in line or "marginal" in line for line in summary_lines(load_results(HEALTHY)["tests"]))
@@ -207,7 +216,8 @@ def test_fleet_lists_hosts_by_transient_count(tmp_path, capsys):
     assert cli(["report", "fleet", *paths]) == 0  # a transient is a pass: worth a look, not a failure
     assert capsys.readouterr().out.splitlines() == [
         "transient values by host (passed only when measured again; a server with many is worth a look):",
-        f"  node3 ({paths[2]}): 2 transient: test_p2p_copy[gpu0-gpu1] (attempts 310, 395 GB/s), test_busbw[all_reduce-1GiB] (attempts 301.2, 353.4 GB/s)",
+        f"  node3 ({paths[2]}): 2 transient: test_p2p_copy[gpu0-gpu1] (attempts 310, 395 GB/s), "
+        "test_busbw[all_reduce-1GiB] (attempts 301.2, 353.4 GB/s)",
         f"  node2 ({paths[1]}): 1 transient: test_busbw[all_reduce-1GiB] (attempts 301.2, 353.4 GB/s)",
         "3 host(s), 0 did not pass their profile, 0 value(s) more than 10% worse than the fleet median on 0 host(s)",
     ]
@@ -291,7 +301,7 @@ def test_heat_cells_sit_between_their_floor_and_the_peak():
     document["tests"] = [t for t in document["tests"] if t["id"] != "test_pair_busbw[gpu1-gpu3]"]
     cells = heat_cells(render_html(document), "pair-matrix")
     # row by row: gpu0-gpu1, gpu0-gpu2, gpu0-gpu3, gpu1-gpu0, ...; the matrix is symmetric
-    state = {(row, column): cell for (row, column), cell in zip([(i, j) for i in range(4) for j in range(4) if i != j], cells)}
+    state = {(row, column): cell for (row, column), cell in zip([(i, j) for i in range(4) for j in range(4) if i != j], cells, strict=True)}
     assert state[(0, 1)]["data-verdict"] == "marginal" and background(state[(0, 1)]) == MARGINAL
     assert state[(2, 0)]["data-verdict"] == "failed" and background(state[(2, 0)]) == FAIL
     assert state[(1, 3)]["data-verdict"] == "none" and background(state[(3, 1)]) == UNJUDGED
@@ -305,5 +315,7 @@ def test_heat_maps_carry_a_legend():
     page = render_html(load_results(HEALTHY))
     assert page.count("<div class='legend heat-legend'>") == 2  # pairs, copies
     legend = page[page.index("<div class='legend heat-legend'>"):].split("</div>")[0]
-    for text in ("below the floor (failed)", "passed within the marginal band", "from the floor (light) to the physical peak (dark)", "no verdict"):
+    legends = ("below the floor (failed)", "passed within the marginal band", "from the floor (light) to the physical peak (dark)",
+               "no verdict")
+    for text in legends:
         assert text in legend

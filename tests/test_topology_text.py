@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpuaccept.topology import MatrixParseError, parse_gpu_matrix, parse_link_matrix
+from gpuaccept.vocabulary.links import MatrixParseError, parse_gpu_matrix, parse_link_matrix
 from tests.helpers import REFERENCE
 
 

@@ -110,7 +110,9 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--measure", action="store_true", help="also run the measurement stages the profile asks for")
     record.add_argument("--profile", default="auto", help="with --measure: whose stages to run (default: auto)")
     record.add_argument("--profile-dir", action="append", default=[])
-    record.add_argument("--confirm", type=int, default=2, metavar="N", help="with --measure: measure a miss again up to N more times (default 2)")
+    record.add_argument(
+        "--confirm", type=int, default=2, metavar="N", help="with --measure: measure a miss again up to N more times (default 2)"
+    )
     record.set_defaults(handler=_record)
 
     profile = commands.add_parser("profile", help="list, validate and show profiles")
@@ -271,7 +273,7 @@ def _record(args, extra: list[str]) -> int:
 
 def _measure(facts, args):
     """Every stage the profile asks for, run exactly as a pytest session runs them."""
-    from gpuaccept.plugin.measurements import STAGE_FILES, MeasurementStore
+    from gpuaccept.session.store import STAGE_FILES, MeasurementStore
 
     catalog = _catalog(args)
     profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+KeyPath = tuple[str | int, ...]  # where a value sits in an input file: str keys and int list indices
+
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
@@ -34,6 +36,17 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+def format_path(path: KeyPath) -> str:
+    """('nccl', 'busbw', 'all_reduce') -> 'nccl.busbw.all_reduce'; list indices as [0]."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
 
 
 class InputFileError(GpuAcceptError):

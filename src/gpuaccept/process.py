@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -42,7 +43,5 @@ def run_bounded(command: list[str], timeout_s: float, env: dict[str, str] | None
 
 
 def kill_group(process: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # already gone
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

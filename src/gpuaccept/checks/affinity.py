@@ -7,67 +7,59 @@ slower without failing anything else.
 
 from __future__ import annotations
 
-from gpuaccept.checks.inventory import gpu_name, present_gpu
+from gpuaccept.checks.inventory import present_gpu
 from gpuaccept.checks.verdict import Described, Equals, Judge, Verdict
 from gpuaccept.facts.model import Facts, Unavailable
 from gpuaccept.profile.model import Profile
-from gpuaccept.topology import PCIE_LEVELS
-
-
-def cpu_set(text: str) -> frozenset[int]:
-    """'0-2,8' -> {0, 1, 2, 8}: lists compared as sets, however they are written."""
-    found: set[int] = set()
-    for part in text.split(","):
-        first, _, last = part.strip().partition("-")
-        found.update(range(int(first), int(last or first) + 1))
-    return frozenset(found)
+from gpuaccept.vocabulary.affinity import cpu_set
+from gpuaccept.vocabulary.links import PCIE_LEVELS, gpu_key
 
 
 def nic_affinity(profile: Profile, facts: Facts, index: int) -> Verdict:
     judge = Judge("nic_affinity", profile.name)
     wanted = profile.expected_nic(index)
     if wanted is None:
-        return judge.not_applicable(gpu_name(index), "the profile states no NIC for this GPU")
+        return judge.not_applicable(gpu_key(index), "the profile states no NIC for this GPU")
     rule = f"a NIC at {wanted.link} or closer" + (f", {wanted.nic}" if wanted.nic else "")
     criterion = Described(rule)
     gpu = present_gpu(judge, facts, index, "closest NIC", criterion)
     if isinstance(gpu, Verdict):
         return gpu
     if isinstance(gpu.nics, Unavailable):
-        return judge.unavailable(gpu_name(index), "closest NIC:", gpu.nics, criterion)
+        return judge.unavailable(gpu_key(index), "closest NIC:", gpu.nics, criterion)
     if not gpu.nics:
-        return judge.failed(gpu_name(index), f"no NIC found, expected {rule}", "no NIC", criterion)
+        return judge.failed(gpu_key(index), f"no NIC found, expected {rule}", "no NIC", criterion)
     best = min(PCIE_LEVELS.index(n.link) for n in gpu.nics)
     closest = [n.nic for n in gpu.nics if PCIE_LEVELS.index(n.link) == best]
     measured = f"{'/'.join(closest)} at {PCIE_LEVELS[best]}"
     if best > PCIE_LEVELS.index(wanted.link):
-        return judge.failed(gpu_name(index), f"closest NIC {measured}, expected {rule}", measured, criterion)
+        return judge.failed(gpu_key(index), f"closest NIC {measured}, expected {rule}", measured, criterion)
     if wanted.nic and wanted.nic not in [n.nic for n in gpu.nics if PCIE_LEVELS.index(n.link) <= PCIE_LEVELS.index(wanted.link)]:
-        return judge.failed(gpu_name(index), f"closest NIC {measured}, expected {rule}", measured, criterion)
-    return judge.passed(gpu_name(index), f"closest NIC {measured}", measured, criterion)
+        return judge.failed(gpu_key(index), f"closest NIC {measured}, expected {rule}", measured, criterion)
+    return judge.passed(gpu_key(index), f"closest NIC {measured}", measured, criterion)
 
 
 def _cpu_list_verdict(check: str, what: str, profile: Profile, facts: Facts, index: int) -> Verdict:
     judge = Judge(check, profile.name)
     affinity = profile.spec.affinity
     table = getattr(affinity, "cpu" if check == "cpu_affinity" else "numa") if affinity else {}
-    wanted = table.get(f"gpu{index}")
+    wanted = table.get(gpu_key(index))
     if wanted is None:
-        return judge.not_applicable(gpu_name(index), f"the profile states no {what} for this GPU")
+        return judge.not_applicable(gpu_key(index), f"the profile states no {what} for this GPU")
     criterion = Equals(wanted)
     gpu = present_gpu(judge, facts, index, what, criterion)
     if isinstance(gpu, Verdict):
         return gpu
     found = getattr(gpu, check)
     if isinstance(found, Unavailable):
-        return judge.unavailable(gpu_name(index), what, found, criterion)
+        return judge.unavailable(gpu_key(index), what, found, criterion)
     try:
         same = cpu_set(found) == cpu_set(wanted)
     except ValueError:
-        return judge.error(gpu_name(index), f"{what} {found!r} is not a list of numbers", criterion)
+        return judge.error(gpu_key(index), f"{what} {found!r} is not a list of numbers", criterion)
     if same:
-        return judge.passed(gpu_name(index), f"{what} {found}", found, criterion)
-    return judge.failed(gpu_name(index), f"{what} {found}, expected {wanted}", found, criterion)
+        return judge.passed(gpu_key(index), f"{what} {found}", found, criterion)
+    return judge.failed(gpu_key(index), f"{what} {found}, expected {wanted}", found, criterion)
 
 
 def cpu_affinity(profile: Profile, facts: Facts, index: int) -> Verdict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuaccept.checks.verdict import AtLeast, AtMost, Judge, Verdict
+from gpuaccept.checks.verdict import AtLeast, AtMost, Criterion, Judge, Verdict
 from gpuaccept.facts import Facts
 from gpuaccept.report.baseline import Baseline, measured_values
 
@@ -11,6 +11,7 @@ def no_regression(baseline: Baseline, facts: Facts, key: str, max_regression: fl
     judge = Judge("no_regression", profile_name)
     before = baseline.metrics[key]
     allowed = before.tolerance(max_regression)
+    criterion: Criterion
     if before.higher_is_better:
         criterion = AtLeast(before.value * (1 - allowed), before.unit)
     else:

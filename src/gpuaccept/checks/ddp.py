@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from gpuaccept.checks.attempts import judged_on_every_attempt
-from gpuaccept.checks.verdict import AtLeast, AtMost, Judge, Verdict
-from gpuaccept.facts.model import DdpSweep, Facts, StepFailure, ddp_key, parse_ddp_case
+from gpuaccept.checks.verdict import AtLeast, AtMost, Criterion, Judge, Verdict
+from gpuaccept.facts.model import DdpResult, DdpSweep, Facts, StepFailure
 from gpuaccept.profile.model import Profile
+from gpuaccept.vocabulary.steps import ddp_key, ddp_label, parse_ddp_case
 
 NO_SWEEP = "the facts hold no DDP sweep{what} (record them with `gpu-accept record --measure --profile {profile}`)"
 
@@ -22,11 +23,13 @@ def ddp_cases(profile: Profile) -> list[str]:
 
 
 def _failure(sweep: DdpSweep, world: int) -> StepFailure | None:
-    label = f"DDP on {world} GPU{'s' if world > 1 else ''}"
+    label = ddp_label(world)
     return next((f for f in sweep.failures if f.step == label), None)
 
 
-def _throughput(judge: Judge, sweep: DdpSweep | None, case: str, world: int, batch: int, accumulation: int, criterion, profile: str):
+def _throughput(
+    judge: Judge, sweep: DdpSweep | None, case: str, world: int, batch: int, accumulation: int, criterion: Criterion, profile: str
+) -> DdpResult | Verdict:
     """The result of one setting, or the verdict that says why there is none."""
     if sweep is None:
         return judge.error(case, NO_SWEEP.format(what="", profile=profile), criterion)
@@ -48,6 +51,8 @@ def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
     criterion = AtLeast(minimum)
     world, batch, accumulation = parse_ddp_case(case)
     sweep = facts.measurements.ddp
+    if sweep is None:
+        return judge.error(case, NO_SWEEP.format(what="", profile=profile.name), criterion)
     many = _throughput(judge, sweep, case, world, batch, accumulation, criterion, profile.name)
     if isinstance(many, Verdict):
         return many
@@ -80,7 +85,7 @@ def exposed_communication(profile: Profile, facts: Facts, case: str) -> Verdict:
     if isinstance(result, Verdict):
         return result
     exposed = result.exposed_share
-    if exposed is None:
+    if exposed is None or result.no_sync_step_s is None:
         return judge.error(case, "the sweep did not time steps without gradient synchronization", criterion)
     note = f"step {result.step_s * 1e3:.1f} ms, {result.no_sync_step_s * 1e3:.1f} ms without gradient all-reduce"
     return judge(case, "exposed communication", exposed, criterion, note=note)

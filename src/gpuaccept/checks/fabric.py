@@ -7,22 +7,24 @@ replayed facts is an error, never a pass.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gpuaccept.checks.attempts import judged_on_every_attempt
-from gpuaccept.checks.inventory import gpu_name
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
-from gpuaccept.checks.verdict import AtLeast, Equals, Judge, Verdict
-from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure, Unavailable, collective_key, copy_key, pair_step_key
-from gpuaccept.measure.plan import human_size
-from gpuaccept.measure.sizes import format_size, parse_size
+from gpuaccept.checks.verdict import AtLeast, Context, Criterion, Equals, Judge, Verdict
+from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure, Unavailable
 from gpuaccept.profile.model import Profile
-from gpuaccept.topology import pair_key
+from gpuaccept.vocabulary.collectives import Collective
+from gpuaccept.vocabulary.copies import CopyKind, floor_key
+from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
+from gpuaccept.vocabulary.steps import collective_key, collective_label, copy_key, pair_step_key
 
 NO_MEASUREMENT = "the facts hold no {what} (record them with `gpu-accept record --measure --profile {profile}`)"
 
 
-def busbw_cases(profile: Profile) -> list[tuple[str, str]]:
+def busbw_cases(profile: Profile) -> list[tuple[Collective, str]]:
     """(collective, size as the profile wrote it), in profile order: one test each."""
     nccl = profile.spec.nccl
     if nccl is None:
@@ -38,18 +40,20 @@ def _failure(failures: list[StepFailure], label: str) -> StepFailure | None:
     return next((f for f in failures if f.step == label), None)
 
 
-def _with_peak(measured: float, peak: Peak | None) -> tuple[str, dict]:
+def _with_peak(measured: float, peak: Peak | None) -> tuple[str, Context]:
     if peak is None:
         return "", {}
     share = peak.share(measured)
     return f"{share:.0f}% of {peak.GBps:.1f} GB/s {peak.what} peak", {"peak_GBps": round(peak.GBps, 2), "percent_of_peak": round(share, 1)}
 
 
-def _collective_result(judge: Judge, profile: Profile, facts: Facts, case: tuple[str, str], criterion) -> CollectiveResult | Verdict:
+def _collective_result(
+    judge: Judge, profile: Profile, facts: Facts, case: tuple[Collective, str], criterion: Criterion
+) -> CollectiveResult | Verdict:
     """The sweep's result for one collective and size, or the verdict that says why there is none."""
     collective, size_text = case
     size = parse_size(size_text)
-    label = f"{collective} {human_size(size)}"
+    label = collective_label(collective, size)
     sweep = facts.measurements.collectives
     if sweep is None:
         return judge.error(label, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
@@ -64,35 +68,40 @@ def _collective_result(judge: Judge, profile: Profile, facts: Facts, case: tuple
     return result
 
 
-def collective_step_keys(profile: Profile, case: tuple[str, str]) -> list[str]:
+def collective_step_keys(profile: Profile, case: tuple[Collective, str]) -> list[str]:
     collective, size_text = case
     return [collective_key(collective, format_size(parse_size(size_text)))]
 
 
 @judged_on_every_attempt(collective_step_keys)
-def busbw(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
+def busbw(profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
     collective, size_text = case
     judge = Judge("busbw", profile.name, profile.marginal_band)
-    criterion = AtLeast(profile.spec.nccl.busbw[collective][size_text], "GB/s")
+    floor = profile.spec.nccl.busbw.get(collective, {}).get(size_text) if profile.spec.nccl else None
+    if floor is None:
+        return judge.not_applicable(collective_label(collective, parse_size(size_text)), "the profile sets no busbw floor for this size")
+    criterion = AtLeast(floor, "GB/s")
     result = _collective_result(judge, profile, facts, case, criterion)
     if isinstance(result, Verdict):
         return result
     note, context = _with_peak(result.busbw_GBps, collective_peak(facts))
-    context.update(algbw_GBps=round(result.algbw_GBps, 2), time_us=round(result.time_us, 1), ranks=result.ranks, size_bytes=result.size_bytes)
+    context.update(
+        algbw_GBps=round(result.algbw_GBps, 2), time_us=round(result.time_us, 1), ranks=result.ranks, size_bytes=result.size_bytes
+    )
     note = "; ".join(part for part in (note, f"algbw {result.algbw_GBps:.1f} GB/s, {result.time_us:.0f} us, {result.ranks} ranks") if part)
-    label = f"{collective} {human_size(parse_size(size_text))}"
+    label = collective_label(collective, parse_size(size_text))
     return judge(label, "busbw", result.busbw_GBps, criterion, note=note, context=context)
 
 
 @judged_on_every_attempt(collective_step_keys)
-def collective_correct(profile: Profile, facts: Facts, case: tuple[str, str]) -> Verdict:
+def collective_correct(profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
     collective, size_text = case
     judge = Judge("collective_correct", profile.name)
     criterion = Equals(0, "wrong elements")
     result = _collective_result(judge, profile, facts, case, criterion)
     if isinstance(result, Verdict):
         return result
-    label = f"{collective} {human_size(parse_size(size_text))}"
+    label = collective_label(collective, parse_size(size_text))
     note = f"{result.dtype}, {result.ranks} ranks"
     if isinstance(result.wrong, Unavailable):
         return judge.unavailable(label, "result check:", result.wrong, criterion)
@@ -118,7 +127,9 @@ def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict
     if result is None:
         return judge.failed(subject, f"pair not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)
     if result.wrong:
-        return judge.failed(subject, f"{result.wrong} elements arrived wrong in the send/receive check", result.busbw_GBps, criterion, final=True)
+        return judge.failed(
+            subject, f"{result.wrong} elements arrived wrong in the send/receive check", result.busbw_GBps, criterion, final=True
+        )
     note, context = _with_peak(result.busbw_GBps, pair_peak(facts, *pair))
     how = "concurrently with the other pairs of its round" if sweep.concurrent else "alone"
     note = "; ".join(part for part in (note, f"each way, {human_size(result.size_bytes)}, {how}") if part)
@@ -126,13 +137,13 @@ def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict
     return judge(subject, "send/receive", result.busbw_GBps, criterion, note=note, context=context)
 
 
-def _copy_verdict(check: str, profile: Profile, facts: Facts, what: str, gpus: tuple[int, ...], floor_key: str, peak: Peak | None) -> Verdict:
+def _copy_verdict(check: str, profile: Profile, facts: Facts, what: CopyKind, gpus: tuple[int, ...], peak: Peak | None) -> Verdict:
     judge = Judge(check, profile.name, profile.marginal_band)
-    subject = pair_key(*gpus) if len(gpus) == 2 else gpu_name(gpus[0])
+    subject = pair_key(*gpus) if len(gpus) == 2 else gpu_key(gpus[0])
     copies = profile.spec.copies
-    floor = getattr(copies, floor_key) if copies else None
+    floor = copies.floor(what) if copies else None
     if floor is None:
-        return judge.not_applicable(subject, f"the profile sets no copies.{floor_key}")
+        return judge.not_applicable(subject, f"the profile sets no copies.{floor_key(what)}")
     criterion = AtLeast(floor, "GB/s")
     sweep = facts.measurements.copies
     if sweep is None:
@@ -148,34 +159,34 @@ def _copy_verdict(check: str, profile: Profile, facts: Facts, what: str, gpus: t
     return judge(subject, what.replace("_", " "), result.GBps, criterion, note=note, context=context)
 
 
-def _copy_keys(what: str) -> Callable[[Profile, Any], list[str]]:
+def _copy_keys(what: CopyKind) -> Callable[[Profile, Any], list[str]]:
     return lambda profile, gpus: [copy_key(what, gpus if isinstance(gpus, tuple) else (gpus,))]
 
 
 @judged_on_every_attempt(_copy_keys("p2p"))
 def p2p_copy(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
-    return _copy_verdict("p2p_copy", profile, facts, "p2p", pair, "p2p_min", pair_peak(facts, *pair))
+    return _copy_verdict("p2p_copy", profile, facts, "p2p", pair, pair_peak(facts, *pair))
 
 
 @judged_on_every_attempt(_copy_keys("p2p_bidirectional"))
 def p2p_copy_bidirectional(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     peak = pair_peak(facts, *pair)
     both_ways = Peak(2 * peak.GBps, f"{peak.what}, both ways") if peak else None
-    return _copy_verdict("p2p_copy_bidirectional", profile, facts, "p2p_bidirectional", pair, "p2p_bidirectional_min", both_ways)
+    return _copy_verdict("p2p_copy_bidirectional", profile, facts, "p2p_bidirectional", pair, both_ways)
 
 
 @judged_on_every_attempt(_copy_keys("local"))
 def local_copy(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    return _copy_verdict("local_copy", profile, facts, "local", (gpu,), "local_min", None)
+    return _copy_verdict("local_copy", profile, facts, "local", (gpu,), None)
 
 
 @judged_on_every_attempt(_copy_keys("host_to_device"))
 def host_to_device(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     found = facts.gpu(gpu)
-    return _copy_verdict("host_to_device", profile, facts, "host_to_device", (gpu,), "host_to_device_min", pcie_peak(found) if found else None)
+    return _copy_verdict("host_to_device", profile, facts, "host_to_device", (gpu,), pcie_peak(found) if found else None)
 
 
 @judged_on_every_attempt(_copy_keys("device_to_host"))
 def device_to_host(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     found = facts.gpu(gpu)
-    return _copy_verdict("device_to_host", profile, facts, "device_to_host", (gpu,), "device_to_host_min", pcie_peak(found) if found else None)
+    return _copy_verdict("device_to_host", profile, facts, "device_to_host", (gpu,), pcie_peak(found) if found else None)

@@ -5,20 +5,16 @@ from __future__ import annotations
 from gpuaccept.checks.verdict import AtLeast, AtLeastVersion, Criterion, Equals, Judge, MatchesAny, Verdict
 from gpuaccept.facts.model import Facts, GpuFacts, Unavailable
 from gpuaccept.profile.model import Profile
-
-GIB = 2**30
-
-
-def gpu_name(index: int) -> str:
-    return f"gpu{index}"
+from gpuaccept.vocabulary.links import gpu_key
+from gpuaccept.vocabulary.sizes import GIB
 
 
-def present_gpu(judge: Judge, facts: Facts, index: int, what: str, criterion: Criterion | str) -> GpuFacts | Verdict:
+def present_gpu(judge: Judge, facts: Facts, index: int, what: str, criterion: Criterion) -> GpuFacts | Verdict:
     """The GPU's facts, or the failure verdict that says it is not there."""
     gpu = facts.gpu(index)
     if gpu is None:
         return judge.failed(
-            gpu_name(index),
+            gpu_key(index),
             f"{what}: GPU not present ({_found(facts)})",
             None,
             criterion,
@@ -57,27 +53,27 @@ def gpu_model(profile: Profile, facts: Facts, index: int) -> Verdict:
     gpu = present_gpu(judge, facts, index, "model", criterion)
     if isinstance(gpu, Verdict):
         return gpu
-    return judge(gpu_name(index), "model", gpu.name, criterion, note=f"bus {gpu.pci_bus_id}" if gpu.pci_bus_id else "")
+    return judge(gpu_key(index), "model", gpu.name, criterion, note=f"bus {gpu.pci_bus_id}" if gpu.pci_bus_id else "")
 
 
 def gpu_memory(profile: Profile, facts: Facts, index: int) -> Verdict:
     judge = Judge("gpu_memory", profile.name)
     minimum = profile.spec.gpus.memory_min_gib
     if minimum is None:
-        return judge.not_applicable(gpu_name(index), "the profile sets no memory minimum")
+        return judge.not_applicable(gpu_key(index), "the profile sets no memory minimum")
     criterion = AtLeast(minimum, "GiB")
     gpu = present_gpu(judge, facts, index, "memory", criterion)
     if isinstance(gpu, Verdict):
         return gpu
     total = gpu.memory_total_bytes
-    return judge(gpu_name(index), "memory", total if isinstance(total, Unavailable) else total / GIB, criterion)
+    return judge(gpu_key(index), "memory", total if isinstance(total, Unavailable) else total / GIB, criterion)
 
 
 def ecc_mode(profile: Profile, facts: Facts, index: int) -> Verdict:
     judge = Judge("ecc_mode", profile.name)
     wanted = profile.spec.gpus.ecc
     if wanted is None:
-        return judge.not_applicable(gpu_name(index), "the profile states no ECC mode")
+        return judge.not_applicable(gpu_key(index), "the profile states no ECC mode")
     criterion = Equals(wanted)
     gpu = present_gpu(judge, facts, index, "ECC", criterion)
     if isinstance(gpu, Verdict):
@@ -86,7 +82,7 @@ def ecc_mode(profile: Profile, facts: Facts, index: int) -> Verdict:
     measured = reading if not isinstance(reading, bool) else ("enabled" if reading else "disabled")
     if wanted == "disabled" and not isinstance(reading, bool) and reading.unavailable == "not_supported":
         measured = "disabled"  # a GPU without ECC has it off; NVML says "not supported"
-    return judge(gpu_name(index), "ECC", measured, criterion)
+    return judge(gpu_key(index), "ECC", measured, criterion)
 
 
 def driver_version(profile: Profile, facts: Facts) -> Verdict:

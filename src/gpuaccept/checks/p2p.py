@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from gpuaccept.checks.verdict import Described, Equals, Judge, Verdict
+from gpuaccept.checks.verdict import Criterion, Described, Equals, Judge, Verdict
 from gpuaccept.facts.model import Facts, P2PFacts, Unavailable
 from gpuaccept.profile.model import Profile
-from gpuaccept.topology import pair_key
-
+from gpuaccept.vocabulary.links import gpu_key, pair_key
 
 AGREES = Described("CUDA agrees with NVML")
 # the profile's name of a capability -> the facts' (NVML's index 4 is PROP in nvidia-smi, PCI in the bindings)
@@ -17,12 +16,12 @@ def _state(wanted: bool) -> str:
     return "OK" if wanted else "not OK"
 
 
-def _pair_facts(judge: Judge, facts: Facts, pair: tuple[int, int], criterion) -> P2PFacts | Verdict:
+def _pair_facts(judge: Judge, facts: Facts, pair: tuple[int, int], criterion: Criterion) -> P2PFacts | Verdict:
     src, dst = pair
     subject = pair_key(src, dst)
     missing = [g for g in pair if facts.gpu(g) is None]
     if missing:
-        return judge.failed(subject, f"P2P: gpu{missing[0]} not present ({facts.gpu_count} GPU(s) under test)", None, criterion)
+        return judge.failed(subject, f"P2P: {gpu_key(missing[0])} not present ({facts.gpu_count} GPU(s) under test)", None, criterion)
     found = facts.p2p_of(src, dst)
     if found is None:
         return judge.error(subject, "P2P: the facts hold no entry for this pair", criterion)

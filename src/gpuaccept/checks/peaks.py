@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuaccept.facts.model import Facts, GpuFacts, Unavailable
-from gpuaccept.probe.nvml import NVLINK_VERSION_NAMES
+from gpuaccept.vocabulary.nvml_codes import NVLINK_VERSION_NAMES
 
 # GB/s per link and direction, where the links' own speed is not known. NVLink 4.0: nvidia-smi
 # nvlink -s shows 26.562 GB/s per link on H100/H200; 3.0: 25 GB/s (A100; GA102 bridges run
@@ -32,13 +32,13 @@ def nvlink_peak(gpu: GpuFacts, links: int | None = None) -> Peak | None:
     if isinstance(gpu.nvlinks, Unavailable):
         return None
     active = [link for link in gpu.nvlinks if link.active]
-    speeds = [link.speed_GBps for link in active]
-    if active and not any(isinstance(speed, Unavailable) for speed in speeds):
+    speeds = [link.speed_GBps for link in active if not isinstance(link.speed_GBps, Unavailable)]
+    if active and len(speeds) == len(active):
         count = len(active) if links is None else links
-        per_link = sum(speeds) / len(speeds)
+        reported = sum(speeds) / len(speeds)
         same = len(set(speeds)) == 1
-        shown = f"{per_link:g} GB/s" if same else f"{per_link:.4g} GB/s on average"
-        return Peak(count * per_link, f"NVLink, {count} x {shown} as reported")
+        shown = f"{reported:g} GB/s" if same else f"{reported:.4g} GB/s on average"
+        return Peak(count * reported, f"NVLink, {count} x {shown} as reported")
     versions = {link.version for link in active if not isinstance(link.version, Unavailable)}
     if not active or len(versions) != 1:
         return None
@@ -58,9 +58,10 @@ def pcie_peak(gpu: GpuFacts) -> Peak | None:
 
 
 def _slowest(peaks: list[Peak | None]) -> Peak | None:
-    if not peaks or any(p is None for p in peaks):
+    known = [p for p in peaks if p is not None]
+    if not peaks or len(known) < len(peaks):
         return None
-    return min(peaks, key=lambda p: p.GBps)
+    return min(known, key=lambda p: p.GBps)
 
 
 def collective_peak(facts: Facts) -> Peak | None:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from gpuaccept.checks.inventory import gpu_name, present_gpu
+from gpuaccept.checks.inventory import present_gpu
 from gpuaccept.checks.verdict import AtLeast, Equals, Judge, Verdict
 from gpuaccept.facts.model import Facts, Unavailable
-from gpuaccept.probe.nvml import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
 from gpuaccept.profile.model import Profile
-from gpuaccept.topology import pair_key
+from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.nvml_codes import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
 
 
 def pcie_generation(profile: Profile, facts: Facts, index: int) -> Verdict:
     judge = Judge("pcie_generation", profile.name)
     pcie = profile.spec.pcie
     if pcie is None or pcie.generation is None:
-        return judge.not_applicable(gpu_name(index), "the profile sets no PCIe generation")
+        return judge.not_applicable(gpu_key(index), "the profile sets no PCIe generation")
     criterion = AtLeast(pcie.generation)
     gpu = present_gpu(judge, facts, index, "PCIe generation", criterion)
     if isinstance(gpu, Verdict):
@@ -22,9 +22,9 @@ def pcie_generation(profile: Profile, facts: Facts, index: int) -> Verdict:
     link = gpu.pcie
     if pcie.idle_downshift:
         # this GPU lowers its link speed when idle: judge what the link can do, not its idle state
-        return judge(gpu_name(index), "PCIe max generation", link.generation_max, criterion, note=f"current gen {link.generation_current}")
+        return judge(gpu_key(index), "PCIe max generation", link.generation_max, criterion, note=f"current gen {link.generation_current}")
     return judge(
-        gpu_name(index),
+        gpu_key(index),
         "PCIe generation",
         link.generation_current,
         criterion,
@@ -36,19 +36,19 @@ def pcie_width(profile: Profile, facts: Facts, index: int) -> Verdict:
     judge = Judge("pcie_width", profile.name)
     pcie = profile.spec.pcie
     if pcie is None or pcie.width is None:
-        return judge.not_applicable(gpu_name(index), "the profile sets no PCIe width")
+        return judge.not_applicable(gpu_key(index), "the profile sets no PCIe width")
     criterion = AtLeast(pcie.width, "lanes")
     gpu = present_gpu(judge, facts, index, "PCIe width", criterion)
     if isinstance(gpu, Verdict):
         return gpu
-    return judge(gpu_name(index), "PCIe width", gpu.pcie.width_current, criterion, note=f"link max x{gpu.pcie.width_max}")
+    return judge(gpu_key(index), "PCIe width", gpu.pcie.width_current, criterion, note=f"link max x{gpu.pcie.width_max}")
 
 
 def nvlink_links(profile: Profile, facts: Facts, index: int) -> Verdict:
     judge = Judge("nvlink_links", profile.name)
     nvlink = profile.spec.nvlink
     if nvlink is None:
-        return judge.not_applicable(gpu_name(index), "the profile states no NVLink expectation")
+        return judge.not_applicable(gpu_key(index), "the profile states no NVLink expectation")
     wanted = profile.expected_active_links(index)
     criterion = Equals(wanted, "links")
     gpu = present_gpu(judge, facts, index, "active NVLinks", criterion)
@@ -57,40 +57,40 @@ def nvlink_links(profile: Profile, facts: Facts, index: int) -> Verdict:
     links = gpu.nvlinks
     if isinstance(links, Unavailable):
         if wanted == 0 and links.unavailable == "not_supported":
-            return judge.passed(gpu_name(index), "no NVLink (NVML: not supported)", 0, criterion)
-        return judge.unavailable(gpu_name(index), "NVLink state", links, criterion)
+            return judge.passed(gpu_key(index), "no NVLink (NVML: not supported)", 0, criterion)
+        return judge.unavailable(gpu_key(index), "NVLink state", links, criterion)
     allowed_down = profile.inactive_links_by_design(index)
     active = [link.link for link in links if link.active]
     down = [link.link for link in links if not link.active and link.link not in allowed_down]
     measured = len(active)
     if measured == wanted and not down:
-        return judge.passed(gpu_name(index), f"{measured} NVLinks active", measured, criterion)
+        return judge.passed(gpu_key(index), f"{measured} NVLinks active", measured, criterion)
     detail = f"{measured} NVLinks active, expected {wanted}"
     if down:
         detail += f" (down, not by design: link {', '.join(str(d) for d in down)})"
-    return judge.failed(gpu_name(index), detail, measured, criterion)
+    return judge.failed(gpu_key(index), detail, measured, criterion)
 
 
 def nvlink_version(profile: Profile, facts: Facts, index: int) -> Verdict:
     judge = Judge("nvlink_version", profile.name)
     nvlink = profile.spec.nvlink
     if nvlink is None or nvlink.version is None:
-        return judge.not_applicable(gpu_name(index), "the profile states no NVLink version")
+        return judge.not_applicable(gpu_key(index), "the profile states no NVLink version")
     criterion = Equals(nvlink.version)
     gpu = present_gpu(judge, facts, index, "NVLink version", criterion)
     if isinstance(gpu, Verdict):
         return gpu
     links = gpu.nvlinks
     if isinstance(links, Unavailable):
-        return judge.unavailable(gpu_name(index), "NVLink version", links, criterion)
+        return judge.unavailable(gpu_key(index), "NVLink version", links, criterion)
     unread = [link.version for link in links if link.active and isinstance(link.version, Unavailable)]
     if unread and len(unread) == sum(1 for link in links if link.active):
-        return judge.unavailable(gpu_name(index), "NVLink version", unread[0], criterion)
+        return judge.unavailable(gpu_key(index), "NVLink version", unread[0], criterion)
     versions = sorted({_version_name(link.version) for link in links if link.active})
     if not versions:
-        return judge.failed(gpu_name(index), "NVLink version: no active link to read it from", None, criterion)
+        return judge.failed(gpu_key(index), "NVLink version: no active link to read it from", None, criterion)
     measured = versions[0] if len(versions) == 1 else "/".join(versions)
-    return judge(gpu_name(index), "NVLink version", measured, criterion)
+    return judge(gpu_key(index), "NVLink version", measured, criterion)
 
 
 def _version_name(code: int | Unavailable) -> str:
@@ -103,7 +103,7 @@ def fabric_state(profile: Profile, facts: Facts, index: int) -> Verdict:
     judge = Judge("fabric_state", profile.name)
     fabric = profile.spec.fabric
     if fabric is None:
-        return judge.not_applicable(gpu_name(index), "the profile states no NVSwitch fabric expectation")
+        return judge.not_applicable(gpu_key(index), "the profile states no NVSwitch fabric expectation")
     criterion = Equals(fabric.state)
     gpu = present_gpu(judge, facts, index, "fabric state", criterion)
     if isinstance(gpu, Verdict):
@@ -111,14 +111,14 @@ def fabric_state(profile: Profile, facts: Facts, index: int) -> Verdict:
     info = gpu.fabric
     if isinstance(info, Unavailable):
         if fabric.state == "not_supported" and info.unavailable == "not_supported":
-            return judge.passed(gpu_name(index), "fabric state not supported", "not_supported", criterion)
-        return judge.unavailable(gpu_name(index), "fabric state", info, criterion)
+            return judge.passed(gpu_key(index), "fabric state not supported", "not_supported", criterion)
+        return judge.unavailable(gpu_key(index), "fabric state", info, criterion)
     state = FABRIC_STATE_NAMES.get(info.state, f"state {info.state}")
     if state == "completed" and info.status != 0:
         return judge.failed(
-            gpu_name(index), f"fabric registration completed with NVML error status {info.status}, expected success", state, criterion
+            gpu_key(index), f"fabric registration completed with NVML error status {info.status}, expected success", state, criterion
         )
-    return judge(gpu_name(index), "fabric state", state, criterion, note=f"clique {info.clique_id}" if state == "completed" else "")
+    return judge(gpu_key(index), "fabric state", state, criterion, note=f"clique {info.clique_id}" if state == "completed" else "")
 
 
 def link_type(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
@@ -132,10 +132,11 @@ def link_type(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     missing = [g for g in pair if facts.gpu(g) is None]
     if missing:
         return judge.failed(
-            subject, f"link type: gpu{missing[0]} not present ({facts.gpu_count} GPU(s) under test)", None, criterion
+            subject, f"link type: {gpu_key(missing[0])} not present ({facts.gpu_count} GPU(s) under test)", None, criterion
         )
     link = facts.link(a, b)
     if link is None:
         return judge.error(subject, "link type: the facts hold no entry for this pair", criterion)
-    evidence = link.evidence or ("via NVSwitch" if link.via_switch else (f"{link.direct_nvlinks} direct NVLinks" if link.direct_nvlinks else "PCIe"))
+    rebuilt = "via NVSwitch" if link.via_switch else (f"{link.direct_nvlinks} direct NVLinks" if link.direct_nvlinks else "PCIe")
+    evidence = link.evidence or rebuilt  # where the link type was read; NVML's evidence otherwise
     return judge(subject, "link type", link.link_type, criterion, note=evidence)

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuaccept.facts.model import Unavailable
+from gpuaccept.vocabulary.display import show, show_apart
+
+Context = dict[str, Any]  # a verdict's evidence as data, for reports: {"peak_GBps": 478.12}
 
 
 class Outcome(str, enum.Enum):
@@ -46,7 +49,7 @@ class Verdict:
     unit: str = ""
     message: str = ""
     profile: str = ""
-    context: dict[str, Any] = field(default_factory=dict)
+    context: Context = field(default_factory=dict)
     criterion: dict[str, Any] = field(default_factory=dict)
     better: Better = Better.EXACT
     marginal: bool = False  # passed within the profile's marginal band of its limit
@@ -82,25 +85,6 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
 
 
-def show(value: Any, unit: str = "", digits: int = 4) -> str:
-    """A value for people: 4 significant digits (one decimal from 1000 up), then the unit."""
-    if isinstance(value, float):
-        text = f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:.{max(1, digits - 3)}f}"
-    else:
-        text = str(value)
-    return f"{text} {unit}".rstrip() if unit else text
-
-
-def show_apart(value: Any, limit: Any, unit: str = "") -> tuple[str, str]:
-    """`value` and `limit` for a message, with as many digits as it takes to tell them apart:
-    329.996 against 330 reads "329.996 < 330", never "330 < 330"."""
-    for digits in range(4, 13):
-        shown = show(value, unit, digits), show(limit, unit, digits)
-        if shown[0] != shown[1] or value == limit:
-            return shown
-    return shown
-
-
 class Criterion:
     unit: str = ""
     better: Better = Better.EXACT
@@ -127,7 +111,7 @@ class Equals(Criterion):
     unit: str = ""
 
     def holds(self, value: Any) -> bool:
-        return value == self.value
+        return bool(value == self.value)
 
     def violation(self, value: Any) -> str:
         shown, wanted = show_apart(value, self.value, self.unit)
@@ -147,7 +131,7 @@ class AtLeast(Criterion):
     better = Better.HIGHER
 
     def holds(self, value: Any) -> bool:
-        return value >= self.minimum
+        return bool(value >= self.minimum)
 
     def violation(self, value: Any) -> str:
         shown, limit = show_apart(value, self.minimum, self.unit)
@@ -157,7 +141,7 @@ class AtLeast(Criterion):
         return {"op": ">=", "limit": self.minimum, "unit": self.unit}
 
     def marginal(self, value: Any, band: float) -> bool:
-        return self.holds(value) and value < self.minimum * (1 + band)
+        return self.holds(value) and bool(value < self.minimum * (1 + band))
 
     def __str__(self) -> str:
         return f">= {show(self.minimum, self.unit)}"
@@ -170,7 +154,7 @@ class AtMost(Criterion):
     better = Better.LOWER
 
     def holds(self, value: Any) -> bool:
-        return value <= self.maximum
+        return bool(value <= self.maximum)
 
     def violation(self, value: Any) -> str:
         shown, limit = show_apart(value, self.maximum, self.unit)
@@ -180,7 +164,7 @@ class AtMost(Criterion):
         return {"op": "<=", "limit": self.maximum, "unit": self.unit}
 
     def marginal(self, value: Any, band: float) -> bool:
-        return self.holds(value) and value > self.maximum * (1 - band)
+        return self.holds(value) and bool(value > self.maximum * (1 - band))
 
     def __str__(self) -> str:
         return f"<= {show(self.maximum, self.unit)}"
@@ -192,12 +176,12 @@ class InRange(Criterion):
     maximum: float
     unit: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.minimum > self.maximum:
             raise ValueError(f"minimum {self.minimum} cannot be greater than maximum {self.maximum}")
 
     def holds(self, value: Any) -> bool:
-        return self.minimum <= value <= self.maximum
+        return bool(self.minimum <= value <= self.maximum)
 
     def violation(self, value: Any) -> str:
         side = "<" if value < self.minimum else ">"
@@ -290,7 +274,8 @@ class Judge:
     marginal_band: float = 0.0
 
     def __call__(
-        self, subject: str, what: str, measured: Any, criterion: Criterion, *, note: str = "", scope: str = "", context: dict | None = None
+        self, subject: str, what: str, measured: Any, criterion: Criterion, *, note: str = "", scope: str = "",
+        context: Context | None = None,
     ) -> Verdict:
         if isinstance(measured, Unavailable):
             return self.unavailable(subject, what, measured, criterion, scope=scope, context=context)
@@ -308,7 +293,7 @@ class Judge:
         return replace(verdict, marginal=marginal) if marginal else verdict
 
     def unavailable(
-        self, subject: str, what: str, reading: Unavailable, criterion: Criterion, *, scope: str = "", context: dict | None = None
+        self, subject: str, what: str, reading: Unavailable, criterion: Criterion, *, scope: str = "", context: Context | None = None
     ) -> Verdict:
         # "not supported" means the hardware lacks what the profile requires: a failure. Anything
         # else means the fact could not be read: an error, and never a pass.
@@ -317,23 +302,30 @@ class Judge:
         return self._verdict(subject, outcome, str(reading), criterion, detail, scope, context)
 
     def failed(
-        self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: dict | None = None, final: bool = False
+        self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: Context | None = None,
+        final: bool = False,
     ) -> Verdict:
         """A failure whose message the check words itself (several mismatches at once, a GPU missing).
         `final`: measuring again cannot undo it (wrong data), so no later attempt passes it."""
         verdict = self._verdict(subject, Outcome.FAILED, measured, criterion, detail, scope, context)
         return replace(verdict, final=True) if final else verdict
 
-    def passed(self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: dict | None = None) -> Verdict:
+    def passed(
+        self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: Context | None = None
+    ) -> Verdict:
         return self._verdict(subject, Outcome.PASSED, measured, criterion, detail, scope, context)
 
-    def error(self, subject: str, detail: str, criterion: Criterion | None = None, *, scope: str = "", context: dict | None = None) -> Verdict:
+    def error(
+        self, subject: str, detail: str, criterion: Criterion | None = None, *, scope: str = "", context: Context | None = None
+    ) -> Verdict:
         return self._verdict(subject, Outcome.ERROR, None, criterion, detail, scope, context)
 
     def not_applicable(self, subject: str, reason: str) -> Verdict:
         return Verdict(self.check, subject, Outcome.NOT_APPLICABLE, None, "", message=f"{subject}: {reason}", profile=self.profile)
 
-    def _verdict(self, subject, outcome, measured, criterion: Criterion | None, detail, scope, context) -> Verdict:
+    def _verdict(
+        self, subject: str, outcome: Outcome, measured: Any, criterion: Criterion | None, detail: str, scope: str, context: Context | None
+    ) -> Verdict:
         where = f"{scope}, profile {self.profile}" if scope else f"profile {self.profile}"
         return Verdict(
             check=self.check,
@@ -358,7 +350,7 @@ def best_attempt(attempts: list[Verdict]) -> Verdict:
     if len(attempts) == 1:
         return attempts[0]
 
-    def rank(verdict: Verdict) -> tuple:
+    def rank(verdict: Verdict) -> tuple[int, float]:
         numeric = isinstance(verdict.measured, (int, float)) and not isinstance(verdict.measured, bool)
         value = float(verdict.measured) if numeric else 0.0
         closeness = value if verdict.better is Better.HIGHER else -value if verdict.better is Better.LOWER else 0.0

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gpuaccept.errors import FactsError, Problem
+from gpuaccept.errors import FactsError, Problem, format_path
 from gpuaccept.facts.model import FACTS_VERSION, Facts
-from gpuaccept.profile.source import format_path
+from gpuaccept.files import write_atomically
 
 
 def dump_facts(facts: Facts) -> str:
@@ -17,11 +17,7 @@ def dump_facts(facts: Facts) -> str:
 
 
 def save_facts(facts: Facts, path: Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".partial")
-    temporary.write_text(dump_facts(facts), encoding="utf-8")
-    temporary.replace(path)  # a reader never sees half a file
+    write_atomically(path, dump_facts(facts))
 
 
 # What other files of this tool say they are, under "format": each names the facts it came from.

@@ -7,11 +7,14 @@ a check can tell "not supported" from "zero" and say which it saw.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
-FACTS_VERSION = 1
+from gpuaccept.vocabulary.copies import CopyKind
+from gpuaccept.vocabulary.steps import Stage, collective_key, copy_key, ddp_case, ddp_key, pair_step_key
+
+FACTS_VERSION: Literal[1] = 1
 
 
 class Record(BaseModel):
@@ -35,7 +38,7 @@ def is_known(value: object) -> bool:
     return not isinstance(value, Unavailable)
 
 
-def not_negative(cls, value: object) -> object:
+def not_negative(cls: type[BaseModel], value: object) -> object:
     """A field validator for counts, sizes and indices (an `Unavailable` passes as it is)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
         raise ValueError(f"must not be negative (got {value})")
@@ -43,10 +46,10 @@ def not_negative(cls, value: object) -> object:
 
 
 # A reading: the value, or why there is none. Union order matters: pydantic tries the value first.
-IntReading = Union[int, Unavailable]
-StrReading = Union[str, Unavailable]
-BoolReading = Union[bool, Unavailable]
-FloatReading = Union[float, Unavailable]
+IntReading = int | Unavailable
+StrReading = str | Unavailable
+BoolReading = bool | Unavailable
+FloatReading = float | Unavailable
 
 
 def not_probed(detail: str = "") -> Unavailable:
@@ -65,8 +68,8 @@ class OmitsLaterDefaults(Record):
     later_fields: ClassVar[dict[str, Any]] = {}
 
     @model_serializer(mode="wrap")
-    def _omit_later_defaults(self, handler) -> dict:
-        data = handler(self)
+    def _omit_later_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
         for name, default in self.later_fields.items():
             if name in data and data[name] == default:
                 del data[name]
@@ -125,12 +128,12 @@ class GpuFacts(OmitsLaterDefaults):
     numa_node: IntReading
     clock_event_reasons: IntReading
     pcie: PcieFacts
-    nvlinks: Union[list[NvLinkFacts], Unavailable]
-    fabric: Union[FabricFacts, Unavailable]
+    nvlinks: list[NvLinkFacts] | Unavailable
+    fabric: FabricFacts | Unavailable
     # affinity as `nvidia-smi topo -m` prints it: CPU and NUMA lists ("0-47,96-143"), every NIC
     cpu_affinity: StrReading = Field(default_factory=lambda: not_probed(NOT_READ))
     numa_affinity: StrReading = Field(default_factory=lambda: not_probed(NOT_READ))
-    nics: Union[list[NicLink], Unavailable] = Field(default_factory=lambda: not_probed(NOT_READ))
+    nics: list[NicLink] | Unavailable = Field(default_factory=lambda: not_probed(NOT_READ))
 
     later_fields: ClassVar[dict[str, Any]] = {name: _NOT_READ_DUMPED for name in ("cpu_affinity", "numa_affinity", "nics")}
 
@@ -202,27 +205,6 @@ class StepFailure(Record):
     message: str
 
 
-# Step keys: the identity of one measured value's step, the same in a worker's plan, a result and a
-# confirmation round: "collective/all_reduce/1GiB", "pair/gpu0-gpu1", "copy/p2p/gpu0-gpu1",
-# "ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8".
-
-
-def collective_key(collective: str, nominal_size: str) -> str:
-    return f"collective/{collective}/{nominal_size}"
-
-
-def pair_step_key(a: int, b: int) -> str:
-    return f"pair/gpu{min(a, b)}-gpu{max(a, b)}"
-
-
-def copy_key(what: str, gpus: tuple[int, ...] | list[int]) -> str:
-    return f"copy/{what}/" + "-".join(f"gpu{g}" for g in gpus)
-
-
-def ddp_key(case: str, without_p2p: bool = False) -> str:
-    return f"{'ddp_without_p2p' if without_p2p else 'ddp'}/{case}"
-
-
 class CollectiveResult(Record):
     collective: str
     size_bytes: int  # S as nccl-tests prints it
@@ -282,7 +264,7 @@ class PairSweep(Record):
 
 
 class CopyResult(Record):
-    what: Literal["p2p", "p2p_bidirectional", "local", "host_to_device", "device_to_host"]
+    what: CopyKind
     gpus: tuple[int, ...]  # (src, dst) for p2p; (gpu,) otherwise
     size_bytes: int
     iterations: int
@@ -325,18 +307,6 @@ class DdpResult(Record):
         return max(0.0, (self.step_s - self.no_sync_step_s) / self.step_s)
 
 
-def ddp_case(world: int, batch: int, accumulation: int = 1) -> str:
-    """The test id of a DDP setting: 4gpu-bs8, 4gpu-bs2-acc4."""
-    return f"{world}gpu-bs{batch}" + (f"-acc{accumulation}" if accumulation != 1 else "")
-
-
-def parse_ddp_case(case: str) -> tuple[int, int, int]:
-    """'4gpu-bs2-acc4' -> (4, 2, 4): world, batch, accumulation."""
-    world, _, rest = case.partition("gpu-bs")
-    batch, _, accumulation = rest.partition("-acc")
-    return int(world), int(batch), int(accumulation or 1)
-
-
 class DdpSweep(Record):
     backend: str
     nccl_version: str | None
@@ -359,7 +329,6 @@ class DdpSweep(Record):
         return ddp_key(result.case, self.p2p_disabled)
 
 
-Stage = Literal["nccl", "copies", "ddp"]
 STAGE_SWEEPS: dict[str, tuple[str, ...]] = {
     "nccl": ("collectives", "pairwise"),
     "copies": ("copies",),
@@ -402,7 +371,9 @@ class Measurements(Record):
                 continue
             key_of = first.key_of if isinstance(first, DdpSweep) else (lambda result: result.key)
             kept = [result for result in first.results if key_of(result) not in keys]
-            update[name] = second.model_copy(update={"results": kept + list(second.results), "failures": list(second.failures) + list(first.failures)})
+            update[name] = second.model_copy(
+                update={"results": kept + list(second.results), "failures": list(second.failures) + list(first.failures)}
+            )
         return self.model_copy(update=update)
 
     def ddp_efficiency(self, world: int, batch: int, accumulation: int = 1) -> float | None:
@@ -434,7 +405,7 @@ class Facts(OmitsLaterDefaults):
     recorded_at: str  # ISO 8601, UTC
     tool_version: str
     system: SystemFacts
-    cuda: Union[CudaFacts, Unavailable]
+    cuda: CudaFacts | Unavailable
     gpus: list[GpuFacts]
     links: list[LinkFacts] = Field(default_factory=list)
     p2p: list[P2PFacts] = Field(default_factory=list)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from gpuaccept import __version__
 from gpuaccept.errors import ImportedTextError, Problem
@@ -31,17 +32,21 @@ from gpuaccept.facts.model import (
     Unavailable,
     not_probed,
 )
-from gpuaccept.importers.nccl_tests import NcclRun, find_nccl_runs, untagged
-from gpuaccept.importers.nvlink_status import NvLinkStatus, find_nvlink_status
+from gpuaccept.importers.nccl_tests import Device, NcclRun, find_nccl_runs, untagged
+from gpuaccept.importers.nvlink_status import GpuLinks, NvLinkStatus, find_nvlink_status
 from gpuaccept.importers.p2p_grid import UNTOLD, P2PGrid, find_p2p_grids
 from gpuaccept.importers.text import Finding, TextFile, read_text_file
 from gpuaccept.importers.topo_matrix import TopoMatrix, find_topo_matrices
-from gpuaccept.measure.plan import human_size
-from gpuaccept.measure.sizes import format_size
+from gpuaccept.vocabulary.links import pair_key
+from gpuaccept.vocabulary.sizes import format_size, human_size
+from gpuaccept.vocabulary.steps import collective_label
 
 NOT_IN_TEXT = "not in the imported text"
 NOTHING = ("not an output this tool reads: no nvidia-smi topo -m table, topo -p2p grid, nvlink -s listing or "
            "nccl-tests log in it")
+
+Output = TopoMatrix | P2PGrid | NvLinkStatus | NcclRun  # one command's output found in a file
+Listed = tuple[NvLinkStatus, GpuLinks]  # a GPU's links, and the nvlink -s listing they are in
 
 
 @dataclass
@@ -53,11 +58,12 @@ class FileOutputs:
     runs: list[NcclRun] = field(default_factory=list)
 
     @property
-    def parts(self) -> list:
+    def parts(self) -> list[Output]:
         return [*self.matrices, *[g for g in self.grids if g.capabilities], *self.statuses, *self.runs]
 
     def findings(self) -> list[Finding]:
-        return [f for part in [*self.matrices, *self.grids, *self.statuses, *self.runs] for f in part.findings]
+        every: list[Output] = [*self.matrices, *self.grids, *self.statuses, *self.runs]
+        return [f for part in every for f in part.findings]
 
     def kinds(self) -> list[str]:
         cleaned = f" [{' and '.join(self.text.cleaned)} removed]" if self.text.cleaned else ""
@@ -114,9 +120,12 @@ def _why_nothing(outputs: FileOutputs) -> Problem:
     return Problem(name, None, "", NOTHING)
 
 
+_ROW_DTYPES = ("float", "half", "bfloat16", "double", "int8", "int32")  # the types nccl-tests rows are most often of
+
+
 def _looks_like_row(text: str) -> bool:
     tokens = text.split()
-    return len(tokens) >= 6 and tokens[0].isdigit() and tokens[1].isdigit() and tokens[2] in ("float", "half", "bfloat16", "double", "int8", "int32")
+    return len(tokens) >= 6 and tokens[0].isdigit() and tokens[1].isdigit() and tokens[2] in _ROW_DTYPES
 
 
 def _refuse(lines: list[tuple[str, int | None, str]]) -> ImportedTextError:
@@ -130,8 +139,9 @@ def _gpu_count(files: list[FileOutputs]) -> int:
         said += [(g.gpu_count, g.file, g.line, g.describe()) for g in f.grids if g.capabilities]
         said += [(max(s.gpus) + 1, s.file, s.line, s.describe()) for s in f.statuses]
         for run in f.runs:
-            first = [d.device for d in run.devices if d.host == run.hosts[0]] if run.devices else []
-            said.append((max(first) + 1 if first else run.ranks, run.file, run.line, f"{run.collective}_perf on {run.hosts[0] if run.hosts else 'one host'}"))
+            on_first_host = [d.device for d in run.devices if d.host == run.hosts[0]] if run.devices else []
+            host = run.hosts[0] if run.hosts else "one host"
+            said.append((max(on_first_host) + 1 if on_first_host else run.ranks, run.file, run.line, f"{run.collective}_perf on {host}"))
     counts = {count for count, *_ in said}
     if len(counts) > 1:
         first, other = said[0], next(s for s in said if s[0] != said[0][0])
@@ -146,7 +156,7 @@ def _one_matrix(files: list[FileOutputs]) -> TopoMatrix | None:
         differing = [pair for pair, link in matrices[0].links.items() if other.links.get(pair) != link]
         if differing:
             a, b = differing[0]
-            raise _refuse([(other.file, other.line, f"this topo -m says gpu{a}-gpu{b} is {other.links.get((a, b))} but "
+            raise _refuse([(other.file, other.line, f"this topo -m says {pair_key(a, b)} is {other.links.get((a, b))} but "
                             f"{matrices[0].file}:{matrices[0].line} says {matrices[0].links[(a, b)]}: outputs of one machine only")])
     return matrices[0] if matrices else None
 
@@ -189,7 +199,7 @@ def build_facts(files: list[FileOutputs]) -> Facts:
     )
 
 
-def _gpu(i: int, matrix: TopoMatrix | None, statuses: dict, devices: dict, any_status: bool) -> GpuFacts:
+def _gpu(i: int, matrix: TopoMatrix | None, statuses: dict[int, Listed], devices: dict[int, Device], any_status: bool) -> GpuFacts:
     status = statuses.get(i)
     device = devices.get(i)
     name: str | Unavailable = not_probed("the imported text does not name the GPU model")
@@ -231,7 +241,7 @@ def _bus_id(text: str) -> str:
     return ""
 
 
-def _nvlinks(i: int, status, any_status: bool) -> list[NvLinkFacts] | Unavailable:
+def _nvlinks(i: int, status: Listed | None, any_status: bool) -> list[NvLinkFacts] | Unavailable:
     if status is None:
         return not_probed("an nvidia-smi nvlink -s listing without this GPU" if any_status else
                           "no nvidia-smi nvlink -s among the imported files")
@@ -252,7 +262,7 @@ def _nvlinks(i: int, status, any_status: bool) -> list[NvLinkFacts] | Unavailabl
 
 
 def _p2p(files: list[FileOutputs], count: int) -> list[P2PFacts]:
-    statuses: dict[tuple[int, int], dict] = {}
+    statuses: dict[tuple[int, int], dict[str, str | Unavailable]] = {}
     for grid in (g for f in files for g in f.grids if g.capabilities):
         for pair, status in grid.statuses.items():
             for capability in grid.capabilities:
@@ -267,20 +277,22 @@ def _p2p(files: list[FileOutputs], count: int) -> list[P2PFacts]:
 def _sweep(runs: list[NcclRun]) -> CollectiveSweep:
     seen: dict[str, NcclRun] = {}
     for run in runs:
-        if run.collective in seen:
-            first = seen[run.collective]
-            raise _refuse([(run.file, run.line, f"a second {run.collective}_perf run (the first is {first.file}:{first.line}): "
+        collective = _collective(run)
+        if collective in seen:
+            first = seen[collective]
+            raise _refuse([(run.file, run.line, f"a second {collective}_perf run (the first is {first.file}:{first.line}): "
                             "import one run of each collective at a time")])
-        seen[run.collective] = run
+        seen[collective] = run
     ranks = {run.ranks for run in runs}
     if len(ranks) > 1:
         raise _refuse([(runs[-1].file, runs[-1].line, f"runs on different numbers of ranks ({', '.join(map(str, sorted(ranks)))}): "
                         "import the runs of one machine, or one cluster, at a time")])
-    results, failures = [], []
+    results: list[CollectiveResult] = []
+    failures: list[StepFailure] = []
     for run in runs:
         for row in run.rows:
             results.append(CollectiveResult(
-                collective=run.collective, size_bytes=row.size, nominal_size=format_size(row.size), dtype=row.dtype,
+                collective=_collective(run), size_bytes=row.size, nominal_size=format_size(row.size), dtype=row.dtype,
                 ranks=run.ranks, warmup=run.warmup, iterations=run.iterations, time_us=row.time_us,
                 algbw_GBps=row.algbw, busbw_GBps=row.busbw,
                 wrong=row.wrong if row.wrong is not None else not_probed("the log does not count wrong elements at this size"),
@@ -298,19 +310,26 @@ def _sweep(runs: list[NcclRun]) -> CollectiveSweep:
     )
 
 
+def _collective(run: NcclRun) -> str:
+    if run.collective is None:  # import_files refuses such a log before facts are built
+        raise _refuse([(run.file, run.line, _NO_COLLECTIVE)])
+    return run.collective
+
+
 def _missing(run: NcclRun) -> list[StepFailure]:
     """The sizes the run was asked for beyond its last row: crashed, or not in a log cut short."""
     if run.complete and not run.crash:
         return []
     last = max((row.size for row in run.rows), default=0)
     after = f"after {human_size(last)}" if last else "before its first size"
+    reason: Literal["crashed", "not_in_log"]
     if run.crash:
         line, text = run.crash
         reason, why = "crashed", f"the run crashed {after}: {text} ({run.file}:{line})"
     else:
         reason, why = "not_in_log", f"the log ends {after} ({run.file} is cut short)"
     return [
-        StepFailure(step=f"{run.collective} {human_size(size)}", reason=reason, message=why)
+        StepFailure(step=collective_label(_collective(run), size), reason=reason, message=why)
         for size in run.expected_sizes()
         if size > last
     ]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuaccept.importers.text import Finding, TextFile
+from gpuaccept.vocabulary.collectives import COLLECTIVES
 
 _TAGS = re.compile(r"\[\d+(?:,\d+)*\](?:<std(?:out|err)>)?:?")
 _SRUN = re.compile(r"^\s*\d+:(?=\s)")
@@ -38,10 +39,10 @@ _OUT_OF_BOUNDS = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
 DTYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16", "int8": "int8",
           "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
           "int": "int32", "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2"}
-KNOWN = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv", "scatter", "gather",
-         "hypercube")
-FILE_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter", "alltoall": "alltoall",
-              "broadcast": "broadcast", "sendrecv": "sendrecv"}
+# the collectives this project measures, and the other tests nccl-tests ships
+KNOWN = (*COLLECTIVES, "reduce", "sendrecv", "scatter", "gather", "hypercube")
+# a collective as a file name may spell it, without underscores: allreduce_perf.log
+FILE_NAMES = {name.replace("_", ""): name for name in (*COLLECTIVES, "sendrecv")}
 KIND = "nccl-tests"
 
 
@@ -96,10 +97,11 @@ class NcclRun:
 
     def expected_sizes(self) -> list[int]:
         low, high, step, kind = self.sizes
-        sizes, size = [], max(low, 1) if kind == "factor" else low
+        sizes: list[int] = []
+        size = max(low, 1) if kind == "factor" else low
         while size <= high and len(sizes) < 4096:
             sizes.append(size)
-            if kind == "factor" and step <= 1 or kind == "bytes" and step <= 0:
+            if (kind == "factor" and step <= 1) or (kind == "bytes" and step <= 0):
                 break
             size = size * step if kind == "factor" else size + step
         return sizes
@@ -150,7 +152,9 @@ def find_nccl_runs(text: TextFile) -> list[NcclRun]:
     return runs
 
 
-def _start(text: TextFile, number: int, header: re.Match, command, version) -> NcclRun:
+def _start(
+    text: TextFile, number: int, header: re.Match[str], command: tuple[str, str] | None, version: str | None
+) -> NcclRun:
     threads, gpus, low, high, step, kind, warmup, iterations = header.groups()
     run = NcclRun(text.name, number, n_threads=int(threads), n_gpus=int(gpus), warmup=int(warmup), iterations=int(iterations),
                   sizes=(int(low), int(high), int(step), kind), nccl_version=version)
@@ -200,8 +204,8 @@ def _read_row(run: NcclRun, number: int, tokens: list[str], name: str) -> None:
         rest = rest[1:]  # the reduction (sum, none, ...); alltoall leaves it blank in the older layout
     if run.has_root and len(rest) == 9 and re.fullmatch(r"-?\d+", rest[0]):
         rest = rest[1:]
-    values = [_number(v) for v in rest[:3]]
-    if len(rest) < 4 or any(v is None for v in values):
+    values = [value for value in map(_number, rest[:3]) if value is not None]
+    if len(rest) < 4 or len(values) < 3:
         run.findings.append(Finding(name, number, f"the row for {size} bytes is cut or broken by other output "
                                     f"({' '.join(tokens[3:])[:60]!r}): not used"))
         return

@@ -80,11 +80,11 @@ def find_nvlink_status(text: TextFile) -> list[NvLinkStatus]:
     if not status.gpus:
         return []
     status.line = min(g.line for g in status.gpus.values())
-    for gpu in status.gpus.values():
-        if gpu.elided:
-            shown = ", ".join(str(link) for link, _, _ in gpu.links)
-            status.findings.append(Finding(text.name, gpu.line, f"GPU {gpu.index}'s links are elided ('[...]'; links {shown} shown): "
-                                           "its link count and states are unknown; the shown links' speed is used"))
+    for listed in status.gpus.values():
+        if listed.elided:
+            shown = ", ".join(str(link) for link, _, _ in listed.links)
+            status.findings.append(Finding(text.name, listed.line, f"GPU {listed.index}'s links are elided ('[...]'; links {shown} "
+                                           "shown): its link count and states are unknown; the shown links' speed is used"))
     return [status]
 
 

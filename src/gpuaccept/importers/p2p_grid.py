@@ -14,10 +14,12 @@ from pathlib import Path
 
 from gpuaccept.importers.text import Finding, TextFile, refuse
 from gpuaccept.importers.topo_matrix import gpu_header, rows_look_like
-from gpuaccept.topology import P2P_STATUS_CODES
+from gpuaccept.vocabulary.nvml_codes import P2P_STATUS_CODES, P2PCapability
 
 # nvidia-smi's letters -> the capability names of P2P facts (NVML's index 4, "prop", is PCI there)
-CAPABILITY_LETTERS = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "pci"}
+_LETTERS = {"r": P2PCapability.READ, "w": P2PCapability.WRITE, "n": P2PCapability.NVLINK, "a": P2PCapability.ATOMICS,
+            "p": P2PCapability.PCI}
+CAPABILITY_LETTERS = {letter: capability.name.lower() for letter, capability in _LETTERS.items()}
 _COMMAND = re.compile(r"-p2p\s+([A-Za-z]+)")
 _FILE_NAME = re.compile(r"p2p[-_]?([rwnap]{1,5})(?![a-z])", re.IGNORECASE)
 KIND = "nvidia-smi topo -p2p"

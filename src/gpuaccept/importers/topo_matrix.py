@@ -11,18 +11,30 @@ thing the other way round.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuaccept.facts.model import NicLink, Unavailable, not_probed
 from gpuaccept.importers.text import Finding, TextFile
+from gpuaccept.vocabulary.affinity import is_cpu_list
+from gpuaccept.vocabulary.links import is_link_type, pair_key
+from gpuaccept.vocabulary.nvml_codes import P2P_STATUS_CODES
 
 _GPU = re.compile(r"^GPU(\d+)$")
-_LINK = re.compile(r"^(X|NV[1-9]\d*|PIX|PXB|PHB|NODE|SYS|SOC)$")
-_CPU_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _NIC_LEGEND = re.compile(r"^\s*(\S+):\s*(\S+)\s*$")
 AFFINITY_COLUMNS = (("CPU Affinity", "cpu"), ("NUMA Affinity", "numa"), ("GPU NUMA ID", "gpu_numa"))
-P2P_CODES = {"OK", "CNS", "GNS", "TNS", "NS", "DR", "U"}
+OLDER_NAMES = {"SOC": "SYS"}  # what older drivers print for a link type
 KIND = "nvidia-smi topo -m"
+
+Cells = list[str | None]  # a row's cells, None where unreadable
+GpuRows = dict[int, tuple[int, Cells]]  # GPU -> (its line, its cells)
+AffinityFields = dict[int, tuple[int, list[str]]]  # GPU -> (its line, the fields after its cells)
+Report = Callable[[int, str], None]  # (line, message): a finding
+
+
+def is_cell(text: str) -> bool:
+    """A cell of the table: a link type, an older driver's name for one, or X (a device to itself)."""
+    return text == "X" or text in OLDER_NAMES or is_link_type(text)
 
 
 @dataclass
@@ -62,8 +74,8 @@ def rows_look_like(text: TextFile, header: int, vocabulary: str) -> bool:
         if tokens[0] != "GPU0":
             return False
         cells = [c for c in tokens[1:] if c != "X"]
-        links = sum(1 for c in cells if _LINK.match(c))
-        codes = sum(1 for c in cells if c in P2P_CODES)
+        links = sum(1 for c in cells if is_cell(c))
+        codes = sum(1 for c in cells if c in P2P_STATUS_CODES)
         if vocabulary == "topo" and links == codes == 0 and tokens[1:2] == ["X"]:
             return "Affinity" in text.lines[header].text  # one GPU, no NIC: only its affinity follows the X
         return links > codes if vocabulary == "topo" else codes > links
@@ -100,9 +112,9 @@ def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> t
 
     names = [f"GPU{i}" for i in range(gpu_count)] + devices
     width = len(names)
-    gpu_cells: dict[int, tuple[int, list[str | None]]] = {}
-    device_cells: dict[str, list[str | None]] = {}
-    affinity: dict[int, tuple[int, list[str]]] = {}
+    gpu_cells: GpuRows = {}
+    device_cells: dict[str, Cells] = {}
+    affinity: AffinityFields = {}
     soc_seen = False
     position += 1
     while position < len(text.lines):
@@ -113,7 +125,7 @@ def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> t
         name = row[0]
         cells = row[1:]
         if name not in names:
-            if len(cells) >= gpu_count and all(_LINK.match(c) for c in cells[:gpu_count]):
+            if len(cells) >= gpu_count and all(is_cell(c) for c in cells[:gpu_count]):
                 finding(line.number, f"row {name} names a device the header has no column for: row ignored, "
                         "the GPU columns still read")
                 position += 1
@@ -128,14 +140,16 @@ def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> t
                     "what the row lacks is read from the other rows where they say it")
         links: list[str | None] = []
         clipped = False
-        for column, cell in zip(names, cells[:width]):
-            if cell == "SOC":
-                soc_seen, cell = True, "SYS"
-            if not _LINK.match(cell):
+        for column, cell in zip(names, cells[:width], strict=False):  # a row cut short has fewer cells
+            if cell in OLDER_NAMES:
+                soc_seen, cell = True, OLDER_NAMES[cell]
+            if is_cell(cell):
+                links.append(cell)
+            else:
                 finding(line.number, f"row {name}, column {column} reads {cell!r}: not a link type (a clipped field); "
                         "that cell is not used" + (", nor the row's affinity fields after it" if _GPU.match(name) else ""))
-                cell, clipped = None, True
-            links.append(cell)
+                links.append(None)
+                clipped = True
         links += [None] * (width - len(links))
         if _GPU.match(name):
             gpu_cells[int(name[3:])] = (line.number, links)
@@ -150,8 +164,8 @@ def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> t
 
     legend = _nic_legend(text, position)
     matrix.nic_names = [legend.get(d, d) for d in devices]
-    _resolve_links(matrix, gpu_cells, device_cells, finding)
-    _resolve_nics(matrix, devices, gpu_cells, device_cells, finding)
+    _resolve_links(matrix, gpu_cells, finding)
+    _resolve_nics(matrix, devices, gpu_cells, device_cells)
     _resolve_affinity(matrix, columns, affinity, finding)
     return matrix, position
 
@@ -173,7 +187,7 @@ def _nic_legend(text: TextFile, position: int) -> dict[str, str]:
     return legend
 
 
-def _resolve_links(matrix: TopoMatrix, gpu_cells: dict, device_cells: dict, finding) -> None:
+def _resolve_links(matrix: TopoMatrix, gpu_cells: GpuRows, finding: Report) -> None:
     n = matrix.gpu_count
     for i in range(n):
         if i not in gpu_cells:
@@ -187,18 +201,18 @@ def _resolve_links(matrix: TopoMatrix, gpu_cells: dict, device_cells: dict, find
             backward = gpu_cells[b][1][a] if b in gpu_cells else None
             if forward and backward and forward != backward:
                 finding(gpu_cells[b][0], f"GPU{b} to GPU{a} reads {backward} but GPU{a} to GPU{b} reads {forward}: "
-                        f"the pair gpu{a}-gpu{b} is not used")
+                        f"the pair {pair_key(a, b)} is not used")
                 matrix.links[(a, b)] = None
             else:
                 matrix.links[(a, b)] = forward or backward
 
 
-def _resolve_nics(matrix: TopoMatrix, devices: list[str], gpu_cells: dict, device_cells: dict, finding) -> None:
+def _resolve_nics(matrix: TopoMatrix, devices: list[str], gpu_cells: GpuRows, device_cells: dict[str, Cells]) -> None:
     n = matrix.gpu_count
     for i in range(n):
         links: list[NicLink] = []
         missing = []
-        for column, (device, name) in enumerate(zip(devices, matrix.nic_names), start=n):
+        for column, (device, name) in enumerate(zip(devices, matrix.nic_names, strict=True), start=n):
             cell = gpu_cells[i][1][column] if i in gpu_cells else None
             if cell is None and device in device_cells:
                 cell = device_cells[device][i]
@@ -212,7 +226,7 @@ def _resolve_nics(matrix: TopoMatrix, devices: list[str], gpu_cells: dict, devic
             matrix.nics[i] = links
 
 
-def _resolve_affinity(matrix: TopoMatrix, columns: list[str], affinity: dict, finding) -> None:
+def _resolve_affinity(matrix: TopoMatrix, columns: list[str], affinity: AffinityFields, finding: Report) -> None:
     for i in range(matrix.gpu_count):
         found: dict[str, str | Unavailable] = {}
         for key in ("cpu", "numa"):
@@ -224,12 +238,12 @@ def _resolve_affinity(matrix: TopoMatrix, columns: list[str], affinity: dict, fi
                 finding(number, f"GPU{i} has {len(cells)} fields after its links for {len(columns)} affinity column(s): "
                         "its affinity is not used")
                 cells = []
-            for key, cell in zip(columns, cells):
+            for key, cell in zip(columns, cells, strict=False):  # fields left empty at the end are not printed
                 if key == "gpu_numa":
                     continue
                 if cell == "N/A":
                     found[key] = Unavailable(unavailable="not_found", detail=f"{KIND} prints N/A")
-                elif _CPU_LIST.match(cell):
+                elif is_cpu_list(cell):
                     found[key] = cell
                 else:
                     finding(number, f"GPU{i} {key.upper()} Affinity reads {cell!r}: not a list of numbers (a clipped field); "

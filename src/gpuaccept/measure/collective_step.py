@@ -45,9 +45,7 @@ def measure_collective(step: CollectiveStep, me) -> dict:
     seconds = slowest_rank_seconds(time_operation(timed, step.iterations, me), me)
 
     _fill(step.collective, inputs, me)
-    if not in_place:
-        outputs.fill_(float("nan"))
-    elif step.collective == "broadcast" and me.rank != 0:
+    if not in_place or (step.collective == "broadcast" and me.rank != 0):
         outputs.fill_(float("nan"))
     operation()
     if os.environ.get(INJECT_WRONG) == step.label and me.rank == me.world - 1:

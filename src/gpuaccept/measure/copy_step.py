@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 
-from gpuaccept.facts.model import copy_key
 from gpuaccept.measure.plan import CopyStep
+from gpuaccept.vocabulary.steps import copy_key
 
 
 def measure_copies(step: CopyStep, me) -> list[dict]:
@@ -38,9 +38,8 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
             _run(copies, devices)
         seconds = _timed(copies, devices, step.iterations)
         wrong = check()  # after the copies: the destination must hold the source
-        results.append(
-            {"what": what, "gpus": list(devices), "size_bytes": size, "iterations": step.iterations, "GBps": moved / seconds / 1e9, "wrong": wrong}
-        )
+        measured = {"what": what, "gpus": list(devices), "size_bytes": size, "iterations": step.iterations}
+        results.append({**measured, "GBps": moved / seconds / 1e9, "wrong": wrong})
 
     if "local" in step.what:
         for g in range(gpus):
@@ -52,9 +51,11 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
         landing = torch.empty(size, dtype=torch.uint8, pin_memory=True)
         for g in range(gpus):
             if "host_to_device" in step.what:
-                record("host_to_device", (g,), [lambda g=g: targets[g].copy_(host, non_blocking=True)], size, lambda g=g: differ(targets[g], host))
+                copy = [lambda g=g: targets[g].copy_(host, non_blocking=True)]
+                record("host_to_device", (g,), copy, size, lambda g=g: differ(targets[g], host))
             if "device_to_host" in step.what:
-                record("device_to_host", (g,), [lambda g=g: landing.copy_(sources[g], non_blocking=True)], size, lambda g=g: differ(sources[g], landing))
+                copy = [lambda g=g: landing.copy_(sources[g], non_blocking=True)]
+                record("device_to_host", (g,), copy, size, lambda g=g: differ(sources[g], landing))
     if "p2p" in step.what:
         for a in range(gpus):
             for b in range(gpus):

@@ -13,11 +13,13 @@ small difference of two times, which is why both are medians.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import statistics
 import time
 
-from gpuaccept.measure.gpt import GptShape, build
+from gpuaccept.measure.gpt import build
 from gpuaccept.measure.plan import DdpStep
+from gpuaccept.vocabulary.gpt import GptDims
 
 
 def measure_ddp(step: DdpStep, me) -> list[dict]:
@@ -32,7 +34,7 @@ def measure_ddp(step: DdpStep, me) -> list[dict]:
         group = dist.group.WORLD  # the job's own group: no second communicator to set up
     else:
         group = dist.new_group(list(range(step.world)))
-    shape = GptShape(step.layers, step.d_model, step.heads, step.vocab, step.seq_len)
+    shape = step.model
     trainer = _Trainer(shape, step, group, me) if me.rank < step.world else None
     results = []
     for batch in step.batches:
@@ -52,7 +54,7 @@ def measure_ddp(step: DdpStep, me) -> list[dict]:
                     "step_s": step_s,
                     "no_sync_step_s": no_sync_s if group is not None and step.no_sync else None,
                     "samples_per_s_per_gpu": samples / step_s,
-                    "tokens_per_s_per_gpu": samples * step.seq_len / step_s,
+                    "tokens_per_s_per_gpu": samples * shape.seq_len / step_s,
                     "parameters": shape.parameters(),
                 }
             )
@@ -64,7 +66,7 @@ def measure_ddp(step: DdpStep, me) -> list[dict]:
 class _Trainer:
     """One model, optimizer and DDP wrapper per world size, trained at each batch setting in turn."""
 
-    def __init__(self, shape: GptShape, step: DdpStep, group, me):
+    def __init__(self, shape: GptDims, step: DdpStep, group, me):
         import torch
         from torch.nn.parallel import DistributedDataParallel
 
@@ -108,7 +110,7 @@ class _Trainer:
                 one_step(synchronize_gradients)
                 marks.append(_mark(me))
             _synchronize(me)
-            return statistics.median(_seconds_between(a, b, me) for a, b in zip(marks, marks[1:]))
+            return statistics.median(_seconds_between(a, b, me) for a, b in itertools.pairwise(marks))
 
         for _ in range(step.warmup_steps):
             one_step()

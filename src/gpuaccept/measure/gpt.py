@@ -1,36 +1,16 @@
 """A self-contained GPT-2-style language model for the DDP workload: no downloads, synthetic tokens.
 
 Pre-norm transformer blocks (causal self-attention through scaled_dot_product_attention, a 4x
-MLP), learned positions, and an output layer tied to the token embedding, as in GPT-2. Sizes go
-from a few thousand parameters (CPU tests) to GPT-2 large.
+MLP), learned positions, and an output layer tied to the token embedding, as in GPT-2, built to
+the dimensions of `gpuaccept.vocabulary.gpt` (whose parameter count it has).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-PRESETS = {
-    "tiny": dict(layers=2, d_model=64, heads=2, vocab=512, seq_len=32),
-    "gpt2-small": dict(layers=12, d_model=768, heads=12, vocab=50304, seq_len=1024),
-    "gpt2-medium": dict(layers=24, d_model=1024, heads=16, vocab=50304, seq_len=1024),
-    "gpt2-large": dict(layers=36, d_model=1280, heads=20, vocab=50304, seq_len=1024),
-}
+from gpuaccept.vocabulary.gpt import GptDims
 
 
-@dataclass(frozen=True)
-class GptShape:
-    layers: int
-    d_model: int
-    heads: int
-    vocab: int
-    seq_len: int
-
-    def parameters(self) -> int:
-        block = 12 * self.d_model**2 + 13 * self.d_model  # attention 4d^2, MLP 8d^2, norms and biases
-        return self.layers * block + (self.vocab + self.seq_len) * self.d_model + 2 * self.d_model
-
-
-def build(shape: GptShape):
+def build(shape: GptDims):
     import torch
     from torch import nn
     from torch.nn import functional as F

@@ -21,10 +21,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from gpuaccept.files import write_atomically
 from gpuaccept.measure.plan import Plan
 from gpuaccept.measure.worker import ERROR_MARK, GO_FILE, LAUNCHER_PID, heartbeat_file
 from gpuaccept.process import kill_group
@@ -118,7 +120,8 @@ class Workers:
         self.processes: list[subprocess.Popen] = []
         base = dict(os.environ if env is None else env)
         base.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), **{LAUNCHER_PID: str(os.getpid())})
-        command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", str(self.workdir / "plan.json"), "--out", str(self.workdir), "--wait"]
+        plan, out = str(self.workdir / "plan.json"), str(self.workdir)
+        command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", plan, "--out", out, "--wait"]
         try:
             for rank in range(ranks):
                 heartbeat_file(self.workdir, rank).touch()  # a rank's life counts from its start
@@ -143,7 +146,7 @@ class Workers:
             (self.workdir / "plan.json").write_text(plan.model_dump_json(), encoding="utf-8")
             # the port is picked only now: one picked when the workers started could have been
             # taken by the time they meet
-            _write_atomically(self.workdir / GO_FILE, str(_free_port()))
+            write_atomically(self.workdir / GO_FILE, str(_free_port()))
             _watch(plan, self.processes, self.workdir, attempt, on_event)
         finally:
             self.close()
@@ -162,12 +165,6 @@ class Workers:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
 
 
 def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: EventCallback | None) -> None:

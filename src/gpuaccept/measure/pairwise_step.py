@@ -8,6 +8,8 @@ slow each other, one pair at a time.
 
 from __future__ import annotations
 
+import functools
+
 from gpuaccept.measure.collective_step import pattern
 from gpuaccept.measure.collectives import DTYPE_BYTES
 from gpuaccept.measure.plan import PairwiseStep
@@ -76,7 +78,7 @@ def measure_pairs(step: PairwiseStep, me) -> list[dict]:
         send.copy_(values * _code(me.rank, peer))
         for _ in range(step.warmup):
             exchange(peer)
-        times[index] = time_operation(lambda: exchange(peer), step.iterations, me)
+        times[index] = time_operation(functools.partial(exchange, peer), step.iterations, me)
         receive.fill_(float("nan"))
         exchange(peer)
         wrong[index] = (receive != values * _code(peer, me.rank)).sum()

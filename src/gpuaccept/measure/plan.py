@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuaccept.measure.sizes import format_size
+from gpuaccept.vocabulary.collectives import Collective
+from gpuaccept.vocabulary.copies import CopyKind
+from gpuaccept.vocabulary.gpt import GptDims
+from gpuaccept.vocabulary.steps import collective_label, copies_label, ddp_label, pairwise_label
 
 
 class Step(BaseModel):
@@ -17,7 +20,7 @@ class Step(BaseModel):
 
 class CollectiveStep(Step):
     kind: Literal["collective"] = "collective"
-    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
+    collective: Collective
     size_bytes: int
     dtype: str = "bfloat16"
     warmup: int = 5
@@ -25,7 +28,7 @@ class CollectiveStep(Step):
 
     @property
     def label(self) -> str:
-        return f"{self.collective} {human_size(self.size_bytes)}"
+        return collective_label(self.collective, self.size_bytes)
 
 
 class PairwiseStep(Step):
@@ -41,7 +44,7 @@ class PairwiseStep(Step):
 
     @property
     def label(self) -> str:
-        return f"pairwise send/receive {human_size(self.size_bytes)}"
+        return pairwise_label(self.size_bytes)
 
 
 class CopyStep(Step):
@@ -51,12 +54,12 @@ class CopyStep(Step):
     size_bytes: int
     warmup: int = 2
     iterations: int = 10
-    what: list[Literal["p2p", "p2p_bidirectional", "local", "host_to_device", "device_to_host"]]
+    what: list[CopyKind]
     only: list[str] | None = None  # only the copies with these keys ("copy/p2p/gpu0-gpu1"); None: every one
 
     @property
     def label(self) -> str:
-        return f"copy bandwidth {human_size(self.size_bytes)}"
+        return copies_label(self.size_bytes)
 
 
 class DdpStep(Step):
@@ -64,11 +67,7 @@ class DdpStep(Step):
 
     kind: Literal["ddp"] = "ddp"
     world: int
-    layers: int
-    d_model: int
-    heads: int
-    vocab: int
-    seq_len: int
+    model: GptDims
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
     batches: list[int]
     accumulation: list[int] = [1]
@@ -78,10 +77,10 @@ class DdpStep(Step):
 
     @property
     def label(self) -> str:
-        return f"DDP on {self.world} GPU{'s' if self.world > 1 else ''}"
+        return ddp_label(self.world)
 
 
-AnyStep = Annotated[Union[CollectiveStep, PairwiseStep, CopyStep, DdpStep], Field(discriminator="kind")]
+AnyStep = Annotated[CollectiveStep | PairwiseStep | CopyStep | DdpStep, Field(discriminator="kind")]
 
 
 class Plan(BaseModel):
@@ -92,10 +91,3 @@ class Plan(BaseModel):
     startup_timeout_s: float = 60.0  # process start, torch import, process group and NCCL set-up (about 5 s on H200)
     stalled_s: float = 20.0  # a worker that shows no sign of life this long is stopped, frozen or gone
 
-
-def human_size(size: int) -> str:
-    text = format_size(size)
-    for unit in ("TiB", "GiB", "MiB", "KiB"):
-        if text.endswith(unit):
-            return f"{text[: -len(unit)]} {unit}"
-    return f"{size} B"

@@ -20,6 +20,7 @@ sleep forever at the start of that step, so its peers block inside a real collec
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -69,7 +70,8 @@ class Progress:
     """Rank 0's report to the launcher: appended and flushed line by line."""
 
     def __init__(self, out: Path, enabled: bool):
-        self.file = open(out / "progress.jsonl", "a", encoding="utf-8") if enabled else None
+        # open for the rank's whole life, each line flushed as written
+        self.file = open(out / "progress.jsonl", "a", encoding="utf-8") if enabled else None  # noqa: SIM115
 
     def emit(self, **event: Any) -> None:
         if self.file:
@@ -82,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpuaccept.measure.worker")
     parser.add_argument("--plan", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--wait", action="store_true", help="import torch, then wait for DIR/go (the rendezvous port) before reading the plan")
+    parser.add_argument(
+        "--wait", action="store_true", help="import torch, then wait for DIR/go (the rendezvous port) before reading the plan"
+    )
     args = parser.parse_args(argv)
     rank, world, local_rank = rank_from_environment()
     # the launcher names itself: a launcher that died before this line ran would otherwise leave
@@ -121,10 +125,8 @@ def start_heartbeat(path: Path) -> None:
 
     def beat() -> None:
         while True:
-            try:
+            with contextlib.suppress(OSError):  # the launcher removed the folder: the run is over
                 path.touch()
-            except OSError:
-                pass  # the launcher removed the folder: the run is over
             time.sleep(HEARTBEAT_S)
 
     threading.Thread(target=beat, name="gpuaccept-heartbeat", daemon=True).start()

@@ -16,11 +16,12 @@ import pytest
 from gpuaccept.errors import GpuAcceptError, OptionError
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.context import AUTO, RunContext
-from gpuaccept.plugin.measurements import MeasurementStore, merge, terminal_line
-from gpuaccept.plugin.reporting import RunReporting
 from gpuaccept.plugin.parametrize import parametrize_from_profile
+from gpuaccept.plugin.reporting import RunReporting
+from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import VERDICTS_KEY, VerdictRecorder, failure_message
 from gpuaccept.report.baseline import load_baseline, parse_percent
+from gpuaccept.session.store import MeasurementStore, merge
 
 CONTEXT_KEY = pytest.StashKey[RunContext]()
 BASELINE_KEY = pytest.StashKey[tuple]()
@@ -119,7 +120,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
         config.stash[CONTEXT_KEY] = context
-        config.stash[STORE_KEY] = MeasurementStore(Path(workerinput[WORKER_STORE]), live=context.live, confirm=config.getoption("gpuaccept_confirm"))
+        config.stash[STORE_KEY] = MeasurementStore(
+            Path(workerinput[WORKER_STORE]), live=context.live, confirm=config.getoption("gpuaccept_confirm")
+        )
         return
     profile = config.getoption("gpuaccept_profile")
     facts_file = config.getoption("gpuaccept_facts")

@@ -12,12 +12,12 @@ import pytest
 from gpuaccept.checks.ddp import ddp_cases
 from gpuaccept.checks.fabric import busbw_cases, case_id
 from gpuaccept.profile import Profile
-from gpuaccept.topology import pair_key
+from gpuaccept.vocabulary.links import gpu_key, pair_key
 
 
 def parametrize_from_profile(metafunc: pytest.Metafunc, profile: Profile) -> None:
     families = {
-        "gpu": (list(range(profile.gpu_count)), lambda g: f"gpu{g}", "no GPUs"),
+        "gpu": (list(range(profile.gpu_count)), gpu_key, "no GPUs"),
         "gpu_pair": (profile.gpu_pairs(), lambda p: pair_key(*p), "no GPU pairs"),
         "gpu_ordered_pair": (profile.ordered_gpu_pairs(), lambda p: pair_key(*p), "no GPU pairs"),
         "busbw_case": (busbw_cases(profile), lambda c: case_id(*c), "no collective bandwidth floors"),

@@ -14,14 +14,13 @@ from gpuaccept.facts import Facts, save_facts
 from gpuaccept.facts.model import STAGE_SWEEPS, Measurements
 from gpuaccept.plugin.context import RunContext
 from gpuaccept.plugin.junit import add_suite_properties
-from gpuaccept.plugin.measurements import MeasurementStore, merge
 from gpuaccept.plugin.verdicts import test_record
 from gpuaccept.report.baseline import Baseline, named, save_baseline
 from gpuaccept.report.fleet import host_results, write_fleet_junit
 from gpuaccept.report.html import render_html
 from gpuaccept.report.results import ResultsWriter
 from gpuaccept.report.summary import did_not_pass, summary_lines
-
+from gpuaccept.session.store import MeasurementStore, merge
 
 NOTHING_JUDGED_KEY = pytest.StashKey[str]()
 
@@ -120,7 +119,9 @@ class RunReporting:
         if self.baseline is not None:
             differences = self.baseline.differences(self.facts())
             if differences:
-                lines.append(f"note: baseline {self.baseline.path} was saved with other software or on another host: {'; '.join(differences)}")
+                lines.append(
+                    f"note: baseline {self.baseline.path} was saved with other software or on another host: {'; '.join(differences)}"
+                )
         if lines:
             terminalreporter.section("gpu-accept summary")
             for line in lines:

@@ -10,17 +10,18 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gpuaccept import __version__
 from gpuaccept.errors import NoDriverError, ProbeError
 from gpuaccept.facts.model import (
+    NOT_READ,
     CudaFacts,
     FabricFacts,
     Facts,
     GpuFacts,
     InstalledGpu,
-    NOT_READ,
     LinkFacts,
     NvLinkFacts,
     P2PFacts,
@@ -31,7 +32,9 @@ from gpuaccept.facts.model import (
     not_probed,
 )
 from gpuaccept.probe.linktype import classify_pair
-from gpuaccept.probe.nvml import MAX_NVLINKS, P2P_STATUS_NAMES, Nvml, NvmlCallError, P2PCapability
+from gpuaccept.probe.nvml import Nvml, NvmlCallError
+from gpuaccept.vocabulary.links import gpu_key
+from gpuaccept.vocabulary.nvml_codes import MAX_NVLINKS, P2P_STATUS_NAMES, P2PCapability
 
 _REASONS = {
     "NOT_SUPPORTED": "not_supported",
@@ -167,7 +170,7 @@ def _gpu_facts(nvml: Nvml, cuda_index: int, i: int) -> GpuFacts:
         try:
             return nvml.query(name, i)
         except NvmlCallError as error:
-            raise ProbeError(f"gpu{cuda_index}: NVML cannot read its {name.replace('_', ' ')}: {error}") from None
+            raise ProbeError(f"{gpu_key(cuda_index)}: NVML cannot read its {name.replace('_', ' ')}: {error}") from None
 
     ecc = read(nvml, "ecc_mode", i)
     return GpuFacts(

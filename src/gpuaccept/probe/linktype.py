@@ -13,8 +13,8 @@ the NVLink view overrides it.
 from __future__ import annotations
 
 from gpuaccept.facts.model import NvLinkFacts, Unavailable, is_known
-from gpuaccept.probe.nvml import NVLINK_REMOTE_GPU, NVLINK_REMOTE_SWITCH
-from gpuaccept.topology import TOPOLOGY_LEVEL_LABELS, nvlink_type
+from gpuaccept.vocabulary.links import TOPOLOGY_LEVEL_LABELS, nvlink_type
+from gpuaccept.vocabulary.nvml_codes import NVLINK_REMOTE_GPU, NVLINK_REMOTE_SWITCH
 
 
 def switch_links(links: list[NvLinkFacts] | Unavailable) -> int:

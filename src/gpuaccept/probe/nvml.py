@@ -9,40 +9,14 @@ editing answers, not by mocking functions.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-import enum
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 NVML_RECORDING_VERSION = 1
-
-
-class P2PCapability(enum.IntEnum):
-    # nvidia-ml-py writes `NVML_P2P_CAPS_INDEX_READ = 0,` (a tuple), which ctypes cannot pass:
-    # the indices are kept here instead.
-    READ = 0
-    WRITE = 1
-    NVLINK = 2
-    ATOMICS = 3
-    PCI = 4
-
-
-P2P_STATUS_NAMES = {
-    0: "OK",
-    1: "CHIPSET_NOT_SUPPORTED",
-    2: "GPU_NOT_SUPPORTED",
-    3: "IOH_TOPOLOGY_NOT_SUPPORTED",
-    4: "DISABLED_BY_REGKEY",
-    5: "NOT_SUPPORTED",
-    6: "UNKNOWN",
-}
-
-NVLINK_REMOTE_GPU = 0
-NVLINK_REMOTE_SWITCH = 2
-NVLINK_VERSION_NAMES = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
-FABRIC_STATE_NAMES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
-MAX_NVLINKS = 36  # NVML_NVLINK_MAX_LINKS in recent headers; older bindings say 18
 
 
 class NvmlCallError(Exception):
@@ -83,10 +57,8 @@ class LiveNvml(Nvml):
         self._queries: dict[str, Callable[..., Any]] = self._build_queries()
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(self._nvml.NVMLError):
             self._nvml.nvmlShutdown()
-        except self._nvml.NVMLError:
-            pass
 
     def _handle(self, index: int) -> Any:
         if index not in self._handles:

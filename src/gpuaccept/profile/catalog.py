@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,7 @@ class ProfileCatalog:
     folders: list[Path] = field(default_factory=list)
 
     @classmethod
-    def with_shipped(cls, extra: list[Path] = ()) -> ProfileCatalog:
+    def with_shipped(cls, extra: Sequence[Path | str] = ()) -> ProfileCatalog:
         """The shipped profiles behind the folders of --profile-dir, each of which must exist."""
         for folder in map(Path, extra):
             if not folder.is_dir():
@@ -80,10 +81,11 @@ class ProfileCatalog:
             if others:
                 why += f"; chosen over {', '.join(f'{p.name} ({p.path})' for p in others)}: profile folders are searched in order"
             return Selection(chosen, why)
-        larger = [p for p in profiles if p.spec.match and p.spec.match.gpu_count > gpu_count and p.matches_machine(gpu_model, p.spec.match.gpu_count)]
+        sized = [(p, p.spec.match.gpu_count) for p in profiles if p.spec.match]
+        larger = [(p, count) for p, count in sized if count > gpu_count and p.matches_machine(gpu_model, count)]
         if larger:
-            fewest = min(p.spec.match.gpu_count for p in larger)
-            chosen = self._first_folder([p for p in larger if p.spec.match.gpu_count == fewest], machine)
+            fewest = min(count for _, count in larger)
+            chosen = self._first_folder([p for p, count in larger if count == fewest], machine)
             return Selection(
                 chosen,
                 f"no profile matches {machine}; {chosen.name} is the smallest profile of this model with more GPUs "

@@ -11,25 +11,32 @@ differences widen it as run-to-run noise does.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from pathlib import Path
 import re
 import textwrap
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Any, TypeVar, get_args
 
 from gpuaccept.facts import Facts, Unavailable
-from gpuaccept.facts.model import ddp_case
-from gpuaccept.measure.collectives import COLLECTIVES
-from gpuaccept.measure.sizes import format_size
-from gpuaccept.probe.nvml import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
+from gpuaccept.facts.model import CollectiveResult
 from gpuaccept.profile.render import render_yaml
-from gpuaccept.profile.spec import SCHEMA_VERSION
-from gpuaccept.topology import PCIE_LEVELS, pair_key
+from gpuaccept.profile.spec import SCHEMA_VERSION, MeasureDtype
+from gpuaccept.vocabulary.collectives import COLLECTIVES
+from gpuaccept.vocabulary.copies import COPY_KINDS, floor_key
+from gpuaccept.vocabulary.links import PCIE_LEVELS, gpu_key, pair_key
+from gpuaccept.vocabulary.nvml_codes import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
+from gpuaccept.vocabulary.sizes import GIB, format_size, parse_size
+from gpuaccept.vocabulary.steps import ddp_case
 
-GIB = 2**30
+Data = dict[str, Any]  # a profile being written, as YAML will hold it
+Note = Callable[[str, str], None]  # (dotted key, where its value came from): the comment beside it
+DdpKey = tuple[int, int, int]  # world, batch, accumulation
+T = TypeVar("T")
 
 ONE_MACHINE = "floors from one machine may not hold on the next one of its kind; add runs from another machine"
 
@@ -50,7 +57,7 @@ class Machine:
 
 def machines_of(runs: list[Facts], sources: list[str]) -> list[Machine]:
     """Runs grouped by machine, in the order the machines first appear."""
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     for index, run in enumerate(runs):
         key = (run.system.hostname, tuple(sorted(g.uuid for g in run.gpus)))
         groups.setdefault(key, []).append(index)
@@ -68,7 +75,7 @@ def _short_uuid(facts: Facts) -> str:
 
 
 def profile_from_results(
-    documents: list[dict], sources: list[str], name: str, margin: float, warn: Callable[[str], None] = lambda line: None
+    documents: list[Data], sources: list[str], name: str, margin: float, warn: Callable[[str], None] = lambda line: None
 ) -> str:
     """Expectations from the first run's facts, which every other run must share; floors from the
     lowest value over every run of every machine, times the margin less the spread of all runs:
@@ -79,7 +86,9 @@ def profile_from_results(
     runs = [Facts.model_validate_json(json.dumps(document["facts"])) for document in documents]
     machines = machines_of(runs, sources)
     _agree(machines, margin)
-    days = sorted({(document.get("run", {}).get("started_at") or run.recorded_at)[:10] for document, run in zip(documents, runs)})
+    days = sorted(
+        {(document.get("run", {}).get("started_at") or run.recorded_at)[:10] for document, run in zip(documents, runs, strict=True)}
+    )
     labels = machines[0].label if len(machines) == 1 else f"{len(machines)} machines ({', '.join(m.label for m in machines)})"
     imported = runs[0].imported_from
     seen = f"on {labels} {days[0] if len(days) == 1 else f'{days[0]} to {days[-1]}'}"
@@ -114,7 +123,7 @@ def _runs(count: int) -> str:
 
 def _profile_data(
     machines: list[Machine], name: str, margin: float, seen: str, warn: Callable[[str], None] = lambda line: None
-) -> tuple[dict, dict[str, str]]:
+) -> tuple[Data, dict[str, str]]:
     runs = [run for machine in machines for run in machine.runs]
     facts = runs[0]
     if not all(isinstance(g.name, str) for g in facts.gpus):
@@ -124,7 +133,7 @@ def _profile_data(
         )
     golden = ", ".join(m.label for m in machines)
     golden = f"the golden machine {golden}" if len(machines) == 1 else f"the golden machines {golden}"
-    data: dict = {"schema": SCHEMA_VERSION, "name": name, "description": f"{facts.gpu_count}x {_model(facts)}, from {golden}"}
+    data: Data = {"schema": SCHEMA_VERSION, "name": name, "description": f"{facts.gpu_count}x {_model(facts)}, from {golden}"}
     notes: dict[str, str] = {}
 
     def note(key: str, text: str) -> None:
@@ -144,16 +153,17 @@ def _profile_data(
         data["gpus"]["ecc"] = "enabled" if ecc.pop() else "disabled"
         note("gpus.ecc", f"ECC mode of every GPU {seen}")
 
-    software: dict = {}
-    if all(isinstance(run.system.driver_version, str) for run in runs):
-        drivers = {machine.label: _lowest_version(run.system.driver_version for run in machine.runs) for machine in machines}
+    software: Data = {}
+    drivers_known = _known(run.system.driver_version for run in runs)
+    if len(drivers_known) == len(runs):
+        drivers = {machine.label: _lowest_version(_known(run.system.driver_version for run in machine.runs)) for machine in machines}
         software["driver_min"] = _lowest_version(drivers.values())
         if len(set(drivers.values())) == 1:
             note("software.driver_min", f"the driver {seen}: the numbers below were measured with it")
         else:
             note("software.driver_min", f"the lowest driver {seen} ({', '.join(f'{k} {v}' for k, v in drivers.items())})")
-    cudas = [run.system.cuda_driver_version for run in runs]
-    if all(isinstance(cuda, str) for cuda in cudas):
+    cudas = _known(run.system.cuda_driver_version for run in runs)
+    if len(cudas) == len(runs):
         software["cuda_min"] = _lowest_version(cudas)
         note("software.cuda_min", f"CUDA version of that driver {seen}")
     if software:
@@ -167,7 +177,7 @@ def _profile_data(
     return data, notes
 
 
-def _lowest_version(versions) -> str:
+def _lowest_version(versions: Iterable[str]) -> str:
     return min(versions, key=lambda text: tuple(int(part) for part in re.findall(r"\d+", text)))
 
 
@@ -176,7 +186,7 @@ def _agree(machines: list[Machine], margin: float) -> None:
     Measured values may differ, but each must be measured in every run, with the same settings."""
     shapes = []
     for machine in machines:
-        for run, source in zip(machine.runs, machine.sources):
+        for run, source in zip(machine.runs, machine.sources, strict=True):
             data, _ = _profile_data([Machine(machine.label, (run,), (source,))], "", margin, "")
             shapes.append((machine.label, source, _flat(data)))
     first_label, first_source, first = shapes[0]
@@ -193,7 +203,7 @@ def _agree(machines: list[Machine], margin: float) -> None:
             )
 
 
-def _flat(data: dict, prefix: str = "") -> dict[str, object]:
+def _flat(data: Data, prefix: str = "") -> dict[str, object]:
     """Dotted keys to values; measured values only say that they were measured."""
     flat: dict[str, object] = {}
     for key, value in data.items():
@@ -212,19 +222,19 @@ def _shown(value: object) -> str:
 
 
 def _model(facts: Facts) -> str:
-    return Counter(g.name for g in facts.gpus).most_common(1)[0][0]
+    return Counter(_known(g.name for g in facts.gpus)).most_common(1)[0][0]
 
 
-def _known(values) -> list:
+def _known(values: Iterable[T | Unavailable]) -> list[T]:
     return [v for v in values if not isinstance(v, Unavailable)]
 
 
-def _pcie(runs: list[Facts], data: dict, note, seen: str) -> None:
+def _pcie(runs: list[Facts], data: Data, note: Note, seen: str) -> None:
     gpus = [g for run in runs for g in run.gpus]
     generations = _known(g.pcie.generation_max for g in gpus)
     widths = _known(g.pcie.width_current for g in gpus)
     currents = _known(g.pcie.generation_current for g in gpus)
-    pcie: dict = {}
+    pcie: Data = {}
     if generations:
         pcie["generation"] = min(generations)
         note("pcie.generation", f"lowest link generation (maximum of link and slot) {seen}")
@@ -238,7 +248,7 @@ def _pcie(runs: list[Facts], data: dict, note, seen: str) -> None:
         data["pcie"] = pcie
 
 
-def _nvlink(facts: Facts, data: dict, note, seen: str) -> None:
+def _nvlink(facts: Facts, data: Data, note: Note, seen: str) -> None:
     """Active links per GPU as found. Links listed but down (a bridged H100 PCIe uses 12 of its 18)
     become inactive_by_design; a GPU with fewer links up whose links are not listed (NVML: all
     links inactive) gets its own count: the golden machine must pass its own profile."""
@@ -250,11 +260,11 @@ def _nvlink(facts: Facts, data: dict, note, seen: str) -> None:
     else:
         counts = {index: sum(1 for link in links if link.active) for index, links in listed.items()}
         common = Counter(counts.values()).most_common(1)[0][0]
-        nvlink: dict = {"active_links": common}
+        nvlink: Data = {"active_links": common}
         note("nvlink.active_links", f"active NVLinks per GPU {seen}")
-        down = {f"gpu{i}": [link.link for link in links if not link.active] for i, links in listed.items()}
+        down = {gpu_key(i): [link.link for link in links if not link.active] for i, links in listed.items()}
         by_design = {gpu: links for gpu, links in down.items() if links}
-        others = {f"gpu{i}": n for i, n in counts.items() if n != common}
+        others = {gpu_key(i): n for i, n in counts.items() if n != common}
         if others:
             nvlink["active_links_per_gpu"] = others
             note("nvlink.active_links_per_gpu", f"GPUs with another count of links up {seen}")
@@ -277,7 +287,7 @@ def _nvlink(facts: Facts, data: dict, note, seen: str) -> None:
         note("fabric.state", f"NVSwitch fabric state {seen}")
 
 
-def _links_and_p2p(facts: Facts, data: dict, note, seen: str) -> None:
+def _links_and_p2p(facts: Facts, data: Data, note: Note, seen: str) -> None:
     types = {pair_key(*link.gpus): link.link_type for link in facts.links if isinstance(link.link_type, str)}
     if types:
         common, _ = Counter(types.values()).most_common(1)[0]
@@ -287,7 +297,7 @@ def _links_and_p2p(facts: Facts, data: dict, note, seen: str) -> None:
             data["links"]["pairs"] = exceptions
         how = "as nvidia-smi topo -m printed them" if facts.imported_from else "as rebuilt from NVML"
         note("links", f"nvidia-smi topo -m link types {how} {seen}")
-    caps = {}
+    caps: dict[str, dict[str, bool]] = {}
     for pair in facts.p2p:
         stated = {
             ("prop" if name == "pci" and facts.imported_from else name): pair.nvml[name] == "OK"
@@ -297,29 +307,29 @@ def _links_and_p2p(facts: Facts, data: dict, note, seen: str) -> None:
         if stated:
             caps[pair_key(*pair.gpus)] = stated
     if caps:
-        common = Counter(tuple(sorted(c.items())) for c in caps.values()).most_common(1)[0][0]
-        data["p2p"] = {"all": dict(common)}
-        exceptions = {key: value for key, value in caps.items() if tuple(sorted(value.items())) != common}
-        if exceptions:
-            data["p2p"]["pairs"] = exceptions
+        usual = Counter(tuple(sorted(c.items())) for c in caps.values()).most_common(1)[0][0]
+        data["p2p"] = {"all": dict(usual)}
+        unusual = {key: value for key, value in caps.items() if tuple(sorted(value.items())) != usual}
+        if unusual:
+            data["p2p"]["pairs"] = unusual
         note("p2p", f"NVML P2P status per ordered pair (OK: true) {seen}")
 
 
-def _affinity(facts: Facts, data: dict, note, seen: str) -> None:
+def _affinity(facts: Facts, data: Data, note: Note, seen: str) -> None:
     """Where each GPU sits, as topo -m showed it: the closest NIC, the CPU and NUMA lists."""
-    affinity: dict = {}
-    nics = {}
+    affinity: Data = {}
+    nics: dict[str, dict[str, str]] = {}
     for gpu in facts.gpus:
         if isinstance(gpu.nics, Unavailable) or not gpu.nics:
             continue
         best = min(PCIE_LEVELS.index(n.link) for n in gpu.nics)
         closest = [n.nic for n in gpu.nics if PCIE_LEVELS.index(n.link) == best]
-        nics[f"gpu{gpu.index}"] = {"link": PCIE_LEVELS[best], **({"nic": closest[0]} if len(closest) == 1 else {})}
+        nics[gpu_key(gpu.index)] = {"link": PCIE_LEVELS[best], **({"nic": closest[0]} if len(closest) == 1 else {})}
     if nics:
         affinity["nic"] = nics
         note("affinity.nic", f"the closest NIC of each GPU, from the NIC columns of nvidia-smi topo -m {seen}")
     for key, field in (("cpu", "cpu_affinity"), ("numa", "numa_affinity")):
-        found = {f"gpu{g.index}": getattr(g, field) for g in facts.gpus if isinstance(getattr(g, field), str)}
+        found = {gpu_key(g.index): getattr(g, field) for g in facts.gpus if isinstance(getattr(g, field), str)}
         if found:
             affinity[key] = found
             note(f"affinity.{key}", f"{key.upper()} Affinity of nvidia-smi topo -m {seen}")
@@ -384,39 +394,39 @@ class Spread:
 
 def _spread(machines: list[Machine], pick: Callable[[Facts], float | None]) -> Spread | None:
     """The value in every run of every machine, or None where a run lacks it."""
-    by_machine = tuple((m.label, tuple(pick(run) for run in m.runs)) for m in machines)
-    if any(value is None for _, values in by_machine for value in values):
-        return None
-    return Spread(by_machine)
+    by_machine = []
+    for machine in machines:
+        values = [pick(run) for run in machine.runs]
+        known = [value for value in values if value is not None]
+        if len(known) < len(values):
+            return None
+        by_machine.append((machine.label, tuple(known)))
+    return Spread(tuple(by_machine))
 
 
-COPIES = {
-    "p2p": "slowest ordered pair",
-    "p2p_bidirectional": "slowest pair both ways",
-    "local": "slowest GPU",
-    "host_to_device": "slowest GPU",
-    "device_to_host": "slowest GPU",
-}
+# what a copy floor's comment names as the value it came from; every other copy kind is per GPU
+SLOWEST = {"p2p": "slowest ordered pair", "p2p_bidirectional": "slowest pair both ways"}
 
 
 # nccl-tests logs sweep from a few bytes; below this their busbw is latency, too noisy for a floor
-SMALLEST_LOGGED_FLOOR = 64 * 2**20
-MEASURED_DTYPES = ("bfloat16", "float16", "float32")  # what a profile's live measurement can run
+SMALLEST_LOGGED_FLOOR = parse_size("64MiB")
+MEASURED_DTYPES: tuple[str, ...] = get_args(MeasureDtype)  # what a profile's live measurement can run
 
 
-def _measured(machines: list[Machine], data: dict, note, margin: float, warn: Callable[[str], None]) -> None:
+def _measured(machines: list[Machine], data: Data, note: Note, margin: float, warn: Callable[[str], None]) -> None:
     facts = machines[0].runs[0]
     measured = facts.measurements
     if measured.collectives and measured.collectives.results:
         results = measured.collectives.results
         if facts.imported_from is not None:
             results = _logged_results(facts, warn)
-        nccl: dict = {"busbw": {}}
+        nccl: Data = {"busbw": {}}
         if results:
             first = results[0]
-            nccl = {"dtype": first.dtype, "warmup": max(0, min(first.warmup, 1000)), "iterations": max(1, min(first.iterations, 10000)), "busbw": {}}
+            warmup, iterations = max(0, min(first.warmup, 1000)), max(1, min(first.iterations, 10000))
+            nccl = {"dtype": first.dtype, "warmup": warmup, "iterations": iterations, "busbw": {}}
         for r in results:
-            spread = _spread(machines, lambda f, r=r: _busbw(f, r.collective, r.nominal_size))
+            spread = _spread(machines, functools.partial(_busbw, collective=r.collective, size=r.nominal_size))
             if spread is None or r.collective not in COLLECTIVES:
                 continue
             floor = spread.floor(margin)
@@ -429,7 +439,7 @@ def _measured(machines: list[Machine], data: dict, note, margin: float, warn: Ca
             data["nccl"] = nccl
     if measured.pairwise and measured.pairwise.results:
         sweep = measured.pairwise
-        spread = _spread(machines, lambda f: min(r.busbw_GBps for r in f.measurements.pairwise.results) if f.measurements.pairwise and f.measurements.pairwise.results else None)
+        spread = _spread(machines, _slowest_pair)
         data["pairwise"] = {
             "size": format_size(sweep.results[0].size_bytes),
             "iterations": sweep.results[0].iterations,
@@ -439,21 +449,23 @@ def _measured(machines: list[Machine], data: dict, note, margin: float, warn: Ca
             data["pairwise"]["min_busbw"] = spread.floor(margin)
             note("pairwise.min_busbw", f"slowest pair: {spread.floor_text(margin, 'GB/s')}")
     if measured.copies and measured.copies.results:
-        results = measured.copies.results
-        copies: dict = {"size": format_size(results[0].size_bytes), "iterations": results[0].iterations}
-        for what, which in COPIES.items():
-            spread = _spread(machines, lambda f, what=what: _lowest_copy(f, what))
+        first_copy = measured.copies.results[0]
+        copies: Data = {"size": format_size(first_copy.size_bytes), "iterations": first_copy.iterations}
+        for what in COPY_KINDS:
+            spread = _spread(machines, functools.partial(_lowest_copy, what=what))
             if spread is not None:
-                copies[f"{what}_min"] = spread.floor(margin)
-                note(f"copies.{what}_min", f"{which}: {spread.floor_text(margin, 'GB/s')}")
+                copies[floor_key(what)] = spread.floor(margin)
+                note(f"copies.{floor_key(what)}", f"{SLOWEST.get(what, 'slowest GPU')}: {spread.floor_text(margin, 'GB/s')}")
         data["copies"] = copies
     if measured.ddp and measured.ddp.results:
         _ddp(machines, data, note, margin, warn)
 
 
-def _logged_results(facts: Facts, warn: Callable[[str], None]) -> list:
+def _logged_results(facts: Facts, warn: Callable[[str], None]) -> list[CollectiveResult]:
     """The rows of imported nccl-tests logs a profile can hold: large sizes, dtypes it can measure."""
     sweep = facts.measurements.collectives
+    if sweep is None:
+        return []
     kept = [r for r in sweep.results if r.size_bytes >= SMALLEST_LOGGED_FLOOR and r.dtype in MEASURED_DTYPES]
     if len(kept) < len(sweep.results):
         warn(f"nccl: floors are written for logged sizes from {format_size(SMALLEST_LOGGED_FLOOR)} up in "
@@ -470,20 +482,26 @@ def _busbw(facts: Facts, collective: str, size: str) -> float | None:
     return found.busbw_GBps if found else None
 
 
+def _slowest_pair(facts: Facts) -> float | None:
+    sweep = facts.measurements.pairwise
+    return min(r.busbw_GBps for r in sweep.results) if sweep and sweep.results else None
+
+
 def _lowest_copy(facts: Facts, what: str) -> float | None:
     sweep = facts.measurements.copies
     found = [r.GBps for r in sweep.results if r.what == what] if sweep else []
     return min(found) if found else None
 
 
-def _ddp(machines: list[Machine], data: dict, note, margin: float, warn: Callable[[str], None]) -> None:
-    measured = machines[0].runs[0].measurements
-    sweep = measured.ddp
+def _ddp(machines: list[Machine], data: Data, note: Note, margin: float, warn: Callable[[str], None]) -> None:
+    sweep = machines[0].runs[0].measurements.ddp
+    if sweep is None:
+        return
     results = sweep.results
     if not any(r.world == 1 for r in results):
         warn("ddp: the DDP sweep holds no run on 1 GPU, the baseline every efficiency is measured against: no ddp section written")
         return
-    ddp: dict = {
+    ddp: Data = {
         "model": dict(sweep.model),
         "dtype": sweep.dtype,
         "world_sizes": sorted({r.world for r in results}),
@@ -501,7 +519,7 @@ def _ddp(machines: list[Machine], data: dict, note, margin: float, warn: Callabl
         case = ddp_case(r.world, r.batch, r.accumulation)
         key = (r.world, r.batch, r.accumulation)
 
-        spread = _spread(machines, lambda f, key=key: f.measurements.ddp_efficiency(*key))
+        spread = _spread(machines, functools.partial(_efficiency, key=key))
         if spread is not None:
             floor = spread.floor(margin)
             text = spread.floor_text(margin, digits=3)
@@ -512,17 +530,26 @@ def _ddp(machines: list[Machine], data: dict, note, margin: float, warn: Callabl
             ddp["min_efficiency"][case] = floor
             note(f"ddp.min_efficiency.{case}", text)
 
-        def exposed(f: Facts, key=key) -> float | None:
-            found = f.measurements.ddp.result(*key) if f.measurements.ddp else None
-            return found.exposed_share if found else None
-
-        spread = _spread(machines, exposed)
+        spread = _spread(machines, functools.partial(_exposed, key=key))
         if spread is not None:
             ddp["max_exposed_comm"][case] = spread.ceiling(margin)
             note(f"ddp.max_exposed_comm.{case}", spread.ceiling_text(margin))
 
-        spread = _spread(machines, lambda f, key=key: f.measurements.ddp_speedup(*key))
+        spread = _spread(machines, functools.partial(_speedup, key=key))
         if spread is not None:
             ddp["nvlink_ab"][case] = spread.floor(margin)
             note(f"ddp.nvlink_ab.{case}", f"P2P over NCCL_P2P_DISABLE=1: {spread.floor_text(margin, 'x', digits=3)}")
     data["ddp"] = {key: value for key, value in ddp.items() if value not in ({}, [])}
+
+
+def _efficiency(facts: Facts, key: DdpKey) -> float | None:
+    return facts.measurements.ddp_efficiency(*key)
+
+
+def _exposed(facts: Facts, key: DdpKey) -> float | None:
+    found = facts.measurements.ddp.result(*key) if facts.measurements.ddp else None
+    return found.exposed_share if found else None
+
+
+def _speedup(facts: Facts, key: DdpKey) -> float | None:
+    return facts.measurements.ddp_speedup(*key)

@@ -7,19 +7,21 @@ import hashlib
 import json
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
-from gpuaccept.errors import Problem, ProfileError
+from gpuaccept.errors import KeyPath, Problem, ProfileError, format_path
 from gpuaccept.profile.model import Profile
 from gpuaccept.profile.rules import semantic_problems
-from gpuaccept.profile.source import Document, KeyPath, Location, format_path, read_document
+from gpuaccept.profile.source import Document, Location, read_document
 from gpuaccept.profile.spec import ProfileSpec
 
 
-def load_profile(path: Path, search_dirs: list[Path] = ()) -> Profile:
+def load_profile(path: Path, search_dirs: Sequence[Path] = ()) -> Profile:
     """Load and validate one profile file.
 
     `search_dirs` are where `extends: NAME` looks when NAME is not a path next to the file.
@@ -37,12 +39,18 @@ def load_profile(path: Path, search_dirs: list[Path] = ()) -> Profile:
     )
 
 
-def check_base_profile(path: Path, search_dirs: list[Path] = ()) -> None:
+def check_base_profile(path: Path, search_dirs: Sequence[Path] = ()) -> None:
     """Validate a base profile, which may leave required keys to the profiles extending it."""
     _validate(_resolve(Path(path), list(search_dirs), chain=()), base_only=True)
 
 
+@overload
+def _validate(doc: Document, base_only: Literal[False]) -> ProfileSpec: ...
+@overload
+def _validate(doc: Document, base_only: Literal[True]) -> ProfileSpec | None: ...
 def _validate(doc: Document, base_only: bool) -> ProfileSpec | None:
+    """The spec of a resolved document, or every problem at once; a base (`base_only`) may leave
+    required keys to the profiles that extend it, and then has no spec of its own."""
     if doc.problems:
         raise ProfileError(doc.problems)
     try:
@@ -147,7 +155,7 @@ _PATTERN_HINTS = {
 }
 
 
-def _problem_from_pydantic(error: dict, doc: Document) -> Problem:
+def _problem_from_pydantic(error: ErrorDetails, doc: Document) -> Problem:
     loc = tuple(error["loc"])
     key_error = bool(loc) and loc[-1] == "[key]"
     path = tuple(part for part in loc if part != "[key]")
@@ -174,7 +182,7 @@ def _problem_from_pydantic(error: dict, doc: Document) -> Problem:
     return Problem(location.file, location.line, format_path(path), message)
 
 
-def _known_keys(loc: tuple) -> list[str]:
+def _known_keys(loc: KeyPath) -> list[str]:
     """The keys allowed at `loc`, found by walking the schema the same way pydantic did."""
     model: Any = ProfileSpec
     for part in loc:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuaccept.profile.spec import NicAffinity, P2PCaps, ProfileSpec
-from gpuaccept.topology import pair_key, parse_link_matrix, parse_p2p_matrix
+from gpuaccept.vocabulary.links import gpu_key, pair_key, parse_link_matrix, parse_p2p_matrix
 
 
 @dataclass(frozen=True)
@@ -73,17 +73,17 @@ class Profile:
         nvlink = self.spec.nvlink
         if nvlink is None:
             return None
-        return nvlink.active_links_per_gpu.get(f"gpu{gpu}", nvlink.active_links)
+        return nvlink.active_links_per_gpu.get(gpu_key(gpu), nvlink.active_links)
 
     def expected_nic(self, gpu: int) -> NicAffinity | None:
         affinity = self.spec.affinity
         if affinity is None:
             return None
-        return affinity.nic.get(f"gpu{gpu}") or affinity.nic.get("all")
+        return affinity.nic.get(gpu_key(gpu)) or affinity.nic.get("all")
 
     def inactive_links_by_design(self, gpu: int) -> set[int]:
         nvlink = self.spec.nvlink
-        return set(nvlink.inactive_by_design.get(f"gpu{gpu}", [])) if nvlink else set()
+        return set(nvlink.inactive_by_design.get(gpu_key(gpu), [])) if nvlink else set()
 
     def where(self, key_path: str) -> str:
         """The provenance comment of a key, for reports: '' where the profile gives none."""

@@ -6,10 +6,10 @@ from typing import Any
 
 import yaml
 
-from gpuaccept.profile.source import format_path
+from gpuaccept.errors import KeyPath, format_path
 
 
-def render_yaml(data: dict, comments: dict[str, str] | None = None, header: str = "") -> str:
+def render_yaml(data: dict[str, Any], comments: dict[str, str] | None = None, header: str = "") -> str:
     """`data` as block YAML; `comments` maps dotted key paths ('gpus.memory_min_gib') to a comment."""
     comments = comments or {}
     lines = [f"# {line}".rstrip() for line in header.splitlines()]
@@ -17,7 +17,7 @@ def render_yaml(data: dict, comments: dict[str, str] | None = None, header: str 
     return "\n".join(lines) + "\n"
 
 
-def _mapping(data: dict, path: tuple, indent: int, comments: dict[str, str], lines: list[str]) -> None:
+def _mapping(data: dict[str, Any], path: KeyPath, indent: int, comments: dict[str, str], lines: list[str]) -> None:
     pad = " " * indent
     for key, value in data.items():
         here = path + (key,)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
-from gpuaccept.facts.model import parse_ddp_case
-from gpuaccept.measure.sizes import format_size, parse_size
-from gpuaccept.profile.source import KeyPath
-from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.topology import parse_link_matrix, parse_p2p_matrix, parse_pair_key
+from gpuaccept.errors import KeyPath
+from gpuaccept.profile.spec import DdpSpec, ProfileSpec
+from gpuaccept.vocabulary.copies import floor_key
+from gpuaccept.vocabulary.links import gpu_key, parse_gpu_key, parse_link_matrix, parse_p2p_matrix, parse_pair_key
+from gpuaccept.vocabulary.sizes import format_size, parse_size
+from gpuaccept.vocabulary.steps import parse_ddp_case
 
 
 def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
@@ -44,17 +45,17 @@ def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
         yield from _gpu_key_problems(("nvlink", "active_links_per_gpu"), nvlink.active_links_per_gpu, count)
         for key, link_ids in nvlink.inactive_by_design.items():
             where = ("nvlink", "inactive_by_design", key)
-            gpu = int(key[3:])
+            gpu = parse_gpu_key(key)
             if gpu >= count:
-                yield where, f"{key} is out of range: the profile has {count} GPU(s), gpu0 to gpu{count - 1}"
+                yield where, f"{key} is out of range: the profile has {count} GPU(s), {gpu_key(0)} to {gpu_key(count - 1)}"
             if len(set(link_ids)) != len(link_ids):
                 yield where, "a link is listed twice"
 
 
-def _gpu_key_problems(where: KeyPath, table: dict, count: int) -> Iterator[tuple[KeyPath, str]]:
+def _gpu_key_problems(where: KeyPath, table: Mapping[str, object], count: int) -> Iterator[tuple[KeyPath, str]]:
     for key in table:
-        if key.startswith("gpu") and int(key[3:]) >= count:
-            yield where + (key,), f"{key} is out of range: the profile has {count} GPU(s), gpu0 to gpu{count - 1}"
+        if key != "all" and parse_gpu_key(key) >= count:
+            yield where + (key,), f"{key} is out of range: the profile has {count} GPU(s), {gpu_key(0)} to {gpu_key(count - 1)}"
 
 
 def _measurement_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
@@ -64,11 +65,11 @@ def _measurement_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
             yield (section,), f"needs at least 2 GPUs; the profile has {count}"
     copies = spec.copies
     if copies is not None and count < 2:
-        for key in ("p2p_min", "p2p_bidirectional_min"):
-            if getattr(copies, key) is not None:
-                yield ("copies", key), f"peer copies need at least 2 GPUs; the profile has {count}"
+        for kind in ("p2p", "p2p_bidirectional"):
+            if copies.floor(kind) is not None:
+                yield ("copies", floor_key(kind)), f"peer copies need at least 2 GPUs; the profile has {count}"
     if spec.ddp is not None:
-        yield from _ddp_problems(spec)
+        yield from _ddp_problems(spec, spec.ddp)
     if spec.nccl is not None:
         for collective, sizes in spec.nccl.busbw.items():
             seen: dict[int, str] = {}
@@ -79,8 +80,7 @@ def _measurement_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
                 seen[size] = text
 
 
-def _ddp_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
-    ddp = spec.ddp
+def _ddp_problems(spec: ProfileSpec, ddp: DdpSpec) -> Iterator[tuple[KeyPath, str]]:
     worlds = ddp.world_sizes
     if 1 not in worlds:
         yield ("ddp", "world_sizes"), "must include 1: efficiency is measured against one GPU"
@@ -100,16 +100,22 @@ def _ddp_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
                 yield where, f"accumulation {accumulation} is not among accumulation {ddp.accumulation}"
 
 
-def _pair_problems(where: KeyPath, pairs: dict, count: int, ordered: bool) -> Iterator[tuple[KeyPath, str]]:
+def _pair_problems(where: KeyPath, pairs: Mapping[str, object], count: int, ordered: bool) -> Iterator[tuple[KeyPath, str]]:
     seen: dict[tuple[int, int], str] = {}
-    for key, value in pairs.items():
-        a, b = parse_pair_key(key)
+    for key in pairs:
+        parsed = parse_pair_key(key)
+        if parsed is None:
+            continue  # not a pair key: the schema has said so already
+        a, b = parsed
         if a == b:
             yield where + (key,), "a GPU is not paired with itself"
             continue
         out_of_range = [g for g in (a, b) if g >= count]
         if out_of_range:
-            yield where + (key,), f"gpu{out_of_range[0]} is out of range: the profile has {count} GPU(s), gpu0 to gpu{count - 1}"
+            yield (
+                where + (key,),
+                f"{gpu_key(out_of_range[0])} is out of range: the profile has {count} GPU(s), {gpu_key(0)} to {gpu_key(count - 1)}",
+            )
         same = (a, b) if ordered else (min(a, b), max(a, b))
         if same in seen and seen[same] != key:
             yield where + (key,), f"the same pair as {seen[same]}"

@@ -13,9 +13,7 @@ from typing import Any
 
 import yaml
 
-from gpuaccept.errors import Problem
-
-KeyPath = tuple  # a tuple of str keys and int list indices
+from gpuaccept.errors import KeyPath, Problem, format_path
 
 
 @dataclass(frozen=True)
@@ -29,7 +27,7 @@ class Document:
     """A YAML mapping with the location of every value and any comment written beside it."""
 
     file: str
-    data: dict
+    data: dict[str, Any]
     locations: dict[KeyPath, Location] = field(default_factory=dict)
     comments: dict[KeyPath, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
@@ -41,16 +39,6 @@ class Document:
             if found:
                 return found
         return Location(self.file, 1)
-
-
-def format_path(path: KeyPath) -> str:
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
 
 
 # Far beyond any real profile (the shipped ones are at most 4 KiB and a few hundred values), and
@@ -66,11 +54,11 @@ class _ProfileLoader(yaml.SafeLoader):
 
     depth = 0
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if self.depth >= MAX_PROFILE_DEPTH:
-            raise yaml.composer.ComposerError(
-                None, None, f"nested more than {MAX_PROFILE_DEPTH} levels deep: too deep to be a profile", self.peek_event().start_mark
-            )
+            where = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # PyYAML's stubs leave it untyped
+            too_deep = f"nested more than {MAX_PROFILE_DEPTH} levels deep: too deep to be a profile"
+            raise yaml.composer.ComposerError(None, None, too_deep, where)
         self.depth += 1
         try:
             return super().compose_node(parent, index)
@@ -203,8 +191,8 @@ def _convert(node: yaml.Node, path: KeyPath, loader: _ProfileLoader, doc: Docume
     doc.locations[path] = Location(doc.file, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
-        out: dict = {}
-        first_line: dict = {}
+        out: dict[str | int, Any] = {}
+        first_line: dict[str | int, int] = {}
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode):
@@ -250,9 +238,9 @@ def _comments(text: str, locations: dict[KeyPath, Location]) -> dict[KeyPath, st
 
 
 def _note(lines: list[str], index: int) -> str:
-    parts = []
+    parts: list[str] = []
     above = index - 1
-    block = []
+    block: list[str] = []
     while above >= 0 and lines[above].lstrip().startswith("#"):
         block.append(lines[above].lstrip()[1:].strip())
         above -= 1

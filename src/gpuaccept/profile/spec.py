@@ -11,15 +11,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
 
-from gpuaccept.measure.sizes import SIZE_PATTERN, parse_size
-from gpuaccept.topology import (
+from gpuaccept.vocabulary.affinity import CPU_LIST_PATTERN
+from gpuaccept.vocabulary.collectives import Collective
+from gpuaccept.vocabulary.copies import CopyKind, floor_key
+from gpuaccept.vocabulary.gpt import GptDims, GptPreset
+from gpuaccept.vocabulary.links import (
+    GPU_KEY_PATTERN,
     LINK_TYPE_PATTERN,
     PAIR_KEY_PATTERN,
-    PCIE_LEVELS,
     MatrixParseError,
+    PcieLevel,
     parse_link_matrix,
     parse_p2p_matrix,
 )
+from gpuaccept.vocabulary.nvml_codes import MAX_NVLINKS
+from gpuaccept.vocabulary.sizes import SIZE_PATTERN, parse_size
+from gpuaccept.vocabulary.steps import DDP_CASE_PATTERN
 
 SCHEMA_VERSION = 1
 
@@ -52,7 +59,7 @@ ModelPatterns = Annotated[
 ]
 LinkType = Annotated[str, StringConstraints(pattern=LINK_TYPE_PATTERN)]
 PairKey = Annotated[str, StringConstraints(pattern=PAIR_KEY_PATTERN)]
-GpuKey = Annotated[str, StringConstraints(pattern=r"^gpu\d+$")]
+GpuKey = Annotated[str, StringConstraints(pattern=GPU_KEY_PATTERN)]
 NvLinkVersion = Annotated[str, BeforeValidator(_nvlink_version), StringConstraints(pattern=r"^[1-9]\.\d$")]
 GpuCount = Annotated[int, Field(ge=1, le=1024)]
 
@@ -87,13 +94,13 @@ class PcieSpec(Strict):
 
 
 class NvLinkSpec(Strict):
-    active_links: Annotated[int, Field(ge=0, le=36)] = Field(description="NVLinks up per GPU (0: none expected)")
-    active_links_per_gpu: dict[GpuKey, Annotated[int, Field(ge=0, le=36)]] = Field(
+    active_links: Annotated[int, Field(ge=0, le=MAX_NVLINKS)] = Field(description="NVLinks up per GPU (0: none expected)")
+    active_links_per_gpu: dict[GpuKey, Annotated[int, Field(ge=0, le=MAX_NVLINKS)]] = Field(
         default_factory=dict,
         description="NVLinks up on the GPUs named, where they differ from active_links: {gpu2: 0} for a GPU without a bridge",
     )
     version: NvLinkVersion | None = Field(None, description="NVLink version, e.g. '4.0' (Hopper), '3.0' (Ampere)")
-    inactive_by_design: dict[GpuKey, list[Annotated[int, Field(ge=0, le=35)]]] = Field(
+    inactive_by_design: dict[GpuKey, list[Annotated[int, Field(ge=0, le=MAX_NVLINKS - 1)]]] = Field(
         default_factory=dict, description="links allowed to be down, per GPU: {gpu3: [16, 17]}"
     )
 
@@ -158,13 +165,12 @@ class P2PSpec(Strict):
         return grids
 
 
-PcieLevel = Literal[PCIE_LEVELS]
 def _number_as_text(value: Any) -> Any:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-CpuList = Annotated[str, BeforeValidator(_number_as_text), StringConstraints(pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")]
-NicKey = Annotated[str, StringConstraints(pattern=r"^(all|gpu\d+)$")]
+CpuList = Annotated[str, BeforeValidator(_number_as_text), StringConstraints(pattern=CPU_LIST_PATTERN)]
+NicKey = Annotated[str, StringConstraints(pattern=f"^(all|{GPU_KEY_PATTERN.strip('^$')})$")]
 
 
 class NicAffinity(Strict):
@@ -194,7 +200,6 @@ def _size_text(value: Any) -> Any:
 # the validator runs first and says how sizes are written; the pattern is what the JSON Schema shows
 SizeText = Annotated[str, StringConstraints(pattern=SIZE_PATTERN), BeforeValidator(_size_text)]
 GBps = Annotated[float, Field(gt=0)]
-Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]
 MeasureDtype = Literal["bfloat16", "float16", "float32"]
 
 
@@ -244,17 +249,14 @@ class CopySpec(Strict):
     host_to_device_min: GBps | None = Field(None, description="GB/s from pinned host memory, per GPU")
     device_to_host_min: GBps | None = Field(None, description="GB/s to pinned host memory, per GPU")
 
+    def floor(self, kind: CopyKind) -> float | None:
+        """The floor of a copy kind: one field above per kind, named by `floor_key`."""
+        value: float | None = getattr(self, floor_key(kind))
+        return value
 
-DdpCase = Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]*gpu-bs[1-9][0-9]*(-acc[1-9][0-9]*)?$")]
+
+DdpCase = Annotated[str, StringConstraints(pattern=DDP_CASE_PATTERN)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
-
-
-class GptDims(Strict):
-    layers: Annotated[int, Field(ge=1, le=200)]
-    d_model: Annotated[int, Field(ge=8, le=16384)]
-    heads: Annotated[int, Field(ge=1, le=256)]
-    vocab: Annotated[int, Field(ge=2, le=1_000_000)] = 50304
-    seq_len: Annotated[int, Field(ge=2, le=65536)] = 1024
 
 
 class DdpSpec(Strict):
@@ -263,7 +265,7 @@ class DdpSpec(Strict):
     Settings are named like their test ids: `4gpu-bs8` (4 GPUs, batch 8 per GPU), `4gpu-bs2-acc4`
     (batch 2, four micro-steps per optimizer step)."""
 
-    model: Literal["tiny", "gpt2-small", "gpt2-medium", "gpt2-large"] | GptDims = Field(
+    model: GptPreset | GptDims = Field(
         description="a GPT-2-style model: a preset name or its dimensions"
     )
     seq_len: Annotated[int, Field(ge=2, le=65536)] | None = Field(None, description="override the preset's sequence length")

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuaccept.errors import InputFileError, Problem
 from gpuaccept.facts import Facts, parse_facts
-from gpuaccept.facts.model import ddp_case
+from gpuaccept.files import write_atomically
 from gpuaccept.report.results import environment_of, now
 from gpuaccept.report.summary import did_not_pass
+from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.steps import ddp_case
 
 BASELINE_FORMAT = "gpu-accept-baseline"
 BASELINE_VERSION = 1
@@ -38,6 +39,7 @@ NOTED_KEYS = ("driver", "cuda_driver", "nccl", "torch", "host")
 SPREAD_TOLERANCE_CAP = 0.25
 SIGNIFICANT_DIGITS = 6  # kept of each value: enough for any measurement, and a CPU run's 1e-5 GB/s stays above 0
 NAMES_SHOWN = 5  # value names listed in a note before "and N more"
+HEALTHY = "a baseline is a picture of a healthy machine"
 
 
 @dataclass(frozen=True)
@@ -80,10 +82,10 @@ def measured_values(facts: Facts) -> dict[str, Metric]:
             add(f"busbw-{r.collective}-{r.nominal_size}", r.busbw_GBps, "GB/s")
     if measured.pairwise:
         for r in measured.pairwise.results:
-            add(f"pair_busbw-gpu{r.gpus[0]}-gpu{r.gpus[1]}", r.busbw_GBps, "GB/s")
+            add(f"pair_busbw-{pair_key(*r.gpus)}", r.busbw_GBps, "GB/s")
     if measured.copies:
         for r in measured.copies.results:
-            add(f"{r.what}-" + "-".join(f"gpu{g}" for g in r.gpus), r.GBps, "GB/s")
+            add(f"{r.what}-" + "-".join(gpu_key(g) for g in r.gpus), r.GBps, "GB/s")
     if measured.ddp:
         for r in measured.ddp.results:
             case = ddp_case(r.world, r.batch, r.accumulation)
@@ -124,15 +126,15 @@ def baseline_runs(documents: list[dict], sources: list[str]) -> list[Facts]:
     file that cannot be used is named, one line each."""
     problems = []
     first = None
-    for document, source in zip(documents, sources):
+    for document, source in zip(documents, sources, strict=True):
         bad = [t["id"] for t in did_not_pass(document.get("tests", []))]
         if not document.get("complete"):
-            problems.append(Problem(source, None, "", "the run did not finish (complete: false): a baseline is a picture of a healthy machine"))
+            problems.append(Problem(source, None, "", f"the run did not finish (complete: false): {HEALTHY}"))
             continue
         if bad:
             problems.append(Problem(
                 source, None, "",
-                f"{len(bad)} test(s) did not pass ({named(bad, 3)}): a baseline is a picture of a healthy machine; save one from runs that passed",
+                f"{len(bad)} test(s) did not pass ({named(bad, 3)}): {HEALTHY}; save one from runs that passed",
             ))
             continue
         environment = document.get("environment", {})
@@ -144,7 +146,7 @@ def baseline_runs(documents: list[dict], sources: list[str]) -> list[Facts]:
             problems.append(Problem(source, None, "", f"{differing}: one baseline holds runs of one profile on one kind of machine"))
     if problems:
         raise InputFileError(problems)
-    return [parse_facts(json.dumps(d["facts"]), str(source)) for d, source in zip(documents, sources)]
+    return [parse_facts(json.dumps(d["facts"]), str(source)) for d, source in zip(documents, sources, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,7 @@ def save_baseline(path: Path, facts: Facts, profile_name: str, more_runs: list[F
     runs = [facts, *more_runs]
     names = list(sources) or ["this run"] + [f"run {index + 2}" for index in range(len(more_runs))]
     measured = []
-    for run, name in zip(runs, names):
+    for run, name in zip(runs, names, strict=True):
         found = measured_values(run)
         broken = [Problem(name, None, key, f"measured {metric.value!r} {metric.unit}: a baseline holds only finite values above 0".rstrip())
                   for key, metric in found.items() if not _usable(metric.value)]
@@ -206,12 +208,7 @@ def save_baseline(path: Path, facts: Facts, profile_name: str, more_runs: list[F
         "machine": machine_of(facts, profile_name),
         "values": values,
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # written whole, then renamed: a baseline is never half a file, whatever stops the writer
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    temporary.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-    temporary.replace(path)
+    write_atomically(path, json.dumps(document, indent=1) + "\n")  # a baseline is never half a file
     return SavedBaseline(len(values), len(runs), tuple(left_out), tuple(capped))
 
 
@@ -263,9 +260,8 @@ def load_baseline(path: Path) -> Baseline:
     metrics = {}
     for index, entry in enumerate(values):
         try:
-            metric = Metric(
-                str(entry["key"]), float(entry["value"]), str(entry["unit"]), bool(entry["higher_is_better"]), float(entry.get("spread", 0.0))
-            )
+            key, value, unit = str(entry["key"]), float(entry["value"]), str(entry["unit"])
+            metric = Metric(key, value, unit, bool(entry["higher_is_better"]), float(entry.get("spread", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise problem(f"malformed entry ({type(exc).__name__}: {exc})", f"values[{index}]") from None
         if not _usable(metric.value):

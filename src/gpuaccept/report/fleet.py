@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import statistics
+import xml.etree.ElementTree as ET
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-
-import xml.etree.ElementTree as ET
 
 from junit_xml import TestCase, TestSuite, _clean_illegal_xml_chars
 
@@ -130,7 +129,7 @@ def read_fleet(paths: list[str], workers: int | None = None) -> list[HostResults
         return list(pool.map(_read, paths, chunksize=max(1, len(paths) // (workers * 8))))
 
 
-def write_fleet_junit(hosts: list[HostResults], target: Path, outliers: list["Outlier"] | None = None) -> int:
+def write_fleet_junit(hosts: list[HostResults], target: Path, outliers: list[Outlier] | None = None) -> int:
     """One JUnit file: a testsuite per results file (named by host), then the fleet's outliers."""
     seen: dict[str, int] = defaultdict(int)
     for host in hosts:

@@ -34,13 +34,11 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuaccept.checks.inventory import gpu_name
-from gpuaccept.checks.verdict import show
 from gpuaccept.facts.model import Measurements
-from gpuaccept.measure.plan import human_size
-from gpuaccept.measure.sizes import format_size, parse_size
 from gpuaccept.report.summary import in_layer_order, marginal_tests, transient_tests
-from gpuaccept.topology import pair_key
+from gpuaccept.vocabulary.display import show
+from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
 
 PASS, FAIL, ERROR, SKIP = "#1a7f37", "#cf222e", "#bc4c00", "#8c959f"
 MARGINAL = "#d4a72c"
@@ -441,7 +439,7 @@ def _copies(facts: dict, verdicts: list[dict]) -> dict | None:
     p2p, local = _by_subject(verdicts, "p2p_copy"), _by_subject(verdicts, "local_copy")
     judged = {}
     for a, b in peer:
-        verdict = local.get(gpu_name(a)) if a == b else p2p.get(pair_key(a, b))
+        verdict = local.get(gpu_key(a)) if a == b else p2p.get(pair_key(a, b))
         if verdict:
             judged[(a, b)] = verdict
     heatmap = _heatmap("peer copy GB/s, row to column (diagonal: within the GPU)", "p2p-matrix", count, peer, judged, "copy engine, one direction")
@@ -449,9 +447,9 @@ def _copies(facts: dict, verdicts: list[dict]) -> dict | None:
     host = [
         {
             "direction": r["what"].replace("_", " "),
-            "gpu": gpu_name(r["gpus"][0]),
+            "gpu": gpu_key(r["gpus"][0]),
             "GBps": f"{r['GBps']:.1f}",
-            "expected": host_judged.get((r["what"], gpu_name(r["gpus"][0])), {}).get("expected", ""),
+            "expected": host_judged.get((r["what"], gpu_key(r["gpus"][0])), {}).get("expected", ""),
         }
         for r in sweep["results"]
         if r["what"] in ("host_to_device", "device_to_host")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from gpuaccept import __version__
 from gpuaccept.facts import Facts, is_known
+from gpuaccept.files import write_atomically
 
 RESULTS_FORMAT = "gpu-accept-results"
 RESULTS_VERSION = 1
@@ -113,10 +113,7 @@ class ResultsWriter:
 
     def write(self) -> None:
         self.document["summary"] = summarize(self.document["tests"])
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
-        temporary.write_text(json.dumps(self.document, indent=1) + "\n", encoding="utf-8")
-        temporary.replace(self.path)
+        write_atomically(self.path, json.dumps(self.document, indent=1) + "\n")
 
 
 def summarize(tests: list[dict]) -> dict[str, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuaccept.checks.verdict import show
+from gpuaccept.vocabulary.display import show
 
 # checks whose numbers are worth seeing even when they pass, in the order they are shown
 KEY_CHECKS = (
@@ -161,7 +161,9 @@ def summary_lines(tests: list[dict]) -> list[str]:
         lines.append(f"{check}:")
         for verdict in rows[:PER_CHECK_LIMIT]:
             mark = "ok  " if verdict["outcome"] == "passed" else "FAIL"
-            lines.append(f"  {mark} {verdict['subject']:24} {show(verdict['measured'], verdict['unit']):>14}   expected {verdict['expected']}")
+            lines.append(
+                f"  {mark} {verdict['subject']:24} {show(verdict['measured'], verdict['unit']):>14}   expected {verdict['expected']}"
+            )
         if len(rows) > PER_CHECK_LIMIT:
             lines.append(f"  ... {len(rows) - PER_CHECK_LIMIT} more (all in results.json)")
     return lines

@@ -10,18 +10,18 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
-
-import pytest
 
 from gpuaccept.checks import ddp, fabric
 from gpuaccept.checks.attempts import worth_measuring_again
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import STAGE_SWEEPS, CollectiveSweep, ConfirmationRound, Measurements, PairSweep, StepFailure
+from gpuaccept.files import write_atomically
 from gpuaccept.measure.collective_step import ATTEMPT
-from gpuaccept.measure.stages import nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
 from gpuaccept.profile import Profile
+from gpuaccept.session.stages import nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
+from gpuaccept.vocabulary.steps import stage_of_key
 
 STAGE_FILES = {"nccl": "nccl.json", "copies": "copies.json", "ddp": "ddp.json"}
 # A stage's confirmation rounds may take as long as the stage itself took, and at least this long.
@@ -63,15 +63,13 @@ class MeasurementStore:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not path.exists():
                 measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile))
-                temporary = path.with_suffix(".partial")
-                temporary.write_text(measured.model_dump_json(), encoding="utf-8")
-                temporary.replace(path)
+                write_atomically(path, measured.model_dump_json())
         return merge(facts, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
 
     def collected(self) -> Measurements:
         """Everything measured in this session so far, from every worker."""
         found = Measurements()
-        for stage, name in STAGE_FILES.items():
+        for name in STAGE_FILES.values():
             path = self.folder / name
             if path.exists():
                 found = _combine(found, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
@@ -162,34 +160,14 @@ def _nccl_not_run(spec, reason: str) -> Measurements:
 def _combine(first: Measurements, second: Measurements) -> Measurements:
     """`second`'s sweeps over `first`'s; each stage's confirmation rounds travel with its sweeps."""
     fresh = {stage for stage, names in STAGE_SWEEPS.items() if any(getattr(second, name) is not None for name in names)}
-    merged = {name: getattr(second, name) or getattr(first, name) for name in Measurements.model_fields if name not in ("rounds", "unconfirmed")}
+    merged = {
+        name: getattr(second, name) or getattr(first, name) for name in Measurements.model_fields if name not in ("rounds", "unconfirmed")
+    }
     merged["rounds"] = [r for r in first.rounds if r.stage not in fresh] + list(second.rounds)
-    merged["unconfirmed"] = sorted(set(second.unconfirmed) | {k for k in first.unconfirmed if _stage_of_key(k) not in fresh})
+    merged["unconfirmed"] = sorted(set(second.unconfirmed) | {k for k in first.unconfirmed if stage_of_key(k) not in fresh})
     return Measurements(**merged)
-
-
-def _stage_of_key(key: str) -> str:
-    kind = key.split("/", 1)[0]
-    return {"collective": "nccl", "pair": "nccl", "copy": "copies"}.get(kind, "ddp")
 
 
 def merge(facts: Facts, measured: Measurements) -> Facts:
     return facts.model_copy(update={"measurements": _combine(facts.measurements, measured)})
 
-
-def terminal_line(config: pytest.Config) -> Callable[[str], None]:
-    """Print a line now, past output capture, where this process has a terminal (not xdist workers)."""
-
-    def say(text: str) -> None:
-        # looked up when called: the terminal reporter registers after this plugin configures
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        capture = config.pluginmanager.get_plugin("capturemanager")
-        if reporter is None or hasattr(config, "workerinput"):
-            return
-        if capture is not None:
-            with capture.global_and_fixture_disabled():
-                reporter.write_line(text)
-        else:
-            reporter.write_line(text)
-
-    return say

@@ -1,4 +1,6 @@
-"""The vocabulary of `nvidia-smi topo -m`: link types, and reading its GPU block.
+"""How GPUs are connected and named: link types as `nvidia-smi topo -m` prints them, the GPU block
+of such a table (or of a `topo -p2p` grid) read back, and the keys that name a GPU (`gpu3`) and a
+pair (`gpu0-gpu1`).
 
 A link type is what nvidia-smi prints for a GPU pair: `NV#` (a bonded set of # NVLinks) or the
 PCIe path: PIX (at most one bridge), PXB (several bridges), PHB (through a host bridge), NODE
@@ -9,12 +11,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal, get_args
 
-PCIE_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
-LINK_TYPE_PATTERN = r"^(NV[1-9][0-9]*|PIX|PXB|PHB|NODE|SYS)$"
+from gpuaccept.vocabulary.nvml_codes import P2P_STATUS_CODES
+
+PcieLevel = Literal["PIX", "PXB", "PHB", "NODE", "SYS"]  # nearest first
+PCIE_LEVELS: tuple[PcieLevel, ...] = get_args(PcieLevel)
+LINK_TYPE_PATTERN = r"^(NV[1-9][0-9]*|" + "|".join(PCIE_LEVELS) + r")$"
 _LINK_TYPE = re.compile(LINK_TYPE_PATTERN)
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _GPU_NAME = re.compile(r"^GPU(\d+)$")
+
+# `gpuN` is the CUDA ordinal as the run sees it: the subject of every per-GPU test and the key of
+# per-GPU profile settings; a pair is two of them, `gpu0-gpu1`.
+GPU_KEY_PATTERN = r"^gpu\d+$"
 PAIR_KEY_PATTERN = r"^gpu(\d+)-gpu(\d+)$"
 _PAIR_KEY = re.compile(PAIR_KEY_PATTERN)
 
@@ -31,8 +41,17 @@ def nvlink_type(link_count: int) -> str:
     return f"NV{link_count}"
 
 
+def gpu_key(index: int) -> str:
+    return f"gpu{index}"
+
+
+def parse_gpu_key(key: str) -> int:
+    """'gpu3' -> 3, for a key that matches GPU_KEY_PATTERN."""
+    return int(key.removeprefix("gpu"))
+
+
 def pair_key(a: int, b: int) -> str:
-    return f"gpu{a}-gpu{b}"
+    return f"{gpu_key(a)}-{gpu_key(b)}"
 
 
 def parse_pair_key(key: str) -> tuple[int, int] | None:
@@ -92,17 +111,6 @@ def parse_gpu_matrix(text: str) -> list[list[str]]:
     if missing:
         raise MatrixParseError(1, "no row for " + ", ".join(f"GPU{i}" for i in missing))
     return [rows[i][1] for i in header]
-
-
-P2P_STATUS_CODES = {
-    "OK": "OK",
-    "CNS": "CHIPSET_NOT_SUPPORTED",
-    "GNS": "GPU_NOT_SUPPORTED",
-    "TNS": "IOH_TOPOLOGY_NOT_SUPPORTED",
-    "DR": "DISABLED_BY_REGKEY",
-    "NS": "NOT_SUPPORTED",
-    "U": "UNKNOWN",
-}
 
 
 def parse_p2p_matrix(text: str) -> list[list[str]]:

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from gpuaccept.facts.model import (
     CollectiveResult,
-    collective_key,
-    ddp_key,
-    pair_step_key,
     CollectiveSweep,
     CopyResult,
     CopySweep,
@@ -24,22 +21,15 @@ from gpuaccept.facts.model import (
     PairResult,
     PairSweep,
     StepFailure,
-    parse_ddp_case,
 )
-from gpuaccept.measure.gpt import PRESETS, GptShape
 from gpuaccept.measure.launch import Outcome, Workers, run_plan
 from gpuaccept.measure.pairwise_step import schedule
 from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
-from gpuaccept.measure.sizes import format_size, parse_size
 from gpuaccept.profile.spec import ProfileSpec
-
-COPY_KINDS = {
-    "p2p_min": "p2p",
-    "p2p_bidirectional_min": "p2p_bidirectional",
-    "local_min": "local",
-    "host_to_device_min": "host_to_device",
-    "device_to_host_min": "device_to_host",
-}
+from gpuaccept.vocabulary.copies import COPY_KINDS
+from gpuaccept.vocabulary.gpt import PRESETS, GptDims
+from gpuaccept.vocabulary.sizes import format_size, parse_size
+from gpuaccept.vocabulary.steps import collective_key, ddp_key, ddp_label, pair_step_key, parse_ddp_case
 
 # Step time limits, where the profile sets none: what the step needs at its floor's pace, times a
 # slack that lets a slow machine finish (and be measured as slow) but stops a hung one; never
@@ -113,16 +103,24 @@ def copy_plan(spec: ProfileSpec, gpus: int, only: set[str] | None = None) -> Pla
     copies = spec.copies
     if copies is None:
         return None
-    floors = {kind: getattr(copies, key) for key, kind in COPY_KINDS.items() if getattr(copies, key) is not None}
+    floors = {kind: copies.floor(kind) for kind in COPY_KINDS if copies.floor(kind) is not None}
     if only is not None:
         floors = {kind: floor for kind, floor in floors.items() if any(key.startswith(f"copy/{kind}/") for key in only)}
     if not floors:
         return None
     size = parse_size(copies.size)
     # how many copies of each kind, and the bytes each moves, on a machine of `gpus` GPUs
-    counts = {"p2p": gpus * (gpus - 1), "p2p_bidirectional": gpus * (gpus - 1) // 2, "local": gpus, "host_to_device": gpus, "device_to_host": gpus}
+    counts = {
+        "p2p": gpus * (gpus - 1),
+        "p2p_bidirectional": gpus * (gpus - 1) // 2,
+        "local": gpus,
+        "host_to_device": gpus,
+        "device_to_host": gpus,
+    }
     moved = {"p2p_bidirectional": 2 * size}
-    at_floor = sum(counts[kind] * (copies.warmup + copies.iterations + 1) * moved.get(kind, size) / (floor * 1e9) for kind, floor in floors.items())
+    at_floor = sum(
+        counts[kind] * (copies.warmup + copies.iterations + 1) * moved.get(kind, size) / (floor * 1e9) for kind, floor in floors.items()
+    )
     step = CopyStep(
         size_bytes=size,
         warmup=copies.warmup,
@@ -196,12 +194,10 @@ def run_copy_stage(
     return CopySweep(wall_s=outcome.wall_s, results=results, failures=failures)
 
 
-def ddp_shape(spec: ProfileSpec) -> GptShape:
+def ddp_shape(spec: ProfileSpec) -> GptDims:
     ddp = spec.ddp
-    dims = dict(PRESETS[ddp.model]) if isinstance(ddp.model, str) else ddp.model.model_dump()
-    if ddp.seq_len is not None:
-        dims["seq_len"] = ddp.seq_len
-    return GptShape(**dims)
+    shape = PRESETS[ddp.model] if isinstance(ddp.model, str) else ddp.model
+    return shape if ddp.seq_len is None else shape.model_copy(update={"seq_len": ddp.seq_len})
 
 
 def ddp_plan(
@@ -226,11 +222,7 @@ def ddp_plan(
         steps.append(
             DdpStep(
                 world=world,
-                layers=shape.layers,
-                d_model=shape.d_model,
-                heads=shape.heads,
-                vocab=shape.vocab,
-                seq_len=shape.seq_len,
+                model=shape,
                 dtype=ddp.dtype,
                 batches=sorted({b for b, _ in settings}),
                 accumulation=sorted({a for _, a in settings}),
@@ -263,7 +255,11 @@ def run_ddp_stage(
     # the A/B arm's workers import torch while the scaling arm trains: one start-up less to wait for
     with Workers(_plan_ranks(ab_plan), ab_env) if ab_plan else contextlib.nullcontext() as ab_workers:
         sweep = _ddp_sweep(spec, ranks, plan, False, backend, base_env, on_event) if plan or only is None else None
-        without = _ddp_sweep(spec, ranks, ab_plan, True, backend, ab_env, on_event, ab_workers) if ab_plan or (only is None and spec.ddp.nvlink_ab) else None
+        without = (
+            _ddp_sweep(spec, ranks, ab_plan, True, backend, ab_env, on_event, ab_workers)
+            if ab_plan or (only is None and spec.ddp.nvlink_ab)
+            else None
+        )
     return sweep, without
 
 
@@ -275,7 +271,7 @@ def _ddp_sweep(spec, ranks, plan, without_p2p, backend, env, on_event, workers=N
     shape = ddp_shape(spec)
     worlds = {step.world for step in plan.steps} if plan else set()
     failures = [
-        StepFailure(step=f"DDP on {world} GPUs", reason="not_run", message=f"DDP on {world} GPUs not run: {ranks} GPU(s) under test")
+        StepFailure(step=ddp_label(world), reason="not_run", message=f"{ddp_label(world)} not run: {ranks} GPU(s) under test")
         for world in spec.ddp.world_sizes
         if world > ranks and world not in worlds
     ]
@@ -290,7 +286,7 @@ def _ddp_sweep(spec, ranks, plan, without_p2p, backend, env, on_event, workers=N
         backend=ready.get("backend", backend),
         nccl_version=ready.get("nccl"),
         torch_version=ready.get("torch", ""),
-        model={"layers": shape.layers, "d_model": shape.d_model, "heads": shape.heads, "vocab": shape.vocab, "seq_len": shape.seq_len},
+        model=shape.model_dump(),
         parameters=shape.parameters(),
         dtype=spec.ddp.dtype,
         warmup_steps=spec.ddp.warmup_steps,

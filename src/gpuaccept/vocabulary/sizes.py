@@ -1,8 +1,10 @@
-"""Byte sizes as people write them in profiles and test ids: 256MiB, 1GiB, 4K."""
+"""Byte sizes as people write them: in profiles and test ids (256MiB, 1GiB, 4K), and in messages (256 MiB)."""
 
 from __future__ import annotations
 
 import re
+
+GIB = 2**30  # memory is stated in GiB
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KIB": 2**10, "M": 2**20, "MIB": 2**20, "G": 2**30, "GIB": 2**30, "T": 2**40, "TIB": 2**40}
 _SIZE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
@@ -25,3 +27,12 @@ def format_size(size: int) -> str:
         if size >= factor and size % factor == 0:
             return f"{size // factor}{unit}"
     return f"{size}B"
+
+
+def human_size(size: int) -> str:
+    """A size for messages and step labels: 268435456 -> '256 MiB', 1536 -> '1536 B'."""
+    text = format_size(size)
+    for unit in ("TiB", "GiB", "MiB", "KiB"):
+        if text.endswith(unit):
+            return f"{text[: -len(unit)]} {unit}"
+    return f"{size} B"
