@@ -5,6 +5,7 @@ from gpuaccept.checks.peaks import collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts.model import CollectiveResult, CollectiveSweep, CopyResult, CopySweep, Measurements, PairResult, PairSweep, StepFailure
 from gpuaccept.profile import load_profile
+from gpuaccept.vocabulary.steps import CollectiveKey
 from tests.helpers import example_facts, write
 
 PROFILE_TEXT = """
@@ -59,7 +60,8 @@ def test_busbw_below_the_floor_names_collective_size_measured_and_expected(tmp_p
 
 
 def test_a_hung_size_fails_its_tests_with_the_timeout(tmp_path):
-    hung = StepFailure(step="all_reduce 4 GiB", reason="timeout", message="all_reduce 4 GiB did not finish within 60 s")
+    message = "all_reduce 4 GiB did not finish within 60 s"
+    hung = StepFailure(step="all_reduce 4 GiB", reason="timeout", message=message, keys=[CollectiveKey("all_reduce", 4 << 30)])
     facts = with_measurements(collectives=sweep([collective(1 << 30, "1GiB", 354.0)], [hung]))
     p = profile(tmp_path)
     assert fabric.busbw(p, facts, ("all_reduce", "1GiB")).outcome is Outcome.PASSED

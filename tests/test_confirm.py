@@ -14,13 +14,14 @@ from gpuaccept.facts.model import Measurements
 from gpuaccept.profile import ProfileCatalog
 from gpuaccept.session import store as store_module
 from gpuaccept.session.store import MeasurementStore
+from gpuaccept.vocabulary.steps import DdpKey, parse_step_key
 from tests.helpers import example_facts
 
 PROFILE = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
 MEASURED = example_facts("h200x4-measured")
 PROBED = MEASURED.model_copy(update={"measurements": Measurements()})
 CASE = ("all_reduce", "256MiB")  # floor 307.4 GB/s in the profile
-KEY = "collective/all_reduce/256MiB"
+KEY = parse_step_key("collective/all_reduce/256MiB")
 
 
 def nccl_with(busbw: float | None = None, wrong: int = 0) -> Measurements:
@@ -137,7 +138,7 @@ def test_a_ddp_miss_measures_its_world_again_and_the_ab_measures_both_arms(tmp_p
     first = ddp_with(efficiency_world4=0.70, without_p2p_world4=with_p2p / 1.45)  # floors 0.7709 and 1.5333x
     stages = FakeStages(first, ddp_with(), ddp_with())
     facts = measure(tmp_path, monkeypatch, stages, stage="ddp")
-    assert stages.asked[1] == {"ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8"}
+    assert stages.asked[1] == {DdpKey(4, 8), DdpKey(4, 8, without_p2p=True)}
     scaling = ddp.scaling(PROFILE, facts, "4gpu-bs8")
     assert scaling.outcome is Outcome.PASSED and scaling.transient and scaling.attempts[0] == pytest.approx(0.70)
     speedup = ddp.nvlink_speedup(PROFILE, facts, "4gpu-bs8")

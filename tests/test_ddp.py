@@ -11,7 +11,7 @@ from gpuaccept.profile import load_profile
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.session.stages import ddp_plan, run_ddp_stage
 from gpuaccept.vocabulary.gpt import PRESETS, GptDims
-from gpuaccept.vocabulary.steps import ddp_case, parse_ddp_case
+from gpuaccept.vocabulary.steps import DdpKey, ddp_case, parse_ddp_case
 from tests.helpers import example_facts, write
 
 TINY = {
@@ -132,7 +132,7 @@ def test_a_slow_setting_fails_naming_world_size_batch_measured_and_expected(tmp_
 
 
 def test_a_hung_world_size_fails_its_settings(tmp_path):
-    hung = StepFailure(step="DDP on 4 GPUs", reason="timeout", message="DDP on 4 GPUs did not finish within 180 s")
+    hung = StepFailure(step="DDP on 4 GPUs", reason="timeout", message="DDP on 4 GPUs did not finish within 180 s", keys=[DdpKey(4, 8)])
     facts = example_facts("h200x4").model_copy(update={"measurements": Measurements(ddp=_sweep([_result(1, 8, 170.4)], failures=[hung]))})
     verdict = ddp.scaling(_profile(tmp_path), facts, "4gpu-bs8")
     assert verdict.outcome is Outcome.FAILED and "DDP on 4 GPUs did not finish within 180 s" in verdict.message
@@ -176,7 +176,7 @@ def test_ddp_settings_are_validated(tmp_path, change, message):
 def test_measuring_a_setting_again_trains_only_that_setting_and_arm():
     pytest.importorskip("torch")
     spec = ProfileSpec.model_validate(TINY)
-    sweep, without = run_ddp_stage(spec, 2, backend="gloo", only={"ddp_without_p2p/2gpu-bs8"})
+    sweep, without = run_ddp_stage(spec, 2, backend="gloo", only={DdpKey(2, 8, without_p2p=True)})
     assert sweep is None and [r.case for r in without.results] == ["2gpu-bs8"] and without.p2p_disabled
-    plan = ddp_plan(spec, 2, only={"ddp/2gpu-bs2"})
+    plan = ddp_plan(spec, 2, only={DdpKey(2, 2)})
     assert [(s.world, s.batches, s.accumulation) for s in plan.steps] == [(2, [2], [1])]

@@ -9,11 +9,12 @@ import pytest
 
 from gpuaccept.measure.launch import Workers, run_plan
 from gpuaccept.measure.pairwise_step import round_robin, schedule
-from gpuaccept.measure.plan import CollectiveStep, Plan
+from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
 from gpuaccept.measure.worker import WAITING_MARK
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.session.stages import nccl_plan, run_nccl_stage
 from gpuaccept.vocabulary.collectives import COLLECTIVES
+from gpuaccept.vocabulary.steps import CollectiveKey, PairKey
 
 pytest.importorskip("torch")
 
@@ -58,9 +59,10 @@ def test_a_hung_collective_is_killed_named_and_the_rest_still_measured(monkeypat
         for c in ("all_reduce", "all_gather", "broadcast")
     ]
     outcome = run_plan(Plan(steps=steps, backend="gloo"), 2)
-    assert set(outcome.results) == {0, 2}
-    failure = outcome.failures[1]
+    assert list(outcome.values) == [CollectiveKey("all_reduce", 64 << 10), CollectiveKey("broadcast", 64 << 10)]
+    (failure,) = outcome.failures
     assert failure.reason == "timeout" and failure.message == "all_gather 64 KiB did not finish within 4 s"
+    assert failure.keys == [CollectiveKey("all_gather", 64 << 10)] and failure.step == "all_gather 64 KiB"
 
 
 @pytest.mark.slow
@@ -68,7 +70,7 @@ def test_a_wrong_result_is_counted(monkeypatch):
     monkeypatch.setenv("GPUACCEPT_INJECT_WRONG", "all_reduce 64 KiB")
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
     outcome = run_plan(Plan(steps=[step], backend="gloo"), 2)
-    assert outcome.results[0]["wrong"] == 1
+    assert outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 1
 
 
 @pytest.mark.slow
@@ -76,8 +78,9 @@ def test_a_crashing_worker_is_reported_with_its_error_not_waited_for():
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float64", warmup=0, iterations=1)
     broken = Plan(steps=[step], backend="gloo").model_copy(update={"steps": [step.model_copy(update={"dtype": "complex7"})]})
     outcome = run_plan(broken, 2, max_restarts=0)
-    failure = outcome.failures[0]
+    (failure,) = outcome.failures
     assert failure.reason == "crashed" and "AttributeError" in failure.message and "complex7" in failure.message
+    assert failure.keys == [CollectiveKey("all_reduce", 64 << 10)] and outcome.values == {}
 
 
 @pytest.mark.slow
@@ -91,7 +94,7 @@ def test_workers_started_ahead_run_a_plan_given_later():
         time.sleep(0.05)
     events: list[dict] = []
     outcome = run_plan(Plan(steps=[step], backend="gloo"), 2, workers=workers, on_event=events.append)
-    assert outcome.failures == {} and outcome.results[0]["wrong"] == 0
+    assert outcome.failures == [] and outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 0
     (ready,) = [event for event in events if event["event"] == "ready"]
     assert ready["startup_s"]["waited"] > 0 and ready["startup_s"]["import"] > 0
     assert workers.processes == [] and not workers.workdir.exists()
@@ -153,9 +156,9 @@ def test_step_limits_not_set_in_the_profile_follow_size_and_floor():
 
 def test_a_plan_for_values_measured_again_holds_only_their_steps():
     spec = small_spec(4)
-    plan = nccl_plan(spec, 4, only={"collective/alltoall/1MiB", "pair/gpu1-gpu3", "pair/gpu0-gpu2"})
+    plan = nccl_plan(spec, 4, only={CollectiveKey("alltoall", 1 << 20), PairKey(1, 3), PairKey(0, 2)})
     assert [step.label for step in plan.steps] == ["alltoall 1 MiB", "pairwise send/receive 256 KiB"]
-    assert plan.steps[1].pairs == [(0, 2), (1, 3)]
+    assert plan.steps[1].pairs == [PairKey(0, 2), PairKey(1, 3)]
     assert schedule(4, True, [(0, 2), (1, 3), (2, 3)]) == [[(0, 2), (1, 3)], [(2, 3)]]
 
 
@@ -173,8 +176,8 @@ def test_round_robin_covers_every_pair_once_in_disjoint_rounds(ranks):
 
 @pytest.mark.slow
 def test_measuring_again_runs_only_the_steps_asked_for():
-    collectives, pairs = run_nccl_stage(small_spec(4), 4, backend="gloo", only={"collective/alltoall/1MiB", "pair/gpu1-gpu3"})
-    assert [r.key for r in collectives.results] == ["collective/alltoall/1MiB"] and collectives.failures == []
+    collectives, pairs = run_nccl_stage(small_spec(4), 4, backend="gloo", only={CollectiveKey("alltoall", 1 << 20), PairKey(1, 3)})
+    assert [str(r.key) for r in collectives.results] == ["collective/alltoall/1MiB"] and collectives.failures == []
     assert [tuple(r.gpus) for r in pairs.results] == [(1, 3)] and pairs.results[0].wrong == 0
 
 
@@ -183,8 +186,9 @@ def test_a_stopped_worker_is_named_by_its_heartbeat_not_waited_for():
     import signal
 
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+    pairwise = PairwiseStep(size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1, pairs=[PairKey(0, 1)])
     # the rank left running beats every second: 10 s without a beat spares it a loaded machine's pauses
-    plan = Plan(steps=[step], backend="gloo", stalled_s=10)
+    plan = Plan(steps=[step, pairwise], backend="gloo", stalled_s=10)
     workers = Workers(2)
     logs = [workers.workdir / f"rank{rank}.log" for rank in range(2)]
     deadline = time.monotonic() + 120
@@ -193,7 +197,12 @@ def test_a_stopped_worker_is_named_by_its_heartbeat_not_waited_for():
         time.sleep(0.05)
     os.kill(workers.processes[1].pid, signal.SIGSTOP)  # as a user's drill does: the rank is frozen
     outcome = run_plan(plan, 2, workers=workers, max_restarts=0)
-    failure = outcome.failures[0]
-    assert failure.reason == "timeout"
-    assert "rank 1 stopped responding: no sign of life for" in failure.message and "(process stopped by a signal)" in failure.message
+    # a start-up failure: every step fails with it, each covering its own values
+    assert [(f.step, f.keys) for f in outcome.failures] == [
+        ("all_reduce 64 KiB", [CollectiveKey("all_reduce", 64 << 10)]), ("pairwise send/receive 64 KiB", [PairKey(0, 1)])
+    ]
+    for failure in outcome.failures:
+        assert failure.reason == "timeout" and failure.message.startswith("start-up: rank 1 stopped responding: no sign of life for")
+        assert failure.message.endswith("(process stopped by a signal)")
     assert workers.processes == [] and not workers.workdir.exists()
+

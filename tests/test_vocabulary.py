@@ -11,7 +11,7 @@ from gpuaccept.vocabulary.copies import COPY_KINDS, floor_key
 from gpuaccept.vocabulary.gpt import PRESETS, GptPreset
 from gpuaccept.vocabulary.links import GPU_KEY_PATTERN, PAIR_KEY_PATTERN, gpu_key, pair_key, parse_gpu_key, parse_pair_key
 from gpuaccept.vocabulary.nvml_codes import P2P_STATUS_CODES, P2P_STATUS_NAMES, P2PCapability
-from gpuaccept.vocabulary.steps import DDP_CASE_PATTERN, ddp_case, parse_ddp_case, stage_of_key
+from gpuaccept.vocabulary.steps import DDP_CASE_PATTERN, ddp_case, parse_ddp_case, parse_step_key
 
 
 def test_every_copy_kind_has_its_floor_in_the_profile_and_no_other_floor_is_there():
@@ -33,7 +33,7 @@ def test_keys_are_read_back_as_written_and_match_their_schema_patterns():
 def test_each_step_key_belongs_to_the_stage_that_measures_it():
     stages = {"collective/all_reduce/1GiB": "nccl", "pair/gpu0-gpu1": "nccl", "copy/p2p/gpu0-gpu1": "copies",
               "ddp/4gpu-bs8": "ddp", "ddp_without_p2p/4gpu-bs8": "ddp"}
-    assert {key: stage_of_key(key) for key in stages} == stages
+    assert {key: parse_step_key(key).stage for key in stages} == stages
 
 
 def test_each_p2p_status_nvidia_smi_prints_is_one_nvml_names_and_every_capability_has_its_letter():

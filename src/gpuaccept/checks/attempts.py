@@ -17,9 +17,10 @@ from typing import Any, TypeGuard
 from gpuaccept.checks.verdict import Better, Outcome, Verdict, best_attempt
 from gpuaccept.facts import Facts
 from gpuaccept.profile import Profile
+from gpuaccept.vocabulary.steps import StepKey
 
 Check = Callable[[Profile, Facts, Any], Verdict]  # (profile, facts, subject) -> Verdict
-StepKeys = Callable[[Profile, Any], list[str]]  # (profile, subject) -> keys of the steps that measure it
+StepKeys = Callable[[Profile, Any], list[StepKey]]  # (profile, subject) -> keys of the values it judges
 
 
 class JudgedOnEveryAttempt:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from gpuaccept.checks.attempts import judged_on_every_attempt
 from gpuaccept.checks.verdict import AtLeast, AtMost, Criterion, Judge, Verdict
-from gpuaccept.facts.model import DdpResult, DdpSweep, Facts, StepFailure
+from gpuaccept.facts.model import DdpResult, DdpSweep, Facts
 from gpuaccept.profile.model import Profile
-from gpuaccept.vocabulary.steps import ddp_key, ddp_label, parse_ddp_case
+from gpuaccept.vocabulary.steps import DdpKey, StepKey, parse_ddp_case
 
 NO_SWEEP = "the facts hold no DDP sweep{what} (record them with `gpu-accept record --measure --profile {profile}`)"
 
@@ -22,9 +22,12 @@ def ddp_cases(profile: Profile) -> list[str]:
     return cases
 
 
-def _failure(sweep: DdpSweep, world: int) -> StepFailure | None:
-    label = ddp_label(world)
-    return next((f for f in sweep.failures if f.step == label), None)
+def _scaling_keys(profile: Profile, case: str) -> list[StepKey]:
+    return [DdpKey.of_case(case)]
+
+
+def _both_arms(profile: Profile, case: str) -> list[StepKey]:
+    return [DdpKey.of_case(case), DdpKey.of_case(case, without_p2p=True)]
 
 
 def _throughput(
@@ -33,7 +36,7 @@ def _throughput(
     """The result of one setting, or the verdict that says why there is none."""
     if sweep is None:
         return judge.error(case, NO_SWEEP.format(what="", profile=profile), criterion)
-    failure = _failure(sweep, world)
+    failure = sweep.failure(DdpKey(world, batch, accumulation, sweep.p2p_disabled))
     if failure:
         return judge.failed(case, failure.message, None, criterion, context={"reason": failure.reason})
     result = sweep.result(world, batch, accumulation)
@@ -42,7 +45,7 @@ def _throughput(
     return result
 
 
-@judged_on_every_attempt(lambda profile, case: [ddp_key(case)])
+@judged_on_every_attempt(_scaling_keys)
 def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
     judge = Judge("ddp_scaling", profile.name, profile.marginal_band)
     minimum = profile.spec.ddp.min_efficiency.get(case) if profile.spec.ddp else None
@@ -73,7 +76,7 @@ def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
     return judge(case, "scaling efficiency", efficiency, criterion, note=note, context=context)
 
 
-@judged_on_every_attempt(lambda profile, case: [ddp_key(case)])
+@judged_on_every_attempt(_scaling_keys)
 def exposed_communication(profile: Profile, facts: Facts, case: str) -> Verdict:
     judge = Judge("ddp_exposed_comm", profile.name, profile.marginal_band)
     maximum = profile.spec.ddp.max_exposed_comm.get(case) if profile.spec.ddp else None
@@ -91,7 +94,7 @@ def exposed_communication(profile: Profile, facts: Facts, case: str) -> Verdict:
     return judge(case, "exposed communication", exposed, criterion, note=note)
 
 
-@judged_on_every_attempt(lambda profile, case: [ddp_key(case), ddp_key(case, without_p2p=True)])
+@judged_on_every_attempt(_both_arms)
 def nvlink_speedup(profile: Profile, facts: Facts, case: str) -> Verdict:
     judge = Judge("ddp_nvlink_speedup", profile.name, profile.marginal_band)
     minimum = profile.spec.ddp.nvlink_ab.get(case) if profile.spec.ddp else None

@@ -13,13 +13,13 @@ from typing import Any
 from gpuaccept.checks.attempts import judged_on_every_attempt
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import AtLeast, Context, Criterion, Equals, Judge, Verdict
-from gpuaccept.facts.model import CollectiveResult, Facts, StepFailure, Unavailable
+from gpuaccept.facts.model import CollectiveResult, Facts, Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.collectives import Collective
 from gpuaccept.vocabulary.copies import CopyKind, floor_key
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
-from gpuaccept.vocabulary.steps import collective_key, collective_label, copy_key, pair_step_key
+from gpuaccept.vocabulary.steps import CollectiveKey, CopyKey, PairKey, StepKey, collective_label
 
 NO_MEASUREMENT = "the facts hold no {what} (record them with `gpu-accept record --measure --profile {profile}`)"
 
@@ -36,10 +36,6 @@ def case_id(collective: str, size: str) -> str:
     return f"{collective}-{format_size(parse_size(size))}"
 
 
-def _failure(failures: list[StepFailure], label: str) -> StepFailure | None:
-    return next((f for f in failures if f.step == label), None)
-
-
 def _with_peak(measured: float, peak: Peak | None) -> tuple[str, Context]:
     if peak is None:
         return "", {}
@@ -51,26 +47,30 @@ def _collective_result(
     judge: Judge, profile: Profile, facts: Facts, case: tuple[Collective, str], criterion: Criterion
 ) -> CollectiveResult | Verdict:
     """The sweep's result for one collective and size, or the verdict that says why there is none."""
-    collective, size_text = case
-    size = parse_size(size_text)
-    label = collective_label(collective, size)
+    key = collective_step_key(case)
+    label = collective_label(key.collective, key.size_bytes)
     sweep = facts.measurements.collectives
     if sweep is None:
         return judge.error(label, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
-    failure = _failure(sweep.failures, label)
+    failure = sweep.failure(key)
     if failure and failure.reason == "not_in_log":
         return judge.error(label, f"could not be established: {failure.message}", criterion, context={"reason": failure.reason})
     if failure:
         return judge.failed(label, failure.message, None, criterion, context={"reason": failure.reason})
-    result = sweep.result(collective, format_size(size))
+    result = sweep.result(key.collective, key.nominal_size)
     if result is None:
         return judge.error(label, "no result for this collective and size in the sweep", criterion)
     return result
 
 
-def collective_step_keys(profile: Profile, case: tuple[Collective, str]) -> list[str]:
+def collective_step_key(case: tuple[Collective, str]) -> CollectiveKey:
+    """The key of the value a collective check judges: the collective at the profile's size."""
     collective, size_text = case
-    return [collective_key(collective, format_size(parse_size(size_text)))]
+    return CollectiveKey(collective, parse_size(size_text))
+
+
+def collective_step_keys(profile: Profile, case: tuple[Collective, str]) -> list[StepKey]:
+    return [collective_step_key(case)]
 
 
 @judged_on_every_attempt(collective_step_keys)
@@ -110,7 +110,11 @@ def collective_correct(profile: Profile, facts: Facts, case: tuple[Collective, s
     return judge(label, "result check:", result.wrong, criterion, note=note)
 
 
-@judged_on_every_attempt(lambda profile, pair: [pair_step_key(*pair)])
+def pair_step_keys(profile: Profile, pair: tuple[int, int]) -> list[StepKey]:
+    return [PairKey.between(*pair)]
+
+
+@judged_on_every_attempt(pair_step_keys)
 def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     judge = Judge("pair_busbw", profile.name, profile.marginal_band)
     subject = pair_key(*pair)
@@ -121,8 +125,9 @@ def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict
     sweep = facts.measurements.pairwise
     if sweep is None:
         return judge.error(subject, NO_MEASUREMENT.format(what="pairwise sweep", profile=profile.name), criterion)
-    if sweep.failures:
-        return judge.failed(subject, sweep.failures[0].message, None, criterion, context={"reason": sweep.failures[0].reason})
+    failure = sweep.failure(PairKey.between(*pair))
+    if failure:
+        return judge.failed(subject, failure.message, None, criterion, context={"reason": failure.reason})
     result = sweep.result(*pair)
     if result is None:
         return judge.failed(subject, f"pair not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)
@@ -148,8 +153,9 @@ def _copy_verdict(check: str, profile: Profile, facts: Facts, what: CopyKind, gp
     sweep = facts.measurements.copies
     if sweep is None:
         return judge.error(subject, NO_MEASUREMENT.format(what="copy bandwidth", profile=profile.name), criterion)
-    if sweep.failures:
-        return judge.failed(subject, sweep.failures[0].message, None, criterion, context={"reason": sweep.failures[0].reason})
+    failure = sweep.failure(CopyKey(what, gpus))
+    if failure:
+        return judge.failed(subject, failure.message, None, criterion, context={"reason": failure.reason})
     result = sweep.result(what, gpus)
     if result is None:
         return judge.failed(subject, f"not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)
@@ -159,8 +165,8 @@ def _copy_verdict(check: str, profile: Profile, facts: Facts, what: CopyKind, gp
     return judge(subject, what.replace("_", " "), result.GBps, criterion, note=note, context=context)
 
 
-def _copy_keys(what: CopyKind) -> Callable[[Profile, Any], list[str]]:
-    return lambda profile, gpus: [copy_key(what, gpus if isinstance(gpus, tuple) else (gpus,))]
+def _copy_keys(what: CopyKind) -> Callable[[Profile, Any], list[StepKey]]:
+    return lambda profile, gpus: [CopyKey(what, gpus if isinstance(gpus, tuple) else (gpus,))]
 
 
 @judged_on_every_attempt(_copy_keys("p2p"))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator, model_serializer
 
+from gpuaccept.facts.migration import FailureKey, WholeStep, earlier_failures
 from gpuaccept.vocabulary.copies import CopyKind
-from gpuaccept.vocabulary.steps import Stage, collective_key, copy_key, ddp_case, ddp_key, pair_step_key
+from gpuaccept.vocabulary.sizes import parse_size
+from gpuaccept.vocabulary.steps import AnyStepKey, CollectiveKey, CopyKey, DdpKey, PairKey, Stage, StepKey, ddp_case
 
 FACTS_VERSION: Literal[1] = 1
 
@@ -196,13 +198,37 @@ class SystemFacts(Record):
     _not_negative = field_validator("nvml_gpu_count")(not_negative)
 
 
-class StepFailure(Record):
-    """A measurement that did not produce a number, and why."""
+# not_in_log: an imported log that ends before this step (cut short): nothing is known of it
+FailureReason = Literal["timeout", "crashed", "not_run", "unsupported", "error", "not_in_log"]
 
-    step: str  # "all_reduce 1 GiB"
-    # not_in_log: an imported log that ends before this step (cut short): nothing is known of it
-    reason: Literal["timeout", "crashed", "not_run", "unsupported", "error", "not_in_log"]
+
+class StepFailure(Record):
+    """A measurement that did not produce a number, and why: `keys` are the values it leaves
+    without one (a pairwise step's failure covers its pairs, a DDP world's its settings). A check
+    finds the failure of its value by key; the label is for people."""
+
+    step: str  # the step's label, as messages name it: "all_reduce 1 GiB"
+    reason: FailureReason
     message: str
+    keys: list[FailureKey] = Field(min_length=1)  # files written before keys existed: see facts.migration
+
+    def covers(self, key: StepKey) -> bool:
+        return any(key == mine or (isinstance(mine, WholeStep) and mine.covers(key)) for mine in self.keys)
+
+
+def failure_of(failures: list[StepFailure], key: StepKey) -> StepFailure | None:
+    """The failure that left `key` without a number, if one did."""
+    return next((failure for failure in failures if failure.covers(key)), None)
+
+
+class Sweep(Record):
+    """What every sweep shares: failures recorded before they named their keys are given them
+    as the file is read (facts.migration)."""
+
+    @field_validator("failures", mode="before", check_fields=False)
+    @classmethod
+    def _earlier_failures(cls, failures: Any, info: ValidationInfo) -> Any:
+        return earlier_failures(failures, without_p2p=info.data.get("p2p_disabled") is True)
 
 
 class CollectiveResult(Record):
@@ -219,11 +245,11 @@ class CollectiveResult(Record):
     wrong: IntReading  # elements differing from the expected result in the validation run
 
     @property
-    def key(self) -> str:
-        return collective_key(self.collective, self.nominal_size)
+    def key(self) -> CollectiveKey:
+        return CollectiveKey(self.collective, parse_size(self.nominal_size))
 
 
-class CollectiveSweep(Record):
+class CollectiveSweep(Sweep):
     backend: str
     nccl_version: str | None
     torch_version: str
@@ -236,6 +262,9 @@ class CollectiveSweep(Record):
     def result(self, collective: str, nominal_size: str) -> CollectiveResult | None:
         return next((r for r in self.results if r.collective == collective and r.nominal_size == nominal_size), None)
 
+    def failure(self, key: CollectiveKey) -> StepFailure | None:
+        return failure_of(self.failures, key)
+
 
 class PairResult(Record):
     gpus: tuple[int, int]
@@ -247,11 +276,11 @@ class PairResult(Record):
     round: int  # pairs of one round ran at the same time
 
     @property
-    def key(self) -> str:
-        return pair_step_key(*self.gpus)
+    def key(self) -> PairKey:
+        return PairKey.between(*self.gpus)
 
 
-class PairSweep(Record):
+class PairSweep(Sweep):
     backend: str
     concurrent: bool
     wall_s: float
@@ -261,6 +290,9 @@ class PairSweep(Record):
     def result(self, a: int, b: int) -> PairResult | None:
         key = (min(a, b), max(a, b))
         return next((r for r in self.results if tuple(r.gpus) == key), None)
+
+    def failure(self, key: PairKey) -> StepFailure | None:
+        return failure_of(self.failures, key)
 
 
 class CopyResult(Record):
@@ -272,17 +304,20 @@ class CopyResult(Record):
     wrong: int
 
     @property
-    def key(self) -> str:
-        return copy_key(self.what, self.gpus)
+    def key(self) -> CopyKey:
+        return CopyKey(self.what, self.gpus)
 
 
-class CopySweep(Record):
+class CopySweep(Sweep):
     wall_s: float
     results: list[CopyResult]
     failures: list[StepFailure] = Field(default_factory=list)
 
     def result(self, what: str, gpus: tuple[int, ...]) -> CopyResult | None:
         return next((r for r in self.results if r.what == what and tuple(r.gpus) == tuple(gpus)), None)
+
+    def failure(self, key: CopyKey) -> StepFailure | None:
+        return failure_of(self.failures, key)
 
 
 class DdpResult(Record):
@@ -307,7 +342,7 @@ class DdpResult(Record):
         return max(0.0, (self.step_s - self.no_sync_step_s) / self.step_s)
 
 
-class DdpSweep(Record):
+class DdpSweep(Sweep):
     backend: str
     nccl_version: str | None
     torch_version: str
@@ -325,8 +360,11 @@ class DdpSweep(Record):
     def result(self, world: int, batch: int, accumulation: int = 1) -> DdpResult | None:
         return next((r for r in self.results if (r.world, r.batch, r.accumulation) == (world, batch, accumulation)), None)
 
-    def key_of(self, result: DdpResult) -> str:
-        return ddp_key(result.case, self.p2p_disabled)
+    def key_of(self, result: DdpResult) -> DdpKey:
+        return DdpKey(result.world, result.batch, result.accumulation, self.p2p_disabled)
+
+    def failure(self, key: DdpKey) -> StepFailure | None:
+        return failure_of(self.failures, key)
 
 
 STAGE_SWEEPS: dict[str, tuple[str, ...]] = {
@@ -340,7 +378,7 @@ class ConfirmationRound(Record):
     """Values that missed their criterion, measured again: the steps' keys and what they gave."""
 
     stage: Stage
-    keys: list[str]
+    keys: list[AnyStepKey]
     measurements: Measurements
     wall_s: float
 
@@ -354,7 +392,7 @@ class Measurements(Record):
     # confirmation rounds, in the order they ran; each holds only the steps it measured again
     rounds: list[ConfirmationRound] = Field(default_factory=list)
     # keys of values that missed and were not measured again: the stage's time for it ran out
-    unconfirmed: list[str] = Field(default_factory=list)
+    unconfirmed: list[AnyStepKey] = Field(default_factory=list)
 
     def attempt(self, index: int) -> Measurements:
         """The measurements as confirmation round `index` saw them: its results in place of the

@@ -39,7 +39,7 @@ from gpuaccept.importers.text import Finding, TextFile, read_text_file
 from gpuaccept.importers.topo_matrix import TopoMatrix, find_topo_matrices
 from gpuaccept.vocabulary.links import pair_key
 from gpuaccept.vocabulary.sizes import format_size, human_size
-from gpuaccept.vocabulary.steps import collective_label
+from gpuaccept.vocabulary.steps import CollectiveKey, collective_label
 
 NOT_IN_TEXT = "not in the imported text"
 NOTHING = ("not an output this tool reads: no nvidia-smi topo -m table, topo -p2p grid, nvlink -s listing or "
@@ -329,7 +329,7 @@ def _missing(run: NcclRun) -> list[StepFailure]:
     else:
         reason, why = "not_in_log", f"the log ends {after} ({run.file} is cut short)"
     return [
-        StepFailure(step=collective_label(_collective(run), size), reason=reason, message=why)
+        StepFailure(step=collective_label(_collective(run), size), reason=reason, message=why, keys=[CollectiveKey(_collective(run), size)])
         for size in run.expected_sizes()
         if size > last
     ]

@@ -19,16 +19,16 @@ from gpuaccept.measure.plan import CollectiveStep
 from gpuaccept.measure.timing import slowest_rank_seconds, time_operation
 
 EXACT_LIMIT = 256  # bf16 holds every integer up to 256
-# Test hook: GPUACCEPT_INJECT_WRONG="<step label>" corrupts one element of the last rank's result
+# Test hook: GPUACCEPT_INJECT_WRONG="<step label or key>" corrupts one element of the last rank's result
 INJECT_WRONG = "GPUACCEPT_INJECT_WRONG"
-# Test hook: GPUACCEPT_INJECT_DIP="<step label>" makes the first measurement of that step (not the
+# Test hook: GPUACCEPT_INJECT_DIP="<step label or key>" makes the first measurement of that step (not the
 # ones that confirm a miss) a third slower, as a one-off dip on a shared machine does: every rank
 # runs one extra operation on every second timed iteration
 INJECT_DIP = "GPUACCEPT_INJECT_DIP"
 ATTEMPT = "GPUACCEPT_ATTEMPT"  # set by the suite: 0 for a first measurement, N for the Nth repeat
 
 
-def measure_collective(step: CollectiveStep, me) -> dict:
+def measure_collective(step: CollectiveStep, me) -> list[dict]:
     import torch
 
     dtype = getattr(torch, step.dtype)
@@ -41,19 +41,21 @@ def measure_collective(step: CollectiveStep, me) -> dict:
     _fill(step.collective, inputs, me)  # time real data, never zeros
     for _ in range(step.warmup):
         operation()
-    timed = _with_dip(operation) if os.environ.get(INJECT_DIP) == step.label and os.environ.get(ATTEMPT, "0") == "0" else operation
+    timed = _with_dip(operation) if _injected(INJECT_DIP, step) and os.environ.get(ATTEMPT, "0") == "0" else operation
     seconds = slowest_rank_seconds(time_operation(timed, step.iterations, me), me)
 
     _fill(step.collective, inputs, me)
     if not in_place or (step.collective == "broadcast" and me.rank != 0):
         outputs.fill_(float("nan"))
     operation()
-    if os.environ.get(INJECT_WRONG) == step.label and me.rank == me.world - 1:
+    if _injected(INJECT_WRONG, step) and me.rank == me.world - 1:
         outputs[0] += 1  # the injected fault: one element of the result is off
     wrong = _count_wrong(step.collective, outputs, shape, me)
 
     algbw, busbw = bandwidths(step.collective, shape.size_bytes, seconds, me.world)
-    return {
+    (key,) = step.keys
+    return [{
+        "key": str(key),
         "collective": step.collective,
         "size_bytes": shape.size_bytes,
         "dtype": step.dtype,
@@ -64,7 +66,12 @@ def measure_collective(step: CollectiveStep, me) -> dict:
         "algbw_GBps": algbw,
         "busbw_GBps": busbw,
         "wrong": wrong,
-    }
+    }]
+
+
+def _injected(hook: str, step: CollectiveStep) -> bool:
+    named = os.environ.get(hook)
+    return named is not None and step.is_named(named)
 
 
 def _with_dip(operation):

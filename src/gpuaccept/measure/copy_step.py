@@ -14,7 +14,8 @@ from __future__ import annotations
 import time
 
 from gpuaccept.measure.plan import CopyStep
-from gpuaccept.vocabulary.steps import copy_key
+from gpuaccept.vocabulary.copies import CopyKind
+from gpuaccept.vocabulary.steps import CopyKey
 
 
 def measure_copies(step: CopyStep, me) -> list[dict]:
@@ -23,6 +24,11 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
     if not torch.cuda.is_available():
         raise RuntimeError("copy bandwidth needs CUDA devices")
     gpus = torch.cuda.device_count()
+    beyond = [str(key) for key in step.copies if max(key.gpus) >= gpus]
+    if beyond:
+        raise ValueError(f"{', '.join(beyond)}: this process sees {gpus} GPU(s)")
+    wanted = set(step.copies)
+    kinds = {key.what for key in wanted}
     size = step.size_bytes
     sources = [_random_bytes(size, torch.device("cuda", g)) for g in range(gpus)]
     targets = [torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", g)) for g in range(gpus)]
@@ -31,38 +37,39 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
     def differ(destination, source) -> int:
         return int((destination != source.to(destination.device)).sum().item())
 
-    def record(what: str, devices: tuple[int, ...], copies: list, moved: int, check) -> None:
-        if step.only is not None and copy_key(what, devices) not in step.only:
+    def record(what: CopyKind, devices: tuple[int, ...], copies: list, moved: int, check) -> None:
+        key = CopyKey(what, devices)
+        if key not in wanted:
             return
         for _ in range(step.warmup):
             _run(copies, devices)
         seconds = _timed(copies, devices, step.iterations)
         wrong = check()  # after the copies: the destination must hold the source
-        measured = {"what": what, "gpus": list(devices), "size_bytes": size, "iterations": step.iterations}
+        measured = {"key": str(key), "what": what, "gpus": list(devices), "size_bytes": size, "iterations": step.iterations}
         results.append({**measured, "GBps": moved / seconds / 1e9, "wrong": wrong})
 
-    if "local" in step.what:
+    if "local" in kinds:
         for g in range(gpus):
             record("local", (g,), [lambda g=g: targets[g].copy_(sources[g])], size, lambda g=g: differ(targets[g], sources[g]))
-    if "host_to_device" in step.what or "device_to_host" in step.what:
+    if "host_to_device" in kinds or "device_to_host" in kinds:
         # pinned from the start, filled from a GPU's random bytes: random numbers drawn on the CPU
         # and then pinned cost seconds per GiB
         host = torch.empty(size, dtype=torch.uint8, pin_memory=True).copy_(sources[0])
         landing = torch.empty(size, dtype=torch.uint8, pin_memory=True)
         for g in range(gpus):
-            if "host_to_device" in step.what:
+            if "host_to_device" in kinds:
                 copy = [lambda g=g: targets[g].copy_(host, non_blocking=True)]
                 record("host_to_device", (g,), copy, size, lambda g=g: differ(targets[g], host))
-            if "device_to_host" in step.what:
+            if "device_to_host" in kinds:
                 copy = [lambda g=g: landing.copy_(sources[g], non_blocking=True)]
                 record("device_to_host", (g,), copy, size, lambda g=g: differ(sources[g], landing))
-    if "p2p" in step.what:
+    if "p2p" in kinds:
         for a in range(gpus):
             for b in range(gpus):
                 if a != b:
                     copy = [lambda a=a, b=b: targets[b].copy_(sources[a], non_blocking=True)]
                     record("p2p", (a, b), copy, size, lambda a=a, b=b: differ(targets[b], sources[a]))
-    if "p2p_bidirectional" in step.what:
+    if "p2p_bidirectional" in kinds:
         streams = [torch.cuda.Stream(device=torch.device("cuda", g)) for g in range(gpus)]
         for a in range(gpus):
             for b in range(a + 1, gpus):

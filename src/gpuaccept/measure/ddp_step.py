@@ -48,6 +48,7 @@ def measure_ddp(step: DdpStep, me) -> list[dict]:
             samples = batch * accumulation
             results.append(
                 {
+                    "key": str(step.key(batch, accumulation)),
                     "world": step.world,
                     "batch": batch,
                     "accumulation": accumulation,

@@ -2,9 +2,11 @@
 
 One worker process per rank, each in its own process group. A watchdog reads rank 0's progress:
 a step that runs past its time limit, or a rank that dies, ends the whole attempt (every group is
-killed, so nothing is left holding a GPU), and the step is named in the failure. The steps after
-it run in a fresh set of workers, up to `max_restarts` times: one hung size does not cost the
-others their numbers, a machine that hangs at every step does not cost hours.
+killed, so nothing is left holding a GPU), and the step fails: a `StepFailure` that names it for
+people and covers the keys of its values (those its `start` event announced). The steps after it
+run in a fresh set of workers, up to `max_restarts` times: one hung size does not cost the others
+their numbers, a machine that hangs at every step does not cost hours. Results come back under
+their keys too (`Outcome.values`): nothing here, or above, finds a step by its label.
 
 Workers start, import torch and then wait for their plan (`Workers`): a stage can start the next
 set ahead, so that its import overlaps the measurement running now. They touch no GPU while they
@@ -24,28 +26,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from gpuaccept.facts.model import FailureReason, StepFailure
 from gpuaccept.files import write_atomically
-from gpuaccept.measure.plan import Plan
+from gpuaccept.measure.plan import Plan, Step
 from gpuaccept.measure.worker import ERROR_MARK, GO_FILE, LAUNCHER_PID, heartbeat_file
 from gpuaccept.process import kill_group
+from gpuaccept.vocabulary.steps import StepKey, parse_step_key
 
 POLL_S = 0.1
 
 
 @dataclass
-class Failure:
-    step: str
-    reason: str  # timeout | crashed | not_run
-    message: str
-
-
-@dataclass
 class Outcome:
     ready: dict | None = None  # the workers' report of backend, versions and environment
-    results: dict[int, Any] = field(default_factory=dict)  # step index -> what the step returned
-    failures: dict[int, Failure] = field(default_factory=dict)
+    values: dict[StepKey, dict] = field(default_factory=dict)  # each value measured, by key: its record
+    failures: list[StepFailure] = field(default_factory=list)  # each step that gave no values, with their keys
     wall_s: float = 0.0
 
 
@@ -73,26 +69,24 @@ def run_plan(
         workers = None  # a set started ahead serves the first attempt only
         attempt = attempt_workers.run(attempt_plan, on_event)
         outcome.ready = outcome.ready or attempt.ready
-        for local, result in attempt.results.items():
-            outcome.results[remaining[local]] = result
-        if not attempt.failures:
+        outcome.values.update(attempt.values)
+        stop = attempt.stop
+        if stop is None:
             break
-        (local, failure), = attempt.failures.items()
-        if local is None:
+        if stop.step is None:
             # the workers failed outside any step (start-up, between steps): every step still
-            # without a number carries that failure; a retry would meet it again
+            # without its values carries that failure; a retry would meet it again
             for position, index in enumerate(remaining):
-                if position not in attempt.results:
-                    outcome.failures[index] = Failure(plan.steps[index].label, failure.reason, failure.message)
+                if position not in attempt.finished:
+                    outcome.failures.append(_failed(plan.steps[index], stop.reason, stop.message))
             break
-        outcome.failures[remaining[local]] = failure
-        remaining = remaining[local + 1 :]
+        outcome.failures.append(_failed(plan.steps[remaining[stop.step]], stop.reason, stop.message, stop.keys))
+        remaining = remaining[stop.step + 1 :]
         restarts += 1
         if remaining and restarts > max_restarts:
             for index in remaining:
-                outcome.failures[index] = Failure(
-                    plan.steps[index].label, "not_run", f"not run: {restarts} earlier steps of this stage failed ({failure.message})"
-                )
+                message = f"not run: {restarts} earlier steps of this stage failed ({stop.message})"
+                outcome.failures.append(_failed(plan.steps[index], "not_run", message))
             break
     if workers is not None:
         workers.close()  # started ahead for a plan that turned out empty
@@ -100,11 +94,29 @@ def run_plan(
     return outcome
 
 
+def _failed(step: Step, reason: FailureReason, message: str, keys: list[StepKey] | None = None) -> StepFailure:
+    """The failure of `step`'s values: those the worker announced when it began the step, or the
+    plan's where it never began."""
+    return StepFailure(step=step.label, reason=reason, message=message, keys=[*(keys or step.keys)])
+
+
+@dataclass
+class _Stop:
+    """Why an attempt ended before its plan did: in which step (its index in the attempt's plan,
+    None outside any step), and the keys that step announced."""
+
+    step: int | None
+    reason: FailureReason  # timeout | crashed
+    message: str
+    keys: list[StepKey] = field(default_factory=list)
+
+
 @dataclass
 class _Attempt:
     ready: dict | None = None
-    results: dict[int, Any] = field(default_factory=dict)
-    failures: dict[int | None, Failure] = field(default_factory=dict)
+    values: dict[StepKey, dict] = field(default_factory=dict)
+    finished: set[int] = field(default_factory=set)  # steps whose results came back
+    stop: _Stop | None = None
 
 
 class Workers:
@@ -167,10 +179,20 @@ class Workers:
         self.close()
 
 
+@dataclass
+class _Running:
+    """The step rank 0 said it began: its index, the keys it announced, when, and its limit."""
+
+    step: int
+    keys: list[StepKey]
+    began: float
+    limit_s: float
+
+
 def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: EventCallback | None) -> None:
     progress = _ProgressReader(workdir / "progress.jsonl")
     began = time.monotonic()
-    current: tuple[int, str, float, float] | None = None  # step index, label, when it started, its limit
+    current: _Running | None = None
     last_event = began
     finished = False
     while True:
@@ -182,9 +204,11 @@ def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: Ev
             if kind == "ready":
                 attempt.ready = event
             elif kind == "start":
-                current = (event["step"], event["label"], last_event, event["timeout_s"])
+                current = _Running(event["step"], [parse_step_key(key) for key in event["keys"]], last_event, event["timeout_s"])
             elif kind == "result":
-                attempt.results[event["step"]] = event["result"]
+                for record in event["results"]:
+                    attempt.values[parse_step_key(record["key"])] = {name: value for name, value in record.items() if name != "key"}
+                attempt.finished.add(event["step"])
                 current = None
             elif kind == "done":
                 finished = True
@@ -193,23 +217,25 @@ def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: Ev
         if finished:
             return  # every result was delivered: the tear-down is cut short by the kill that follows
         now = time.monotonic()
-        step, label = (current[0], current[1]) if current else (None, "start-up" if attempt.ready is None else "between steps")
+        # the label names the step in messages only; what failed is told by the step's keys
+        label = plan.steps[current.step].label if current else ("start-up" if attempt.ready is None else "between steps")
+        step, keys = (current.step, current.keys) if current else (None, [])
         if any(code not in (None, 0) for code in codes) or all(code == 0 for code in codes):
-            attempt.failures[step] = Failure(label, "crashed", f"{label}: {_crash_message(workdir, codes)}")
+            attempt.stop = _Stop(step, "crashed", f"{label}: {_crash_message(workdir, codes)}", keys)
             return
         stalled = _stalled_rank(processes, workdir, plan.stalled_s)
         if stalled:
-            attempt.failures[step] = Failure(label, "timeout", f"{label}: {stalled}")
+            attempt.stop = _Stop(step, "timeout", f"{label}: {stalled}", keys)
             return
-        if current is not None and now - current[2] > current[3]:
-            attempt.failures[current[0]] = Failure(current[1], "timeout", f"{current[1]} did not finish within {current[3]:.0f} s")
+        if current is not None and now - current.began > current.limit_s:
+            attempt.stop = _Stop(current.step, "timeout", f"{label} did not finish within {current.limit_s:.0f} s", current.keys)
             return
         if current is None:
             waiting_for_start = attempt.ready is None
             limit = plan.startup_timeout_s if waiting_for_start else max(step.timeout_s for step in plan.steps)
             if now - last_event > limit:
                 what = "start-up (process group and NCCL initialization)" if waiting_for_start else "the workers between steps"
-                attempt.failures[None] = Failure(what, "timeout", f"{what} did not finish within {limit:.0f} s")
+                attempt.stop = _Stop(None, "timeout", f"{what} did not finish within {limit:.0f} s")
                 return
         time.sleep(POLL_S)
 

@@ -14,6 +14,7 @@ from gpuaccept.measure.collective_step import pattern
 from gpuaccept.measure.collectives import DTYPE_BYTES
 from gpuaccept.measure.plan import PairwiseStep
 from gpuaccept.measure.timing import time_operation
+from gpuaccept.vocabulary.steps import PairKey
 
 
 def round_robin(ranks: int) -> list[list[tuple[int, int]]]:
@@ -29,10 +30,12 @@ def round_robin(ranks: int) -> list[list[tuple[int, int]]]:
 
 
 def schedule(ranks: int, concurrent: bool, only: list[tuple[int, int]] | None = None) -> list[list[tuple[int, int]]]:
-    """The rounds of pairs: every pair, or `only` these (the pairs measured again after a miss)."""
-    if only is None:
-        return round_robin(ranks) if concurrent else [[(a, b)] for a in range(ranks) for b in range(a + 1, ranks)]
-    wanted = sorted({(min(a, b), max(a, b)) for a, b in only})
+    """The rounds of pairs: every pair (None, or all of them listed), or `only` these (the pairs
+    measured again after a miss)."""
+    every = [(a, b) for a in range(ranks) for b in range(a + 1, ranks)]
+    wanted = every if only is None else sorted({(min(a, b), max(a, b)) for a, b in only})
+    if wanted == every:
+        return round_robin(ranks) if concurrent else [[pair] for pair in every]
     if not concurrent:
         return [[pair] for pair in wanted]
     rounds: list[list[tuple[int, int]]] = []
@@ -53,12 +56,15 @@ def measure_pairs(step: PairwiseStep, me) -> list[dict]:
     import torch
     import torch.distributed as dist
 
+    beyond = [str(pair) for pair in step.pairs if pair.b >= me.world]
+    if beyond:
+        raise ValueError(f"{', '.join(beyond)}: the job has {me.world} ranks (gpu0 to gpu{me.world - 1})")
     dtype = getattr(torch, step.dtype)
     count = step.size_bytes // DTYPE_BYTES[step.dtype]
     values = pattern(count, me.device, dtype)
     send = torch.empty(count, dtype=dtype, device=me.device)
     receive = torch.empty(count, dtype=dtype, device=me.device)
-    rounds = schedule(me.world, step.concurrent, step.pairs)
+    rounds = schedule(me.world, step.concurrent, [pair.gpus for pair in step.pairs])
     all_pairs = [pair for pairs in rounds for pair in pairs]
     times = torch.zeros(len(all_pairs), dtype=torch.float64, device=me.device)
     wrong = torch.zeros(len(all_pairs), dtype=torch.int64, device=me.device)
@@ -91,6 +97,7 @@ def measure_pairs(step: PairwiseStep, me) -> list[dict]:
             seconds = float(times[index].item())
             results.append(
                 {
+                    "key": str(PairKey(*pair)),
                     "gpus": list(pair),
                     "size_bytes": count * DTYPE_BYTES[step.dtype],
                     "iterations": step.iterations,

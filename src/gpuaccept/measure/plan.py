@@ -1,21 +1,50 @@
-"""What a measurement worker is asked to do: a list of steps, run in order by every rank."""
+"""What a measurement worker is asked to do: a list of steps, run in order by every rank.
+
+Each step knows the keys of the values it measures (`keys`): a collective step and a DDP step
+derive them from what they run, a pairwise step and a copy step list them (`pairs`, `copies`), so
+a plan read by a worker under torchrun names the same values the suite's launcher expects. In
+JSON a key is its string: "pair/gpu0-gpu1", "copy/p2p/gpu0-gpu1".
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpuaccept.vocabulary.collectives import Collective
-from gpuaccept.vocabulary.copies import CopyKind
 from gpuaccept.vocabulary.gpt import GptDims
-from gpuaccept.vocabulary.steps import collective_label, copies_label, ddp_label, pairwise_label
+from gpuaccept.vocabulary.steps import (
+    CollectiveKey,
+    CopyKey,
+    DdpKey,
+    PairKey,
+    StepKey,
+    collective_label,
+    copies_label,
+    ddp_label,
+    pairwise_label,
+)
 
 
 class Step(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     timeout_s: float = 60.0  # the step is killed, and named, past this
+
+    @property
+    def keys(self) -> list[StepKey]:
+        """The values this step measures: what its results and its failure are attached to."""
+        raise NotImplementedError
+
+    @property
+    def label(self) -> str:
+        """The step as messages name it ("all_reduce 1 GiB"): for people, never looked up."""
+        raise NotImplementedError
+
+    def is_named(self, name: str) -> bool:
+        """Whether `name` (a test hook's value) names this step: its label or one of its keys."""
+        return name == self.label or name in {str(key) for key in self.keys}
 
 
 class CollectiveStep(Step):
@@ -27,12 +56,16 @@ class CollectiveStep(Step):
     iterations: int = 20
 
     @property
+    def keys(self) -> list[StepKey]:
+        return [CollectiveKey(self.collective, self.size_bytes)]
+
+    @property
     def label(self) -> str:
         return collective_label(self.collective, self.size_bytes)
 
 
 class PairwiseStep(Step):
-    """Send/receive both ways between every GPU pair; disjoint pairs at once when `concurrent`."""
+    """Send/receive both ways between the GPUs of each pair; disjoint pairs at once when `concurrent`."""
 
     kind: Literal["pairwise"] = "pairwise"
     size_bytes: int
@@ -40,7 +73,16 @@ class PairwiseStep(Step):
     warmup: int = 3
     iterations: int = 10
     concurrent: bool = True
-    pairs: list[tuple[int, int]] | None = None  # only these pairs (measuring misses again); None: every pair
+    pairs: list[PairKey] = Field(min_length=1)  # every pair of the job, or those measured again after a miss
+
+    @field_validator("pairs")
+    @classmethod
+    def _pairs_once(cls, pairs: list[PairKey]) -> list[PairKey]:
+        return _each_once(pairs)
+
+    @property
+    def keys(self) -> list[StepKey]:
+        return list(self.pairs)
 
     @property
     def label(self) -> str:
@@ -54,8 +96,16 @@ class CopyStep(Step):
     size_bytes: int
     warmup: int = 2
     iterations: int = 10
-    what: list[CopyKind]
-    only: list[str] | None = None  # only the copies with these keys ("copy/p2p/gpu0-gpu1"); None: every one
+    copies: list[CopyKey] = Field(min_length=1)  # each copy measured, in the worker's own order
+
+    @field_validator("copies")
+    @classmethod
+    def _copies_once(cls, copies: list[CopyKey]) -> list[CopyKey]:
+        return _each_once(copies)
+
+    @property
+    def keys(self) -> list[StepKey]:
+        return list(self.copies)
 
     @property
     def label(self) -> str:
@@ -74,10 +124,27 @@ class DdpStep(Step):
     warmup_steps: int = 3
     steps: int = 10
     no_sync: bool = True  # also time the same steps without gradient synchronization
+    # the NVLink A/B's other arm, whose workers run with NCCL_P2P_DISABLE=1: it names the values
+    # (ddp_without_p2p/4gpu-bs8), and changes nothing in how they are measured
+    without_p2p: bool = False
+
+    def key(self, batch: int, accumulation: int) -> DdpKey:
+        return DdpKey(self.world, batch, accumulation, self.without_p2p)
+
+    @property
+    def keys(self) -> list[StepKey]:
+        return [self.key(batch, accumulation) for batch in self.batches for accumulation in self.accumulation]
 
     @property
     def label(self) -> str:
         return ddp_label(self.world)
+
+
+def _each_once(keys: list) -> list:
+    repeated = sorted({str(key) for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise ValueError(f"each value is measured once: {', '.join(repeated)} given more than once")
+    return keys
 
 
 AnyStep = Annotated[CollectiveStep | PairwiseStep | CopyStep | DdpStep, Field(discriminator="kind")]

@@ -5,16 +5,19 @@ The suite starts one such process per GPU itself (`launch.py`); the same module 
 SLURM_LOCALID) and MASTER_ADDR / MASTER_PORT. NCCL is used where CUDA is, gloo elsewhere, so the
 project's CPU tests run this very code.
 
-Rank 0 reports through `DIR/progress.jsonl`, one JSON object a line: a `start` before each step,
-a `result` after it, `done` at the end. The launcher watches that file to enforce each step's time
-limit and to name the step that hung.
+Rank 0 reports through `DIR/progress.jsonl`, one JSON object a line: `ready` once the process
+group is up; a `start` before each step, with the keys of the values it measures
+(`"keys": ["pair/gpu0-gpu1", ...]`); a `result` after it, whose `results` hold one record per
+value, each under its `key`; `done` at the end. The launcher watches that file to enforce each
+step's time limit and to fail the values of a step that hung, by key.
 
 With `--wait` (how the suite starts its workers) the process imports torch first and then waits
 for the file `DIR/go`, which holds the rendezvous port; the plan is read after it. The suite can
 so start workers ahead while other measurements run. A waiting worker whose parent is gone exits.
 
-Test hook: GPUACCEPT_INJECT_HANG="<step label>" (e.g. "all_reduce 1 GiB") makes the last rank
-sleep forever at the start of that step, so its peers block inside a real collective.
+Test hook: GPUACCEPT_INJECT_HANG="<step label or key>" (e.g. "all_reduce 1 GiB", or
+"collective/all_reduce/1GiB") makes the last rank sleep forever at the start of that step, so its
+peers block inside a real collective.
 """
 
 from __future__ import annotations
@@ -175,12 +178,16 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s:
     )
     hang_at = os.environ.get(INJECT_HANG)
     for index, step in enumerate(plan.steps):
-        progress.emit(event="start", step=index, label=step.label, timeout_s=step.timeout_s)
-        if hang_at == step.label and rank == world - 1:
+        keys = [str(key) for key in step.keys]
+        progress.emit(event="start", step=index, label=step.label, keys=keys, timeout_s=step.timeout_s)
+        if hang_at is not None and step.is_named(hang_at) and rank == world - 1:
             while True:  # the injected fault: this rank never joins the step's collectives
                 time.sleep(3600)
-        result = run_step(step, me)
-        progress.emit(event="result", step=index, label=step.label, result=result)
+        results = run_step(step, me)
+        returned = [record["key"] for record in results]
+        if sorted(returned) != sorted(keys):
+            raise RuntimeError(f"{step.label} returned values for {', '.join(returned) or 'nothing'}; it measures {', '.join(keys)}")
+        progress.emit(event="result", step=index, label=step.label, results=results)
     if needs_group:
         dist.barrier()
     # every rank is past its last step: the launcher may now end the processes without waiting for
@@ -190,7 +197,8 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s:
         dist.destroy_process_group()
 
 
-def run_step(step, me: Rank) -> Any:
+def run_step(step, me: Rank) -> list[dict]:
+    """What `step` measured: one record per value, each with its key's string under "key"."""
     if isinstance(step, CollectiveStep):
         from gpuaccept.measure.collective_step import measure_collective
 

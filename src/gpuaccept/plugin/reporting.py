@@ -134,10 +134,10 @@ def confirmation_lines(measured: Measurements) -> list[str]:
     for stage in STAGE_SWEEPS:
         rounds = [r for r in measured.rounds if r.stage == stage]
         if rounds:
-            keys = sorted({key for r in rounds for key in r.keys})
+            keys = sorted({str(key) for r in rounds for key in r.keys})
             lines.append(
                 f"  {stage} stage: {len(rounds)} round(s), {len(keys)} value(s), {sum(r.wall_s for r in rounds):.1f} s: " + ", ".join(keys)
             )
     if measured.unconfirmed:
-        lines.append("  not measured again, the stage's time for it spent: " + ", ".join(measured.unconfirmed))
+        lines.append("  not measured again, the stage's time for it spent: " + ", ".join(map(str, measured.unconfirmed)))
     return ["measured again after missing their criterion:"] + lines if lines else []

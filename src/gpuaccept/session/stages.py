@@ -26,10 +26,10 @@ from gpuaccept.measure.launch import Outcome, Workers, run_plan
 from gpuaccept.measure.pairwise_step import schedule
 from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.vocabulary.copies import COPY_KINDS
+from gpuaccept.vocabulary.copies import COPY_KINDS, CopyKind
 from gpuaccept.vocabulary.gpt import PRESETS, GptDims
-from gpuaccept.vocabulary.sizes import format_size, parse_size
-from gpuaccept.vocabulary.steps import collective_key, ddp_key, ddp_label, pair_step_key, parse_ddp_case
+from gpuaccept.vocabulary.sizes import parse_size
+from gpuaccept.vocabulary.steps import CollectiveKey, CopyKey, DdpKey, PairKey, StepKey, parse_ddp_case
 
 # Step time limits, where the profile sets none: what the step needs at its floor's pace, times a
 # slack that lets a slow machine finish (and be measured as slow) but stops a hung one; never
@@ -49,7 +49,7 @@ def _plan(steps: list, spec: ProfileSpec, backend: str = "auto") -> Plan | None:
     return Plan(steps=steps, backend=backend, startup_timeout_s=timeouts.startup_s, stalled_s=timeouts.stalled_s) if steps else None
 
 
-def nccl_plan(spec: ProfileSpec, ranks: int, backend: str = "auto", only: set[str] | None = None) -> Plan | None:
+def nccl_plan(spec: ProfileSpec, ranks: int, backend: str = "auto", only: set[StepKey] | None = None) -> Plan | None:
     """Every collective and size with a floor, then the pairwise exchange; `only` keeps the steps
     with those keys (the values measured again after a miss)."""
     steps: list = []
@@ -58,7 +58,7 @@ def nccl_plan(spec: ProfileSpec, ranks: int, backend: str = "auto", only: set[st
         for collective, sizes in nccl.busbw.items():
             floors = {parse_size(text): floor for text, floor in sizes.items()}
             for size in sorted(floors):
-                if only is not None and collective_key(collective, format_size(size)) not in only:
+                if only is not None and CollectiveKey(collective, size) not in only:
                     continue
                 # at most 2 bytes on the wire per byte of message (all_reduce's 2(n-1)/n)
                 at_floor = (nccl.warmup + nccl.iterations + 2) * 2 * size / (floors[size] * 1e9)
@@ -74,12 +74,12 @@ def nccl_plan(spec: ProfileSpec, ranks: int, backend: str = "auto", only: set[st
                 )
     if spec.pairwise is not None:
         pairwise = spec.pairwise
-        pairs = None
+        pairs = [PairKey(a, b) for a in range(ranks) for b in range(a + 1, ranks)]
         if only is not None:
-            pairs = [pair for pair in _all_pairs(ranks) if pair_step_key(*pair) in only]
-        if only is None or pairs:
+            pairs = [pair for pair in pairs if pair in only]
+        if pairs:
             size = parse_size(pairwise.size)
-            rounds = len(schedule(ranks, pairwise.concurrent, pairs))
+            rounds = len(schedule(ranks, pairwise.concurrent, [pair.gpus for pair in pairs]))
             at_floor = rounds * (pairwise.warmup + pairwise.iterations + 1) * size / (pairwise.min_busbw * 1e9)
             steps.append(
                 PairwiseStep(
@@ -95,38 +95,34 @@ def nccl_plan(spec: ProfileSpec, ranks: int, backend: str = "auto", only: set[st
     return _plan(steps, spec, backend)
 
 
-def _all_pairs(ranks: int) -> list[tuple[int, int]]:
-    return [(a, b) for a in range(ranks) for b in range(a + 1, ranks)]
+def _copies_of(kind: CopyKind, gpus: int) -> list[CopyKey]:
+    """Every copy of one kind on a machine of `gpus` GPUs."""
+    if kind == "p2p":
+        return [CopyKey("p2p", (a, b)) for a in range(gpus) for b in range(gpus) if a != b]
+    if kind == "p2p_bidirectional":
+        return [CopyKey("p2p_bidirectional", (a, b)) for a in range(gpus) for b in range(a + 1, gpus)]
+    return [CopyKey(kind, (gpu,)) for gpu in range(gpus)]
 
 
-def copy_plan(spec: ProfileSpec, gpus: int, only: set[str] | None = None) -> Plan | None:
+def copy_plan(spec: ProfileSpec, gpus: int, only: set[StepKey] | None = None) -> Plan | None:
     copies = spec.copies
     if copies is None:
         return None
-    floors = {kind: copies.floor(kind) for kind in COPY_KINDS if copies.floor(kind) is not None}
-    if only is not None:
-        floors = {kind: floor for kind, floor in floors.items() if any(key.startswith(f"copy/{kind}/") for key in only)}
-    if not floors:
+    floors = {kind: floor for kind in COPY_KINDS if (floor := copies.floor(kind)) is not None}
+    keys = [key for kind in floors for key in _copies_of(kind, gpus) if only is None or key in only]
+    if not keys:
         return None
     size = parse_size(copies.size)
-    # how many copies of each kind, and the bytes each moves, on a machine of `gpus` GPUs
-    counts = {
-        "p2p": gpus * (gpus - 1),
-        "p2p_bidirectional": gpus * (gpus - 1) // 2,
-        "local": gpus,
-        "host_to_device": gpus,
-        "device_to_host": gpus,
-    }
-    moved = {"p2p_bidirectional": 2 * size}
+    # what the copies take at their floors' pace: bidirectional ones move the size both ways
     at_floor = sum(
-        counts[kind] * (copies.warmup + copies.iterations + 1) * moved.get(kind, size) / (floor * 1e9) for kind, floor in floors.items()
+        (copies.warmup + copies.iterations + 1) * (2 * size if key.what == "p2p_bidirectional" else size) / (floors[key.what] * 1e9)
+        for key in keys
     )
     step = CopyStep(
         size_bytes=size,
         warmup=copies.warmup,
         iterations=copies.iterations,
-        what=list(floors),
-        only=sorted(only) if only is not None else None,
+        copies=keys,
         timeout_s=_limit(copies.timeout_s, at_floor, MIN_COPY_STEP_S),
     )
     return _plan([step], spec)
@@ -139,27 +135,18 @@ def run_nccl_stage(
     backend: str = "auto",
     env=None,
     on_event: Callable[[dict], None] | None = None,
-    only: set[str] | None = None,
+    only: set[StepKey] | None = None,
 ) -> tuple[CollectiveSweep | None, PairSweep | None]:
     plan = nccl_plan(spec, ranks, backend, only)
     if plan is None:
         return None, None
     outcome = run_plan(plan, ranks, env=env, on_event=on_event)
     ready = outcome.ready or {}
-    collectives, collective_failures = [], []
-    pairs, pair_failures = [], []
-    for index, step in enumerate(plan.steps):
-        failure = outcome.failures.get(index)
-        if isinstance(step, CollectiveStep):
-            if failure:
-                collective_failures.append(StepFailure(step=failure.step, reason=failure.reason, message=failure.message))
-            elif index in outcome.results:
-                collectives.append(CollectiveResult(nominal_size=format_size(step.size_bytes), **outcome.results[index]))
-        else:
-            if failure:
-                pair_failures.append(StepFailure(step=failure.step, reason=failure.reason, message=failure.message))
-            elif index in outcome.results:
-                pairs = [PairResult(**{**r, "gpus": tuple(r["gpus"])}) for r in outcome.results[index]]
+    values = outcome.values.items()
+    collectives = [CollectiveResult(nominal_size=key.nominal_size, **record) for key, record in values if isinstance(key, CollectiveKey)]
+    pairs = [PairResult(**{**record, "gpus": key.gpus}) for key, record in values if isinstance(key, PairKey)]
+    collective_failures = failures_of(outcome.failures, CollectiveKey)
+    pair_failures = failures_of(outcome.failures, PairKey)
     backend_used = ready.get("backend", backend)
     collective_sweep = None
     has = {type(step) for step in plan.steps}
@@ -182,16 +169,20 @@ def run_nccl_stage(
     return collective_sweep, pair_sweep
 
 
+def failures_of(failures: list[StepFailure], kind: type) -> list[StepFailure]:
+    """The failures of values of one kind (CollectiveKey, PairKey): those of one sweep."""
+    return [failure for failure in failures if any(isinstance(key, kind) for key in failure.keys)]
+
+
 def run_copy_stage(
-    spec: ProfileSpec, gpus: int, *, env=None, on_event: Callable[[dict], None] | None = None, only: set[str] | None = None
+    spec: ProfileSpec, gpus: int, *, env=None, on_event: Callable[[dict], None] | None = None, only: set[StepKey] | None = None
 ) -> CopySweep | None:
     plan = copy_plan(spec, gpus, only)
     if plan is None:
         return None
     outcome: Outcome = run_plan(plan, 1, env=env, on_event=on_event)
-    results = [CopyResult(**{**r, "gpus": tuple(r["gpus"])}) for r in outcome.results.get(0, [])]
-    failures = [StepFailure(step=f.step, reason=f.reason, message=f.message) for f in outcome.failures.values()]
-    return CopySweep(wall_s=outcome.wall_s, results=results, failures=failures)
+    results = [CopyResult(**{**record, "gpus": key.gpus}) for key, record in outcome.values.items() if isinstance(key, CopyKey)]
+    return CopySweep(wall_s=outcome.wall_s, results=results, failures=outcome.failures)
 
 
 def ddp_shape(spec: ProfileSpec) -> GptDims:
@@ -201,23 +192,27 @@ def ddp_shape(spec: ProfileSpec) -> GptDims:
 
 
 def ddp_plan(
-    spec: ProfileSpec, ranks: int, *, without_p2p: bool = False, backend: str = "auto", only: set[str] | None = None
+    spec: ProfileSpec, ranks: int, *, without_p2p: bool = False, backend: str = "auto", only: set[StepKey] | None = None
 ) -> Plan | None:
-    """One step per world size. The A/B arm trains only the settings `nvlink_ab` names; `only`
-    keeps the settings with those keys ("ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8")."""
+    """One step per world size up to `ranks`. The A/B arm trains only the settings `nvlink_ab`
+    names; `only` keeps the settings with those keys (ddp/4gpu-bs8, ddp_without_p2p/4gpu-bs8)."""
+    return _plan([step for step in _ddp_steps(spec, without_p2p, only) if step.world <= ranks], spec, backend)
+
+
+def _ddp_steps(spec: ProfileSpec, without_p2p: bool, only: set[StepKey] | None) -> list[DdpStep]:
+    """One step per world size the arm asks for, however many GPUs there are."""
     ddp = spec.ddp
     if ddp is None:
-        return None
+        return []
     shape = ddp_shape(spec)
     if only is not None:
-        cases = [parse_ddp_case(key.split("/", 1)[1]) for key in only if key.startswith(ddp_key("", without_p2p))]
+        cases = [(k.world, k.batch, k.accumulation) for k in only if isinstance(k, DdpKey) and k.without_p2p == without_p2p]
     elif without_p2p:
         cases = [parse_ddp_case(case) for case in ddp.nvlink_ab]
     else:
         cases = [(w, b, a) for w in ddp.world_sizes for b in ddp.batches for a in ddp.accumulation]
-    worlds = sorted({world for world, _, _ in cases if world <= ranks})
     steps = []
-    for world in worlds:
+    for world in sorted({world for world, _, _ in cases}):
         settings = {(b, a) for w, b, a in cases if w == world}
         steps.append(
             DdpStep(
@@ -229,10 +224,11 @@ def ddp_plan(
                 warmup_steps=ddp.warmup_steps,
                 steps=ddp.steps,
                 no_sync=not without_p2p,
+                without_p2p=without_p2p,
                 timeout_s=ddp.timeout_s,
             )
         )
-    return _plan(steps, spec, backend)
+    return steps
 
 
 def run_ddp_stage(
@@ -242,7 +238,7 @@ def run_ddp_stage(
     backend: str = "auto",
     env=None,
     on_event: Callable[[dict], None] | None = None,
-    only: set[str] | None = None,
+    only: set[StepKey] | None = None,
 ) -> tuple[DdpSweep | None, DdpSweep | None]:
     """The scaling sweep, and where the profile asks for it, the same settings without P2P; with
     `only`, just the settings with those keys (an arm with none of them gives None)."""
@@ -254,9 +250,9 @@ def run_ddp_stage(
     ab_env = {**base_env, "NCCL_P2P_DISABLE": "1"}
     # the A/B arm's workers import torch while the scaling arm trains: one start-up less to wait for
     with Workers(_plan_ranks(ab_plan), ab_env) if ab_plan else contextlib.nullcontext() as ab_workers:
-        sweep = _ddp_sweep(spec, ranks, plan, False, backend, base_env, on_event) if plan or only is None else None
+        sweep = _ddp_sweep(spec, ranks, plan, False, backend, base_env, on_event, only=only) if plan or only is None else None
         without = (
-            _ddp_sweep(spec, ranks, ab_plan, True, backend, ab_env, on_event, ab_workers)
+            _ddp_sweep(spec, ranks, ab_plan, True, backend, ab_env, on_event, ab_workers, only)
             if ab_plan or (only is None and spec.ddp.nvlink_ab)
             else None
         )
@@ -267,20 +263,18 @@ def _plan_ranks(plan: Plan) -> int:
     return max(step.world for step in plan.steps)
 
 
-def _ddp_sweep(spec, ranks, plan, without_p2p, backend, env, on_event, workers=None) -> DdpSweep:
+def _ddp_sweep(spec, ranks, plan, without_p2p, backend, env, on_event, workers=None, only=None) -> DdpSweep:
     shape = ddp_shape(spec)
-    worlds = {step.world for step in plan.steps} if plan else set()
     failures = [
-        StepFailure(step=ddp_label(world), reason="not_run", message=f"{ddp_label(world)} not run: {ranks} GPU(s) under test")
-        for world in spec.ddp.world_sizes
-        if world > ranks and world not in worlds
+        StepFailure(step=step.label, reason="not_run", message=f"{step.label} not run: {ranks} GPU(s) under test", keys=step.keys)
+        for step in _ddp_steps(spec, without_p2p, only)
+        if step.world > ranks
     ]
     results: list[DdpResult] = []
     outcome = run_plan(plan, _plan_ranks(plan), env=env, on_event=on_event, workers=workers) if plan else None
     if outcome is not None:
-        for index in sorted(outcome.results):
-            results.extend(DdpResult(**r) for r in outcome.results[index])
-        failures += [StepFailure(step=f.step, reason=f.reason, message=f.message) for f in outcome.failures.values()]
+        results = [DdpResult(**record) for key, record in outcome.values.items() if isinstance(key, DdpKey)]
+        failures += outcome.failures
     ready = (outcome.ready if outcome else None) or {}
     return DdpSweep(
         backend=ready.get("backend", backend),

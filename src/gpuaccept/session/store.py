@@ -20,8 +20,8 @@ from gpuaccept.facts.model import STAGE_SWEEPS, CollectiveSweep, ConfirmationRou
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.collective_step import ATTEMPT
 from gpuaccept.profile import Profile
-from gpuaccept.session.stages import nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
-from gpuaccept.vocabulary.steps import stage_of_key
+from gpuaccept.session.stages import failures_of, nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
+from gpuaccept.vocabulary.steps import CollectiveKey, PairKey, StepKey
 
 STAGE_FILES = {"nccl": "nccl.json", "copies": "copies.json", "ddp": "ddp.json"}
 # A stage's confirmation rounds may take as long as the stage itself took, and at least this long.
@@ -79,7 +79,7 @@ class MeasurementStore:
         if event.get("event") == "start":
             self.say(f"gpu-accept: measuring {event['label']}")
 
-    def _measure(self, stage: str, facts: Facts, profile: Profile, only: set[str] | None = None, attempt: int = 0) -> Measurements:
+    def _measure(self, stage: str, facts: Facts, profile: Profile, only: set[StepKey] | None = None, attempt: int = 0) -> Measurements:
         spec = profile.spec
         again = " again" if only is not None else ""
         env = {**os.environ, ATTEMPT: str(attempt)}
@@ -111,7 +111,7 @@ class MeasurementStore:
             if spent >= budget:
                 self.say(f"gpu-accept: {len(keys)} value(s) not measured again: the {stage} stage's {budget:.0f} s for it is spent")
                 return measured.model_copy(update={"unconfirmed": keys})
-            self.say(f"gpu-accept: {len(keys)} value(s) missed their criterion; measuring again: {', '.join(keys)}")
+            self.say(f"gpu-accept: {len(keys)} value(s) missed their criterion; measuring again: {', '.join(map(str, keys))}")
             began = time.monotonic()
             again = self._measure(stage, facts, profile, only=set(keys), attempt=attempt)
             wall = time.monotonic() - began
@@ -121,9 +121,9 @@ class MeasurementStore:
         return measured
 
     @staticmethod
-    def _misses(stage: str, facts: Facts, profile: Profile) -> list[str]:
-        """The steps of the values of this stage that missed by no more than a dip would."""
-        keys: set[str] = set()
+    def _misses(stage: str, facts: Facts, profile: Profile) -> list[StepKey]:
+        """The keys of the values of this stage that missed by no more than a dip would."""
+        keys: set[StepKey] = set()
         within = profile.spec.judging.confirm_within
         for check, subjects in STAGE_CHECKS[stage]:
             for subject in subjects(profile):
@@ -140,19 +140,19 @@ def _stage_wall(measured: Measurements) -> float:
 def _nccl_not_run(spec, reason: str) -> Measurements:
     """Every step of the NCCL stage, failed with the reason it could not run (so each test says it)."""
     failures = [
-        StepFailure(step=step.label, reason="not_run", message=f"{step.label} not run: {reason}")
+        StepFailure(step=step.label, reason="not_run", message=f"{step.label} not run: {reason}", keys=step.keys)
         for step in nccl_plan(spec, spec.gpus.count).steps
     ]
     collectives = pairwise = None
     if spec.nccl:
         collectives = CollectiveSweep(
             backend="", nccl_version=None, torch_version="", ranks=0, environment={}, wall_s=0.0, results=[],
-            failures=[f for f in failures if not f.step.startswith("pairwise")],
+            failures=failures_of(failures, CollectiveKey),
         )
     if spec.pairwise:
         pairwise = PairSweep(
             backend="", concurrent=spec.pairwise.concurrent, wall_s=0.0, results=[],
-            failures=[f for f in failures if f.step.startswith("pairwise")],
+            failures=failures_of(failures, PairKey),
         )
     return Measurements(collectives=collectives, pairwise=pairwise)
 
@@ -164,7 +164,7 @@ def _combine(first: Measurements, second: Measurements) -> Measurements:
         name: getattr(second, name) or getattr(first, name) for name in Measurements.model_fields if name not in ("rounds", "unconfirmed")
     }
     merged["rounds"] = [r for r in first.rounds if r.stage not in fresh] + list(second.rounds)
-    merged["unconfirmed"] = sorted(set(second.unconfirmed) | {k for k in first.unconfirmed if stage_of_key(k) not in fresh})
+    merged["unconfirmed"] = sorted(set(second.unconfirmed) | {k for k in first.unconfirmed if k.stage not in fresh})
     return Measurements(**merged)
 
 

@@ -1,45 +1,35 @@
 """What a measured value's step is called: its key and its label.
 
-A key is the identity of one measured value's step, the same in a worker's plan, a result and a
-confirmation round: "collective/all_reduce/1GiB", "pair/gpu0-gpu1", "copy/p2p/gpu0-gpu1",
-"ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8". A label is what people read in progress lines and in
-a failure ("all_reduce 1 GiB did not finish within 37 s"), and what GPUACCEPT_INJECT_HANG names.
+A key is the identity of one measured value, typed per kind of step: `CollectiveKey`,
+`PairKey`, `CopyKey`, `DdpKey`. It is the same in a worker's plan, its progress events and
+results, a failure, a confirmation round and a check, and its string is its form on the wire
+and in JSON: "collective/all_reduce/1GiB", "pair/gpu0-gpu1", "copy/p2p/gpu0-gpu1",
+"ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8" (`parse_step_key` reads it back). A label is what
+people read in progress lines and in a failure ("all_reduce 1 GiB did not finish within 37 s"):
+it names a step for messages only, and nothing is ever looked up by it.
 A DDP setting is named like its test id: 4gpu-bs8, 4gpu-bs2-acc4.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
 
+from pydantic import GetCoreSchemaHandler, PlainSerializer, PlainValidator
+from pydantic_core import CoreSchema, core_schema
+
+from gpuaccept.vocabulary.collectives import COLLECTIVES
+from gpuaccept.vocabulary.copies import COPY_KINDS, CopyKind
 from gpuaccept.vocabulary.links import gpu_key, pair_key
-from gpuaccept.vocabulary.sizes import human_size
+from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
 
 Stage = Literal["nccl", "copies", "ddp"]  # measured once per session each, in worker processes
 
 DDP_CASE_PATTERN = r"^[1-9][0-9]*gpu-bs[1-9][0-9]*(-acc[1-9][0-9]*)?$"
-
-
-def collective_key(collective: str, nominal_size: str) -> str:
-    return f"collective/{collective}/{nominal_size}"
-
-
-def pair_step_key(a: int, b: int) -> str:
-    return f"pair/{pair_key(min(a, b), max(a, b))}"
-
-
-def copy_key(what: str, gpus: tuple[int, ...] | list[int]) -> str:
-    return f"copy/{what}/" + "-".join(gpu_key(g) for g in gpus)
-
-
-def ddp_key(case: str, without_p2p: bool = False) -> str:
-    return f"{'ddp_without_p2p' if without_p2p else 'ddp'}/{case}"
-
-
-def stage_of_key(key: str) -> Stage:
-    kind = key.split("/", 1)[0]
-    if kind in ("collective", "pair"):
-        return "nccl"
-    return "copies" if kind == "copy" else "ddp"
+_DDP_CASE = re.compile(DDP_CASE_PATTERN)
+_COLLECTIVE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_GPUS = re.compile(r"^gpu(0|[1-9][0-9]*)((-gpu(0|[1-9][0-9]*))*)$")
 
 
 def ddp_case(world: int, batch: int, accumulation: int = 1) -> str:
@@ -52,6 +42,188 @@ def parse_ddp_case(case: str) -> tuple[int, int, int]:
     world, _, rest = case.partition("gpu-bs")
     batch, _, accumulation = rest.partition("-acc")
     return int(world), int(batch), int(accumulation or 1)
+
+
+class _StepKey:
+    """What every key shares: its string is its wire form, keys sort by it, and pydantic reads a
+    key from that string and writes it back as one."""
+
+    kind: ClassVar[str]
+    stage: ClassVar[Stage]
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, _StepKey):
+            return NotImplemented
+        return str(self) < str(other)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        def validate(value: object) -> _StepKey:
+            key = value if isinstance(value, _StepKey) else parse_step_key(value)
+            if not isinstance(key, cls):
+                raise ValueError(f"{str(key)!r} is a {key.kind} key, not a {cls.kind} key")
+            return key
+
+        return core_schema.no_info_plain_validator_function(validate, serialization=_AS_TEXT)
+
+
+_AS_TEXT = core_schema.plain_serializer_function_ser_schema(str, return_schema=core_schema.str_schema())
+
+
+@dataclass(frozen=True)
+class CollectiveKey(_StepKey):
+    """One collective at one size: collective/all_reduce/1GiB."""
+
+    # one this project measures (`Collective`), or another test of nccl-tests in an imported log
+    collective: str
+    size_bytes: int  # the size asked for (the profile's); nccl-tests' S may be rounded to the ranks
+
+    kind: ClassVar[str] = "collective"
+    stage: ClassVar[Stage] = "nccl"
+
+    def __post_init__(self) -> None:
+        if not _COLLECTIVE_NAME.match(self.collective):
+            raise ValueError(f"{self.collective!r} is not the name of a collective (such as {', '.join(COLLECTIVES)})")
+        if self.size_bytes <= 0:
+            raise ValueError(f"a collective's size must be above 0 bytes (got {self.size_bytes})")
+
+    @property
+    def nominal_size(self) -> str:
+        """The size as test ids write it: 1GiB."""
+        return format_size(self.size_bytes)
+
+    def __str__(self) -> str:
+        return f"collective/{self.collective}/{self.nominal_size}"
+
+
+@dataclass(frozen=True)
+class PairKey(_StepKey):
+    """The send/receive exchange of one GPU pair, lower GPU first: pair/gpu0-gpu1."""
+
+    a: int
+    b: int
+
+    kind: ClassVar[str] = "pair"
+    stage: ClassVar[Stage] = "nccl"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.a < self.b:
+            raise ValueError(f"a pair is two GPUs, lower index first (got gpu{self.a} and gpu{self.b})")
+
+    @classmethod
+    def between(cls, a: int, b: int) -> PairKey:
+        return cls(min(a, b), max(a, b))
+
+    @property
+    def gpus(self) -> tuple[int, int]:
+        return self.a, self.b
+
+    def __str__(self) -> str:
+        return f"pair/{pair_key(self.a, self.b)}"
+
+
+@dataclass(frozen=True)
+class CopyKey(_StepKey):
+    """One copy-engine copy: copy/p2p/gpu0-gpu1 (source, destination), copy/local/gpu2."""
+
+    what: CopyKind
+    gpus: tuple[int, ...]
+
+    kind: ClassVar[str] = "copy"
+    stage: ClassVar[Stage] = "copies"
+
+    def __post_init__(self) -> None:
+        if self.what not in COPY_KINDS:
+            raise ValueError(f"{self.what!r} is not a kind of copy ({', '.join(COPY_KINDS)})")
+        between = self.what in ("p2p", "p2p_bidirectional")
+        if len(self.gpus) != (2 if between else 1) or any(gpu < 0 for gpu in self.gpus):
+            raise ValueError(f"a {self.what} copy names {'two GPUs' if between else 'one GPU'} (got {list(self.gpus)})")
+        if between and self.gpus[0] == self.gpus[1]:
+            raise ValueError(f"a {self.what} copy is between two GPUs (got gpu{self.gpus[0]} twice)")
+        if self.what == "p2p_bidirectional" and self.gpus[0] > self.gpus[1]:
+            raise ValueError(f"a p2p_bidirectional copy names its lower GPU first (got {list(self.gpus)})")
+
+    def __str__(self) -> str:
+        return f"copy/{self.what}/" + "-".join(gpu_key(g) for g in self.gpus)
+
+
+@dataclass(frozen=True)
+class DdpKey(_StepKey):
+    """One DDP setting, in the scaling run or in the run without P2P: ddp/4gpu-bs8,
+    ddp_without_p2p/4gpu-bs2-acc4."""
+
+    world: int
+    batch: int
+    accumulation: int = 1
+    without_p2p: bool = False  # the NVLink A/B's other arm: NCCL_P2P_DISABLE=1
+
+    kind: ClassVar[str] = "ddp"
+    stage: ClassVar[Stage] = "ddp"
+
+    def __post_init__(self) -> None:
+        if min(self.world, self.batch, self.accumulation) < 1:
+            raise ValueError(f"a DDP setting's world size, batch and accumulation are at least 1 (got {self.case})")
+
+    @classmethod
+    def of_case(cls, case: str, without_p2p: bool = False) -> DdpKey:
+        """The key of a setting named like its test id: 4gpu-bs8."""
+        return cls(*parse_ddp_case(case), without_p2p=without_p2p)
+
+    @property
+    def case(self) -> str:
+        return ddp_case(self.world, self.batch, self.accumulation)
+
+    @property
+    def arm(self) -> str:
+        return "ddp_without_p2p" if self.without_p2p else "ddp"
+
+    def __str__(self) -> str:
+        return f"{self.arm}/{self.case}"
+
+
+StepKey = CollectiveKey | PairKey | CopyKey | DdpKey
+STEP_KEY_FORMS = "collective/all_reduce/1GiB, pair/gpu0-gpu1, copy/p2p/gpu0-gpu1, ddp/4gpu-bs8 or ddp_without_p2p/4gpu-bs8"
+
+
+def parse_step_key(text: object) -> StepKey:
+    """A key from its string: 'pair/gpu0-gpu1' -> PairKey(0, 1). ValueError for anything else."""
+    if not isinstance(text, str):
+        raise ValueError(f"a step key is a string such as {STEP_KEY_FORMS} (got {text!r})")
+    kind, _, rest = text.partition("/")
+    try:
+        if kind == "collective":
+            collective, _, size = rest.partition("/")
+            if collective and size:
+                return CollectiveKey(collective, parse_size(size))
+        elif kind == "pair":
+            gpus = _gpus(rest)
+            if len(gpus) == 2:
+                return PairKey(*gpus)
+        elif kind == "copy":
+            what, _, named = rest.partition("/")
+            gpus = _gpus(named)
+            if what in COPY_KINDS and gpus:
+                return CopyKey(what, gpus)
+        elif kind in ("ddp", "ddp_without_p2p") and _DDP_CASE.match(rest):
+            return DdpKey(*parse_ddp_case(rest), without_p2p=kind == "ddp_without_p2p")
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a step key: {exc}") from None
+    raise ValueError(f"{text!r} is not a step key: keys read like {STEP_KEY_FORMS}")
+
+
+def read_step_key(value: object) -> StepKey:
+    """A key from its string, or as it is when already one (what pydantic models read keys with)."""
+    return value if isinstance(value, (CollectiveKey, PairKey, CopyKey, DdpKey)) else parse_step_key(value)
+
+
+# A key as a field of a pydantic model, of any kind: read from its string, written as it.
+AnyStepKey = Annotated[StepKey, PlainValidator(read_step_key), PlainSerializer(str, return_type=str)]
+
+
+def _gpus(text: str) -> tuple[int, ...]:
+    if not _GPUS.match(text):
+        return ()
+    return tuple(int(part.removeprefix("gpu")) for part in text.split("-"))
 
 
 def collective_label(collective: str, size_bytes: int) -> str:
