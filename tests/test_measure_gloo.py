@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from gpuaccept.checks.verdict import Outcome
 from gpuaccept.measure.launch import Workers, run_plan
 from gpuaccept.measure.pairwise_step import round_robin, schedule
 from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
@@ -162,6 +163,37 @@ def test_a_plan_for_values_measured_again_holds_only_their_steps():
     assert schedule(4, True, [(0, 2), (1, 3), (2, 3)]) == [[(0, 2), (1, 3)], [(2, 3)]]
 
 
+def test_a_plan_names_the_keys_of_its_values_and_reads_back_as_written():
+    from gpuaccept.profile import ProfileCatalog
+    from gpuaccept.session.stages import copy_plan, ddp_plan
+
+    spec = ProfileCatalog.with_shipped().load("h200-4-nvswitch").spec
+    plans = [nccl_plan(spec, 4), copy_plan(spec, 4), ddp_plan(spec, 4), ddp_plan(spec, 4, without_p2p=True)]
+    for plan in plans:
+        again = Plan.model_validate_json(plan.model_dump_json())
+        assert again == plan and [step.keys for step in again.steps] == [step.keys for step in plan.steps]
+    nccl, copies, ddp, without = plans
+    assert [str(key) for key in nccl.steps[0].keys] == ["collective/all_reduce/256MiB"]
+    assert [str(key) for key in nccl.steps[-1].keys] == [f"pair/gpu{a}-gpu{b}" for a in range(4) for b in range(a + 1, 4)]
+    assert len(copies.steps[0].keys) == 12 + 6 + 4 + 4 + 4 and "copy/p2p/gpu3-gpu0" in {str(key) for key in copies.steps[0].keys}
+    assert [str(key) for step in ddp.steps for key in step.keys] == ["ddp/1gpu-bs8", "ddp/2gpu-bs8", "ddp/4gpu-bs8"]
+    assert [str(key) for step in without.steps for key in step.keys] == ["ddp_without_p2p/4gpu-bs8"]
+
+
+@pytest.mark.parametrize("step", [
+    {"kind": "pairwise", "size_bytes": 1024, "pairs": [[0, 1]]},
+    {"kind": "pairwise", "size_bytes": 1024},
+    {"kind": "pairwise", "size_bytes": 1024, "pairs": ["pair/gpu0-gpu1", "pair/gpu0-gpu1"]},
+    {"kind": "copies", "size_bytes": 1024, "what": ["p2p"]},
+    {"kind": "copies", "size_bytes": 1024, "copies": ["pair/gpu0-gpu1"]},
+])
+def test_a_plan_whose_steps_do_not_name_their_values_is_refused(step):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        Plan.model_validate({"steps": [step]})
+
+
 @pytest.mark.parametrize("ranks", [2, 3, 4, 5, 8])
 def test_round_robin_covers_every_pair_once_in_disjoint_rounds(ranks):
     rounds = round_robin(ranks)
@@ -172,6 +204,7 @@ def test_round_robin_covers_every_pair_once_in_disjoint_rounds(ranks):
         assert len(members) == len(set(members))
     assert len(rounds) == (ranks - 1 if ranks % 2 == 0 else ranks)
     assert schedule(ranks, concurrent=False) == [[pair] for pair in sorted(pairs)]
+    assert schedule(ranks, True, sorted(pairs, reverse=True)) == rounds  # every pair listed: the full schedule
 
 
 @pytest.mark.slow
@@ -206,3 +239,39 @@ def test_a_stopped_worker_is_named_by_its_heartbeat_not_waited_for():
         assert failure.message.endswith("(process stopped by a signal)")
     assert workers.processes == [] and not workers.workdir.exists()
 
+
+RENAMED_PROFILE = """
+    schema: 1
+    gpus: {count: 2, model: cpu}
+    nccl:
+      dtype: float32
+      warmup: 1
+      iterations: 2
+      timeout_s: 10
+      busbw: {all_reduce: {64KiB: 0.0001}, all_gather: {64KiB: 0.0001}}
+    pairwise: {size: 64KiB, dtype: float32, iterations: 2, concurrent: true, min_busbw: 0.0001}
+"""
+
+
+@pytest.mark.slow
+def test_a_reworded_step_label_changes_the_messages_never_which_tests_a_hang_fails(tmp_path, monkeypatch):
+    from gpuaccept.checks import fabric
+    from gpuaccept.measure import plan as plan_module
+    from gpuaccept.profile import load_profile
+    from gpuaccept.session.store import MeasurementStore
+    from tests.helpers import example_facts, write
+
+    # the launcher and the checks read the reworded label; the workers, other processes, the old one
+    for module in (plan_module, fabric):
+        monkeypatch.setattr(module, "collective_label", lambda collective, size: f"{collective} of {size} bytes")
+    monkeypatch.setenv("GPUACCEPT_INJECT_HANG", "collective/all_gather/64KiB")
+    profile = load_profile(write(tmp_path / "renamed.yaml", RENAMED_PROFILE), [])
+    facts = MeasurementStore(tmp_path, live=True).with_stage("nccl", example_facts("h200x2"), profile)
+    (failure,) = facts.measurements.collectives.failures
+    assert failure.keys == [CollectiveKey("all_gather", 64 << 10)] and failure.step == "all_gather of 65536 bytes"
+    verdicts = {(check.__name__, case): check(profile, facts, case)
+                for check in (fabric.busbw, fabric.collective_correct) for case in fabric.busbw_cases(profile)}
+    verdicts.update({("pair_busbw", pair): fabric.pair_busbw(profile, facts, pair) for pair in profile.gpu_pairs()})
+    failed = {name: verdict.message for name, verdict in verdicts.items() if verdict.outcome is not Outcome.PASSED}
+    message = "all_gather of 65536 bytes: all_gather of 65536 bytes did not finish within 10 s (profile renamed)"
+    assert failed == {("busbw", ("all_gather", "64KiB")): message, ("collective_correct", ("all_gather", "64KiB")): message}
