@@ -397,20 +397,26 @@ def load_results(path: Path | str) -> RunRecord:
 
 def parse_results(text: str, name: str) -> RunRecord:
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFileError([Problem(name, exc.lineno, "", f"invalid JSON: {exc.msg}")]) from None
-    except RecursionError:
-        raise InputFileError([Problem(name, None, "", "invalid JSON: nested too deeply to be results")]) from None
-    if not isinstance(raw, dict) or raw.get("format") != RESULTS_FORMAT:
-        raise InputFileError([Problem(name, None, "format", f"not a gpu-accept results file (format {RESULTS_FORMAT!r} expected)")])
-    if raw.get("version") != RESULTS_VERSION:
-        raise InputFileError([Problem(name, None, "version", f"results version {raw.get('version')!r} is not {RESULTS_VERSION}")])
-    try:
         record = RunRecord.model_validate_json(text)
     except ValidationError as exc:
-        raise InputFileError(_problems(name, exc)) from None
+        raise InputFileError(_why_not_results(text, name, exc)) from None
     return record.with_tests(record.tests)  # the summary, from the tests
+
+
+def _why_not_results(text: str, name: str, exc: ValidationError) -> list[Problem]:
+    """What makes `text` no results file: not JSON, another file's format, another version, or the
+    keys that do not fit, one line each."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as error:
+        return [Problem(name, error.lineno, "", f"invalid JSON: {error.msg}")]
+    except RecursionError:
+        return [Problem(name, None, "", "invalid JSON: nested too deeply to be results")]
+    if not isinstance(raw, dict) or raw.get("format") != RESULTS_FORMAT:
+        return [Problem(name, None, "format", f"not a gpu-accept results file (format {RESULTS_FORMAT!r} expected)")]
+    if raw.get("version") != RESULTS_VERSION:
+        return [Problem(name, None, "version", f"results version {raw.get('version')!r} is not {RESULTS_VERSION}")]
+    return _problems(name, exc)
 
 
 def merge_journal(record: RunRecord, journal: Path, text: str) -> RunRecord:
