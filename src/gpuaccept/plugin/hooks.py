@@ -14,6 +14,7 @@ import threading
 from collections.abc import Generator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import pytest
 
@@ -90,7 +91,7 @@ def _end_cleanly_on_sigterm() -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node) -> None:  # type: ignore[no-untyped-def]  # xdist's WorkerController
+def pytest_configure_node(node: Any) -> None:  # xdist's WorkerController
     """pytest-xdist: give each worker the controller's context instead of probing again."""
     run = node.config.stash.get(RUN_KEY, None)
     if run is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuaccept.checks.verdict import Outcome, Verdict
-from gpuaccept.facts.run_record import TestRecord, VerdictRecord
+from gpuaccept.facts.run_record import TestOutcome, TestRecord, VerdictRecord
 
 VERDICTS_KEY = pytest.StashKey[list[Verdict]]()
 
@@ -39,6 +39,7 @@ def failure_message(item: pytest.Item) -> str:
 
 def test_record(report: pytest.TestReport) -> TestRecord | None:
     """One test of the run record, from its report: None for phases that decide nothing."""
+    outcome: TestOutcome
     if report.when == "call":
         outcome = report.outcome
     elif report.when == "setup" and not report.passed:
@@ -65,5 +66,5 @@ def _message(report: pytest.TestReport) -> str:
         return str(report.longrepr[2]).removeprefix("Skipped: ")
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
-        return crash.message
+        return str(crash.message)
     return str(report.longrepr).strip().splitlines()[-1] if report.longrepr else ""
