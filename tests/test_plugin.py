@@ -119,7 +119,7 @@ def test_a_bad_profile_is_a_usage_error_in_one_line(pytester, tmp_path):
     assert errors == [f"ERROR: gpu-accept: {bad}:5: gpus.colour: unknown key; known keys here: count, model, memory_min_gib, ecc"]
 
 
-@pytest.mark.parametrize("option", ["--save-baseline", "--results", "--html-report", "--facts-out"])
+@pytest.mark.parametrize("option", ["--save-baseline", "--results", "--html-report", "--facts-out", "--junit-report"])
 def test_an_output_that_cannot_be_written_is_a_usage_error_before_the_run(pytester, option):
     result, _ = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), option, "/sys/out.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -47,14 +47,21 @@ class Outputs:
     html: Path | None = None
     facts: Path | None = None
     baseline: Path | None = None
-    junit: tuple[Path, ...] = ()  # --junit-report, and --junitxml: this plugin writes the JUnit of its runs
+    junit_report: Path | None = None
+    junitxml: Path | None = None  # pytest's option: in a gpu-accept run this plugin writes that file too
+
+    @property
+    def junit(self) -> tuple[Path, ...]:
+        """Where the run's JUnit goes, each path once."""
+        return tuple(dict.fromkeys(path for path in (self.junit_report, self.junitxml) if path is not None))
 
     def named(self) -> list[tuple[str, Path]]:
         """(option, path) of every file to write, for one-line errors that name the option."""
         found = [
             ("--results", self.results), ("--html-report", self.html), ("--facts-out", self.facts), ("--save-baseline", self.baseline),
+            ("--junit-report", self.junit_report), ("--junitxml", self.junitxml),
         ]
-        return [(option, path) for option, path in found if path is not None] + [("JUnit", path) for path in self.junit]
+        return [(option, path) for option, path in found if path is not None]
 
 
 @dataclass(frozen=True)
@@ -159,7 +166,6 @@ def read_options(option: argparse.Namespace) -> RunOptions | None:
     facts = getattr(option, "gpuaccept_facts", None)
     if profile is None and facts is None:
         return None
-    junit = [target for target in (getattr(option, "gpuaccept_junit", None), getattr(option, "xmlpath", None)) if target]
     return RunOptions(
         profile=AutoProfile() if profile in (None, AUTO) else NamedProfile(profile),
         source=FactsFile(path=facts) if facts else LiveMachine(),
@@ -171,7 +177,8 @@ def read_options(option: argparse.Namespace) -> RunOptions | None:
             html=_path(getattr(option, "gpuaccept_html", None)),
             facts=_path(getattr(option, "gpuaccept_facts_out", None)),
             baseline=_path(getattr(option, "gpuaccept_save_baseline", None)),
-            junit=tuple(dict.fromkeys(Path(target) for target in junit)),
+            junit_report=_path(getattr(option, "gpuaccept_junit", None)),
+            junitxml=_path(getattr(option, "xmlpath", None)),  # absent where pytest's junitxml plugin is disabled
         ),
     )
 
