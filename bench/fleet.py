@@ -19,16 +19,34 @@ import tempfile
 import time
 from pathlib import Path
 
+from gpuaccept.facts import load_facts
 from gpuaccept.vocabulary.collectives import COLLECTIVES
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 
 SIZES = {"256MiB": 1 << 28, "1GiB": 1 << 30, "4GiB": 1 << 32}
+ONE_GPU = Path(__file__).resolve().parents[1] / "examples" / "facts" / "h200x1.json"  # each host's GPUs are copies of this one
 BUSBW = {"all_reduce": 355.0, "all_gather": 330.0, "reduce_scatter": 330.0, "alltoall": 335.0, "broadcast": 360.0}
 
 
 def verdict(check, subject, measured, expected, unit, outcome="passed"):
     return {"check": check, "subject": subject, "outcome": outcome, "measured": measured, "expected": expected, "unit": unit,
             "message": f"{subject}: {check} {measured} {unit}", "profile": "h200-8-nvswitch", "context": {}}
+
+
+def host_facts(host: str, index: int, gpus: int) -> dict:
+    """A host's facts: its GPUs copied from a real H200's, each with its own index, bus and UUID.
+    Fleet reports read only the verdicts; the facts make each file a whole results.json."""
+    facts = load_facts(ONE_GPU).model_dump(mode="json")
+    gpu = facts["gpus"][0]
+    facts["system"].update(hostname=host, nvml_gpu_count=gpus, installed_gpus=[])
+    facts["cuda"] = {"unavailable": "not_probed", "detail": "a synthetic fleet host"}
+    facts["gpus"] = [
+        {**gpu, "index": g, "nvml_index": g, "pci_bus_id": f"00000000:{g + 6:02X}:00.0",
+         "uuid": f"GPU-{index:04d}{g:04d}-0000-0000-0000-000000000000", "serial": f"{index:06d}{g}"}
+        for g in range(gpus)
+    ]
+    facts["links"], facts["p2p"] = [], []
+    return facts
 
 
 def host_document(index: int, gpus: int, rng: random.Random) -> dict:
@@ -85,7 +103,7 @@ def host_document(index: int, gpus: int, rng: random.Random) -> dict:
                         "gpu_model": "NVIDIA H200", "gpu_count": gpus,
                         "gpus": [{"index": g, "name": "NVIDIA H200", "uuid": f"GPU-{index:04d}{g:04d}-0000-0000-0000-000000000000",
                                   "serial": f"{index:06d}{g}", "pci_bus_id": f"00000000:{g + 6:02X}:00.0"} for g in range(gpus)]},
-        "facts": {"note": "facts omitted in the synthetic fleet; fleet reports read only the verdicts"},
+        "facts": host_facts(host, index, gpus),
         "tests": tests,
         "summary": {},
     }

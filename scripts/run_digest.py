@@ -7,45 +7,46 @@ value that was measured again (with its attempts), transient or marginal. For se
 from __future__ import annotations
 
 import datetime
-import json
 import sys
-from pathlib import Path
+
+from gpuaccept.facts.run_record import RunInfo, load_results
 
 
-def _seconds(run: dict) -> float | None:
-    began, ended = run.get("started_at"), run.get("finished_at")
-    if not began or not ended:
+def _seconds(run: RunInfo) -> float | None:
+    if not run.finished_at:
         return None
-    return (datetime.datetime.fromisoformat(ended) - datetime.datetime.fromisoformat(began)).total_seconds()
+    return (datetime.datetime.fromisoformat(run.finished_at) - datetime.datetime.fromisoformat(run.started_at)).total_seconds()
 
 
 def digest(path: str) -> list[str]:
-    document = json.loads(Path(path).read_text(encoding="utf-8"))
-    run, summary = document["run"], document.get("summary", {})
-    measured = document.get("facts", {}).get("measurements") or {}
+    record = load_results(path)  # a killed run's journal merged in
+    run, summary, measured = record.run, record.summary, record.facts.measurements
     walls = []
-    for name in ("copies", "collectives", "ddp", "ddp_without_p2p"):
-        if measured.get(name):
-            walls.append(f"{name} {measured[name]['wall_s']:.1f}s")
-    rounds = [f"{r['stage']}: {', '.join(r['keys'])} ({r['wall_s']:.1f}s)" for r in measured.get("rounds", [])]
-    counts = " ".join(f"{k} {summary.get(k, 0)}" for k in ("passed", "failed", "error", "skipped"))
+    sweeps = {
+        "copies": measured.copies, "collectives": measured.collectives, "ddp": measured.ddp, "ddp_without_p2p": measured.ddp_without_p2p,
+    }
+    for name, sweep in sweeps.items():
+        if sweep is not None:
+            walls.append(f"{name} {sweep.wall_s:.1f}s")
+    rounds = [f"{r.stage}: {', '.join(r.keys)} ({r.wall_s:.1f}s)" for r in measured.rounds]
+    counts = f"passed {summary.passed} failed {summary.failed} error {summary.error} skipped {summary.skipped}"
     wall = _seconds(run)
     lines = [
-        f"{path}: exit {run.get('exit_status')}, {counts}, wall {wall:.0f}s" if wall is not None else f"{path}: incomplete, {counts}",
-        f"  stages: {'; '.join(walls) or 'none'}; profile {run['profile']['name']}"
-        + (f" (auto: {run['profile']['chosen_because']})" if run["profile"].get("chosen_because") else ""),
+        f"{path}: exit {run.exit_status}, {counts}, wall {wall:.0f}s" if wall is not None else f"{path}: incomplete, {counts}",
+        f"  stages: {'; '.join(walls) or 'none'}; profile {run.profile.name}"
+        + (f" (auto: {run.profile.chosen_because})" if run.profile.chosen_because else ""),
     ]
     if rounds:
         lines.append("  measured again: " + " | ".join(rounds))
-    if measured.get("unconfirmed"):
-        lines.append("  not measured again (time spent): " + ", ".join(measured["unconfirmed"]))
-    for test in document.get("tests", []):
-        verdict = test.get("verdict") or {}
-        marks = [mark for mark in ("transient", "marginal") if verdict.get(mark)]
-        if test["outcome"] in ("failed", "error"):
-            lines.append(f"  {test['outcome'].upper()} {test['id']}: {test.get('message', '')}")
-        elif marks:
-            lines.append(f"  {'/'.join(marks)} {test['id']}: {verdict.get('message', '')}")
+    if measured.unconfirmed:
+        lines.append("  not measured again (time spent): " + ", ".join(measured.unconfirmed))
+    for test in record.tests:
+        verdict = test.verdict
+        marks = [mark for mark in ("transient", "marginal") if verdict is not None and getattr(verdict, mark)]
+        if test.did_not_pass:
+            lines.append(f"  {test.outcome.upper()} {test.id}: {test.message}")
+        elif marks and verdict is not None:
+            lines.append(f"  {'/'.join(marks)} {test.id}: {verdict.message}")
     return lines
 
 

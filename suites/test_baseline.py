@@ -5,5 +5,4 @@ from gpuaccept.checks.baseline import no_regression
 
 
 def test_no_regression(baseline_metric, baseline, profile, facts_with_everything, verdict):
-    run_baseline, max_regression = baseline
-    verdict(no_regression(run_baseline, facts_with_everything, baseline_metric, max_regression, profile.name))
+    verdict(no_regression(baseline.baseline, facts_with_everything, baseline_metric, baseline.max_regression, profile.name))

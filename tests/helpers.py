@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpuaccept.facts import Facts, load_facts, parse_facts
 from gpuaccept.facts.model import CudaFacts
+from gpuaccept.facts.run_record import RunRecord, TestRecord, VerdictRecord, parse_results
 from gpuaccept.probe.collect import collect_facts
 from gpuaccept.probe.nvml import ReplayNvml
 
@@ -70,3 +71,31 @@ def alias_bomb(merge_keys: bool) -> str:
         else:
             lines.append(f"x-{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 9)}]")
     return "\n".join(lines) + "\n"
+
+
+def results_data(path: Path) -> dict:
+    """A results file as plain JSON data: what a fault or an older file is made from."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def run_record(data: dict, name: str = "edited results") -> RunRecord:
+    """Plain results data read as the command reads a file."""
+    return parse_results(json.dumps(data), name)
+
+
+def with_verdicts(record: RunRecord, pick: Callable[[TestRecord], bool], **changes) -> RunRecord:
+    """`record` with `changes` made to the verdict of every test `pick` chooses."""
+
+    def changed(test: TestRecord) -> TestRecord:
+        if not pick(test) or test.verdict is None:
+            return test
+        data = {**test.verdict.model_dump(mode="json"), **changes}
+        return test.model_copy(update={"verdict": VerdictRecord.model_validate_json(json.dumps(data))})
+
+    return record.with_tests([changed(test) for test in record.tests])
+
+
+def with_verdict(record: RunRecord, test_id: str, **changes) -> RunRecord:
+    if not any(test.id == test_id for test in record.tests):
+        raise KeyError(test_id)
+    return with_verdicts(record, lambda test: test.id == test_id, **changes)

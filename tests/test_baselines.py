@@ -18,10 +18,9 @@ from gpuaccept.checks.baseline import no_regression
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.cli import main as cli
 from gpuaccept.errors import InputFileError
-from gpuaccept.facts import parse_facts
+from gpuaccept.facts.run_record import load_results
 from gpuaccept.report.baseline import SPREAD_TOLERANCE_CAP, load_baseline, save_baseline
-from gpuaccept.report.results import load_results
-from tests.helpers import EXAMPLES, ROOT, example_facts, mutated
+from tests.helpers import EXAMPLES, ROOT, example_facts, mutated, results_data
 
 RESULTS = ROOT / "examples" / "results"
 HEALTHY = RESULTS / "h200x4.json"
@@ -65,7 +64,7 @@ def test_a_run_that_did_not_pass_is_refused(tmp_path, capsys):
 
 
 def test_a_run_that_did_not_finish_is_refused(tmp_path, capsys):
-    stopped = written(tmp_path / "stopped.json", {**load_results(HEALTHY), "complete": False})
+    stopped = written(tmp_path / "stopped.json", {**results_data(HEALTHY), "complete": False})
     assert cli(["baseline", "save", str(HEALTHY), str(stopped), "-o", str(tmp_path / "base.json")]) == 2
     assert errors(capsys) == [
         f"gpu-accept: {stopped}: the run did not finish (complete: false): a baseline is a picture of a healthy machine"
@@ -83,7 +82,7 @@ def test_runs_of_other_profiles_or_gpu_counts_are_not_mixed(tmp_path, capsys):
 
 
 def test_values_not_measured_in_every_run_are_named(tmp_path, capsys):
-    without_copies = load_results(HEALTHY)
+    without_copies = results_data(HEALTHY)
     without_copies["facts"]["measurements"]["copies"] = None  # as a run with -k "not copy" records it
     partial = written(tmp_path / "partial.json", without_copies)
     target = tmp_path / "base.json"
@@ -112,14 +111,13 @@ def test_the_tolerance_a_spread_earns_is_capped_and_the_values_at_the_cap_named(
     assert baseline.metrics["busbw-all_reduce-1GiB"].tolerance(0.05) == 0.05  # runs within 2.5%: the asked-for share
     # the shipped runs' NCCL_P2P_DISABLE=1 drill: every NCCL value regressed
     broken = load_results(bench_results("h200x4-faults-shipped.tar.gz", "nop2p/results.json", tmp_path))
-    facts = parse_facts(json.dumps(broken["facts"]), "nop2p")
-    verdict = no_regression(baseline, facts, "busbw-all_reduce-1GiB", 0.05, "h200-4-nvswitch")
+    verdict = no_regression(baseline, broken.facts, "busbw-all_reduce-1GiB", 0.05, "h200-4-nvswitch")
     assert verdict.outcome is Outcome.FAILED and "-92.0%; at most 5% worse allowed" in verdict.message
 
 
 def test_a_healthy_and_a_broken_run_can_no_longer_make_a_gate_that_never_fires(tmp_path):
-    healthy = parse_facts(json.dumps(load_results(HEALTHY)["facts"]), "healthy")
-    broken = parse_facts(json.dumps(load_results(NO_P2P)["facts"]), "broken")
+    healthy = load_results(HEALTHY).facts
+    broken = load_results(NO_P2P).facts
     # the API makes what it is given (the command refuses the broken run); the gate still fires
     save_baseline(tmp_path / "b.json", healthy, "h200-4-calibrated", [broken])
     baseline = load_baseline(tmp_path / "b.json")
@@ -134,7 +132,7 @@ def test_a_healthy_and_a_broken_run_can_no_longer_make_a_gate_that_never_fires(t
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -3.0, 0.0])
 def test_a_value_that_is_not_a_finite_number_above_0_is_refused_on_save(tmp_path, capsys, bad):
-    document = load_results(HEALTHY)
+    document = results_data(HEALTHY)
     document["facts"]["measurements"]["collectives"]["results"][1]["busbw_GBps"] = bad
     path = written(tmp_path / "odd.json", document)
     target = tmp_path / "base.json"

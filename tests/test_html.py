@@ -5,7 +5,6 @@ Read from real 4xH200 runs (examples/results/), healthy and with NCCL_P2P_DISABL
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 import shutil
@@ -14,9 +13,9 @@ import subprocess
 import pytest
 
 from gpuaccept.facts.model import Measurements
+from gpuaccept.facts.run_record import AtLeastCriterion, RunRecord, VerdictRecord, load_results
 from gpuaccept.report.html import FAIL, PASS, SERIES, render_html, render_page, timeseries_chart
-from gpuaccept.report.results import load_results
-from tests.helpers import ROOT
+from tests.helpers import ROOT, results_data, run_record, with_verdict, with_verdicts
 from tests.report_page import PLOTLY_BANNER, Page, traces, values
 
 RESULTS = ROOT / "examples" / "results"
@@ -25,19 +24,21 @@ NO_P2P = RESULTS / "h200x4-nccl-p2p-disabled.json"
 NEWER_KEYS = ("criterion", "better", "marginal", "attempts", "transient", "final")
 
 
-def verdicts_of(document: dict, check: str) -> list[dict]:
-    return [t["verdict"] for t in document["tests"] if (t.get("verdict") or {}).get("check") == check]
+def verdicts_of(record: RunRecord, check: str) -> list[VerdictRecord]:
+    return [v for v in record.verdicts() if v.check == check]
 
 
-def with_floors(document: dict) -> dict:
+def of_check(check: str):
+    return lambda test: test.verdict is not None and test.verdict.check == check
+
+
+def with_floors(record: RunRecord) -> RunRecord:
     """The run as results.json records it now: each busbw and DDP scaling criterion as data."""
-    document = copy.deepcopy(document)
-    for index, verdict in enumerate(verdicts_of(document, "busbw")):
-        verdict["criterion"] = {"op": ">=", "limit": 300.0 + index, "unit": "GB/s"}
-        verdict.update(better="higher", marginal=False, attempts=[], transient=False, final=False)
-    for verdict in verdicts_of(document, "ddp_scaling"):
-        verdict["criterion"] = {"op": ">=", "limit": 0.8, "unit": ""}
-    return document
+    busbw = [t.id for t in record.tests if of_check("busbw")(t)]
+    for index, test_id in enumerate(busbw):
+        floor = AtLeastCriterion(op=">=", limit=300.0 + index, unit="GB/s").model_dump()
+        record = with_verdict(record, test_id, criterion=floor, better="higher", marginal=False, attempts=[], transient=False, final=False)
+    return with_verdicts(record, of_check("ddp_scaling"), criterion=AtLeastCriterion(op=">=", limit=0.8, unit="").model_dump())
 
 
 # -- one file, nothing fetched -------------------------------------------------------------------------
@@ -61,17 +62,17 @@ def test_the_page_is_one_self_contained_file(run):
 
 def test_a_page_without_charts_carries_no_javascript():
     document = load_results(HEALTHY)
-    document["facts"]["measurements"] = {}  # facts recorded without --measure
+    document = document.with_facts(document.facts.model_copy(update={"measurements": Measurements()}))  # recorded without --measure
     parsed = Page(render_html(document))
     assert parsed.scripts == [] and parsed.charts() == {}
     assert {"summary", "links", "tests"} <= parsed.ids() and not {"busbw", "pairs", "copies", "ddp"} & parsed.ids()
 
 
 def test_text_from_results_json_is_escaped():
-    document = load_results(NO_P2P)
-    document["environment"]["host"] = "<script>alert('host')</script>"
-    document["tests"][0]["message"] = "<img src=x onerror=alert(1)> & 'quoted'"
-    page = render_html(document)
+    data = results_data(NO_P2P)
+    data["environment"]["host"] = "<script>alert('host')</script>"
+    data["tests"][0]["message"] = "<img src=x onerror=alert(1)> & 'quoted'"
+    page = render_html(run_record(data))
     parsed = Page(page)
     assert not [attrs for tag, attrs in parsed.found if tag == "img"]
     assert "&lt;script&gt;alert(&#39;host&#39;)&lt;/script&gt;" in page
@@ -83,15 +84,14 @@ def test_text_from_results_json_is_escaped():
 
 def test_busbw_charts_carry_measured_values_floors_and_peak_as_data():
     document = with_floors(load_results(HEALTHY))
-    failed = next(t for t in document["tests"] if t["id"] == "test_busbw[all_reduce-1GiB]")["verdict"]
-    failed.update(outcome="failed", attempts=[301.2, 299.5, 298.0])
+    document = with_verdict(document, "test_busbw[all_reduce-1GiB]", outcome="failed", attempts=[301.2, 299.5, 298.0])
     charts = Page(render_html(document)).charts()
-    sweep = document["facts"]["measurements"]["collectives"]["results"]
+    sweep = document.facts.measurements.collectives.results
     figure = charts["busbw-all_reduce"]
-    measured = sorted((r["size_bytes"], r["busbw_GBps"]) for r in sweep if r["collective"] == "all_reduce")
+    measured = sorted((r.size_bytes, r.busbw_GBps) for r in sweep if r.collective == "all_reduce")
     assert list(zip(values(figure, "measured", "x"), values(figure, "measured"), strict=True)) == measured  # exact, as measured
     busbw = verdicts_of(document, "busbw")
-    floors = {v["context"]["size_bytes"]: v["criterion"]["limit"] for v in busbw if v["subject"].startswith("all_reduce ")}
+    floors = {v.context["size_bytes"]: v.limit for v in busbw if v.subject.startswith("all_reduce ")}
     assert dict(zip(values(figure, "floor", "x"), values(figure, "floor"), strict=True)) == floors
     assert values(figure, "peak") == [478.12, 478.12] and traces(figure, "peak")[0]["name"] == "peak 478.12 GB/s"
     # each point coloured by its verdict, its values on hover
@@ -108,11 +108,11 @@ def test_busbw_charts_carry_measured_values_floors_and_peak_as_data():
 def test_ddp_chart_carries_efficiency_floors_and_verdicts_as_data():
     document = with_floors(load_results(NO_P2P))
     figure = Page(render_html(document)).charts()["ddp-efficiency"]
-    measured = Measurements.model_validate(document["facts"]["measurements"], strict=False)
+    measured = document.facts.measurements
     (bars,) = traces(figure, "efficiency")
     expected = {r.case: measured.ddp_efficiency(r.world, r.batch, r.accumulation) for r in measured.ddp.results}
     assert dict(zip(bars["x"], bars["y"], strict=True)) == expected
-    outcome = {v["subject"]: v["outcome"] for v in verdicts_of(document, "ddp_scaling")}
+    outcome = {v.subject: v.outcome for v in verdicts_of(document, "ddp_scaling")}
     colours = {PASS: "passed", FAIL: "failed", SERIES[0]: None}
     assert [colours[colour] for colour in bars["marker"]["color"]] == [outcome.get(case) for case in bars["x"]]
     assert outcome["4gpu-bs8"] == "failed"
@@ -122,14 +122,14 @@ def test_ddp_chart_carries_efficiency_floors_and_verdicts_as_data():
 
 
 def test_a_results_json_of_an_older_run_still_renders():
+    assert not any(set(NEWER_KEYS) & set(t.get("verdict") or {}) for t in results_data(NO_P2P)["tests"])  # as that run wrote it
     older = load_results(NO_P2P)
-    assert not any(set(NEWER_KEYS) & set(t.get("verdict") or {}) for t in older["tests"])  # as that run wrote it
     newer = with_floors(older)
-    stripped = copy.deepcopy(newer)
+    stripped = newer.model_dump(mode="json")
     for test in stripped["tests"]:
         for key in NEWER_KEYS:
             (test.get("verdict") or {}).pop(key, None)
-    for document in (older, stripped):
+    for document in (older, run_record(stripped, "newer keys taken out")):
         page = render_html(document)
         parsed = Page(page)
         # that run measured no copies

@@ -13,7 +13,7 @@ from gpuaccept.cli import main as cli
 from gpuaccept.importers import import_files
 from gpuaccept.profile import load_profile
 from gpuaccept.profile.from_results import profile_from_results
-from tests.helpers import DATA, ROOT
+from tests.helpers import DATA, ROOT, run_record
 from tests.test_import_damage import variant
 
 IMPORTS = DATA / "imports"
@@ -89,13 +89,18 @@ def real_run() -> dict:
     return json.loads(REAL_RUN.read_text(encoding="utf-8"))
 
 
+def from_results(documents: list[dict], *args, **options) -> str:
+    """profile_from_results on runs made from the real one as plain data, read as the command reads files."""
+    return profile_from_results([run_record(d, f"run {i + 1}") for i, d in enumerate(documents)], *args, **options)
+
+
 def test_an_efficiency_above_1_is_capped_and_said(tmp_path):
     document = real_run()
     for result in document["facts"]["measurements"]["ddp"]["results"]:
         if result["world"] == 2:
             result["samples_per_s_per_gpu"] *= 1.5  # superlinear: a cache effect, or a slow 1-GPU baseline
     said = []
-    text = profile_from_results([document], ["run.json"], "capped", 0.93, said.append)
+    text = from_results([document], ["run.json"], "capped", 0.93, said.append)
     data = yaml.safe_load(text)
     assert data["ddp"]["min_efficiency"]["2gpu-bs8"] == 1.0
     warned = "\n".join(said)
@@ -116,7 +121,7 @@ def test_a_run_that_lacks_a_sweep(tmp_path, lacking):
     else:
         measurements[lacking] = None
     said = []
-    text = profile_from_results([document], ["run.json"], "lacking", 0.93, said.append)
+    text = from_results([document], ["run.json"], "lacking", 0.93, said.append)
     path = tmp_path / "lacking.yaml"
     path.write_text(text)
     data = yaml.safe_load(text)
@@ -127,4 +132,4 @@ def test_a_run_that_lacks_a_sweep(tmp_path, lacking):
         assert not {"nccl", "pairwise", "copies", "ddp"} & set(data)
     # and beside a run that has the sweep: one line saying where they differ, no traceback
     with pytest.raises(ValueError, match=r"^the runs disagree on"):
-        profile_from_results([real_run(), copy.deepcopy(document)], ["a.json", "b.json"], "x", 0.93)
+        from_results([real_run(), copy.deepcopy(document)], ["a.json", "b.json"], "x", 0.93)

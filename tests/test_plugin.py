@@ -7,7 +7,7 @@ import pytest
 
 from gpuaccept.facts import save_facts
 from gpuaccept.resources import shipped_dir
-from tests.helpers import EXAMPLES, example_facts, mutated
+from tests.helpers import DATA, EXAMPLES, example_facts, mutated
 
 SUITES = shipped_dir("suites")
 
@@ -82,13 +82,32 @@ def test_auto_profile_from_facts(pytester):
 @pytest.mark.slow
 def test_suite_properties_survive_xdist(pytester):
     pytest.importorskip("xdist")
+    from lxml import etree
+
     result, root = run_suites(
         pytester, "-n", "2", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), subprocess=True
     )
     assert result.ret == 0
     suite = properties(root.find("testsuite"))
     assert suite["profile"] == "h200-4-nvswitch" and suite["host"]
+    assert suite["facts_source"] == str(EXAMPLES / "h200x4-measured.json") and suite["gpu_accept_version"] and suite["complete"] == "true"
     assert properties(cases_by_name(root)["test_link_type[gpu1-gpu2]"])["measured"] == "NV18"
+    junit = etree.parse(str(pytester.path / "junit.xml"))
+    assert etree.XMLSchema(etree.parse(str(DATA / "junit.xsd"))).validate(junit)
+    assert len(junit.findall(".//testcase")) == int(junit.getroot().get("tests")) == 150
+
+
+def test_junitxml_in_a_gpu_accept_run_is_written_by_the_plugin_from_the_run_record(pytester, tmp_path):
+    junit, own = pytester.path / "junit.xml", tmp_path / "own.xml"
+    result, root = run_suites(
+        pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), "-k", "inventory", "--junit-report", str(own)
+    )
+    assert result.ret == 0
+    assert junit.read_text() == own.read_text()  # one writer, one shape, at both paths
+    assert root.get("name") == "gpu-accept" and [s.get("name") for s in root.findall("testsuite")] == ["vm"]
+    case = cases_by_name(root)["test_gpu_count"]
+    assert [child.tag for child in case] == ["properties"]
+    assert properties(case)["attempts"] == "" and properties(case)["transient"] == "false"
 
 
 def test_a_bad_profile_is_a_usage_error_in_one_line(pytester, tmp_path):
@@ -100,7 +119,7 @@ def test_a_bad_profile_is_a_usage_error_in_one_line(pytester, tmp_path):
     assert errors == [f"ERROR: gpu-accept: {bad}:5: gpus.colour: unknown key; known keys here: count, model, memory_min_gib, ecc"]
 
 
-@pytest.mark.parametrize("option", ["--save-baseline", "--results", "--html-report", "--facts-out"])
+@pytest.mark.parametrize("option", ["--save-baseline", "--results", "--html-report", "--facts-out", "--junit-report"])
 def test_an_output_that_cannot_be_written_is_a_usage_error_before_the_run(pytester, option):
     result, _ = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), option, "/sys/out.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -132,15 +151,15 @@ def test_facts_out_saves_what_was_evaluated(pytester, tmp_path):
 
 
 def test_a_sigterm_dropped_in_a_finalizer_still_ends_the_run_as_interrupted(pytester, monkeypatch):
-    from gpuaccept import plugin
+    from gpuaccept.plugin import hooks
 
-    monkeypatch.setattr(plugin, "TERMINATED", [])
+    monkeypatch.setattr(hooks, "TERMINATED", [])
     pytester.makepyfile(
         """
-        from gpuaccept import plugin
+        from gpuaccept.plugin import hooks
 
         def test_first():
-            plugin.TERMINATED.append(15)  # the handler ran, its KeyboardInterrupt was lost (as in a __del__)
+            hooks.TERMINATED.append(15)  # the handler ran, its KeyboardInterrupt was lost (as in a __del__)
 
         def test_second():
             pass

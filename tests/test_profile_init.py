@@ -14,7 +14,7 @@ from gpuaccept.facts import Facts
 from gpuaccept.profile import load_profile
 from gpuaccept.profile.from_results import profile_from_results
 from gpuaccept.resources import shipped_dir
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_record
 
 MARGIN = 0.93
 REAL_RUN = ROOT / "examples" / "results" / "h200x4.json"
@@ -22,6 +22,11 @@ REAL_RUN = ROOT / "examples" / "results" / "h200x4.json"
 
 def real_run() -> dict:
     return json.loads(REAL_RUN.read_text(encoding="utf-8"))
+
+
+def from_results(documents: list[dict], *args, **options) -> str:
+    """profile_from_results on runs made from the real one as plain data, read as the command reads files."""
+    return profile_from_results([run_record(d, f"run {i + 1}") for i, d in enumerate(documents)], *args, **options)
 
 
 def another_machine(document: dict, hostname: str, uuid_prefix: str) -> dict:
@@ -71,7 +76,7 @@ def comment(text: str, key: str) -> str:
 
 def test_floor_covers_the_lower_machine_with_the_margin():
     documents, sources = two_machines()
-    text = profile_from_results(documents, sources, "h200-4", MARGIN)
+    text = from_results(documents, sources, "h200-4", MARGIN)
     floor = float(re.search(r"host_to_device_min: ([\d.]+)", text).group(1))
     values = [lowest_copy(d, "host_to_device") for d in documents]
     spread = (max(values) - min(values)) / max(values)
@@ -79,14 +84,14 @@ def test_floor_covers_the_lower_machine_with_the_margin():
     assert floor == pytest.approx(min(values) * (MARGIN - spread), abs=0.05)
     assert floor <= min(values) * MARGIN  # the lower machine keeps the whole margin and more
     # from the first machine alone, the floor leaves the second one less than 1% above it
-    alone = profile_from_results(documents[:2], sources[:2], "h200-4", MARGIN)
+    alone = from_results(documents[:2], sources[:2], "h200-4", MARGIN)
     alone_floor = float(re.search(r"host_to_device_min: ([\d.]+)", alone).group(1))
     assert alone_floor > min(values) * 0.99
 
 
 def test_floor_comment_names_each_machine_with_its_range():
     documents, sources = two_machines()
-    text = profile_from_results(documents, sources, "h200-4", MARGIN)
+    text = from_results(documents, sources, "h200-4", MARGIN)
     a = sorted(lowest_copy(d, "host_to_device") for d in documents[:2])
     b = sorted(lowest_copy(d, "host_to_device") for d in documents[2:])
     spread = (a[-1] - b[0]) / a[-1]
@@ -105,7 +110,7 @@ def test_ceiling_covers_the_higher_machine():
     for result in slower["facts"]["measurements"]["ddp"]["results"]:
         if result["world"] == 4 and result["batch"] == 8:
             result["no_sync_step_s"] *= 0.95  # more of the step left to communication
-    text = profile_from_results([first, slower], ["a.json", "b.json"], "h200-4", MARGIN)
+    text = from_results([first, slower], ["a.json", "b.json"], "h200-4", MARGIN)
     low, high = exposed(first, 4, 8), exposed(slower, 4, 8)
     assert high > low
     ceiling = float(re.search(r"max_exposed_comm:\n(?:.*\n)*?\s+4gpu-bs8: ([\d.]+)", text).group(1))
@@ -116,7 +121,7 @@ def test_ceiling_covers_the_higher_machine():
 def test_machines_are_told_apart_by_their_gpus_where_hostnames_repeat():
     first = real_run()
     reprovisioned = another_machine(first, "vm", "c0000000")  # same hostname, other hardware
-    text = profile_from_results([first, copy.deepcopy(first), reprovisioned], ["a1", "a2", "c1"], "h200-4", MARGIN)
+    text = from_results([first, copy.deepcopy(first), reprovisioned], ["a1", "a2", "c1"], "h200-4", MARGIN)
     assert "3 runs on 2 machines (vm/371cb530 2 runs" in comment(text, "p2p_min")
     assert ", vm/c0000000 1 run " in comment(text, "p2p_min")
 
@@ -146,7 +151,7 @@ def test_runs_of_one_machine_that_disagree_are_named_by_file():
     with pytest.raises(
         ValueError, match=r"^the runs disagree on links\.pairs\.gpu0-gpu1: absent on vm \(a\.json\) but SYS on vm \(b\.json\);"
     ):
-        profile_from_results([first, relinked], ["a.json", "b.json"], "h200-4", MARGIN)
+        from_results([first, relinked], ["a.json", "b.json"], "h200-4", MARGIN)
 
 
 def test_the_generated_profile_loads_and_holds_the_floors(tmp_path, capsys):
@@ -181,7 +186,7 @@ def test_an_efficiency_floor_is_at_most_1_even_where_a_run_scaled_past_it(tmp_pa
         if result["world"] == 1:
             result["samples_per_s_per_gpu"] /= 4.2
     said: list[str] = []
-    text = profile_from_results([document], ["a/results.json"], "scaled-past-1", 0.5, warn=said.append)
+    text = from_results([document], ["a/results.json"], "scaled-past-1", 0.5, warn=said.append)
     target = tmp_path / "scaled-past-1.yaml"
     target.write_text(text)
     profile = load_profile(target, [shipped_dir("profiles")])  # an efficiency floor above 1 would not load

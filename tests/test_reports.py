@@ -1,20 +1,24 @@
-"""Reports: results.json (valid even after a kill), HTML, fleet JUnit and outliers, baselines,
-profiles from a golden machine. The run they read is a real CPU run of the live path."""
+"""Reports: results.json (valid even after a kill), JUnit of one shape, HTML, fleet JUnit and
+outliers, baselines, profiles from a golden machine. The run they read is a real CPU run of the
+live path."""
 
 import json
 import signal
 import time
 import xml.etree.ElementTree as ET
 
+import jsonschema
 import pytest
 
 from gpuaccept.cli import main as cli
+from gpuaccept.errors import InputFileError
+from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.profile import load_profile
 from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit
 from gpuaccept.report.html import FAIL, render_html
-from gpuaccept.report.results import load_results
+from gpuaccept.report.results import IDLE_S
 from gpuaccept.resources import shipped_dir
-from tests.helpers import DATA
+from tests.helpers import DATA, ROOT
 from tests.live_cpu import gpu_accept_run
 from tests.report_page import Page, traces, values
 
@@ -33,19 +37,21 @@ def cpu_run(tmp_path_factory):
 def test_results_json_holds_facts_verdicts_environment_and_timings(cpu_run):
     folder, _ = cpu_run
     document = load_results(folder / "reports" / "results.json")
-    assert document["complete"] is True and document["run"]["exit_status"] == 1
-    assert document["run"]["profile"]["name"] == "cpu" and len(document["run"]["profile"]["sha256"]) == 64
-    environment = document["environment"]
-    assert environment["gpu_count"] == 4 and environment["driver"] == "580.159.04" and environment["torch"].startswith("2.")
-    assert environment["gpus"][0]["uuid"].startswith("GPU-") and environment["gpus"][0]["serial"]
-    tests = {t["id"]: t for t in document["tests"]}
+    assert document.complete is True and document.run.exit_status == 1
+    assert document.run.profile.name == "cpu" and len(document.run.profile.sha256) == 64
+    environment = document.environment
+    assert environment.gpu_count == 4 and environment.driver == "580.159.04" and environment.torch.startswith("2.")
+    assert environment.gpus[0].uuid.startswith("GPU-") and environment.gpus[0].serial
+    tests = {t.id: t for t in document.tests}
     busbw = tests["test_busbw[all_reduce-64KiB]"]
-    assert busbw["outcome"] == "passed" and busbw["duration_s"] >= 0
-    assert busbw["verdict"]["measured"] > 0 and busbw["verdict"]["expected"] == ">= 0.0001 GB/s"
-    assert tests["test_p2p_cuda_agrees[gpu0-gpu1]"]["outcome"] == "failed"
-    assert document["summary"]["failed"] == 12 and document["summary"]["total"] == len(document["tests"])
-    measured = document["facts"]["measurements"]
-    assert measured["collectives"]["wall_s"] > 0 and len(measured["ddp"]["results"]) == 2
+    assert busbw.outcome == "passed" and busbw.duration_s >= 0
+    assert busbw.verdict.measured > 0 and busbw.verdict.expected == ">= 0.0001 GB/s"
+    assert busbw.verdict.criterion.op == ">=" and busbw.verdict.limit == 0.0001 and busbw.verdict.better == "higher"
+    assert tests["test_p2p_cuda_agrees[gpu0-gpu1]"].outcome == "failed"
+    assert document.summary.failed == 12 and document.summary.total == len(document.tests)
+    measured = document.facts.measurements
+    assert measured.collectives.wall_s > 0 and len(measured.ddp.results) == 2
+    assert not (folder / "reports" / "results.json.journal").exists()  # a finished run leaves results.json alone
 
 
 @pytest.mark.slow
@@ -89,24 +95,62 @@ def test_html_report_has_every_section_with_its_numbers(cpu_run):
     assert parsed.plotly_bundles() == 1
 
 
+def when_quiet(results, quiet_s: float, after: str, timeout_s: float = 120) -> RunRecord:
+    """The record of a run once it holds the tests of suite module `after` and has held the same
+    tests for `quiet_s`: the run is in a long step (a measurement stage, the all_reduce made to hang)."""
+    deadline, last, since = time.monotonic() + timeout_s, None, time.monotonic()
+    while time.monotonic() < deadline:
+        try:
+            record = load_results(results)
+        except InputFileError:  # not written yet
+            record = None
+        held = [t.nodeid for t in record.tests] if record is not None else None
+        if held != last:
+            last, since = held, time.monotonic()
+        elif held and any(t.module == after for t in record.tests) and time.monotonic() - since >= quiet_s:
+            return record
+        time.sleep(0.1)
+    raise AssertionError(f"the run never held tests for {quiet_s} s")
+
+
+def junit_shape(junit) -> tuple[list[str], dict[str, tuple]]:
+    """A JUnit file's structure: the suite's property names, and per test case its elements and
+    property names (values left out)."""
+    (suite,) = junit.getroot().findall("testsuite")
+    cases = {
+        case.get("name"): (tuple(child.tag for child in case), tuple(p.get("name") for p in case.iterfind("properties/property")))
+        for case in suite.iter("testcase")
+    }
+    return [p.get("name") for p in suite.iterfind("properties/property")], cases
+
+
 @pytest.mark.slow
-def test_a_killed_run_leaves_valid_results_and_junit_of_what_finished(tmp_path):
+def test_a_killed_run_leaves_valid_results_and_junit_of_what_finished(cpu_run, tmp_path):
     from lxml import etree
 
-    # the all_reduce at 256 KiB hangs (and would until its 30 s limit): stop the run while it waits
+    # the all_reduce at 256 KiB hangs (and would until its 30 s limit): kill the run in it, the
+    # suites before test_nccl.py done (those after test_ddp.py's stage: the inventory)
     run = gpu_accept_run(tmp_path, "-p", "no:randomly", env={"GPUACCEPT_INJECT_HANG": "all_reduce 256 KiB"}, wait=False)
     results = tmp_path / "reports" / "results.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (results.exists() and json.loads(results.read_text())["tests"]):
-        time.sleep(0.2)
-    time.sleep(1.0)
+    when_quiet(results, 3 * IDLE_S, after="test_inventory")
     run.send_signal(signal.SIGKILL)
     run.wait(timeout=30)
-    document = load_results(results)  # valid JSON, whatever the moment of the kill
-    assert document["complete"] is False and document["tests"]
+    document = load_results(results)  # valid, whatever the moment of the kill
+    assert document.complete is False and document.tests
+    # the file alone is valid too: JSON of the published schema, holding every test that finished
+    raw = json.loads(results.read_text())
+    jsonschema.validate(raw, json.loads((ROOT / "schemas" / "results.schema.json").read_text()))
+    assert [t["nodeid"] for t in raw["tests"]] == [t.nodeid for t in document.tests]
     junit = etree.parse(str(tmp_path / "reports" / "junit.xml"))
     assert etree.XMLSchema(etree.parse(str(DATA / "junit.xsd"))).validate(junit)
-    assert len(junit.findall(".//testcase")) == len(document["tests"])
+    assert [case.get("name") for case in junit.iter("testcase")] == [t.id for t in document.tests]
+    # JUnit of the same shape as the finished run's: elements and property names, per test case
+    killed_suite, killed_cases = junit_shape(junit)
+    finished_suite, finished_cases = junit_shape(etree.parse(str(cpu_run[0] / "reports" / "junit.xml")))
+    assert killed_suite == finished_suite and "complete" in killed_suite and "facts_source" in killed_suite
+    assert killed_cases == {name: finished_cases[name] for name in killed_cases}
+    # verdicts that passed, that the profile made not applicable, and tests it left out
+    assert {("properties",), ("properties", "skipped"), ("skipped",)} <= {elements for elements, _ in killed_cases.values()}
 
 
 @pytest.mark.slow
@@ -114,13 +158,13 @@ def test_sigterm_ends_the_run_with_its_reports_written(tmp_path):
     run = gpu_accept_run(tmp_path, env={"GPUACCEPT_INJECT_HANG": "all_reduce 256 KiB"}, wait=False)
     results = tmp_path / "reports" / "results.json"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (results.exists() and json.loads(results.read_text())["tests"]):
+    while time.monotonic() < deadline and not (results.exists() and load_results(results).tests):
         time.sleep(0.2)
     run.send_signal(signal.SIGTERM)
     output, _ = run.communicate(timeout=60)
     assert run.returncode == 2, output  # interrupted: not a verdict on the machine
     document = load_results(results)
-    assert document["complete"] is True and document["run"]["exit_status"] == 2
+    assert document.complete is True and document.run.exit_status == 2
     ET.parse(tmp_path / "reports" / "junit.xml")
 
 
@@ -157,9 +201,9 @@ def test_baseline_gates_a_later_run(cpu_run, tmp_path):
     done = gpu_accept_run(tmp_path / "slower", *replay, "-k", "no_regression", "--baseline", str(edited), "--max-regression", "99%")
     assert done.returncode == 1
     results = load_results(tmp_path / "slower" / "reports" / "results.json")
-    failed = [t for t in results["tests"] if t["outcome"] == "failed"]
-    assert [t["id"] for t in failed] == ["test_no_regression[busbw-all_reduce-64KiB]"]
-    assert "baseline" in failed[0]["message"] and "at most 99% worse allowed" in failed[0]["message"]
+    failed = [t for t in results.tests if t.outcome == "failed"]
+    assert [t.id for t in failed] == ["test_no_regression[busbw-all_reduce-64KiB]"]
+    assert "baseline" in failed[0].message and "at most 99% worse allowed" in failed[0].message
     # other software is the point of the check: a note in the summary, not a Python warning
     summary = done.stdout[done.stdout.index("gpu-accept summary"):]
     assert f"note: baseline {edited} was saved with other software or on another host: driver 575.57.08 -> 580.159.04" in summary
@@ -175,10 +219,10 @@ def test_profile_from_the_golden_machine_passes_its_own_facts(cpu_run, tmp_path,
     text = target.read_text()
     assert " 1 run " in text and "x (0.5 - spread 0.0%) = " in text
     profile = load_profile(target, [shipped_dir("profiles")])
-    measured = load_results(folder / "reports" / "results.json")["facts"]["measurements"]
-    first = measured["collectives"]["results"][0]
-    floor = profile.spec.nccl.busbw[first["collective"]][first["nominal_size"]]
-    assert floor == pytest.approx(first["busbw_GBps"] * 0.5, rel=1e-3, abs=1e-4)
+    measured = load_results(folder / "reports" / "results.json").facts.measurements
+    first = measured.collectives.results[0]
+    floor = profile.spec.nccl.busbw[first.collective][first.nominal_size]
+    assert floor == pytest.approx(first.busbw_GBps * 0.5, rel=1e-3, abs=1e-4)
     done = gpu_accept_run(tmp_path, "--facts", str(folder / "reports" / "facts.json"), "-k", "not p2p_cuda", profile=target)
     assert done.returncode == 0, done.stdout[-3000:]
 
@@ -233,8 +277,6 @@ def test_fleet_command_exit_codes(tmp_path, capsys):
 
 
 def test_html_of_a_real_4xh200_run():
-    from tests.helpers import ROOT
-
     document = load_results(ROOT / "examples" / "results" / "h200x4.json")
     page = render_html(document)
     parsed = Page(page)
@@ -252,8 +294,6 @@ def test_html_of_a_real_4xh200_run():
 
 
 def test_html_marks_the_ddp_settings_that_failed():
-    from tests.helpers import ROOT
-
     page = render_html(load_results(ROOT / "examples" / "results" / "h200x4-nccl-p2p-disabled.json"))
     ddp_table = page[page.index("id='ddp'"):].split("</table>")[0]
     row = ddp_table[ddp_table.index("<td>4gpu-bs8</td>"):].split("</tr>")[0]
@@ -286,15 +326,20 @@ def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
 
 
 def test_fleet_reads_which_way_a_value_improves_from_its_verdict(tmp_path):
+    from gpuaccept.facts.run_record import TestRecord, VerdictRecord
     from gpuaccept.report.fleet import host_results
 
+    real = load_results(ROOT / "examples" / "results" / "h200x4.json")
+
     def host(name: str, value: float, better: str | None) -> object:
-        verdict = {"check": "ddp_exposed_comm", "subject": "2gpu-bs8", "outcome": "passed", "measured": value, "unit": ""}
+        verdict = {"check": "ddp_exposed_comm", "subject": "2gpu-bs8", "outcome": "passed", "measured": value, "expected": "", "unit": ""}
         if better is not None:
             verdict["better"] = better
-        test = {"id": "test_ddp_exposed_comm[2gpu-bs8]", "nodeid": "test_ddp.py::x", "outcome": "passed", "verdict": verdict}
-        document = {"environment": {"host": name}, "run": {"profile": {"name": "p"}}, "complete": True, "tests": [test]}
-        return host_results(document, f"{name}.json")
+        test = TestRecord(
+            id="test_ddp_exposed_comm[2gpu-bs8]", nodeid="test_ddp.py::x", outcome="passed", verdict=VerdictRecord.of(verdict)
+        )
+        record = real.model_copy(update={"environment": real.environment.model_copy(update={"host": name})}).with_tests([test])
+        return host_results(record, f"{name}.json")
 
     # a share of time lost to communication: the host far above the median is the outlier
     for better in ("lower", None):  # None: results written before verdicts carried `better`

@@ -5,8 +5,6 @@ NCCL_P2P_DISABLE=1, and from facts recorded on that machine."""
 
 from __future__ import annotations
 
-import copy
-import json
 import re
 import subprocess
 import sys
@@ -16,11 +14,11 @@ import pytest
 
 from gpuaccept.cli import main as cli
 from gpuaccept.facts import save_facts
+from gpuaccept.facts.run_record import AtLeastCriterion, RunRecord, TestRecord, load_results
 from gpuaccept.report.fleet import read_fleet, write_fleet_junit
 from gpuaccept.report.html import FAIL, MARGINAL, UNJUDGED, render_html
-from gpuaccept.report.results import load_results
 from gpuaccept.report.summary import summary_lines
-from tests.helpers import EXAMPLES, ROOT, example_facts, mutated
+from tests.helpers import EXAMPLES, ROOT, example_facts, mutated, with_verdict, with_verdicts
 
 RESULTS = ROOT / "examples" / "results"
 HEALTHY = RESULTS / "h200x4.json"
@@ -37,18 +35,9 @@ def summary_of(stdout: str) -> list[str]:
     return lines[start + 1:]
 
 
-def with_verdict(document: dict, test_id: str, **changes) -> dict:
-    changed = copy.deepcopy(document)
-    for test in changed["tests"]:
-        if test["id"] == test_id:
-            test["verdict"].update(changes)
-            return changed
-    raise KeyError(test_id)
-
-
-def written(tmp_path, name: str, document: dict) -> str:
+def written(tmp_path, name: str, record: RunRecord) -> str:
     path = tmp_path / name
-    path.write_text(json.dumps(document))
+    path.write_text(record.to_json())
     return str(path)
 
 
@@ -79,8 +68,8 @@ def test_facts_without_measurements_name_each_cause_once(tmp_path):
     assert "short test summary" not in done.stdout and "= FAILURES =" not in done.stdout
     assert len(done.stdout.splitlines()) < 30
     # every test keeps its own line where one test is read: JUnit and results.json
-    tests = {t["id"]: t for t in load_results(tmp_path / "results.json")["tests"]}
-    message = tests["test_pair_busbw[gpu2-gpu3]"]["message"]
+    tests = {t.id: t for t in load_results(tmp_path / "results.json").tests}
+    message = tests["test_pair_busbw[gpu2-gpu3]"].message
     assert message == f"could not be established: gpu2-gpu3: the facts hold no pairwise sweep {record}"
 
 
@@ -117,7 +106,7 @@ def test_a_missing_gpu_is_named_before_the_links_and_pairs_it_fails(tmp_path):
 
 
 def test_failures_of_a_real_run_come_by_layer():
-    lines = summary_lines(load_results(NO_P2P)["tests"])
+    lines = summary_lines(load_results(NO_P2P).tests)
     failures = [line for line in lines if line.startswith("  FAILED")]
     # the run recorded its DDP tests first; NCCL is the layer below
     assert lines[0] == "25 test(s) did not pass, in layer order (inventory, topology, p2p, nccl, bandwidth, ddp, baseline):"
@@ -129,8 +118,8 @@ def test_failures_of_a_real_run_come_by_layer():
 
 def test_a_test_that_raised_is_grouped_and_points_to_its_traceback():
     raised = [
-        {"id": f"test_busbw[{case}]", "nodeid": f"test_nccl.py::test_busbw[{case}]", "outcome": "error",
-         "message": "RuntimeError: NCCL stage could not start", "verdict": None}
+        TestRecord(id=f"test_busbw[{case}]", nodeid=f"test_nccl.py::test_busbw[{case}]", outcome="error",
+                   message="RuntimeError: NCCL stage could not start")
         for case in ("all_reduce-256MiB", "all_reduce-1GiB", "all_reduce-4GiB")
     ]
     assert summary_lines(raised) == [
@@ -143,7 +132,7 @@ def test_a_test_that_raised_is_grouped_and_points_to_its_traceback():
 # -- transient and marginal values ---------------------------------------------------------------------
 
 
-def flagged_run() -> dict:
+def flagged_run() -> RunRecord:
     document = load_results(HEALTHY)
     document = with_verdict(document, "test_busbw[all_reduce-1GiB]", transient=True, attempts=[301.2, 353.35])
     document = with_verdict(document, "test_p2p_copy[gpu0-gpu1]", transient=True, attempts=[310.0, 350.1, 394.97])
@@ -151,7 +140,7 @@ def flagged_run() -> dict:
 
 
 def test_transient_and_marginal_values_are_counted_in_the_summary():
-    lines = summary_lines(flagged_run()["tests"])
+    lines = summary_lines(flagged_run().tests)
     assert lines[0] == (
         "2 value(s) passed only when measured again (transient): test_p2p_copy[gpu0-gpu1] (attempts 310, 350.1, 395 GB/s), "
         "test_busbw[all_reduce-1GiB] (attempts 301.2, 353.4 GB/s)"
@@ -161,7 +150,7 @@ def test_transient_and_marginal_values_are_counted_in_the_summary():
         "test_pair_busbw[gpu2-gpu3] (288.4 GB/s, expected >= 261.2 GB/s)"
     )
     # results.json of older runs has neither key: nothing to count, nothing to fail on
-    assert not any("transient" in line or "marginal" in line for line in summary_lines(load_results(HEALTHY)["tests"]))
+    assert not any("transient" in line or "marginal" in line for line in summary_lines(load_results(HEALTHY).tests))
 
 
 def test_transient_and_marginal_values_are_counted_in_the_html_header():
@@ -199,7 +188,7 @@ def test_fleet_of_healthy_hosts_passes_and_an_incomplete_run_fails(tmp_path, cap
     assert capsys.readouterr().out.splitlines()[1:] == [
         "2 host(s), 0 did not pass their profile, 0 value(s) more than 10% worse than the fleet median on 0 host(s)"
     ]
-    stopped = written(tmp_path, "stopped.json", {**healthy, "complete": False})
+    stopped = written(tmp_path, "stopped.json", healthy.model_copy(update={"complete": False}))
     assert cli(["report", "fleet", str(HEALTHY), stopped]) == 1
     assert f"FAIL vm ({stopped}): run incomplete (stopped before its end)" in capsys.readouterr().out.splitlines()
 
@@ -209,10 +198,9 @@ def test_fleet_lists_hosts_by_transient_count(tmp_path, capsys):
     once = with_verdict(healthy, "test_busbw[all_reduce-1GiB]", transient=True, attempts=[301.2, 353.35])
     twice = with_verdict(once, "test_p2p_copy[gpu0-gpu1]", transient=True, attempts=[310.0, 394.97])
     paths = []
-    for name, document in (("node1", healthy), ("node2", once), ("node3", twice)):
-        document = copy.deepcopy(document)
-        document["environment"]["host"] = name
-        paths.append(written(tmp_path, f"{name}.json", document))
+    for name, record in (("node1", healthy), ("node2", once), ("node3", twice)):
+        record = record.model_copy(update={"environment": record.environment.model_copy(update={"host": name})})
+        paths.append(written(tmp_path, f"{name}.json", record))
     assert cli(["report", "fleet", *paths]) == 0  # a transient is a pass: worth a look, not a failure
     assert capsys.readouterr().out.splitlines() == [
         "transient values by host (passed only when measured again; a server with many is worth a look):",
@@ -224,10 +212,8 @@ def test_fleet_lists_hosts_by_transient_count(tmp_path, capsys):
 
 
 def test_fleet_of_three_keeps_the_median_check(tmp_path, capsys):
-    slow = load_results(HEALTHY)
-    for test in slow["tests"]:
-        if test["id"] == "test_pair_busbw[gpu1-gpu3]":
-            test["verdict"]["measured"] = 200.0  # still above its floor: passes its profile, not its fleet
+    # still above its floor: passes its profile, not its fleet
+    slow = with_verdict(load_results(HEALTHY), "test_pair_busbw[gpu1-gpu3]", measured=200.0)
     paths = [str(HEALTHY), written(tmp_path, "same.json", load_results(HEALTHY)), written(tmp_path, "slow.json", slow)]
     assert cli(["report", "fleet", *paths]) == 1
     assert capsys.readouterr().out.splitlines() == [
@@ -292,13 +278,11 @@ def test_pair_cells_of_the_p2p_disabled_run_are_red_and_of_the_healthy_run_green
 
 def test_heat_cells_sit_between_their_floor_and_the_peak():
     document = load_results(HEALTHY)
-    for test in document["tests"]:
-        verdict = test.get("verdict") or {}
-        if verdict.get("check") == "pair_busbw":
-            verdict["criterion"] = {"op": ">=", "limit": 261.2, "unit": "GB/s"}  # as runs record it now
+    floor = AtLeastCriterion(op=">=", limit=261.2, unit="GB/s").model_dump()  # as runs record it now
+    document = with_verdicts(document, lambda test: test.verdict is not None and test.verdict.check == "pair_busbw", criterion=floor)
     document = with_verdict(document, "test_pair_busbw[gpu0-gpu1]", marginal=True)
     document = with_verdict(document, "test_pair_busbw[gpu0-gpu2]", outcome="failed")
-    document["tests"] = [t for t in document["tests"] if t["id"] != "test_pair_busbw[gpu1-gpu3]"]
+    document = document.with_tests([t for t in document.tests if t.id != "test_pair_busbw[gpu1-gpu3]"])
     cells = heat_cells(render_html(document), "pair-matrix")
     # row by row: gpu0-gpu1, gpu0-gpu2, gpu0-gpu3, gpu1-gpu0, ...; the matrix is symmetric
     state = {(row, column): cell for (row, column), cell in zip([(i, j) for i in range(4) for j in range(4) if i != j], cells, strict=True)}

@@ -169,6 +169,8 @@ def _parser() -> argparse.ArgumentParser:
     fleet.add_argument("--tolerance", default="10%", help="how far below the median is an outlier (default 10%%)")
     fleet.add_argument("-o", "--output", type=Path, help="also write fleet JUnit, outliers as failing test cases")
     fleet.set_defaults(handler=_report_fleet)
+    results_schema = report_commands.add_parser("schema", help="the JSON Schema of results.json, for tools that read it")
+    results_schema.set_defaults(handler=_report_schema)
     return parser
 
 
@@ -190,7 +192,7 @@ def _run(args, extra: list[str]) -> int:
         str(suites),
         "--profile",
         args.profile,
-        "--junitxml",
+        "--junit-report",
         str(reports / "junit.xml"),
         "--results",
         str(reports / "results.json"),
@@ -253,7 +255,7 @@ class _Outcome:
     nothing_judged = ""
 
     def pytest_unconfigure(self, config) -> None:
-        from gpuaccept.plugin.reporting import NOTHING_JUDGED_KEY
+        from gpuaccept.plugin.recording import NOTHING_JUDGED_KEY
 
         self.nothing_judged = config.stash.get(NOTHING_JUDGED_KEY, "")
 
@@ -332,21 +334,20 @@ def _drop_empty(value):
 
 
 def _profile_init(args, extra: list[str]) -> int:
+    from gpuaccept.facts.run_record import load_results
     from gpuaccept.profile.from_results import profile_from_results
-    from gpuaccept.report.results import load_results
 
     def warn(line: str) -> None:
         print(f"gpu-accept: warning: {line}", file=sys.stderr)
 
     try:
         if args.texts:
-            facts = _read_imports(args.texts).facts
-            documents = [{"facts": facts.model_dump(mode="json"), "run": {}}]
+            golden = [_read_imports(args.texts).facts]
             sources = [" + ".join(str(t) for t in args.texts)]
         else:
-            documents = [load_results(source) for source in args.sources]
+            golden = [load_results(source) for source in args.sources]
             sources = [str(source) for source in args.sources]
-        text = profile_from_results(documents, sources, args.name, args.margin, warn)
+        text = profile_from_results(golden, sources, args.name, args.margin, warn)
     except ValueError as error:
         raise GpuAcceptError(str(error)) from None
     with tempfile.TemporaryDirectory(prefix="gpuaccept-profile-init-") as folder:
@@ -362,13 +363,13 @@ def _profile_init(args, extra: list[str]) -> int:
 
 
 def _baseline_save(args, extra: list[str]) -> int:
+    from gpuaccept.facts.run_record import load_results
     from gpuaccept.report.baseline import baseline_runs, save_baseline
-    from gpuaccept.report.results import load_results
 
-    documents = [load_results(path) for path in args.results]
+    records = [load_results(path) for path in args.results]
     sources = [str(path) for path in args.results]
-    runs = baseline_runs(documents, sources)
-    profile = documents[0]["run"]["profile"]["name"]
+    runs = baseline_runs(records, sources)
+    profile = records[0].run.profile.name
     saved = save_baseline(args.output, runs[0], profile, runs[1:], sources)
     print(f"wrote {args.output}: {saved.values} values from {saved.runs} run(s) of profile {profile}")
     for note in saved.notes():
@@ -377,8 +378,8 @@ def _baseline_save(args, extra: list[str]) -> int:
 
 
 def _report_html(args, extra: list[str]) -> int:
+    from gpuaccept.facts.run_record import load_results
     from gpuaccept.report.html import render_html
-    from gpuaccept.report.results import load_results
 
     args.output.write_text(render_html(load_results(args.results)), encoding="utf-8")
     print(f"wrote {args.output}")
@@ -413,6 +414,13 @@ def _report_fleet(args, extra: list[str]) -> int:
 
 def _profile_schema(args, extra: list[str]) -> int:
     print(json.dumps(profile_json_schema(), indent=2))
+    return EXIT_OK
+
+
+def _report_schema(args, extra: list[str]) -> int:
+    from gpuaccept.facts.run_record import results_json_schema
+
+    print(json.dumps(results_json_schema(), indent=2))
     return EXIT_OK
 
 

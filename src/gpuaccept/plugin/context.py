@@ -11,37 +11,40 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from gpuaccept.facts import Facts, load_facts, parse_facts
+from gpuaccept.facts.run_record import FACTS_SOURCE, FactsFile, LiveMachine
+from gpuaccept.plugin.options import NamedProfile, ProfileChoice, RunOptions
 from gpuaccept.probe import probe_machine
 from gpuaccept.profile import Profile, ProfileCatalog, load_profile
-
-AUTO = "auto"
+from gpuaccept.session.store import MeasurementStore
 
 
 @dataclass(frozen=True)
 class RunContext:
     profile: Profile
     facts: Facts
-    facts_source: str  # "live" or the facts file evaluated
+    facts_source: LiveMachine | FactsFile
     profile_folders: tuple[str, ...]
     chosen_because: str = ""  # why --profile auto chose this profile; "" where it was named
 
     @classmethod
-    def build(cls, profile_name: str, facts_file: str | None, profile_dirs: list[str]) -> RunContext:
-        catalog = ProfileCatalog.with_shipped([Path(d) for d in profile_dirs])
+    def build(cls, choice: ProfileChoice, source: LiveMachine | FactsFile, profile_dirs: tuple[Path, ...]) -> RunContext:
+        catalog = ProfileCatalog.with_shipped(list(profile_dirs))
         # a named profile is loaded first: a bad profile is reported before any hardware is touched
-        profile = catalog.load(profile_name) if profile_name != AUTO else None
-        facts = load_facts(Path(facts_file)) if facts_file else probe_machine()
+        profile = catalog.load(choice.name) if isinstance(choice, NamedProfile) else None
+        facts = load_facts(Path(source.path)) if isinstance(source, FactsFile) else probe_machine()
         reason = ""
         if profile is None:
             selection = catalog.auto_select(*facts.installed())
             profile, reason = selection.profile, selection.reason
-        return cls(profile, facts, facts_file or "live", tuple(str(f) for f in catalog.folders), reason)
+        return cls(profile, facts, source, tuple(str(f) for f in catalog.folders), reason)
 
     @property
     def live(self) -> bool:
         """Whether this run probes and measures the machine it runs on (not replayed facts)."""
-        return self.facts_source == "live"
+        return isinstance(self.facts_source, LiveMachine)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -49,7 +52,7 @@ class RunContext:
                 "profile_path": str(self.profile.path),
                 "profile_folders": list(self.profile_folders),
                 "facts": self.facts.model_dump(mode="json"),
-                "facts_source": self.facts_source,
+                "facts_source": FACTS_SOURCE.dump_python(self.facts_source, mode="json"),
                 "chosen_because": self.chosen_because,
             }
         )
@@ -60,12 +63,13 @@ class RunContext:
         folders = [Path(f) for f in data["profile_folders"]]
         profile = load_profile(Path(data["profile_path"]), folders)
         facts = parse_facts(json.dumps(data["facts"]), "facts from the controlling process")
-        return cls(profile, facts, data["facts_source"], tuple(data["profile_folders"]), data["chosen_because"])
+        source = FACTS_SOURCE.validate_python(data["facts_source"])
+        return cls(profile, facts, source, tuple(data["profile_folders"]), data["chosen_because"])
 
     def describe(self) -> str:
         gpus = self.facts.gpus
         model = gpus[0].name if gpus else "no GPU"
-        where = "probed live" if self.facts_source == "live" else f"replayed from {self.facts_source}"
+        where = f"replayed from {self.facts_source}" if isinstance(self.facts_source, FactsFile) else "probed live"
         if self.facts.imported_from is not None:
             where = f"read from command outputs ({', '.join(self.facts.imported_from.files)}) via {self.facts_source}"
         hidden = self.facts.hidden_gpus
@@ -75,3 +79,22 @@ class RunContext:
             f"profile {self.profile.name} ({self.profile.path}){chosen}; facts {where}: {self.facts.system.hostname}, "
             f"{len(gpus)}x {model}{installed}, driver {self.facts.system.driver_version}"
         )
+
+
+@dataclass(frozen=True)
+class GpuAcceptRun:
+    """A gpu-accept run as each pytest process (controller or xdist worker) holds it."""
+
+    options: RunOptions
+    context: RunContext
+    store: MeasurementStore
+
+
+RUN_KEY = pytest.StashKey[GpuAcceptRun]()
+
+
+def run_of(config: pytest.Config) -> GpuAcceptRun:
+    run = config.stash.get(RUN_KEY, None)
+    if run is None:
+        raise pytest.UsageError("gpu-accept: these tests need --profile NAME|PATH|auto (or --facts FILE)")
+    return run

@@ -7,6 +7,9 @@ of making them disappear, and ids stay the same from machine to machine (baselin
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import pytest
 
 from gpuaccept.checks.ddp import ddp_cases
@@ -16,7 +19,7 @@ from gpuaccept.vocabulary.links import gpu_key, pair_key
 
 
 def parametrize_from_profile(metafunc: pytest.Metafunc, profile: Profile) -> None:
-    families = {
+    families: dict[str, tuple[Sequence[Any], Callable[[Any], str], str]] = {
         "gpu": (list(range(profile.gpu_count)), gpu_key, "no GPUs"),
         "gpu_pair": (profile.gpu_pairs(), lambda p: pair_key(*p), "no GPU pairs"),
         "gpu_ordered_pair": (profile.ordered_gpu_pairs(), lambda p: pair_key(*p), "no GPU pairs"),

@@ -1,10 +1,11 @@
-"""Turning a verdict into a test outcome, with its numbers kept on the test for every report."""
+"""Turning a verdict into a test outcome, and a test's report into its record, verdict and all."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpuaccept.checks.verdict import Outcome, Verdict
+from gpuaccept.facts.run_record import TestOutcome, TestRecord, VerdictRecord
 
 VERDICTS_KEY = pytest.StashKey[list[Verdict]]()
 
@@ -14,21 +15,8 @@ class VerdictRecorder:
         self.item = item
 
     def __call__(self, verdict: Verdict) -> Verdict:
+        # kept on the test: its report carries it as a record (from xdist workers too) to every writer
         self.item.stash.setdefault(VERDICTS_KEY, []).append(verdict)
-        # record_property's user_properties travel from xdist workers to the controller's JUnit
-        for name, value in (
-            ("check", verdict.check),
-            ("subject", verdict.subject),
-            ("outcome", verdict.outcome.value),
-            ("measured", "" if verdict.measured is None else verdict.measured),
-            ("expected", verdict.expected),
-            ("unit", verdict.unit),
-            ("profile", verdict.profile),
-            ("marginal", str(verdict.marginal).lower()),
-            ("attempts", ", ".join("-" if a is None else str(a) for a in verdict.attempts)),
-            ("transient", str(verdict.transient).lower()),
-        ):
-            self.item.user_properties.append((name, value))
         if verdict.outcome is Outcome.NOT_APPLICABLE:
             pytest.skip(verdict.message)
         if verdict.outcome is Outcome.FAILED:
@@ -49,8 +37,9 @@ def failure_message(item: pytest.Item) -> str:
     return "\n".join(lines)
 
 
-def test_record(report: pytest.TestReport) -> dict | None:
-    """One test's line in results.json, from its report: None for phases that decide nothing."""
+def test_record(report: pytest.TestReport) -> TestRecord | None:
+    """One test of the run record, from its report: None for phases that decide nothing."""
+    outcome: TestOutcome
     if report.when == "call":
         outcome = report.outcome
     elif report.when == "setup" and not report.passed:
@@ -59,14 +48,15 @@ def test_record(report: pytest.TestReport) -> dict | None:
         outcome = "error"
     else:
         return None
-    return {
-        "id": report.nodeid.rsplit("::", 1)[-1],
-        "nodeid": report.nodeid,
-        "outcome": outcome,
-        "duration_s": round(report.duration, 4),
-        "message": _message(report),
-        "verdict": getattr(report, "gpuaccept_verdict", None),
-    }
+    verdict = getattr(report, "gpuaccept_verdict", None)  # Verdict.as_record(), set by the makereport hook
+    return TestRecord(
+        id=report.nodeid.rsplit("::", 1)[-1],
+        nodeid=report.nodeid,
+        outcome=outcome,
+        duration_s=round(report.duration, 4),
+        message=_message(report),
+        verdict=VerdictRecord.of(verdict) if verdict is not None else None,
+    )
 
 
 def _message(report: pytest.TestReport) -> str:
@@ -76,5 +66,5 @@ def _message(report: pytest.TestReport) -> str:
         return str(report.longrepr[2]).removeprefix("Skipped: ")
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
-        return crash.message
+        return str(crash.message)
     return str(report.longrepr).strip().splitlines()[-1] if report.longrepr else ""

@@ -17,13 +17,14 @@ import math
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
 from gpuaccept.facts import Facts, Unavailable
 from gpuaccept.facts.model import CollectiveResult
+from gpuaccept.facts.run_record import RunRecord
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import SCHEMA_VERSION, MeasureDtype
 from gpuaccept.vocabulary.collectives import COLLECTIVES
@@ -75,20 +76,19 @@ def _short_uuid(facts: Facts) -> str:
 
 
 def profile_from_results(
-    documents: list[Data], sources: list[str], name: str, margin: float, warn: Callable[[str], None] = lambda line: None
+    golden: Sequence[RunRecord | Facts], sources: list[str], name: str, margin: float, warn: Callable[[str], None] = lambda line: None
 ) -> str:
     """Expectations from the first run's facts, which every other run must share; floors from the
     lowest value over every run of every machine, times the margin less the spread of all runs:
     (max - min) / max, so noisy values and unlike machines get wider margins. `warn` hears what the
-    floors cannot know: a single machine, a machine with a single run."""
+    floors cannot know: a single machine, a machine with a single run. Each run is a run record
+    (results.json), or facts alone (read from command outputs), dated by when they were recorded."""
     if not 0 < margin <= 1:
         raise ValueError(f"margin {margin} must be above 0 and at most 1 (0.9 keeps 90% of each measured value)")
-    runs = [Facts.model_validate_json(json.dumps(document["facts"])) for document in documents]
+    runs = [run.facts if isinstance(run, RunRecord) else run for run in golden]
     machines = machines_of(runs, sources)
     _agree(machines, margin)
-    days = sorted(
-        {(document.get("run", {}).get("started_at") or run.recorded_at)[:10] for document, run in zip(documents, runs, strict=True)}
-    )
+    days = sorted({(run.run.started_at if isinstance(run, RunRecord) else run.recorded_at)[:10] for run in golden})
     labels = machines[0].label if len(machines) == 1 else f"{len(machines)} machines ({', '.join(m.label for m in machines)})"
     imported = runs[0].imported_from
     seen = f"on {labels} {days[0] if len(days) == 1 else f'{days[0]} to {days[-1]}'}"

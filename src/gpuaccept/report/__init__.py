@@ -1,2 +1,2 @@
-"""Writers: results.json, the HTML report, fleet JUnit, baselines. They read results and facts and
-never touch hardware."""
+"""Writers: results.json with its journal, JUnit of a run and of a fleet, the HTML report, baselines,
+the terminal summary. They read run records and facts and never touch hardware."""

@@ -15,17 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuaccept.errors import InputFileError, Problem
-from gpuaccept.facts import Facts, parse_facts
+from gpuaccept.facts import Facts
+from gpuaccept.facts.run_record import Environment, RunRecord
 from gpuaccept.files import write_atomically
-from gpuaccept.report.results import environment_of, now
+from gpuaccept.report.results import now
 from gpuaccept.report.summary import did_not_pass
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.steps import ddp_case
 
 BASELINE_FORMAT = "gpu-accept-baseline"
 BASELINE_VERSION = 1
-# what a baseline records of the machine it was saved on
-MACHINE_KEYS = ("gpu_model", "gpu_count", "driver", "cuda_driver", "nccl", "torch", "host")
 # what must match for a comparison to mean something (with the profile): a baseline of 4 GPUs
 # cannot judge a run on 2. Software differing is the point of a regression check after an
 # update, and another host of the same kind is a golden machine: both are only noted.
@@ -108,10 +107,17 @@ def _usable(value: float) -> bool:
 
 
 def machine_of(facts: Facts, profile_name: str) -> dict:
-    environment = environment_of(facts)
-    machine = {key: environment.get(key) for key in MACHINE_KEYS}
-    machine["profile"] = profile_name
-    return machine
+    environment = Environment.of(facts)
+    return {
+        "gpu_model": environment.gpu_model,
+        "gpu_count": environment.gpu_count,
+        "driver": environment.driver,
+        "cuda_driver": environment.cuda_driver,
+        "nccl": environment.nccl,
+        "torch": environment.torch,
+        "host": environment.host,
+        "profile": profile_name,
+    }
 
 
 def named(keys: list[str], shown: int = NAMES_SHOWN) -> str:
@@ -120,15 +126,15 @@ def named(keys: list[str], shown: int = NAMES_SHOWN) -> str:
     return ", ".join(keys[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
-def baseline_runs(documents: list[dict], sources: list[str]) -> list[Facts]:
-    """The facts of results documents a baseline may be made of: every run complete and passed (a
-    baseline is a picture of a healthy machine), all of one profile on one kind of machine. Every
-    file that cannot be used is named, one line each."""
+def baseline_runs(records: list[RunRecord], sources: list[str]) -> list[Facts]:
+    """The facts of runs a baseline may be made of: every run complete and passed (a baseline is a
+    picture of a healthy machine), all of one profile on one kind of machine. Every file that cannot
+    be used is named, one line each."""
     problems = []
-    first = None
-    for document, source in zip(documents, sources, strict=True):
-        bad = [t["id"] for t in did_not_pass(document.get("tests", []))]
-        if not document.get("complete"):
+    first: tuple[str, dict[str, object]] | None = None
+    for record, source in zip(records, sources, strict=True):
+        bad = [t.id for t in did_not_pass(record.tests)]
+        if not record.complete:
             problems.append(Problem(source, None, "", f"the run did not finish (complete: false): {HEALTHY}"))
             continue
         if bad:
@@ -137,8 +143,10 @@ def baseline_runs(documents: list[dict], sources: list[str]) -> list[Facts]:
                 f"{len(bad)} test(s) did not pass ({named(bad, 3)}): {HEALTHY}; save one from runs that passed",
             ))
             continue
-        environment = document.get("environment", {})
-        kind = {"profile": document.get("run", {}).get("profile", {}).get("name"), **{k: environment.get(k) for k in HARDWARE_KEYS}}
+        environment = record.environment
+        kind: dict[str, object] = {
+            "profile": record.run.profile.name, "gpu_model": environment.gpu_model, "gpu_count": environment.gpu_count,
+        }
         if first is None:
             first = (source, kind)
         elif kind != first[1]:
@@ -146,7 +154,7 @@ def baseline_runs(documents: list[dict], sources: list[str]) -> list[Facts]:
             problems.append(Problem(source, None, "", f"{differing}: one baseline holds runs of one profile on one kind of machine"))
     if problems:
         raise InputFileError(problems)
-    return [parse_facts(json.dumps(d["facts"]), str(source)) for d, source in zip(documents, sources, strict=True)]
+    return [record.facts for record in records]
 
 
 @dataclass(frozen=True)

@@ -3,25 +3,25 @@ own profile (a host whose run failed a test fails the fleet); and, where a profi
 enough, the hosts whose measured values sit far below the fleet's median (burn-in batches, where
 no baseline exists yet).
 
-Each file is read, and its host's testsuite written, in parallel, one process per core: a
-thousand hosts of results is a hundred megabytes of JSON in, thirty of XML out. Fleet outliers,
-known only once every host is read, go into a testsuite of their own.
+Each file is read (as a run record) and its host's testsuite written (by report/junit.py, the
+writer of a run's own junit.xml: every test case with its verdict's properties), in parallel, one
+process per core: a thousand 8-GPU hosts are 140 MB of JSON in, 190 MB of XML out, in 6 s on two
+cores (bench/README.md). Fleet outliers, known only once every host is read, go into a testsuite
+of their own.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
-import xml.etree.ElementTree as ET
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from junit_xml import TestCase, TestSuite, _clean_illegal_xml_chars
-
 from gpuaccept.errors import GpuAcceptError
-from gpuaccept.report.results import load_results, suite_properties
+from gpuaccept.facts.run_record import RunRecord, load_results
+from gpuaccept.report.junit import Suite, failing_suite, suite, write_junit, xml_attribute
 from gpuaccept.report.summary import attempts_of, did_not_pass, marginal_tests, transient_tests
 
 # results.json written before verdicts said which way their value improves: the one check whose
@@ -44,17 +44,15 @@ class HostResults:
     host: str
     profile: str
     complete: bool
-    properties: dict[str, str]
     values: dict[str, tuple[bool, float, str]]  # test id -> (lower is better, measured, unit)
-    suite_xml: str  # this host's <testsuite>, written by the process that read the file
-    counts: dict[str, int]
+    suite: Suite  # this host's <testsuite>, written by the process that read the file
     failures: tuple[tuple[str, str], ...] = ()  # (test id, message) of the first tests that did not pass, root causes first
     transients: tuple[str, ...] = ()  # tests that passed only when measured again, with their attempts
     marginal: int = 0  # tests that passed within the profile's marginal band of their limit
 
     @property
     def failed(self) -> int:
-        return self.counts["failures"] + self.counts["errors"]
+        return self.suite.counts.failures + self.suite.counts.errors
 
     @property
     def label(self) -> str:
@@ -76,46 +74,21 @@ def _read(path: str) -> HostResults:
     return host_results(load_results(Path(path)), path)
 
 
-def host_results(document: dict, path: str) -> HostResults:
-    environment = document.get("environment", {})
-    run = document.get("run", {})
-    properties = {
-        **suite_properties(environment, run.get("profile", {})),
-        "nccl": str(environment.get("nccl")),
-        "torch": str(environment.get("torch")),
-        "results_file": path,
-        "complete": str(bool(document.get("complete"))).lower(),
-    }
-    cases, values = [], {}
-    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for test in document.get("tests", []):
-        module = test.get("nodeid", "").split("::")[0].removesuffix(".py")
-        case = TestCase(name=test["id"], classname=module, elapsed_sec=float(test.get("duration_s") or 0.0))
-        message = test.get("message") or ""
-        outcome = test["outcome"]
-        if outcome == "failed":
-            case.add_failure_info(message=message)
-            counts["failures"] += 1
-        elif outcome == "error":
-            case.add_error_info(message=message)
-            counts["errors"] += 1
-        elif outcome == "skipped":
-            case.add_skipped_info(message=message)
-            counts["skipped"] += 1
-        counts["tests"] += 1
-        cases.append(case)
-        verdict = test.get("verdict")
-        if verdict and verdict.get("check") in MEDIAN_CHECKS and isinstance(verdict.get("measured"), (int, float)):
-            lower = verdict.get("better") == "lower" if "better" in verdict else verdict["check"] in OLDER_RESULTS_LOWER_IS_BETTER
-            values[test["id"]] = (lower, float(verdict["measured"]), verdict.get("unit") or "")
-    suite = TestSuite(properties["host"], cases, hostname=properties["host"], properties=properties)
-    suite_xml = _clean_illegal_xml_chars(ET.tostring(suite.build_xml_doc(), encoding="unicode"))
-    tests = document.get("tests", [])
-    failures = tuple((t["id"], t.get("message") or "") for t in did_not_pass(tests)[:FAILURES_SHOWN])
-    transients = tuple(f"{t['id']} (attempts {attempts_of(t['verdict'])})" for t in transient_tests(tests))
+def host_results(record: RunRecord, path: str, name: str | None = None) -> HostResults:
+    """One host's part of a fleet: its suite (named `name`, else by its host), its values, its failures."""
+    values = {}
+    for test in record.tests:
+        verdict = test.verdict
+        measured = verdict.numeric if verdict is not None else None
+        if verdict is not None and verdict.check in MEDIAN_CHECKS and measured is not None:
+            lower = verdict.better == "lower" if verdict.better is not None else verdict.check in OLDER_RESULTS_LOWER_IS_BETTER
+            values[test.id] = (lower, measured, verdict.unit)
+    failures = tuple((t.id, t.message) for t in did_not_pass(record.tests)[:FAILURES_SHOWN])
+    transients = tuple(f"{t.id} (attempts {attempts_of(t.verdict)})" for t in transient_tests(record.tests) if t.verdict is not None)
+    host = record.environment.host
     return HostResults(
-        path, properties["host"], properties["profile"], bool(document.get("complete")), properties, values, suite_xml, counts,
-        failures, transients, len(marginal_tests(tests)),
+        path, host, record.run.profile.name, record.complete, values, suite(record, name, {"results_file": path}), failures,
+        transients, len(marginal_tests(record.tests)),
     )
 
 
@@ -134,40 +107,17 @@ def write_fleet_junit(hosts: list[HostResults], target: Path, outliers: list[Out
     seen: dict[str, int] = defaultdict(int)
     for host in hosts:
         seen[host.host] += 1
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for host in hosts:
-        for key in totals:
-            totals[key] += host.counts[key]
-    fleet_xml = ""
+    # a host with two results files (a rerun) gets two suites; the file name tells them apart
+    suites = [host.suite if seen[host.host] == 1 else _renamed(host) for host in hosts]
     if outliers:
-        cases = []
-        for outlier in outliers:
-            case = TestCase(name=f"fleet_median[{outlier.test}]", classname=outlier.host)
-            case.add_failure_info(message=outlier.message)
-            cases.append(case)
-        suite = TestSuite("fleet outliers", cases, properties={"hosts": str(len(hosts))})
-        fleet_xml = _clean_illegal_xml_chars(ET.tostring(suite.build_xml_doc(), encoding="unicode"))
-        totals["tests"] += len(cases)
-        totals["failures"] += len(cases)
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "w", encoding="utf-8") as handle:
-        handle.write('<?xml version="1.0" encoding="utf-8"?>\n')
-        handle.write(
-            f'<testsuites name="gpu-accept fleet" tests="{totals["tests"]}" failures="{totals["failures"]}" '
-            f'errors="{totals["errors"]}" skipped="{totals["skipped"]}">'
-        )
-        for host in hosts:
-            # a host with two results files (a rerun) gets two suites; the file name tells them apart
-            handle.write(host.suite_xml if seen[host.host] == 1 else _renamed(host))
-        handle.write(fleet_xml)
-        handle.write("</testsuites>\n")
-    return totals["tests"]
+        cases = [(outlier.host, f"fleet_median[{outlier.test}]", outlier.message) for outlier in outliers]
+        suites.append(failing_suite("fleet outliers", cases, {"hosts": str(len(hosts))}))
+    return write_junit(Path(target), suites, "gpu-accept fleet").tests
 
 
-def _renamed(host: HostResults) -> str:
-    name = f'{host.host} ({Path(host.path).name})'
-    return host.suite_xml.replace(f'name="{host.host}"', f'name="{name}"', 1)
+def _renamed(host: HostResults) -> Suite:
+    name = f"{host.host} ({Path(host.path).name})"
+    return Suite(host.suite.xml.replace(f'name="{xml_attribute(host.host)}"', f'name="{xml_attribute(name)}"', 1), host.suite.counts)
 
 
 @dataclass(frozen=True)

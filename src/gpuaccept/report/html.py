@@ -1,4 +1,4 @@
-"""report.html: one self-contained page from results.json, rendered from Jinja2 templates.
+"""report.html: one self-contained page from a run record (results.json), rendered from Jinja2 templates.
 
 Failures first; then the link matrix against the expected one, bus bandwidth against size per
 collective with floors and the physical peak, the pairwise and peer-copy bandwidth matrices as
@@ -34,7 +34,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuaccept.facts.model import Measurements
+from gpuaccept.facts import Facts
+from gpuaccept.facts.run_record import EqualsCriterion, RunRecord, TestRecord, VerdictRecord
 from gpuaccept.report.summary import in_layer_order, marginal_tests, transient_tests
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.links import gpu_key, pair_key
@@ -93,12 +94,12 @@ def render_page(title: str, body: str) -> str:
     return _templates().get_template("page.html.j2").render(title=title, body=body, plotly_js=_plotly_js() if has_charts else None)
 
 
-def render_html(document: dict) -> str:
-    tests = document.get("tests", [])
-    verdicts = [t["verdict"] for t in tests if t.get("verdict")]
-    facts = document.get("facts") or {}
+def render_html(record: RunRecord) -> str:
+    tests = record.tests
+    verdicts = record.verdicts()
+    facts = record.facts
     body = _templates().get_template("report.html.j2").render(
-        header=_header(document),
+        header=_header(record),
         failures=_failures(tests),
         links=_links(facts, verdicts),
         busbw=_busbw(facts, verdicts),
@@ -108,7 +109,7 @@ def render_html(document: dict) -> str:
         tests=_all_tests(tests),
         heat_legend=_heat_legend(),
     )
-    title = f"gpu-accept: {document['environment'].get('host')} against {document['run']['profile']['name']}"
+    title = f"gpu-accept: {record.environment.host} against {record.run.profile.name}"
     return render_page(title, body)
 
 
@@ -195,49 +196,49 @@ def timeseries_chart(
 # -- sections -----------------------------------------------------------------------------------------
 
 
-def _header(document: dict) -> dict:
-    run, environment, summary = document["run"], document["environment"], document.get("summary", {})
-    failed = summary.get("failed", 0) + summary.get("error", 0)
-    if not document.get("complete"):
+def _header(record: RunRecord) -> dict:
+    run, environment, summary = record.run, record.environment, record.summary
+    failed = summary.failed + summary.error
+    if not record.complete:
         banner, colour = "INCOMPLETE: the run stopped before its end; what finished is below", ERROR
     elif failed:
         banner, colour = f"FAIL: {failed} test(s) did not pass", FAIL
     else:
         banner, colour = "PASS: every check passed", PASS
-    tests = document.get("tests", [])
+    software = {"driver": environment.driver, "cuda_driver": environment.cuda_driver, "nccl": environment.nccl, "torch": environment.torch}
     return {
-        "host": environment.get("host"),
-        "gpus": f"{environment.get('gpu_count')}x {environment.get('gpu_model')}",
-        "profile": run["profile"]["name"],
-        "profile_path": run["profile"].get("path"),
-        "software": ", ".join(f"{k} {environment[k]}" for k in ("driver", "cuda_driver", "nccl", "torch") if environment.get(k)),
-        "started": run.get("started_at"),
-        "finished": run.get("finished_at") or "-",
-        "tool_version": run.get("tool_version"),
+        "host": environment.host,
+        "gpus": f"{environment.gpu_count}x {environment.gpu_model}",
+        "profile": run.profile.name,
+        "profile_path": run.profile.path,
+        "software": ", ".join(f"{k} {v}" for k, v in software.items() if v),
+        "started": run.started_at,
+        "finished": run.finished_at or "-",
+        "tool_version": run.tool_version,
         "banner": banner,
         "colour": colour,
-        "counts": [(k, summary.get(k, 0)) for k in ("passed", "failed", "error", "skipped")],
-        "transient": len(transient_tests(tests)),
-        "marginal": len(marginal_tests(tests)),
+        "counts": [("passed", summary.passed), ("failed", summary.failed), ("error", summary.error), ("skipped", summary.skipped)],
+        "transient": len(transient_tests(record.tests)),
+        "marginal": len(marginal_tests(record.tests)),
     }
 
 
-def _failures(tests: list[dict]) -> list[dict]:
+def _failures(tests: list[TestRecord]) -> list[dict]:
     # root causes first: a missing GPU (inventory) before the links, copies and DDP settings it fails
-    bad = in_layer_order([t for t in tests if t["outcome"] in ("failed", "error")])
-    return [{"outcome": t["outcome"], "colour": OUTCOME_COLOURS[t["outcome"]], "id": t["id"], "message": t.get("message")} for t in bad]
+    bad = in_layer_order([t for t in tests if t.did_not_pass])
+    return [{"outcome": t.outcome, "colour": OUTCOME_COLOURS[t.outcome], "id": t.id, "message": t.message} for t in bad]
 
 
-def _by_subject(verdicts: list[dict], check: str) -> dict[str, dict]:
-    return {v["subject"]: v for v in verdicts if v["check"] == check}
+def _by_subject(verdicts: list[VerdictRecord], check: str) -> dict[str, VerdictRecord]:
+    return {v.subject: v for v in verdicts if v.check == check}
 
 
-def _links(facts: dict, verdicts: list[dict]) -> dict | None:
-    count = len(facts.get("gpus", []))
+def _links(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
+    count = facts.gpu_count
     if count < 2:
         return None
     judged = _by_subject(verdicts, "link_type")
-    measured = {tuple(link["gpus"]): link["link_type"] for link in facts.get("links", [])}
+    measured = {tuple(link.gpus): link.link_type for link in facts.links}
     rows = []
     for i in range(count):
         cells = []
@@ -250,64 +251,62 @@ def _links(facts: dict, verdicts: list[dict]) -> dict | None:
             verdict = judged.get(pair_key(*key))
             cells.append({
                 "value": value if isinstance(value, str) else "n/a",
-                "colour": OUTCOME_COLOURS.get(verdict["outcome"], SKIP) if verdict else SKIP,
+                "colour": OUTCOME_COLOURS.get(verdict.outcome, SKIP) if verdict else SKIP,
                 "expected": _expected_value(verdict),
             })
         rows.append(cells)
     return {"count": count, "rows": rows}
 
 
-def _expected_value(verdict: dict | None) -> str:
+def _expected_value(verdict: VerdictRecord | None) -> str:
     """What a state check expected: the criterion's value; an older record without a criterion
     has only the rule as text, shown as it is."""
-    if not verdict:
+    if verdict is None:
         return "not stated"
-    criterion = verdict.get("criterion") or {}
-    if criterion.get("op") == "==" and "value" in criterion:
-        return str(criterion["value"])
-    return verdict.get("expected") or "not stated"
-
-
-def limit_of(verdict: dict) -> float | None:
-    """The number a verdict's criterion compares against (a floor or a ceiling), where it has one."""
-    limit = (verdict.get("criterion") or {}).get("limit")
-    return float(limit) if _is_number(limit) else None
+    if isinstance(verdict.criterion, EqualsCriterion):
+        return str(verdict.criterion.value)
+    return verdict.expected or "not stated"
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _peak_of(verdict: dict) -> float | None:
-    peak = (verdict.get("context") or {}).get("peak_GBps")
-    return float(peak) if _is_number(peak) and peak > 0 else None
+def _peak_of(verdict: VerdictRecord | None) -> float | None:
+    peak = verdict.context.get("peak_GBps") if verdict is not None else None
+    return float(peak) if isinstance(peak, int | float) and _is_number(peak) and peak > 0 else None
 
 
-def _busbw(facts: dict, verdicts: list[dict]) -> dict | None:
-    sweep = (facts.get("measurements") or {}).get("collectives")
-    if not sweep or not sweep.get("results"):
+def _limit_of(verdict: VerdictRecord | None) -> float | None:
+    limit = verdict.limit if verdict is not None else None
+    return limit if limit is not None and math.isfinite(limit) else None
+
+
+def _busbw(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
+    sweep = facts.measurements.collectives
+    if not sweep or not sweep.results:
         return None
     judged = _by_subject(verdicts, "busbw")
-    series: dict[str, list[tuple[int, float, dict | None]]] = defaultdict(list)
-    for r in sweep["results"]:
+    series: dict[str, list[tuple[int, float, VerdictRecord | None]]] = defaultdict(list)
+    for r in sweep.results:
         # the check names its subject from the size the profile asked for ("all_reduce 1 GiB"):
         # made here from the facts the same way, never split apart
-        nominal = parse_size(r["nominal_size"]) if r.get("nominal_size") else r["size_bytes"]
-        series[r["collective"]].append((r["size_bytes"], r["busbw_GBps"], judged.get(f"{r['collective']} {human_size(nominal)}")))
+        nominal = parse_size(r.nominal_size) if r.nominal_size else r.size_bytes
+        series[r.collective].append((r.size_bytes, r.busbw_GBps, judged.get(f"{r.collective} {human_size(nominal)}")))
     charts = []
     for collective, points in series.items():
         points.sort(key=lambda point: point[0])
         charts.append({"title": collective, "html": chart_html(f"busbw-{collective}", _busbw_figure(collective, points))})
     return {
-        "ranks": sweep["ranks"],
-        "backend": sweep["backend"],
-        "nccl_version": sweep.get("nccl_version"),
-        "failures": [f["message"] for f in sweep.get("failures", [])],
+        "ranks": sweep.ranks,
+        "backend": sweep.backend,
+        "nccl_version": sweep.nccl_version,
+        "failures": [f.message for f in sweep.failures],
         "charts": charts,
     }
 
 
-def _busbw_figure(collective: str, points: list[tuple[int, float, dict | None]]):
+def _busbw_figure(collective: str, points: list[tuple[int, float, VerdictRecord | None]]):
     """Measured busbw against message size (log), each point coloured by its verdict; the floors
     (criterion limits) as red ticks at their sizes; the physical peak as a dashed line."""
     import plotly.graph_objects as go
@@ -315,21 +314,21 @@ def _busbw_figure(collective: str, points: list[tuple[int, float, dict | None]])
     sizes = [size for size, _, _ in points]
     hover, colours, floors, peak = [], [], [], None
     for size, value, verdict in points:
-        verdict = verdict or {}
-        limit, point_peak = limit_of(verdict), _peak_of(verdict)
+        limit, point_peak = _limit_of(verdict), _peak_of(verdict)
         peak = point_peak or peak
-        colours.append(OUTCOME_COLOURS.get(verdict.get("outcome") or "", SERIES[0]))
+        colours.append(OUTCOME_COLOURS.get(verdict.outcome, SERIES[0]) if verdict else SERIES[0])
+        marks = [name for name, _ in MARKS if verdict is not None and getattr(verdict, name)]
         lines = [
             f"{collective} {human_size(size)}: busbw {show(float(value))} GB/s",
-            ", ".join([verdict.get("outcome") or "not judged"] + [name for name, _ in MARKS if verdict.get(name)]),
+            ", ".join([verdict.outcome if verdict else "not judged"] + marks),
         ]
         if limit is not None:
             lines.append(f"floor {show(limit)} GB/s")
             floors.append((size, limit))
         if point_peak:
             lines.append(f"{100 * value / point_peak:.0f}% of the {show(point_peak)} GB/s peak")
-        if len(verdict.get("attempts") or []) > 1:
-            lines.append("attempts " + ", ".join("-" if a is None else show(a) for a in verdict["attempts"]))
+        if verdict is not None and len(verdict.attempts) > 1:
+            lines.append("attempts " + ", ".join("-" if a is None else show(a) for a in verdict.attempts))
         hover.append("<br>".join(lines))
     figure = go.Figure(layout=_layout(
         xaxis=_axis("message size", type="log", tickvals=sizes, ticktext=[format_size(s) for s in sizes]),
@@ -355,22 +354,22 @@ def _busbw_figure(collective: str, points: list[tuple[int, float, dict | None]])
     return figure
 
 
-def heat_cell(value: float, verdict: dict | None) -> tuple[str, str, str, str]:
+def heat_cell(value: float, verdict: VerdictRecord | None) -> tuple[str, str, str, str]:
     """(state, background, text colour, tooltip) of one heat map cell, from its verdict's outcome,
     criterion limit, marginal mark and the physical peak in its context. Each cell is coloured by
     its own verdict: red below the floor, amber within the marginal band, green from the floor
     (light) to the physical peak (dark); grey where no check judged it. Never relative to the
     machine itself: pairs that all run at 23 GB/s are all red."""
-    if not verdict or verdict.get("outcome") not in ("passed", "failed", "error"):
+    if verdict is None or verdict.outcome not in ("passed", "failed", "error"):
         return "none", UNJUDGED, "#1f2328", f"{show(value)} GB/s, not judged"
-    limit, peak = limit_of(verdict), _peak_of(verdict)
+    limit, peak = _limit_of(verdict), _peak_of(verdict)
     against = ", ".join(part for part in (f"floor {show(limit)}" if limit is not None else "", f"peak {show(peak)}" if peak else "") if part)
-    explained = f"{show(value)} GB/s, {verdict['outcome']}" + (f" ({against})" if against else "")
-    if verdict["outcome"] != "passed":
+    explained = f"{show(value)} GB/s, {verdict.outcome}" + (f" ({against})" if against else "")
+    if verdict.outcome != "passed":
         return "failed", FAIL, "#fff", explained
-    if verdict.get("marginal") is True:
+    if verdict.marginal:
         return "marginal", MARGINAL, "#1f2328", explained + ", marginal"
-    low = limit if limit is not None and verdict.get("better") != "lower" else 0.0
+    low = limit if limit is not None and verdict.better != "lower" else 0.0
     share = (value - low) / (peak - low) if peak and peak > low else PASS_UNSCALED
     share = min(max(share, 0.0), 1.0)
     red, green, blue = (round(a + (b - a) * share) for a, b in zip(PASS_AT_FLOOR, PASS_AT_PEAK))
@@ -387,7 +386,9 @@ def _heat_legend() -> list[tuple[str, str]]:
     ]
 
 
-def _heatmap(title: str, anchor: str, count: int, values: dict[tuple[int, int], float], judged: dict[tuple[int, int], dict], note: str) -> dict | None:
+def _heatmap(
+    title: str, anchor: str, count: int, values: dict[tuple[int, int], float], judged: dict[tuple[int, int], VerdictRecord], note: str
+) -> dict | None:
     if not values:
         return None
     rows = []
@@ -408,84 +409,82 @@ def _figure(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def _pairs(facts: dict, verdicts: list[dict]) -> dict | None:
-    sweep = (facts.get("measurements") or {}).get("pairwise")
-    if not sweep or not sweep.get("results"):
+def _pairs(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
+    sweep = facts.measurements.pairwise
+    if not sweep or not sweep.results:
         return None
-    count = len(facts.get("gpus", []))
     values = {}
-    for r in sweep["results"]:
-        a, b = r["gpus"]
-        values[(a, b)] = values[(b, a)] = r["busbw_GBps"]
+    for r in sweep.results:
+        a, b = r.gpus
+        values[(a, b)] = values[(b, a)] = r.busbw_GBps
     judged = _by_subject(verdicts, "pair_busbw")
     by_cell = {}
     for a, b in values:
         verdict = judged.get(pair_key(min(a, b), max(a, b)))  # one verdict per pair, both directions
         if verdict:
             by_cell[(a, b)] = verdict
-    how = "disjoint pairs at once" if sweep["concurrent"] else "one pair at a time"
-    return _heatmap("send/receive GB/s each way", "pair-matrix", count, values, by_cell, how)
+    how = "disjoint pairs at once" if sweep.concurrent else "one pair at a time"
+    return _heatmap("send/receive GB/s each way", "pair-matrix", facts.gpu_count, values, by_cell, how)
 
 
-def _copies(facts: dict, verdicts: list[dict]) -> dict | None:
-    sweep = (facts.get("measurements") or {}).get("copies")
-    if not sweep or not sweep.get("results"):
+def _copies(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
+    sweep = facts.measurements.copies
+    if not sweep or not sweep.results:
         return None
-    count = len(facts.get("gpus", []))
-    peer = {tuple(r["gpus"]): r["GBps"] for r in sweep["results"] if r["what"] == "p2p"}
-    for r in sweep["results"]:
-        if r["what"] == "local":
-            peer[(r["gpus"][0], r["gpus"][0])] = r["GBps"]
+    peer: dict[tuple[int, int], float] = {(r.gpus[0], r.gpus[1]): r.GBps for r in sweep.results if r.what == "p2p"}
+    for r in sweep.results:
+        if r.what == "local":
+            peer[(r.gpus[0], r.gpus[0])] = r.GBps
     p2p, local = _by_subject(verdicts, "p2p_copy"), _by_subject(verdicts, "local_copy")
     judged = {}
     for a, b in peer:
         verdict = local.get(gpu_key(a)) if a == b else p2p.get(pair_key(a, b))
         if verdict:
             judged[(a, b)] = verdict
-    heatmap = _heatmap("peer copy GB/s, row to column (diagonal: within the GPU)", "p2p-matrix", count, peer, judged, "copy engine, one direction")
-    host_judged = {(v["check"], v["subject"]): v for v in verdicts if v["check"] in ("host_to_device", "device_to_host")}
-    host = [
-        {
-            "direction": r["what"].replace("_", " "),
-            "gpu": gpu_key(r["gpus"][0]),
-            "GBps": f"{r['GBps']:.1f}",
-            "expected": host_judged.get((r["what"], gpu_key(r["gpus"][0])), {}).get("expected", ""),
-        }
-        for r in sweep["results"]
-        if r["what"] in ("host_to_device", "device_to_host")
-    ]
+    heatmap = _heatmap(
+        "peer copy GB/s, row to column (diagonal: within the GPU)", "p2p-matrix", facts.gpu_count, peer, judged, "copy engine, one direction"
+    )
+    host_judged = {(v.check, v.subject): v for v in verdicts if v.check in ("host_to_device", "device_to_host")}
+    host = []
+    for r in sweep.results:
+        if r.what in ("host_to_device", "device_to_host"):
+            verdict = host_judged.get((r.what, gpu_key(r.gpus[0])))
+            host.append({
+                "direction": r.what.replace("_", " "),
+                "gpu": gpu_key(r.gpus[0]),
+                "GBps": f"{r.GBps:.1f}",
+                "expected": verdict.expected if verdict else "",
+            })
     return {"heatmap": heatmap, "host": host}
 
 
-def _ddp(facts: dict, verdicts: list[dict]) -> dict | None:
-    recorded = facts.get("measurements") or {}
-    # only the DDP sweeps: this section does not depend on the others; lenient, as JSON gave them
-    measured = Measurements.model_validate({arm: recorded.get(arm) for arm in ("ddp", "ddp_without_p2p")}, strict=False)
+def _ddp(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
+    measured = facts.measurements
     sweep = measured.ddp
     if sweep is None or not sweep.results:
         return None
-    judged = {(v["check"], v["subject"]): v for v in verdicts if v["check"].startswith("ddp_")}
+    judged = {(v.check, v.subject): v for v in verdicts if v.check.startswith("ddp_")}
     settings = sorted({(r.batch, r.accumulation) for r in sweep.results})
     rows, bars = [], []
     for world in sorted({r.world for r in sweep.results}):
         for batch, accumulation in settings:
             result = sweep.result(world, batch, accumulation)
             efficiency = measured.ddp_efficiency(world, batch, accumulation)
-            if result is None or efficiency is None:
+            one = sweep.result(1, batch, accumulation)
+            if result is None or efficiency is None or one is None:
                 continue
             case = result.case
-            scaling = judged.get(("ddp_scaling", case), {})
+            scaling = judged.get(("ddp_scaling", case))
             without = measured.ddp_without_p2p.result(world, batch, accumulation) if measured.ddp_without_p2p else None
-            one = sweep.result(1, batch, accumulation)
             bars.append({"case": case, "efficiency": efficiency, "verdict": scaling, "per_gpu": result.samples_per_s_per_gpu, "on_one": one.samples_per_s_per_gpu})
             rows.append({
                 "case": case,
                 "per_gpu": f"{result.samples_per_s_per_gpu:.1f}",
                 "on_one": f"{one.samples_per_s_per_gpu:.1f}",
                 "efficiency": _judged_cell(efficiency, scaling),
-                "exposed": _judged_cell(result.exposed_share, judged.get(("ddp_exposed_comm", case), {})),
+                "exposed": _judged_cell(result.exposed_share, judged.get(("ddp_exposed_comm", case))),
                 "without": f"{without.samples_per_s_per_gpu:.1f}" if without else "",
-                "speedup": _judged_cell(measured.ddp_speedup(world, batch, accumulation), judged.get(("ddp_nvlink_speedup", case), {}), "x"),
+                "speedup": _judged_cell(measured.ddp_speedup(world, batch, accumulation), judged.get(("ddp_nvlink_speedup", case)), "x"),
             })
     return {
         "parameters": _parameters(sweep.parameters),
@@ -501,8 +500,9 @@ def _ddp_figure(bars: list[dict]):
     cases = [bar["case"] for bar in bars]
     hover, floors = [], []
     for bar in bars:
-        verdict, limit = bar["verdict"], limit_of(bar["verdict"])
-        text = f"{bar['case']}: efficiency {bar['efficiency']:.3f}, {verdict.get('outcome') or 'not judged'}"
+        verdict = bar["verdict"]
+        limit = _limit_of(verdict)
+        text = f"{bar['case']}: efficiency {bar['efficiency']:.3f}, {verdict.outcome if verdict else 'not judged'}"
         if limit is not None:
             text += f"<br>floor {show(limit)}"
             floors.append((bar["case"], limit))
@@ -515,7 +515,7 @@ def _ddp_figure(bars: list[dict]):
     ))
     figure.add_trace(go.Bar(
         name="efficiency", x=cases, y=[bar["efficiency"] for bar in bars], meta="efficiency",
-        marker={"color": [OUTCOME_COLOURS.get(bar["verdict"].get("outcome") or "", SERIES[0]) for bar in bars]},
+        marker={"color": [OUTCOME_COLOURS.get(bar["verdict"].outcome, SERIES[0]) if bar["verdict"] else SERIES[0] for bar in bars]},
         text=[f"{bar['efficiency']:.2f}" for bar in bars], textposition="outside", cliponaxis=False,
         hovertext=hover, hoverinfo="text", showlegend=False,  # its colours are the verdicts, as in the tables
     ))
@@ -528,34 +528,34 @@ def _ddp_figure(bars: list[dict]):
     return figure
 
 
-def _judged_cell(value: float | None, verdict: dict, unit: str = "") -> dict | None:
+def _judged_cell(value: float | None, verdict: VerdictRecord | None, unit: str = "") -> dict | None:
     """A measured number, and where a check judged it, its expectation, coloured by the outcome."""
     if value is None:
         return None
-    colour = OUTCOME_COLOURS[verdict["outcome"]] if verdict.get("outcome") in ("failed", "error") else None
-    return {"text": f"{value:.3f}{unit}", "expected": verdict.get("expected") or "", "colour": colour}
+    colour = OUTCOME_COLOURS[verdict.outcome] if verdict is not None and verdict.outcome in ("failed", "error") else None
+    return {"text": f"{value:.3f}{unit}", "expected": verdict.expected if verdict else "", "colour": colour}
 
 
 def _parameters(count: int) -> str:
     return f"{count / 1e6:.0f}M" if count >= 1e6 else f"{count / 1e3:.0f}K"
 
 
-def _all_tests(tests: list[dict]) -> list[dict]:
+def _all_tests(tests: list[TestRecord]) -> list[dict]:
     order = {"failed": 0, "error": 1, "passed": 2, "skipped": 3}
     rows = []
-    for test in sorted(tests, key=lambda t: order.get(t["outcome"], 4)):
-        verdict = test.get("verdict") or {}
-        measured = verdict.get("measured")
-        attempts = verdict.get("attempts") or []
+    for test in sorted(tests, key=lambda t: order.get(t.outcome, 4)):
+        verdict = test.verdict
+        measured = verdict.measured if verdict else None
+        attempts = verdict.attempts if verdict else []
         rows.append({
-            "outcome": test["outcome"],
-            "colour": OUTCOME_COLOURS.get(test["outcome"], SKIP),
-            "marks": [(name, why) for name, why in MARKS if verdict.get(name)],
-            "id": test["id"],
+            "outcome": test.outcome,
+            "colour": OUTCOME_COLOURS.get(test.outcome, SKIP),
+            "marks": [(name, why) for name, why in MARKS if verdict is not None and getattr(verdict, name)],
+            "id": test.id,
             "measured": "" if measured is None else show(measured),
             "attempts": ", ".join("-" if a is None else show(a) for a in attempts) if len(attempts) > 1 else "",
-            "expected": verdict.get("expected"),
-            "unit": verdict.get("unit"),
-            "message": test.get("message") or verdict.get("message"),
+            "expected": verdict.expected if verdict else None,
+            "unit": verdict.unit if verdict else None,
+            "message": test.message or (verdict.message if verdict else None),
         })
     return rows

@@ -1,145 +1,172 @@
-"""results.json: one run's facts, every test with its verdict, the environment and the timings.
+"""Writing a run as it goes: results.json, its journal, and the run's JUnit files.
 
-The document is rewritten whole (to a temporary file, then renamed) after every test, so at any
-moment, including after a kill, the file on disk is valid JSON holding what finished; `complete`
-says whether the run reached its end. Readers (HTML, fleet JUnit, baselines, profile init) work
-from this file alone and never touch hardware.
+A run can be killed at any moment (SIGKILL, a node lost, a CI job's time limit), and what finished
+must then still be on disk, readable. Rewriting results.json whole after every test did that at a
+cost that grows with the square of the tests: each rewrite carries the facts and every test so
+far, so an 8-GPU profile's 357 tests wrote between 180 and 360 times the size of the file they
+left (and JUnit again). So:
+
+- the **journal** (`results.json.journal`) gets one JSON line per test as it finishes (and one of
+  the facts when a stage has measured), appended and flushed to the operating system at once: a
+  test costs the bytes of its own record. A kill of the process loses nothing that was flushed;
+  a line cut by the kill is left out when read.
+- **results.json** (and the JUnit files) are rewritten whole, each to a temporary file renamed
+  over the old one, so each is valid at every moment; rewritten at the start, at the end
+  (`complete: true`), when the journal has grown as large as the last rewrite (so rewrites cost at
+  most twice the journal: O(N) bytes for N tests), and when the run has been quiet for `idle_s`
+  (1 s) with tests not yet in them. That last is why a run killed in a long measurement (the
+  moment a kill usually comes) leaves a results.json and a junit.xml holding every test that
+  finished; they lag the journal by at most `idle_s` otherwise.
+- after each rewrite the journal starts again, with one line naming its run. A kill between the
+  rename and the truncation leaves lines that the rewrite holds already: the reader
+  (`load_results`) keeps each test once, so merging is safe whenever it happens.
+
+`load_results` merges a journal left beside a results.json that is not complete; the run's own end
+removes it. A new run in the same folder empties the journal before it writes its first results.json,
+and the reader takes in only a journal that names the run results.json holds: a killed run's journal
+is never read as part of the next run.
+
+Other schemes were weighed: JSON Lines as results.json itself (not one JSON document, which every
+reader of the old file expects); appending inside the JSON array in place (a kill mid-write leaves
+a file that does not parse); rewrites on a timer alone (a fast run of replayed facts still
+rewrote on the order of N times).
 """
 
 from __future__ import annotations
 
 import datetime
-import json
+import threading
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TextIO
 
-from gpuaccept import __version__
-from gpuaccept.facts import Facts, is_known
+from gpuaccept.facts import Facts
+from gpuaccept.facts.run_record import JournalEntry, RunRecord, TestRecord, journal_of
 from gpuaccept.files import write_atomically
+from gpuaccept.report.junit import suite, write_junit
 
-RESULTS_FORMAT = "gpu-accept-results"
-RESULTS_VERSION = 1
+IDLE_S = 1.0  # a run quiet this long with tests not yet in results.json and junit.xml gets them rewritten
 
 
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def environment_of(facts: Facts) -> dict[str, Any]:
-    sweeps = [s for s in (facts.measurements.collectives, facts.measurements.ddp) if s is not None]
-    nccl = next((s.nccl_version for s in sweeps if s.nccl_version), None)
-    torch = next((s.torch_version for s in sweeps if s.torch_version), None)
-    if torch is None and is_known(facts.cuda):
-        torch = facts.cuda.torch_version
-    return {
-        "host": facts.system.hostname,
-        "driver": _text(facts.system.driver_version),
-        "cuda_driver": str(facts.system.cuda_driver_version),
-        "nccl": nccl,
-        "torch": torch,
-        "gpu_model": _text(facts.gpus[0].name) if facts.gpus else None,
-        "gpu_count": facts.gpu_count,
-        "gpus": [
-            {
-                "index": g.index,
-                "name": _text(g.name),
-                "uuid": g.uuid,
-                "serial": g.serial if isinstance(g.serial, str) else None,
-                "pci_bus_id": g.pci_bus_id,
-            }
-            for g in facts.gpus
-        ],
-    }
-
-
-def _text(reading: Any) -> str | None:
-    """A reading as results.json holds it: the text, or None where the facts could not tell."""
-    return reading if isinstance(reading, str) else None
-
-
-def suite_properties(environment: dict[str, Any], profile: dict[str, Any]) -> dict[str, str]:
-    """A run's JUnit testsuite properties, the same in its own JUnit and in fleet JUnit."""
-    return {
-        "host": str(environment.get("host")),
-        "driver": str(environment.get("driver")),
-        "cuda_driver": str(environment.get("cuda_driver")),
-        "gpu_model": str(environment.get("gpu_model")),
-        "gpu_count": str(environment.get("gpu_count")),
-        "gpu_uuids": ",".join(g.get("uuid", "") for g in environment.get("gpus", [])),
-        "profile": str(profile.get("name")),
-        "profile_sha256": str(profile.get("sha256")),
-    }
+def _append(journal: TextIO, line: str) -> None:
+    journal.write(line)
+    journal.flush()  # to the operating system: a killed process loses nothing written
 
 
 class ResultsWriter:
-    def __init__(self, path: Path, profile, facts: Facts, facts_source: str, command: list[str], chosen_because: str = ""):
-        self.path = Path(path)
-        self.document: dict[str, Any] = {
-            "format": RESULTS_FORMAT,
-            "version": RESULTS_VERSION,
-            "complete": False,
-            "run": {
-                "started_at": now(),
-                "finished_at": None,
-                "tool_version": __version__,
-                "command": command,
-                "facts_source": facts_source,
-                "profile": {"name": profile.name, "path": str(profile.path), "sha256": profile.sha256, "chosen_because": chosen_because},
-                "exit_status": None,
-            },
-            "environment": environment_of(facts),
-            "facts": facts.model_dump(mode="json"),
-            "tests": [],
-            "summary": {},
-        }
-        self.write()
+    """Holds the record of a run as its tests finish, and writes it: results.json with its journal
+    (where `results` is given) and the JUnit files. `idle_s=None` rewrites only by size and at the
+    end (no thread); `clock` is for tests."""
 
-    def add_test(self, record: dict[str, Any], facts: Facts | None = None) -> None:
-        self.document["tests"].append(record)
-        if facts is not None:
-            self.document["facts"] = facts.model_dump(mode="json")
-            self.document["environment"] = environment_of(facts)
-        self.write()
+    def __init__(
+        self, record: RunRecord, results: Path | None = None, junit: Sequence[Path] = (), *, idle_s: float | None = IDLE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.results = Path(results) if results is not None else None
+        self.junit = tuple(Path(target) for target in junit)
+        self._record = record
+        self._tests = list(record.tests)
+        self._clock = clock
+        self._changed = threading.Condition()
+        self._journal: TextIO | None = None
+        self._journal_bytes = 0  # since the last rewrite
+        self._rewrite_bytes = 0  # the last rewrite's
+        self._pending = False  # tests or facts that the last rewrite does not hold
+        self._last_change = clock()
+        self._closed = False
+        if self.results is not None:
+            self.results.parent.mkdir(parents=True, exist_ok=True)
+            # emptied before the first rewrite: a journal of an earlier run never joins this one
+            self._journal = open(journal_of(self.results), "a", encoding="utf-8")  # noqa: SIM115 (open until finish)
+            self._journal.truncate(0)  # appended to (O_APPEND): every line lands at the end, after a truncation too
+        with self._changed:
+            self._rewrite()
+        self._idle = None
+        if idle_s is not None and (self.results is not None or self.junit):
+            self._idle = threading.Thread(target=self._rewrite_when_idle, args=(idle_s,), name="gpu-accept results", daemon=True)
+            self._idle.start()
 
-    def finish(self, exit_status: int, facts: Facts | None = None) -> None:
-        if facts is not None:
-            self.document["facts"] = facts.model_dump(mode="json")
-            self.document["environment"] = environment_of(facts)
-        run = self.document["run"]
-        run["finished_at"] = now()
-        run["exit_status"] = exit_status
-        self.document["complete"] = True
-        self.write()
+    @property
+    def record(self) -> RunRecord:
+        with self._changed:
+            return self._record.with_tests(self._tests)
 
-    def write(self) -> None:
-        self.document["summary"] = summarize(self.document["tests"])
-        write_atomically(self.path, json.dumps(self.document, indent=1) + "\n")
+    def add_test(self, test: TestRecord, facts: Facts | None = None) -> None:
+        """A test that finished, and the facts as they are now (where a stage measured since)."""
+        with self._changed:
+            if facts is not None and facts is not self._record.facts and facts != self._record.facts:
+                self._record = self._record.with_facts(facts)
+                self._log(JournalEntry(facts=facts))
+            self._tests.append(test)
+            self._log(JournalEntry(test=test))
+            self._pending = True
+            self._last_change = self._clock()
+            if self._journal_bytes >= self._rewrite_bytes:
+                self._rewrite()
+            self._changed.notify()
 
+    def finish(self, exit_status: int, facts: Facts | None = None) -> RunRecord:
+        """The run's end: the final results.json (`complete`) and JUnit; the journal removed."""
+        self._stop()
+        with self._changed:
+            if facts is not None:
+                self._record = self._record.with_facts(facts)
+            run = self._record.run.model_copy(update={"finished_at": now(), "exit_status": exit_status})
+            self._record = self._record.model_copy(update={"run": run, "complete": True})
+            self._rewrite()
+            if self._journal is not None and self.results is not None:
+                self._journal.close()
+                self._journal = None
+                journal_of(self.results).unlink(missing_ok=True)
+            return self._record.with_tests(self._tests)
 
-def summarize(tests: list[dict]) -> dict[str, int]:
-    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
-    for test in tests:
-        counts[test["outcome"]] = counts.get(test["outcome"], 0) + 1
-    counts["total"] = len(tests)
-    return counts
+    def _log(self, entry: JournalEntry) -> None:
+        if self._journal is not None:
+            line = entry.to_line()
+            _append(self._journal, line)
+            self._journal_bytes += len(line.encode("utf-8"))
 
+    def _rewrite(self) -> None:
+        """results.json and the JUnit files, whole, from the record as it is; then an empty journal."""
+        record = self._record.with_tests(self._tests)
+        written = 0
+        if self.results is not None:
+            text = record.to_json()
+            write_atomically(self.results, text)
+            written += len(text.encode("utf-8"))
+        if self.junit:
+            run_suite = suite(record)
+            for target in self.junit:
+                write_junit(target, [run_suite])
+            written += len(run_suite.xml.encode("utf-8")) * len(self.junit)
+        self._journal_bytes = 0
+        if self._journal is not None:
+            self._journal.truncate(0)
+            self._log(JournalEntry(run=record.run))  # whose journal it is: never merged into another run's file
+        self._rewrite_bytes = written
+        self._pending = False
 
-def load_results(path: Path) -> dict[str, Any]:
-    """A results document, checked to be one (a one-line error otherwise)."""
-    from gpuaccept.errors import InputFileError, Problem
+    def _rewrite_when_idle(self, idle_s: float) -> None:
+        with self._changed:
+            while not self._closed:
+                if not self._pending:
+                    self._changed.wait()
+                    continue
+                quiet = self._clock() - self._last_change
+                if quiet >= idle_s:
+                    self._rewrite()
+                else:
+                    self._changed.wait(idle_s - quiet)
 
-    path = Path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputFileError([Problem(str(path), None, "", f"cannot read results: {exc.strerror or exc}")]) from None
-    except UnicodeDecodeError as exc:
-        message = f"not a gpu-accept results file: not UTF-8 text ({exc.reason} at byte {exc.start})"
-        raise InputFileError([Problem(str(path), None, "", message)]) from None
-    except json.JSONDecodeError as exc:
-        raise InputFileError([Problem(str(path), exc.lineno, "", f"invalid JSON: {exc.msg}")]) from None
-    if not isinstance(document, dict) or document.get("format") != RESULTS_FORMAT:
-        raise InputFileError([Problem(str(path), None, "format", f"not a gpu-accept results file (format {RESULTS_FORMAT!r} expected)")])
-    if document.get("version") != RESULTS_VERSION:
-        raise InputFileError([Problem(str(path), None, "version", f"results version {document.get('version')!r} is not {RESULTS_VERSION}")])
-    return document
+    def _stop(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify()
+        if self._idle is not None:
+            self._idle.join()
+            self._idle = None

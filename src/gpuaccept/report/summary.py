@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuaccept.facts.run_record import TestRecord, VerdictRecord
 from gpuaccept.vocabulary.display import show
 
 # checks whose numbers are worth seeing even when they pass, in the order they are shown
@@ -30,28 +31,29 @@ IDS_PER_TEST = 2  # parameters shown per test function in a group of failures, b
 LISTED = 8  # tests named in a line of transient or marginal values, before "and N more"
 
 
-def layer_of(test: dict) -> int:
+def layer_of(test: TestRecord) -> int:
     """Where a test's suite sits in LAYERS (from its node id: `test_nccl.py::...`); unknown last."""
-    module = test.get("nodeid", "").split("::")[0].replace("\\", "/").rsplit("/", 1)[-1]
-    name = module.removesuffix(".py").removeprefix("test_")
+    name = test.module.removeprefix("test_")
     return LAYERS.index(name) if name in LAYERS else len(LAYERS)
 
 
-def in_layer_order(tests: list[dict]) -> list[dict]:
+def in_layer_order(tests: list[TestRecord]) -> list[TestRecord]:
     """Tests by layer, in run order within one (a stable sort)."""
     return sorted(tests, key=layer_of)
 
 
-def did_not_pass(tests: list[dict]) -> list[dict]:
-    return in_layer_order([t for t in tests if t["outcome"] in ("failed", "error")])
+def did_not_pass(tests: list[TestRecord]) -> list[TestRecord]:
+    return in_layer_order([t for t in tests if t.did_not_pass])
 
 
-def cause_of(test: dict) -> str:
+def cause_of(test: TestRecord) -> str:
     """A failure's message without its subject: `gpu2-gpu3: the facts hold no pairwise sweep (...)`
     and the same for gpu0-gpu1 share the cause `the facts hold no pairwise sweep (...)`."""
-    message = test.get("message") or ""
-    verdict = test.get("verdict") or {}
-    subject, own = verdict.get("subject"), verdict.get("message") or ""
+    message = test.message
+    verdict = test.verdict
+    if verdict is None:
+        return message
+    subject, own = verdict.subject, verdict.message
     if subject and own.startswith(f"{subject}: ") and message.endswith(own):
         # the test's message is its verdict's, perhaps behind "could not be established: "
         return message[: len(message) - len(own)] + own[len(subject) + 2:]
@@ -62,21 +64,21 @@ def cause_of(test: dict) -> str:
 class Cause:
     outcome: str  # the tests' outcome: failed or error
     text: str
-    tests: list[dict] = field(default_factory=list)
+    tests: list[TestRecord] = field(default_factory=list)
 
     def line(self) -> str:
         mark = f"{self.outcome.upper():6}"
         if len(self.tests) == 1:
             test = self.tests[0]
-            return f"  {mark} {test['id']}: {test.get('message') or ''}".rstrip()
-        return f"  {mark} {len(self.tests)} tests: {self.text}; {abbreviated([t['id'] for t in self.tests])}"
+            return f"  {mark} {test.id}: {test.message}".rstrip()
+        return f"  {mark} {len(self.tests)} tests: {self.text}; {abbreviated([t.id for t in self.tests])}"
 
 
-def causes(tests: list[dict]) -> list[Cause]:
+def causes(tests: list[TestRecord]) -> list[Cause]:
     """The tests that did not pass, grouped by outcome and cause, root causes first."""
     found: dict[tuple[str, str], Cause] = {}
     for test in did_not_pass(tests):
-        key = (test["outcome"], cause_of(test))
+        key = (test.outcome, cause_of(test))
         found.setdefault(key, Cause(*key)).tests.append(test)
     return list(found.values())
 
@@ -99,20 +101,20 @@ def abbreviated(test_ids: list[str]) -> str:
     return ", ".join(parts)
 
 
-def attempts_of(verdict: dict) -> str:
+def attempts_of(verdict: VerdictRecord) -> str:
     """A verdict's attempts for people: `310.2, 331 GB/s`."""
-    shown = ", ".join("-" if value is None else show(value) for value in verdict.get("attempts") or [])
-    return f"{shown} {verdict.get('unit') or ''}".rstrip()
+    shown = ", ".join("-" if value is None else show(value) for value in verdict.attempts)
+    return f"{shown} {verdict.unit}".rstrip()
 
 
-def transient_tests(tests: list[dict]) -> list[dict]:
+def transient_tests(tests: list[TestRecord]) -> list[TestRecord]:
     """Tests whose value missed at first and passed when measured again (older results: none)."""
-    return [t for t in tests if (t.get("verdict") or {}).get("transient") is True]
+    return [t for t in tests if t.verdict is not None and t.verdict.transient]
 
 
-def marginal_tests(tests: list[dict]) -> list[dict]:
+def marginal_tests(tests: list[TestRecord]) -> list[TestRecord]:
     """Tests that passed within the profile's marginal band of their limit (older results: none)."""
-    return [t for t in tests if (t.get("verdict") or {}).get("marginal") is True]
+    return [t for t in tests if t.verdict is not None and t.verdict.marginal]
 
 
 def _listed(entries: list[str]) -> str:
@@ -120,24 +122,21 @@ def _listed(entries: list[str]) -> str:
     return ", ".join(entries[:LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
-def watch_lines(tests: list[dict]) -> list[str]:
+def watch_lines(tests: list[TestRecord]) -> list[str]:
     """The values that passed but deserve a look: transient ones, then marginal ones."""
     lines = []
-    transient = transient_tests(tests)
+    transient = [(t.id, t.verdict) for t in transient_tests(tests) if t.verdict is not None]
     if transient:
-        entries = [f"{t['id']} (attempts {attempts_of(t['verdict'])})" for t in transient]
+        entries = [f"{test_id} (attempts {attempts_of(verdict)})" for test_id, verdict in transient]
         lines.append(f"{len(transient)} value(s) passed only when measured again (transient): {_listed(entries)}")
-    marginal = marginal_tests(tests)
+    marginal = [(t.id, t.verdict) for t in marginal_tests(tests) if t.verdict is not None]
     if marginal:
-        entries = [
-            f"{t['id']} ({show(t['verdict']['measured'], t['verdict'].get('unit') or '')}, expected {t['verdict'].get('expected')})"
-            for t in marginal
-        ]
+        entries = [f"{test_id} ({show(verdict.measured, verdict.unit)}, expected {verdict.expected})" for test_id, verdict in marginal]
         lines.append(f"{len(marginal)} value(s) marginal, passed within the profile's marginal band of the limit: {_listed(entries)}")
     return lines
 
 
-def summary_lines(tests: list[dict]) -> list[str]:
+def summary_lines(tests: list[TestRecord]) -> list[str]:
     lines = []
     bad = did_not_pass(tests)
     if bad:
@@ -145,25 +144,23 @@ def summary_lines(tests: list[dict]) -> list[str]:
         shared = f", {len(grouped)} cause(s)" if len(grouped) < len(bad) else ""
         lines.append(f"{len(bad)} test(s) did not pass{shared}, in layer order ({', '.join(LAYERS)}):")
         lines.extend(cause.line() for cause in grouped)
-        crashed = [t for t in bad if not t.get("verdict")]
+        crashed = [t for t in bad if t.verdict is None]
         if crashed:
             lines.append(
                 f"{len(crashed)} of them ended without a verdict (an exception in the suite or a fixture): "
                 "run again with --tb=short for the traceback"
             )
     lines.extend(watch_lines(tests))
-    verdicts = [t["verdict"] for t in tests if t.get("verdict") and t["verdict"]["outcome"] in ("passed", "failed")]
+    verdicts = [t.verdict for t in tests if t.verdict is not None and t.verdict.outcome in ("passed", "failed")]
     for check in KEY_CHECKS:
-        rows = [v for v in verdicts if v["check"] == check and isinstance(v["measured"], (int, float))]
+        rows = [(value, v) for v in verdicts if v.check == check and (value := v.numeric) is not None]
         if not rows:
             continue
-        rows.sort(key=lambda v: (v["outcome"] == "passed", v["measured"]))  # failures, then the lowest values
+        rows.sort(key=lambda row: (row[1].outcome == "passed", row[0]))  # failures, then the lowest values
         lines.append(f"{check}:")
-        for verdict in rows[:PER_CHECK_LIMIT]:
-            mark = "ok  " if verdict["outcome"] == "passed" else "FAIL"
-            lines.append(
-                f"  {mark} {verdict['subject']:24} {show(verdict['measured'], verdict['unit']):>14}   expected {verdict['expected']}"
-            )
+        for _, verdict in rows[:PER_CHECK_LIMIT]:
+            mark = "ok  " if verdict.outcome == "passed" else "FAIL"
+            lines.append(f"  {mark} {verdict.subject:24} {show(verdict.measured, verdict.unit):>14}   expected {verdict.expected}")
         if len(rows) > PER_CHECK_LIMIT:
             lines.append(f"  ... {len(rows) - PER_CHECK_LIMIT} more (all in results.json)")
     return lines

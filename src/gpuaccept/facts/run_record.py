@@ -1,0 +1,481 @@
+"""results.json as a typed record: one run's facts, every test with its verdict, the environment, the
+timings; and its one reader, `load_results`.
+
+Every reader of a run (the HTML report, fleet JUnit, baselines, profile init, the command line)
+works from a `RunRecord`, never from the JSON by key. The record sits beside the facts it holds,
+below the profiles (profile init reads runs) and the report writers (which write runs).
+
+Files written before a key existed still read: each later key has the default that says "not
+recorded" (a verdict without `criterion` has `NoCriterion`, without `better` has `better=None`,
+without `attempts` none). `summary` is derived from `tests` and recomputed when read.
+
+A run being written keeps a journal beside results.json (report/results.py says why): test records
+appended one JSON line at a time since results.json was last rewritten whole. `load_results` merges
+the journal a killed run left, so a reader sees every test that finished. The JSON Schema of the
+format is `schemas/results.schema.json` (`gpu-accept report schema` writes it).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BeforeValidator,
+    Discriminator,
+    Field,
+    JsonValue,
+    PlainSerializer,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
+
+from gpuaccept.errors import InputFileError, Problem, format_path
+from gpuaccept.facts.model import Facts, Record, Unavailable
+
+RESULTS_FORMAT: Literal["gpu-accept-results"] = "gpu-accept-results"
+RESULTS_VERSION: Literal[1] = 1
+JOURNAL_SUFFIX = ".journal"  # results.json.journal: what finished since results.json was last written whole
+
+
+# -- where the facts came from -----------------------------------------------------------------------
+
+LIVE = "live"  # how results.json spells a live run (older files and this one); any other text is a file
+
+
+class LiveMachine(Record):
+    """The machine the run ran on: probed, and measured where the profile asks."""
+
+    def __str__(self) -> str:
+        return LIVE
+
+
+class FactsFile(Record):
+    """Facts recorded earlier (gpu-accept record, or read from command outputs) and judged here."""
+
+    path: str
+
+    def __str__(self) -> str:
+        # a facts file named `live` is written so that it does not read as a live run
+        return f"./{self.path}" if self.path == LIVE else self.path
+
+
+def _source_from_text(value: object) -> object:
+    if isinstance(value, str):
+        return LiveMachine() if value == LIVE else FactsFile(path=value)
+    return value
+
+
+FactsSource = Annotated[
+    LiveMachine | FactsFile,
+    BeforeValidator(_source_from_text),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "description": "'live' where the machine was probed, else the facts file judged"}),
+]
+FACTS_SOURCE: TypeAdapter[LiveMachine | FactsFile] = TypeAdapter(FactsSource)
+
+
+# -- verdicts ------------------------------------------------------------------------------------------
+
+Measured = bool | int | float | str | None  # the exact value judged, as checks/verdict.py's as_record gives it
+Number = int | float
+VerdictOutcome = Literal["passed", "failed", "error", "not_applicable"]
+TestOutcome = Literal["passed", "failed", "error", "skipped"]
+
+
+class AtLeastCriterion(Record):
+    op: Literal[">="]
+    limit: Number
+    unit: str = ""
+
+
+class AtMostCriterion(Record):
+    op: Literal["<="]
+    limit: Number
+    unit: str = ""
+
+
+class EqualsCriterion(Record):
+    op: Literal["=="]
+    value: Measured
+    unit: str = ""
+
+
+class InRangeCriterion(Record):
+    op: Literal["in"]
+    minimum: Number
+    maximum: Number
+    unit: str = ""
+
+
+class MatchesCriterion(Record):
+    op: Literal["matches"]
+    patterns: list[str]
+    unit: str = ""
+
+
+class VersionCriterion(Record):
+    op: Literal[">=version"]
+    limit: str
+    unit: str = ""
+
+
+class RuleCriterion(Record):
+    """A rule only words state ("CUDA agrees with NVML"): its check decides."""
+
+    op: Literal["rule"]
+    text: str
+    unit: str = ""
+
+
+class NoCriterion(Record):
+    """A verdict judged against no rule (the profile asks nothing), or an older one that did not record it."""
+
+
+def _criterion_tag(value: object) -> str:
+    op = value.get("op") if isinstance(value, dict) else getattr(value, "op", None)
+    return op if isinstance(op, str) else "none"
+
+
+Criterion = Annotated[
+    Annotated[AtLeastCriterion, Tag(">=")]
+    | Annotated[AtMostCriterion, Tag("<=")]
+    | Annotated[EqualsCriterion, Tag("==")]
+    | Annotated[InRangeCriterion, Tag("in")]
+    | Annotated[MatchesCriterion, Tag("matches")]
+    | Annotated[VersionCriterion, Tag(">=version")]
+    | Annotated[RuleCriterion, Tag("rule")]
+    | Annotated[NoCriterion, Tag("none")],
+    Discriminator(_criterion_tag),
+]
+
+
+class VerdictRecord(Record):
+    """One judgement as checks/verdict.py's `Verdict.as_record` gives it. `better` is None in results
+    written before verdicts said which way their value improves."""
+
+    check: str
+    subject: str
+    outcome: VerdictOutcome
+    measured: Measured
+    expected: str
+    criterion: Criterion = Field(default_factory=NoCriterion)
+    better: Literal["higher", "lower", "exact"] | None = None
+    unit: str = ""
+    marginal: bool = False
+    attempts: list[Measured] = Field(default_factory=list)
+    transient: bool = False
+    final: bool = False
+    message: str = ""
+    profile: str = ""
+    context: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> VerdictRecord:
+        """From `Verdict.as_record()` (sent as plain data from pytest-xdist workers), read as the file reads it."""
+        return cls.model_validate_json(json.dumps(record))
+
+    @property
+    def limit(self) -> float | None:
+        """The number the criterion compares against (a floor or a ceiling), where it has one."""
+        if isinstance(self.criterion, AtLeastCriterion | AtMostCriterion):
+            return float(self.criterion.limit)
+        return None
+
+    @property
+    def numeric(self) -> float | None:
+        """The measured value where it is a number (not a state, not a bool, not missing)."""
+        value = self.measured
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    @property
+    def attempts_text(self) -> str:
+        """The attempts as JUnit's `attempts` property holds them: `310.2, 331` (`-`: none measured)."""
+        return ", ".join("-" if value is None else str(value) for value in self.attempts)
+
+
+class TestRecord(Record):
+    """One test of the run: its outcome, and the verdict that decided it (None where the test
+    ended without one: skipped by the profile, or an exception in the suite or a fixture)."""
+
+    __test__: ClassVar[bool] = False  # not a test class, wherever pytest meets it
+
+    id: str  # test_busbw[all_reduce-1GiB]
+    nodeid: str  # test_nccl.py::test_busbw[all_reduce-1GiB]
+    outcome: TestOutcome
+    duration_s: float = 0.0
+    message: str = ""
+    verdict: VerdictRecord | None = None
+
+    @property
+    def module(self) -> str:
+        """The suite module the test is in, without `.py`: `test_nccl` (JUnit's classname)."""
+        return self.nodeid.split("::")[0].replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+
+    @property
+    def did_not_pass(self) -> bool:
+        return self.outcome in ("failed", "error")
+
+
+class Summary(Record):
+    """How many tests ended how: derived from the tests, recomputed whenever a record is read."""
+
+    passed: int = 0
+    failed: int = 0
+    error: int = 0
+    skipped: int = 0
+    total: int = 0
+
+
+def summarize(tests: list[TestRecord]) -> Summary:
+    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+    for test in tests:
+        counts[test.outcome] += 1
+    return Summary(**counts, total=len(tests))
+
+
+# -- the run and its machine ------------------------------------------------------------------------
+
+
+class RunProfile(Record):
+    name: str
+    path: str
+    sha256: str
+    chosen_because: str = ""  # why --profile auto chose it; empty where it was named
+
+
+class RunInfo(Record):
+    started_at: str  # ISO 8601, UTC
+    finished_at: str | None = None  # None until the run ends
+    tool_version: str
+    command: list[str]
+    facts_source: FactsSource
+    profile: RunProfile
+    exit_status: int | None = None  # pytest's, None until the run ends
+
+    @property
+    def live(self) -> bool:
+        return isinstance(self.facts_source, LiveMachine)
+
+
+class GpuIdentity(Record):
+    index: int
+    name: str | None
+    uuid: str
+    serial: str | None
+    pci_bus_id: str
+
+
+class Environment(Record):
+    """The machine and software of a run, as reports and baselines name them; None where the facts
+    could not tell."""
+
+    host: str
+    driver: str | None
+    cuda_driver: str
+    nccl: str | None
+    torch: str | None
+    gpu_model: str | None
+    gpu_count: int
+    gpus: list[GpuIdentity]
+
+    @classmethod
+    def of(cls, facts: Facts) -> Environment:
+        sweeps = [s for s in (facts.measurements.collectives, facts.measurements.ddp) if s is not None]
+        nccl = next((s.nccl_version for s in sweeps if s.nccl_version), None)
+        torch = next((s.torch_version for s in sweeps if s.torch_version), None)
+        if torch is None and not isinstance(facts.cuda, Unavailable):
+            torch = facts.cuda.torch_version
+        return cls(
+            host=facts.system.hostname,
+            driver=_text(facts.system.driver_version),
+            cuda_driver=str(facts.system.cuda_driver_version),
+            nccl=nccl,
+            torch=torch,
+            gpu_model=_text(facts.gpus[0].name) if facts.gpus else None,
+            gpu_count=facts.gpu_count,
+            gpus=[
+                GpuIdentity(index=g.index, name=_text(g.name), uuid=g.uuid, serial=_text(g.serial), pci_bus_id=g.pci_bus_id)
+                for g in facts.gpus
+            ],
+        )
+
+
+def _text(reading: object) -> str | None:
+    """A reading as results.json holds it: the text, or None where the facts could not tell."""
+    return reading if isinstance(reading, str) else None
+
+
+class RunRecord(Record):
+    """results.json."""
+
+    format: Literal["gpu-accept-results"]
+    version: Literal[1]
+    complete: bool  # whether the run reached its end (a killed run's file says false)
+    run: RunInfo
+    environment: Environment
+    facts: Facts  # as far as they were known: probed, and whatever the stages had measured
+    tests: list[TestRecord]
+    summary: Summary = Field(default_factory=Summary)
+
+    @classmethod
+    def started(cls, run: RunInfo, facts: Facts) -> RunRecord:
+        """The record of a run that has begun and holds no test yet."""
+        return cls(
+            format=RESULTS_FORMAT, version=RESULTS_VERSION, complete=False, run=run, environment=Environment.of(facts),
+            facts=facts, tests=[],
+        )
+
+    def with_tests(self, tests: list[TestRecord]) -> RunRecord:
+        return self.model_copy(update={"tests": list(tests), "summary": summarize(tests)})
+
+    def with_facts(self, facts: Facts) -> RunRecord:
+        return self.model_copy(update={"facts": facts, "environment": Environment.of(facts)})
+
+    def verdicts(self) -> list[VerdictRecord]:
+        return [test.verdict for test in self.tests if test.verdict is not None]
+
+    def to_json(self) -> str:
+        # json.dumps, not pydantic's own writer: it keeps a float that is not finite as NaN, not null
+        return json.dumps(self.model_dump(mode="json"), indent=1) + "\n"
+
+
+class JournalEntry(Record):
+    """One line of the journal: the run it belongs to (its first line), a test that finished, or the
+    facts as they grew (a stage measured)."""
+
+    run: RunInfo | None = None
+    test: TestRecord | None = None
+    facts: Facts | None = None
+
+    def to_line(self) -> str:
+        # the entry's parts that it has; within them, a None is a value (a verdict that measured nothing)
+        parts = (("run", self.run), ("test", self.test), ("facts", self.facts))
+        return json.dumps({name: part.model_dump(mode="json") for name, part in parts if part is not None}) + "\n"
+
+
+def journal_of(results: Path) -> Path:
+    return results.with_name(results.name + JOURNAL_SUFFIX)
+
+
+def results_json_schema() -> dict[str, Any]:
+    schema = RunRecord.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "gpu-accept results"
+    return schema
+
+
+# -- reading ---------------------------------------------------------------------------------------------
+
+
+def load_results(path: Path | str) -> RunRecord:
+    """A results file as its typed record, with the journal a killed run left merged in; one line per
+    problem otherwise, naming the file and the key."""
+    path = Path(path)
+    # the journal before the file: a run rewrites the file, then empties the journal, so a reader
+    # of a run in progress gets a file at least as new as the journal it read
+    journal = journal_of(path)
+    try:
+        journal_text = journal.read_text(encoding="utf-8") if journal.is_file() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _problem(journal, f"cannot read the journal of a run that did not finish: {exc}") from None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _problem(path, f"cannot read results: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise _problem(path, f"not a gpu-accept results file: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    record = parse_results(text, str(path))
+    if not record.complete and journal_text:
+        record = merge_journal(record, journal, journal_text)
+    return record
+
+
+def parse_results(text: str, name: str) -> RunRecord:
+    try:
+        record = RunRecord.model_validate_json(text)
+    except ValidationError as exc:
+        raise InputFileError(_why_not_results(text, name, exc)) from None
+    return record.with_tests(record.tests)  # the summary, from the tests
+
+
+def _why_not_results(text: str, name: str, exc: ValidationError) -> list[Problem]:
+    """What makes `text` no results file: not JSON, another file's format, another version, or the
+    keys that do not fit, one line each."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as error:
+        return [Problem(name, error.lineno, "", f"invalid JSON: {error.msg}")]
+    except RecursionError:
+        return [Problem(name, None, "", "invalid JSON: nested too deeply to be results")]
+    if not isinstance(raw, dict) or raw.get("format") != RESULTS_FORMAT:
+        return [Problem(name, None, "format", f"not a gpu-accept results file (format {RESULTS_FORMAT!r} expected)")]
+    if raw.get("version") != RESULTS_VERSION:
+        return [Problem(name, None, "version", f"results version {raw.get('version')!r} is not {RESULTS_VERSION}")]
+    return _problems(name, exc)
+
+
+def merge_journal(record: RunRecord, journal: Path, text: str) -> RunRecord:
+    """`record` with what its journal (`text`) holds: tests it lacks, in the order they finished, and
+    the facts as they last were. A last line without its newline was cut by the kill and is left out;
+    a journal of another run (one that began in this folder and was killed at once) is left out."""
+    lines = text.split("\n")
+    tests = list(record.tests)
+    seen = {test.nodeid for test in tests}
+    facts = record.facts
+    for number, line in enumerate(lines[:-1], start=1):  # lines[-1] follows the last newline: empty, or cut
+        if not line.strip():
+            continue
+        try:
+            entry = JournalEntry.model_validate_json(line)
+        except ValidationError as exc:
+            raise InputFileError([Problem(str(journal), number, p.path, p.message) for p in _problems(str(journal), exc)[:1]]) from None
+        if entry.run is not None and entry.run != record.run:
+            return record
+        if entry.test is not None and entry.test.nodeid not in seen:  # a rewrite may already hold it
+            seen.add(entry.test.nodeid)
+            tests.append(entry.test)
+        if entry.facts is not None:
+            facts = entry.facts
+    merged = record if facts is record.facts else record.with_facts(facts)
+    return merged.with_tests(tests)
+
+
+def _problem(path: Path, message: str) -> InputFileError:
+    return InputFileError([Problem(str(path), None, "", message)])
+
+
+def _problems(name: str, exc: ValidationError) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for error in exc.errors():
+        # a value that fits no branch of a union gives one error per branch: the first per key
+        location = tuple(part for part in error["loc"] if part not in _branch_names())
+        key = format_path(location)
+        if key in seen:
+            continue
+        seen.add(key)
+        message = "required key is missing" if error["type"] == "missing" else error["msg"]
+        got = error.get("input")
+        if error["type"] != "missing" and (isinstance(got, str | int | float | bool) or got is None):
+            message += f" (got {got!r})"
+        problems.append(Problem(name, None, key, message))
+    return problems
+
+
+@functools.cache
+def _branch_names() -> frozenset[str | int]:
+    """The names pydantic gives the branches of a union in an error's location: the records', the
+    plain types' and the criteria's tags. Never keys of the file."""
+    names: set[str | int] = {"int", "float", "str", "bool", "none", "function-before[_source_from_text(), union[LiveMachine,FactsFile]]"}
+    names |= {">=", "<=", "==", "in", "matches", ">=version", "rule"}
+    todo: list[type[Record]] = [Record]
+    while todo:
+        model = todo.pop()
+        names.add(model.__name__)
+        todo.extend(model.__subclasses__())
+    return frozenset(names)

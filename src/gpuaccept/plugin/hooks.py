@@ -1,0 +1,179 @@
+"""The plugin's pytest hooks: a run configured from its options (context, measurement store,
+recording), the context handed to pytest-xdist workers, test ids from the profile, each verdict
+kept on its test's report, every test recorded, SIGTERM ended as Ctrl-C ends a run, and the
+gpu-accept summary at the end.
+
+Every hook is inert in a pytest run that is not a gpu-accept run (neither --profile nor --facts).
+"""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+import threading
+from collections.abc import Generator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from gpuaccept.errors import GpuAcceptError
+from gpuaccept.outputs import check_output_file
+from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
+from gpuaccept.plugin.options import RunOptions, read_options
+from gpuaccept.plugin.parametrize import parametrize_from_profile
+from gpuaccept.plugin.recording import RunRecording
+from gpuaccept.plugin.terminal import terminal_line
+from gpuaccept.plugin.verdicts import VERDICTS_KEY, failure_message
+from gpuaccept.session.store import MeasurementStore
+
+WORKER_INPUT = "gpuaccept_context"
+WORKER_STORE = "gpuaccept_store"
+TERMINATED: list[int] = []  # the signals that asked this run to end
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's junitxml configures: a gpu-accept run writes its JUnit itself
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        options = read_options(config.option)
+    except GpuAcceptError as error:
+        raise pytest.UsageError(f"gpu-accept: {error}") from None
+    if options is None:
+        return  # not a gpu-accept run
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and WORKER_INPUT in workerinput:
+        context = RunContext.from_json(workerinput[WORKER_INPUT])
+        store = MeasurementStore(Path(workerinput[WORKER_STORE]), live=context.live, confirm=options.confirm)
+        config.stash[RUN_KEY] = GpuAcceptRun(options, context, store)
+        return
+    # --junitxml FILE is written by this plugin, from the run record, in the shape of every other
+    # gpu-accept JUnit: pytest's own writer would be a second one at the same path
+    config.option.xmlpath = None
+    try:
+        for option, path in options.outputs.named():  # before anything is probed: not at the end of a full run
+            check_output_file(path, option)
+        context = RunContext.build(options.profile, options.source, options.profile_dirs)
+        _refuse_a_baseline_of_another_kind(options, context)
+    except GpuAcceptError as error:
+        raise pytest.UsageError(f"gpu-accept: {error}") from None
+    folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
+    store = MeasurementStore(folder, live=context.live, say=terminal_line(config), confirm=options.confirm)
+    run = GpuAcceptRun(options, context, store)
+    config.stash[RUN_KEY] = run
+    config.pluginmanager.register(RecordingHooks(config, run), "gpuaccept-recording")
+    _end_cleanly_on_sigterm()
+
+
+def _refuse_a_baseline_of_another_kind(options: RunOptions, context: RunContext) -> None:
+    """A baseline of other GPUs or another profile would fail every value for the wrong reason."""
+    if options.gate is None:
+        return
+    mismatch = options.gate.baseline.mismatch(context.facts, context.profile.name)
+    if mismatch:
+        raise GpuAcceptError(
+            f"{options.gate.baseline.path}: this baseline cannot judge this run: {'; '.join(mismatch)} "
+            "(save a baseline on this kind of machine, against this profile)"
+        )
+
+
+def _end_cleanly_on_sigterm() -> None:
+    """SIGTERM (a CI job cancelled, a scheduler's time limit) ends the run as Ctrl-C does: the
+    session still finishes, and results.json and JUnit hold what finished."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        TERMINATED.append(signum)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:  # xdist's WorkerController
+    """pytest-xdist: give each worker the controller's context instead of probing again."""
+    run = node.config.stash.get(RUN_KEY, None)
+    if run is not None:
+        node.workerinput[WORKER_INPUT] = run.context.to_json()
+        node.workerinput[WORKER_STORE] = str(run.store.folder)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    run = config.stash.get(RUN_KEY, None)
+    return f"gpu-accept: {run.context.describe()}" if run else None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    run = metafunc.config.stash.get(RUN_KEY, None)
+    if run is not None:
+        parametrize_from_profile(metafunc, run.context.profile)
+    if "baseline_metric" in metafunc.fixturenames:
+        gate = run.options.gate if run is not None else None
+        keys = sorted(gate.baseline.metrics) if gate is not None else []
+        if keys:
+            metafunc.parametrize("baseline_metric", keys, ids=keys)
+        else:
+            reason = "no --baseline given" if gate is None else f"the baseline {gate.baseline.path} holds no values"
+            metafunc.parametrize("baseline_metric", [pytest.param(None, marks=pytest.mark.skip(reason=reason))], ids=["none"])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    message = failure_message(item)
+    verdicts = item.stash.get(VERDICTS_KEY, None)
+    if report.when == "call" and verdicts:
+        # plain data, which travels with the report from xdist workers to the controller's recording
+        report.gpuaccept_verdict = verdicts[-1].as_record()  # type: ignore[attr-defined]
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if report.when == "call" and report.failed and message and crash is not None:
+        # the verdict's own line, without pytest's "Failed: " prefix, in the summary and in JUnit
+        crash.message = message
+    if report.when == "call" and report.skipped and isinstance(report.longrepr, tuple) and verdicts:
+        # a verdict skips from inside the plugin: point the skip at the test, as skip marks do
+        path, line = item.reportinfo()[:2]
+        report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logfinish() -> None:
+    # Python drops an exception raised while it runs a finalizer (`__del__`, a weakref callback):
+    # a SIGTERM that landed there is honoured at the next test instead of being lost
+    if TERMINATED:
+        raise KeyboardInterrupt(f"signal {TERMINATED[0]}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before the recording reads the exit status
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if TERMINATED and session.exitstatus != pytest.ExitCode.INTERRUPTED:
+        session.exitstatus = pytest.ExitCode.INTERRUPTED  # ended by a signal: not a verdict on the machine
+
+
+class RecordingHooks:
+    """The hooks of the controlling process that record a gpu-accept run: registered for one
+    session, as pytest_runtest_logreport is given no config to find the session's recording by."""
+
+    def __init__(self, config: pytest.Config, run: GpuAcceptRun):
+        self.config = config
+        self.run = run
+        self.recording: RunRecording | None = None
+
+    def pytest_sessionstart(self) -> None:
+        self.recording = RunRecording(self.config, self.run)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.recording is not None:
+            self.recording.add(report)  # reports from xdist workers arrive here too
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.recording is not None:
+            self.recording.finish(session)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        lines = self.recording.summary_lines() if self.recording is not None else []
+        if lines:
+            terminalreporter.write_sep("=", "gpu-accept summary")  # on a line of its own, after the progress dots
+            for line in lines:
+                terminalreporter.write_line(line)

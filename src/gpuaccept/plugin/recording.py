@@ -1,0 +1,141 @@
+"""What the controlling pytest process records of a run: the run record growing test by test
+(reports from xdist workers arrive here too), written as results.json and JUnit as it goes; at the
+end the facts out, the HTML report, a baseline, and the lines of the terminal summary.
+
+The hooks (plugin/hooks.py) call it; nothing here is a hook.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+
+from gpuaccept import __version__
+from gpuaccept.errors import GpuAcceptError
+from gpuaccept.facts import Facts, save_facts
+from gpuaccept.facts.model import STAGE_SWEEPS, Measurements
+from gpuaccept.facts.run_record import RunInfo, RunProfile, RunRecord, TestRecord
+from gpuaccept.plugin.context import GpuAcceptRun
+from gpuaccept.plugin.verdicts import test_record
+from gpuaccept.report.baseline import named, save_baseline
+from gpuaccept.report.html import render_html
+from gpuaccept.report.results import ResultsWriter, now
+from gpuaccept.report.summary import did_not_pass, summary_lines
+from gpuaccept.session.store import merge
+
+NOTHING_JUDGED_KEY = pytest.StashKey[str]()
+
+
+class RunRecording:
+    def __init__(self, config: pytest.Config, run: GpuAcceptRun):
+        self.config = config
+        self.run = run
+        self.recorded: set[str] = set()  # node ids of the tests recorded
+        self.notes: list[str] = []
+        context = run.context
+        profile = context.profile
+        info = RunInfo(
+            started_at=now(), tool_version=__version__, command=list(sys.argv), facts_source=context.facts_source,
+            profile=RunProfile(name=profile.name, path=str(profile.path), sha256=profile.sha256, chosen_because=context.chosen_because),
+        )
+        outputs = run.options.outputs
+        self.writer = ResultsWriter(RunRecord.started(info, context.facts), outputs.results, outputs.junit)
+
+    def facts(self) -> Facts:
+        """The facts as far as they are known: probed, plus whatever the stages measured so far."""
+        context = self.run.context
+        return merge(context.facts, self.run.store.collected()) if context.live else context.facts
+
+    @property
+    def tests(self) -> list[TestRecord]:
+        return self.writer.record.tests
+
+    def add(self, report: pytest.TestReport) -> None:
+        test = test_record(report)
+        if test is None or test.nodeid in self.recorded:
+            return  # a teardown error after a recorded call keeps the call's outcome
+        self.recorded.add(test.nodeid)
+        self.writer.add_test(test, self.facts())
+
+    def finish(self, session: pytest.Session) -> None:
+        exitstatus = int(session.exitstatus)
+        nothing_judged = self.nothing_judged(exitstatus)
+        if nothing_judged:
+            # Exit 0 says every check passed. With no check made that is a gate that stays green
+            # whatever the machine is (a -k that selects only tests the profile leaves out, or
+            # the baseline tests without --baseline): "could not judge", as pytest's "no tests".
+            session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+            exitstatus = int(session.exitstatus)
+            self.config.stash[NOTHING_JUDGED_KEY] = nothing_judged
+            self.notes.append(nothing_judged)
+        facts = self.facts()
+        outputs = self.run.options.outputs
+        if outputs.facts is not None:
+            save_facts(facts, outputs.facts)
+        record = self.writer.finish(exitstatus, facts)
+        if outputs.html is not None:
+            outputs.html.write_text(render_html(record), encoding="utf-8")
+        if outputs.baseline is not None:
+            self.notes.extend(self._save_baseline(record, exitstatus))
+        shutil.rmtree(self.run.store.folder, ignore_errors=True)
+
+    def _save_baseline(self, record: RunRecord, exitstatus: int) -> list[str]:
+        target = self.run.options.outputs.baseline
+        assert target is not None
+        bad = [t.id for t in did_not_pass(record.tests)]
+        if bad:
+            return [
+                f"baseline not saved to {target}: {len(bad)} test(s) did not pass ({named(bad, 3)}); "
+                "a baseline is a picture of a healthy machine"
+            ]
+        if exitstatus != pytest.ExitCode.OK:
+            return [f"baseline not saved to {target}: the run did not end cleanly (pytest exit status {exitstatus})"]
+        try:
+            saved = save_baseline(target, record.facts, self.run.context.profile.name)
+        except GpuAcceptError as error:
+            return [f"baseline not saved to {target}: {line}" for line in error.lines()]
+        return [f"saved {saved.values} measured values as a baseline to {target}", *saved.notes()]
+
+    def nothing_judged(self, exitstatus: int) -> str:
+        """Why a finished run judged nothing, or '' when it judged something (or did not run tests)."""
+        if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            return ""
+        tests_not_run = any(getattr(self.config.option, name, False) for name in ("collectonly", "setuponly", "setupplan"))
+        if exitstatus == pytest.ExitCode.OK and tests_not_run:
+            return ""
+        tests = self.tests
+        if any(test.outcome != "skipped" for test in tests):
+            return ""
+        if not tests:
+            return "no test was selected: -k, -m or the test ids given match none of the suites' tests"
+        selected = "the one selected test was" if len(tests) == 1 else f"all {len(tests)} selected tests were"
+        return f"nothing was judged: {selected} skipped ({tests[0].message})"
+
+    def summary_lines(self) -> list[str]:
+        facts = self.facts()
+        lines = summary_lines(self.tests) + confirmation_lines(facts.measurements) + self.notes
+        gate = self.run.options.gate
+        if gate is not None:
+            differences = gate.baseline.differences(facts)
+            if differences:
+                lines.append(
+                    f"note: baseline {gate.baseline.path} was saved with other software or on another host: {'; '.join(differences)}"
+                )
+        return lines
+
+
+def confirmation_lines(measured: Measurements) -> list[str]:
+    """What confirming misses cost: per stage, the rounds, the values measured again and the time."""
+    lines = []
+    for stage in STAGE_SWEEPS:
+        rounds = [r for r in measured.rounds if r.stage == stage]
+        if rounds:
+            keys = sorted({str(key) for r in rounds for key in r.keys})
+            lines.append(
+                f"  {stage} stage: {len(rounds)} round(s), {len(keys)} value(s), {sum(r.wall_s for r in rounds):.1f} s: " + ", ".join(keys)
+            )
+    if measured.unconfirmed:
+        lines.append("  not measured again, the stage's time for it spent: " + ", ".join(map(str, measured.unconfirmed)))
+    return ["measured again after missing their criterion:"] + lines if lines else []

@@ -1,0 +1,290 @@
+"""results.json as one typed record: its published schema, which real runs of every age and a fresh
+run meet; verdicts exactly as the checks record them; a run written as it goes at a cost that grows
+with its tests, not their square; and a killed run read back whole from its journal."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from gpuaccept.errors import InputFileError
+from gpuaccept.facts.run_record import (
+    JOURNAL_SUFFIX,
+    FactsFile,
+    LiveMachine,
+    NoCriterion,
+    RunInfo,
+    RunProfile,
+    RunRecord,
+    TestRecord,
+    VerdictRecord,
+    journal_of,
+    load_results,
+    results_json_schema,
+)
+from gpuaccept.report import junit as junit_writer
+from gpuaccept.report import results as results_writer
+from gpuaccept.report.results import ResultsWriter
+from gpuaccept.resources import shipped_dir
+from tests.helpers import EXAMPLES, ROOT, example_facts, results_data, run_record
+
+SCHEMA = ROOT / "schemas" / "results.schema.json"
+EXAMPLE_RESULTS = sorted((ROOT / "examples" / "results").glob("*.json"))
+BENCH_RUNS = sorted((ROOT / "bench" / "runs").glob("*/*.tar.gz"))
+
+
+def bench_results(folder: Path) -> list[Path]:
+    """Every results.json kept in bench/runs' archives: runs of the releases before this record."""
+    found = []
+    for archive in BENCH_RUNS:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                if member.name.endswith("results.json"):
+                    target = folder / archive.name.removesuffix(".tar.gz") / member.name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(tar.extractfile(member).read())
+                    found.append(target)
+    return found
+
+
+# -- the schema -------------------------------------------------------------------------------------------
+
+
+def test_the_published_schema_is_current():
+    assert json.loads(SCHEMA.read_text()) == results_json_schema(), "run: gpu-accept report schema > schemas/results.schema.json"
+
+
+def test_real_results_of_every_age_read_and_meet_the_schema(tmp_path):
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    runs = EXAMPLE_RESULTS + bench_results(tmp_path)
+    assert len(runs) >= 40
+    for path in runs:
+        record = load_results(path)
+        assert record.summary.total == len(record.tests) and record.run.live
+    # the schema describes what is written now: older files meet it once read (a step failure
+    # recorded before failures named their keys gains them in the reader); on the examples and on
+    # one run of each archive (each file takes a while)
+    checked = EXAMPLE_RESULTS + [next(p for p in runs if archive.name.removesuffix(".tar.gz") in p.parts) for archive in BENCH_RUNS]
+    for path in checked:
+        as_read = load_results(path).model_dump(mode="json", by_alias=True)
+        errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(as_read)]
+        assert not errors, f"{path}: {errors[:3]}"
+
+
+def test_a_fresh_run_meets_the_schema(pytester, tmp_path):
+    suites = shipped_dir("suites")
+    results = tmp_path / "results.json"
+    pytester.runpytest(
+        str(suites), "-c", str(suites / "pytest.ini"), "--rootdir", str(suites), "--profile", "h200-4-nvswitch",
+        "--facts", str(EXAMPLES / "h200x4-measured.json"), "--results", str(results), "-k", "inventory or busbw",
+    )
+    document = json.loads(results.read_text())
+    jsonschema.validate(document, json.loads(SCHEMA.read_text()))
+    record = load_results(results)
+    assert record.complete and record.run.exit_status == 0
+    assert record.run.facts_source == FactsFile(path=str(EXAMPLES / "h200x4-measured.json"))
+    assert document["run"]["facts_source"] == str(EXAMPLES / "h200x4-measured.json")  # as files always said it
+    busbw = next(t for t in record.tests if t.id == "test_busbw[all_reduce-1GiB]").verdict
+    assert busbw.criterion.op == ">=" and busbw.better == "higher" and busbw.limit == 326.0 and busbw.context["peak_GBps"] > 0
+
+
+# -- the record ------------------------------------------------------------------------------------------
+
+
+def test_every_verdict_the_checks_give_is_recorded_exactly():
+    from tests.verdicts import CATALOG, SUBJECTS
+
+    count = 0
+    for path in sorted(EXAMPLES.glob("*-measured.json")):
+        facts = example_facts(path.stem)
+        for profile in CATALOG.load_all():
+            for subjects, checks in SUBJECTS:
+                for check in checks:
+                    for subject in subjects(profile):
+                        verdict = check(profile, facts) if subject is None else check(profile, facts, subject)
+                        as_data = json.loads(json.dumps(verdict.as_record()))
+                        assert VerdictRecord.of(verdict.as_record()).model_dump(mode="json") == as_data
+                        count += 1
+    assert count > 3000
+
+
+def test_an_older_verdict_reads_with_what_it_did_not_record():
+    data = results_data(EXAMPLE_RESULTS[0])
+    assert "criterion" not in data["tests"][0]["verdict"] and "chosen_because" not in data["run"]["profile"]
+    data["summary"] = {"passed": 1}  # a summary that does not add up: the tests decide
+    record = run_record(data)
+    verdict = record.tests[0].verdict
+    assert verdict.criterion == NoCriterion() and verdict.better is None and verdict.attempts == [] and not verdict.transient
+    assert verdict.limit is None and record.run.profile.chosen_because == ""
+    assert record.summary.total == len(record.tests) and record.summary.passed == sum(t.outcome == "passed" for t in record.tests)
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (
+            lambda d: d["tests"][3].update(outcome="ok"),
+            "{path}: tests[3].outcome: Input should be 'passed', 'failed', 'error' or 'skipped' (got 'ok')",
+        ),
+        (lambda d: d["run"].pop("profile"), "{path}: run.profile: required key is missing"),
+        (
+            lambda d: d["tests"][0]["verdict"].update(colour="red"),
+            "{path}: tests[0].verdict.colour: Extra inputs are not permitted (got 'red')",
+        ),
+        (lambda d: d.update(version=2), "{path}: version: results version 2 is not 1"),
+    ],
+    ids=["outcome", "missing", "unknown-key", "version"],
+)
+def test_a_results_file_that_does_not_fit_is_one_line_naming_the_key(tmp_path, change, expected):
+    data = results_data(EXAMPLE_RESULTS[0])
+    change(data)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputFileError) as caught:
+        load_results(path)
+    assert caught.value.lines() == [expected.format(path=path)]
+
+
+def test_facts_source_is_live_or_a_file_also_one_named_live(tmp_path):
+    record = load_results(EXAMPLE_RESULTS[0])
+    assert record.run.facts_source == LiveMachine() and str(record.run.facts_source) == "live"
+    named_live = record.model_copy(update={"run": record.run.model_copy(update={"facts_source": FactsFile(path="live")})})
+    path = tmp_path / "results.json"
+    path.write_text(named_live.to_json())
+    assert json.loads(path.read_text())["run"]["facts_source"] == "./live"
+    assert load_results(path).run.facts_source == FactsFile(path="./live")
+
+
+# -- writing a run as it goes ----------------------------------------------------------------------------
+
+
+def started(facts_name: str = "h200x4-measured") -> RunRecord:
+    facts = example_facts(facts_name)
+    run = RunInfo(
+        started_at="2026-11-23T10:00:00+00:00", tool_version="0.1.0", command=["gpu-accept", "run"], facts_source=LiveMachine(),
+        profile=RunProfile(name="h200-4-nvswitch", path="profiles/h200-4-nvswitch.yaml", sha256="0" * 64),
+    )
+    return RunRecord.started(run, facts)
+
+
+def a_test(index: int) -> TestRecord:
+    subject = f"gpu{index % 4}-gpu{(index + 1) % 4}"
+    verdict = {
+        "check": "p2p_copy", "subject": subject, "outcome": "failed" if index % 7 == 0 else "passed", "measured": 390.0 + index % 10,
+        "expected": ">= 366 GB/s", "criterion": {"op": ">=", "limit": 366.0, "unit": "GB/s"}, "better": "higher", "unit": "GB/s",
+        "marginal": False, "attempts": [], "transient": False, "final": False, "message": f"{subject}: p2p 390 GB/s (profile p)",
+        "profile": "p", "context": {"peak_GBps": 478.12},
+    }
+    return TestRecord(
+        id=f"test_p2p_copy[{index}]", nodeid=f"test_bandwidth.py::test_p2p_copy[{index}]", outcome=verdict["outcome"],
+        duration_s=0.0002, message="" if verdict["outcome"] == "passed" else verdict["message"], verdict=VerdictRecord.of(verdict),
+    )
+
+
+def bytes_written_for(tests: int, folder: Path, monkeypatch) -> tuple[int, int, int]:
+    """(bytes written, files rewritten, bytes of the files at the end) for a run of `tests` tests."""
+    written = {"bytes": 0, "rewrites": 0}
+    rewrite, append = results_writer.write_atomically, results_writer._append
+
+    def counted_rewrite(path, text):
+        written["bytes"] += len(text.encode("utf-8"))
+        written["rewrites"] += 1
+        rewrite(path, text)
+
+    def counted_append(journal, line):
+        written["bytes"] += len(line.encode("utf-8"))
+        append(journal, line)
+
+    monkeypatch.setattr(results_writer, "write_atomically", counted_rewrite)
+    monkeypatch.setattr(junit_writer, "write_atomically", counted_rewrite)
+    monkeypatch.setattr(results_writer, "_append", counted_append)
+    writer = ResultsWriter(started("h200x1"), folder / "results.json", [folder / "junit.xml"], idle_s=None)
+    for index in range(tests):
+        writer.add_test(a_test(index))
+    writer.finish(0)
+    final = (folder / "results.json").stat().st_size + (folder / "junit.xml").stat().st_size
+    return written["bytes"], written["rewrites"], final
+
+
+def test_writing_n_tests_costs_bytes_in_proportion_to_n(tmp_path, monkeypatch):
+    small = bytes_written_for(250, tmp_path / "small", monkeypatch)
+    large = bytes_written_for(2000, tmp_path / "large", monkeypatch)
+    # every byte written is a journal line or a rewrite no larger than the journal since the last:
+    # at most a few times what the files hold at the end, whatever the number of tests
+    for written, _, final in (small, large):
+        assert written < 5 * final
+    # the bytes per test stay the same with eight times the tests (rewriting results.json after every
+    # test, as before, they grew eightfold: 2000 tests wrote over a gigabyte for a 2.4 MB file)
+    assert large[0] / 2000 < 1.25 * small[0] / 250
+    assert large[1] < 2 * small[1]  # rewrites grow with the logarithm of the tests
+
+
+def test_a_killed_run_is_read_whole_from_its_journal(tmp_path):
+    results = tmp_path / "results.json"
+    writer = ResultsWriter(started("h200x1"), results, [tmp_path / "junit.xml"], idle_s=None)
+    for index in range(40):
+        writer.add_test(a_test(index))
+    # killed here: never finished. The file alone holds what its last rewrite held; with the journal, every test
+    on_disk = json.loads(results.read_text())
+    assert on_disk["complete"] is False and len(on_disk["tests"]) < 40
+    record = load_results(results)
+    assert not record.complete and [t.id for t in record.tests] == [a_test(i).id for i in range(40)]
+    assert record.summary.total == 40 and record.summary.failed == 6
+    # a line cut by the kill is left out; a line the last rewrite holds already is kept once
+    journal = journal_of(results)
+    assert journal.name == "results.json" + JOURNAL_SUFFIX
+    first = json.dumps({"test": on_disk["tests"][0]}) + "\n"
+    journal.write_text(journal.read_text() + first + '{"test": {"id": "test_cut')
+    assert [t.id for t in load_results(results).tests] == [t.id for t in record.tests]
+    # a journal of another run (a run started here and killed at once) is not this one's
+    other = json.loads(journal.read_text().splitlines()[0])
+    other["run"]["started_at"] = "2026-11-23T11:00:00+00:00"
+    journal.write_text(json.dumps(other) + "\n" + journal.read_text().split("\n", 1)[1])
+    assert len(load_results(results).tests) == len(on_disk["tests"])
+    # a damaged line inside the journal is named
+    journal.write_text('{"test": {"id": 7}}\n')
+    with pytest.raises(InputFileError, match=rf"^{journal}:1: test.id: Input should be a valid string"):
+        load_results(results)
+
+
+def test_the_journal_holds_the_facts_as_the_stages_measure(tmp_path):
+    results = tmp_path / "results.json"
+    probed = example_facts("h200x4")
+    writer = ResultsWriter(started("h200x4").with_facts(probed), results, idle_s=None)
+    writer.add_test(a_test(0), probed)
+    measured = example_facts("h200x4-measured")
+    writer.add_test(a_test(1), measured)  # a stage has measured since
+    record = load_results(results)
+    assert record.facts == measured and record.environment.nccl == "2.28.9"
+    writer.finish(1, measured)
+    assert not journal_of(results).exists() and load_results(results).complete
+
+
+def test_a_quiet_run_has_its_tests_in_results_and_junit_within_the_idle_time(tmp_path):
+    results, junit = tmp_path / "results.json", tmp_path / "junit.xml"
+    writer = ResultsWriter(started(), results, [junit], idle_s=0.05)
+    try:
+        for index in range(3):  # too few for a rewrite by size: the journal alone holds them
+            writer.add_test(a_test(index))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(json.loads(results.read_text())["tests"]) < 3:
+            time.sleep(0.02)
+        assert len(json.loads(results.read_text())["tests"]) == 3
+        assert junit.read_text().count("<testcase ") == 3
+    finally:
+        writer.finish(1)
+
+
+def test_a_new_run_does_not_take_in_the_journal_a_killed_one_left(tmp_path):
+    results = tmp_path / "results.json"
+    killed = ResultsWriter(started(), results, idle_s=None)
+    for index in range(5):
+        killed.add_test(a_test(index))
+    ResultsWriter(started().model_copy(update={"run": started().run.model_copy(update={"started_at": "2026-11-23T12:00:00+00:00"})}),
+                  results, idle_s=None)
+    assert load_results(results).tests == []
