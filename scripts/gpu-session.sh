@@ -18,7 +18,8 @@
 #   fidelity     bench/fidelity.py against nccl-tests built in .nccl-tests/build (not built here)
 #   ddp-time     bench/ddp_stage.py, twice, then what the workers left in /dev/shm and on the GPUs
 #   trust        TRUST_RUNS (default 10) healthy full runs in a row with --profile auto: every run's
-#                outcome, wall time, stage times and every value measured again (scripts/run_digest.py)
+#                outcome, wall time, stage times and every value measured again (scripts/run_digest.py);
+#                TRUST_FIRST=N numbers them from N, to go on from an earlier call on the same machine
 #   drills       fault drills with --profile auto: NCCL_P2P_DISABLE=1, NCCL_MAX_NCHANNELS=1, a GEMM
 #                load on the last GPU, CUDA_VISIBLE_DEVICES hiding the last GPU, a one-off dip
 #                (GPUACCEPT_INJECT_DIP), one measurement worker stopped with SIGSTOP
@@ -174,7 +175,9 @@ for stage in "$@"; do
     say "left behind: $(( $(ls /dev/shm | wc -l) - shm_before )) new entries in /dev/shm; GPU processes: $(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader | wc -l)"
     ;;
   trust)
-    for i in $(seq 1 "${TRUST_RUNS:-10}"); do
+    # TRUST_FIRST numbers the runs on from an earlier call on the same warm machine
+    first=${TRUST_FIRST:-1}
+    for i in $(seq "$first" $((first + ${TRUST_RUNS:-10} - 1))); do
       enough 60 "healthy run $i" || break
       say "healthy run $i with --profile auto"
       run_suite "trust$i"
