@@ -20,7 +20,9 @@ import pytest
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.outputs import check_output_file
+from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
+from gpuaccept.plugin.levels import register_markers, select_level
 from gpuaccept.plugin.options import RunOptions, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
@@ -41,6 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"gpu-accept: {error}") from None
     if options is None:
         return  # not a gpu-accept run
+    register_markers(config)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
@@ -62,6 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run = GpuAcceptRun(options, context, store)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(RecordingHooks(config, run), "gpuaccept-recording")
+    config.pluginmanager.register(BurninHooks(config, run, TERMINATED), "gpuaccept-burnin")
     _end_cleanly_on_sigterm()
 
 
@@ -116,6 +120,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         else:
             reason = "no --baseline given" if gate is None else f"the baseline {gate.baseline.path} holds no values"
             metafunc.parametrize("baseline_metric", [pytest.param(None, marks=pytest.mark.skip(reason=reason))], ids=["none"])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        select_level(config, items, run.options.level)
 
 
 @pytest.hookimpl(wrapper=True)

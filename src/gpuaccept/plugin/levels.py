@@ -1,0 +1,66 @@
+"""Levels: three depths of a run, picked by name (`--level`), as DCGM's run levels are.
+
+- quick: health readings, inventory, topology, P2P capability; no load stage: seconds, for CI gates
+  between jobs;
+- standard: the quick level, and every measurement the profile asks for (NCCL, copies, DDP, the
+  per-GPU loads), the telemetry sampled meanwhile, and the baseline gate;
+- burn-in: the quick level, then the load stages round after round for the duration
+  (`--burn-in-duration`, else the profile's burnin.duration), each burn-in value judged over every
+  round, and the telemetry of the whole time.
+
+A level selects suites by module name, so suites that join later (test_health, test_compute) are
+placed here by name. Each selected test also carries its levels as markers (`-m quick`). Modules
+that are not suites of gpu-accept are never deselected.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+LEVELS = ("quick", "standard", "burn-in")
+DEFAULT_LEVEL = "standard"
+
+_QUICK = frozenset({"test_inventory", "test_topology", "test_p2p", "test_health"})
+LEVEL_SUITES: dict[str, frozenset[str]] = {
+    "quick": _QUICK,
+    "standard": _QUICK | {"test_nccl", "test_bandwidth", "test_ddp", "test_compute", "test_telemetry", "test_baseline"},
+    "burn-in": _QUICK | {"test_burnin", "test_telemetry"},
+}
+KNOWN_SUITES = frozenset().union(*LEVEL_SUITES.values())
+# what `--help` and the README say of each level
+LEVEL_HELP = (
+    "quick: health readings, inventory, topology, P2P, no load (seconds); "
+    "standard: quick + every measurement the profile asks for, with telemetry (default; about a minute); "
+    "burn-in: quick + the load stages in rounds for the duration, every round judged, with telemetry"
+)
+
+
+def marker_name(level: str) -> str:
+    return level.replace("-", "")  # `-m burnin`
+
+
+def register_markers(config: pytest.Config) -> None:
+    for level in LEVELS:
+        config.addinivalue_line("markers", f"{marker_name(level)}: a test of gpu-accept's {level} level")
+
+
+def module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+
+
+def select_level(config: pytest.Config, items: list[pytest.Item], level: str) -> None:
+    """Keep the tests of `level`, deselect the other suites' tests, and mark each suite test with its levels."""
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        module = module_of(item)
+        if module not in KNOWN_SUITES:
+            kept.append(item)
+            continue
+        for name, suites in LEVEL_SUITES.items():
+            if module in suites:
+                item.add_marker(marker_name(name))
+        (kept if module in LEVEL_SUITES[level] else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
