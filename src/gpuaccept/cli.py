@@ -17,12 +17,12 @@ from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, ProfileError
 from gpuaccept.facts import save_facts
 from gpuaccept.outputs import check_output_file, check_output_folder
-from gpuaccept.plugin.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.resources import shipped_dir
+from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
 from gpuaccept.vocabulary.telemetry import parse_duration
 
 # pytest's exit codes, as this tool reports them

@@ -11,8 +11,8 @@ import pytest
 
 from gpuaccept.errors import OptionError
 from gpuaccept.facts.run_record import FactsFile, LiveMachine
-from gpuaccept.plugin.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
 from gpuaccept.report.baseline import Baseline, load_baseline, parse_percent
+from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
 from gpuaccept.vocabulary.telemetry import parse_duration
 
 AUTO = "auto"  # what --profile says for the profile whose match rule fits the GPUs installed
