@@ -297,3 +297,23 @@ def test_the_report_plots_telemetry_per_gpu_and_each_round(tmp_path):
     assert "telemetry-memory-temperature-c" not in page  # not supported: no line drawn at 0
     plain = render_html(record)
     assert "id='telemetry'" not in plain
+
+
+# -- the command line --------------------------------------------------------------------------------------
+
+
+def test_a_bad_duration_is_one_line_and_exit_2_before_anything_runs(capsys, tmp_path):
+    from gpuaccept.cli import main
+
+    assert main(["burn-in", "--duration", "5 minutes", "--reports", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gpu-accept: --duration '5 minutes' is not a duration: write a number with s, m or h (90s, 30m, 2h)"
+    ]
+    assert main(["run", "--duration", "5m", "--reports", str(tmp_path)]) == 2
+    assert "only a burn-in has a duration (--level burn-in, not standard)" in capsys.readouterr().err
+    bad_profile = write(tmp_path / "p.yaml", "schema: 1\nextends: h200-4-nvswitch\nburnin: {duration: 30 minutes}\n")
+    from gpuaccept.errors import ProfileError
+
+    with pytest.raises(ProfileError) as error:
+        load_profile(bad_profile, ProfileCatalog.with_shipped().base_folders())
+    assert any("burnin.duration" in line for line in error.value.lines())

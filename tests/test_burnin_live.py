@@ -135,3 +135,13 @@ def test_each_level_selects_its_suites(tmp_path, level, present, absent):
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     modules = {line.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py") for line in done.stdout.splitlines() if "::" in line}
     assert present <= modules and not (absent & modules), done.stdout[-2000:]
+
+
+def test_a_burn_in_with_nothing_to_load_is_refused_in_one_line(tmp_path):
+    command = [sys.executable, "-m", "gpuaccept", "burn-in", "--duration", "5s", "--profile", "h200-1", "--reports", str(tmp_path)]
+    env = {**os.environ, "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x1.json")}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "ERROR: gpu-accept: --level burn-in: profile h200-1 asks for no stage a burn-in runs (copies, nccl): nothing would load the GPUs"
+    )

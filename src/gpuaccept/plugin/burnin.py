@@ -41,7 +41,9 @@ class BurninHooks:
         options, context = self.run.options, self.run.context
         if options.level != "burn-in" or not context.live or self.config.option.collectonly:
             return
-        if not any(module_of(item) in READS_BURNIN for item in session.items):
+        # pytest-xdist's controller holds no items (its workers collect): it runs the rounds for them
+        distributed = self.config.pluginmanager.hasplugin("dsession")
+        if not distributed and not any(module_of(item) in READS_BURNIN for item in session.items):
             return
         duration = options.burnin_s or parse_duration(context.profile.spec.burnin.duration)
         say = terminal_line(self.config)

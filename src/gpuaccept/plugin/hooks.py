@@ -28,6 +28,7 @@ from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import VERDICTS_KEY, failure_message
+from gpuaccept.session.burnin import FABRIC_STAGES, LOAD_STAGES, stages_asked
 from gpuaccept.session.store import MeasurementStore
 
 WORKER_INPUT = "gpuaccept_context"
@@ -58,6 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
             check_output_file(path, option)
         context = RunContext.build(options.profile, options.source, options.profile_dirs)
         _refuse_a_baseline_of_another_kind(options, context)
+        _refuse_a_burnin_without_loads(options, context)
     except GpuAcceptError as error:
         raise pytest.UsageError(f"gpu-accept: {error}") from None
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
@@ -78,6 +80,15 @@ def _refuse_a_baseline_of_another_kind(options: RunOptions, context: RunContext)
         raise GpuAcceptError(
             f"{options.gate.baseline.path}: this baseline cannot judge this run: {'; '.join(mismatch)} "
             "(save a baseline on this kind of machine, against this profile)"
+        )
+
+
+def _refuse_a_burnin_without_loads(options: RunOptions, context: RunContext) -> None:
+    """A burn-in whose profile asks for no stage it runs would load nothing for its whole duration."""
+    if options.level == "burn-in" and context.live and not stages_asked(context.profile):
+        raise GpuAcceptError(
+            f"--level burn-in: profile {context.profile.name} asks for no stage a burn-in runs "
+            f"({', '.join((*LOAD_STAGES, *FABRIC_STAGES))}): nothing would load the GPUs"
         )
 
 
