@@ -248,6 +248,8 @@ for stage in "$@"; do
     ;;
   burnin)
     duration=${BURNIN_DURATION:-5m}
+    need=$(python3 -c "from gpuaccept.vocabulary.telemetry import parse_duration; print(int(parse_duration('$duration')) + 90)")
+    enough "$need" "burn-in of $duration" || continue
     say "gpu-accept burn-in --duration $duration"
     gpu-accept burn-in --duration "$duration" --reports "$work/burnin" > "$work/burnin.out" 2>&1
     code=$?
@@ -261,6 +263,7 @@ for stage in "$@"; do
     ;;
   burnin-kill)
     kill_at=${BURNIN_KILL_AT:-3}
+    enough $(( kill_at * 60 + 90 )) "burn-in killed at minute $kill_at" || continue
     say "gpu-accept burn-in --duration 30m, SIGTERM at minute $kill_at"
     gpu-accept burn-in --duration 30m --reports "$work/burnin-kill" > "$work/burnin-kill.out" 2>&1 &
     runner=$!
