@@ -22,7 +22,7 @@ from gpuaccept.errors import GpuAcceptError
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
-from gpuaccept.plugin.levels import register_markers, select_level
+from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
 from gpuaccept.plugin.options import RunOptions, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
@@ -133,10 +133,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize("baseline_metric", [pytest.param(None, marks=pytest.mark.skip(reason=reason))], ids=["none"])
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     run = config.stash.get(RUN_KEY, None)
-    if run is not None:
-        select_level(config, items, run.options.level)
+    return True if run is not None and outside_level(collection_path, run.options.level) else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.stash.get(RUN_KEY, None) is not None:
+        mark_levels(items)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -8,12 +8,15 @@
   (`--burn-in-duration`, else the profile's burnin.duration), each burn-in value judged over every
   round, and the telemetry of the whole time.
 
-A level selects suites by module name, so suites that join later (test_health, test_compute) are
-placed here by name. Each selected test also carries its levels as markers (`-m quick`). Modules
-that are not suites of gpu-accept are never deselected.
+A level selects suites by module name (vocabulary/levels.py), so suites that join later
+(test_health, test_compute) are placed there by name; the suites of other levels are not collected.
+Each collected test also carries its levels as markers (`-m quick`). Modules that are not suites of
+gpu-accept are always collected.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -33,19 +36,16 @@ def module_of(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
 
 
-def select_level(config: pytest.Config, items: list[pytest.Item], level: str) -> None:
-    """Keep the tests of `level`, deselect the other suites' tests, and mark each suite test with its levels."""
-    kept: list[pytest.Item] = []
-    dropped: list[pytest.Item] = []
+def outside_level(path: Path, level: str) -> bool:
+    """Whether `path` is a suite of gpu-accept that `level` does not run: not collected at all, so
+    a level's run says nothing of the other levels' tests (no "deselected" count)."""
+    return path.stem in KNOWN_SUITES and path.stem not in LEVEL_SUITES[level]
+
+
+def mark_levels(items: list[pytest.Item]) -> None:
+    """Each suite test marked with the levels that run it (`-m quick`)."""
     for item in items:
         module = module_of(item)
-        if module not in KNOWN_SUITES:
-            kept.append(item)
-            continue
         for name, suites in LEVEL_SUITES.items():
             if module in suites:
                 item.add_marker(marker_name(name))
-        (kept if module in LEVEL_SUITES[level] else dropped).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
