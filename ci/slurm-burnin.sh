@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Slurm burn-in: one job per node of a list, each running the full suite on its whole node, then
-# one fleet report over every node's results.
+# Slurm burn-in: per node of a list, one job running the full suite on its whole node, then one
+# running `gpu-accept burn-in` for DURATION; then one fleet report over every node's results.
 #
-#   ci/slurm-burnin.sh nodes.txt [PROFILE]      # nodes.txt: one hostname a line
+#   ci/slurm-burnin.sh nodes.txt [PROFILE] [DURATION]   # nodes.txt: one hostname a line; DURATION 30m, 2h ...
 #
-# Results land in burnin-<date>/<node>/; when every job has ended, a last job writes
-# burnin-<date>/fleet.xml (a JUnit testsuite per node) and lists the nodes far below the fleet median.
+# Results land in burnin-<date>/<node>/ (the acceptance run) and burnin-<date>/<node>/burnin/ (the
+# burn-in: telemetry plots in its report.html); when every job has ended, a last job writes
+# burnin-<date>/fleet.xml (a JUnit testsuite per node and run) and lists the nodes far below the fleet
+# median. The burn-in job's limit is BURNIN_TIME (default 04:00:00); Slurm sends it SIGTERM 2 minutes
+# before (--signal=B:TERM@120), which ends the burn-in with what ran judged and its reports written.
 set -euo pipefail
 nodes_file=${1:?usage: ci/slurm-burnin.sh nodes.txt [PROFILE]}
 profile=${2:-auto}
+duration=${3:-30m}
 out="burnin-$(date +%Y%m%d-%H%M)"
 mkdir -p "$out"
 jobs=()
@@ -22,10 +26,18 @@ while read -r node; do
         --wrap="gpu-accept run --profile $profile --reports $out/$node")
   jobs+=("$job")
   echo "$node: job $job"
+  # exec: gpu-accept is the batch shell itself, so that Slurm's SIGTERM reaches it
+  burn=$(sbatch --parsable --job-name="gpu-accept-burnin-$node" --nodelist="$node" --nodes=1 --exclusive \
+        --dependency="afterany:$job" --time="${BURNIN_TIME:-04:00:00}" --signal=B:TERM@120 \
+        --output="$out/$node/burnin-slurm-%j.log" \
+        --export=ALL,NCCL_NVLS_ENABLE=0,TORCH_SYMM_MEM_DISABLE_MULTICAST=1,NVSHMEM_DISABLE_NVLS=1 \
+        --wrap="exec gpu-accept burn-in --duration $duration --profile $profile --reports $out/$node/burnin")
+  jobs+=("$burn")
+  echo "$node: burn-in job $burn ($duration)"
 done < "$nodes_file"
 [ ${#jobs[@]} -gt 0 ] || { echo "no nodes in $nodes_file" >&2; exit 2; }
 dependency=$(IFS=:; echo "afterany:${jobs[*]}")
 sbatch --parsable --job-name=gpu-accept-fleet --dependency="$dependency" --time=00:10:00 \
        --output="$out/fleet-%j.log" \
-       --wrap="gpu-accept report fleet $out/*/results.json -o $out/fleet.xml"
+       --wrap="gpu-accept report fleet $out/*/results.json $out/*/burnin/results.json -o $out/fleet.xml"
 echo "fleet report: $out/fleet.xml once every node's job has ended"

@@ -23,6 +23,13 @@
 #   drills       fault drills with --profile auto: NCCL_P2P_DISABLE=1, NCCL_MAX_NCHANNELS=1, a GEMM
 #                load on the last GPU, CUDA_VISIBLE_DEVICES hiding the last GPU, a one-off dip
 #                (GPUACCEPT_INJECT_DIP), one measurement worker stopped with SIGSTOP
+#   quick        the quick level (health readings, inventory, topology, P2P; no load) three times,
+#                each run's wall time into the log
+#   burnin       gpu-accept burn-in --duration ${BURNIN_DURATION:-5m} on every GPU lent; its reports
+#                checked (scripts/check_reports.py) and report.html copied to $OUT for a screenshot
+#   burnin-kill  a burn-in of 30m ended with SIGTERM at minute ${BURNIN_KILL_AT:-3}: exit code, and
+#                its reports checked as valid (junit parses, results.json validates, HTML written)
+#   (burnin and burnin-kill each take one device call: 5 and 3 minutes of load, and the suites)
 #
 # The wheels it installs come from scripts/fetch-wheels.sh (run here, before the device call).
 #
@@ -230,6 +237,45 @@ for stage in "$@"; do
     fi
     python3 scripts/run_digest.py $(ls "$work"/{nop2p,onechannel,hog,hidden,dip,stop}/results.json 2>/dev/null) | tee -a "$log"
     tar -czf "$OUT/drills-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d {nop2p,onechannel,hog,hidden,dip,stop}/results.json 2>/dev/null)
+    ;;
+  quick)
+    for i in 1 2 3; do
+      say "quick level run $i"
+      began_run=$(date +%s.%N)
+      run_suite "quick$i" --level quick
+      say "quick level run $i: $(python3 -c "print(f'{$(date +%s.%N) - $began_run:.1f}')") s wall"
+    done
+    ;;
+  burnin)
+    duration=${BURNIN_DURATION:-5m}
+    need=$(python3 -c "from gpuaccept.vocabulary.telemetry import parse_duration; print(int(parse_duration('$duration')) + 90)")
+    enough "$need" "burn-in of $duration" || continue
+    say "gpu-accept burn-in --duration $duration"
+    gpu-accept burn-in --duration "$duration" --reports "$work/burnin" > "$work/burnin.out" 2>&1
+    code=$?
+    say "burn-in exit $code"
+    grep -E "burn-in round|burn-in done|burn-in ended" "$work/burnin.out" | tail -40 >> "$log"
+    sed -n '/gpu-accept summary/,$p' "$work/burnin.out" | head -60 >> "$log"
+    python3 scripts/check_reports.py "$work/burnin" --telemetry 2>&1 | tee -a "$log"
+    cp "$work/burnin/report.html" "$OUT/report-burnin-$tag.html" 2>/dev/null
+    cp "$work/burnin/results.json" "$OUT/results-burnin-$tag.json" 2>/dev/null
+    cp "$work/burnin.out" "$OUT/burnin-$tag.out" 2>/dev/null
+    ;;
+  burnin-kill)
+    kill_at=${BURNIN_KILL_AT:-3}
+    enough $(( kill_at * 60 + 90 )) "burn-in killed at minute $kill_at" || continue
+    say "gpu-accept burn-in --duration 30m, SIGTERM at minute $kill_at"
+    gpu-accept burn-in --duration 30m --reports "$work/burnin-kill" > "$work/burnin-kill.out" 2>&1 &
+    runner=$!
+    sleep $(( kill_at * 60 ))
+    kill -TERM "$runner"; signalled=$(date +%s)
+    wait "$runner"; code=$?
+    say "killed burn-in: exit $code (2: cut short with no failure; 1: a check failed), $(( $(date +%s) - signalled )) s from SIGTERM to exit; measurement workers left: $(pgrep -f gpuaccept.measure.worker | wc -l)"
+    grep -E "burn-in round|burn-in done|burn-in ended" "$work/burnin-kill.out" | tail -20 >> "$log"
+    python3 scripts/check_reports.py "$work/burnin-kill" --telemetry 2>&1 | tee -a "$log"
+    cp "$work/burnin-kill/report.html" "$OUT/report-burnin-kill-$tag.html" 2>/dev/null
+    cp "$work/burnin-kill/results.json" "$OUT/results-burnin-kill-$tag.json" 2>/dev/null
+    cp "$work/burnin-kill/junit.xml" "$OUT/junit-burnin-kill-$tag.xml" 2>/dev/null
     ;;
   *) say "unknown stage $stage" ;;
   esac

@@ -43,3 +43,10 @@ def test_slurm_burnin_script():
     assert "gpu-accept report fleet" in text and "NCCL_NVLS_ENABLE=0" in text
     usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
     assert usage.returncode != 0 and "usage" in usage.stderr
+
+
+def test_slurm_burnin_script_runs_a_burn_in_that_slurm_ends_with_sigterm():
+    text = (CI / "slurm-burnin.sh").read_text()
+    # gpu-accept is the batch shell (exec), and gets SIGTERM before the limit: its reports are written
+    assert 'exec gpu-accept burn-in --duration $duration' in text and "--signal=B:TERM@120" in text
+    assert "$out/*/burnin/results.json" in text and 'duration=${3:-30m}' in text

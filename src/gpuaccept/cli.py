@@ -22,6 +22,8 @@ from gpuaccept.profile.catalog import BASES_FOLDER
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.resources import shipped_dir
+from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
+from gpuaccept.vocabulary.telemetry import parse_duration
 
 # pytest's exit codes, as this tool reports them
 _PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_CHECK_FAILED}
@@ -32,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `gpu-accept profile list | head` ends quietly
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "run":
+    if extra and args.command not in ("run", "burn-in"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not args.command:
         parser.print_help()
@@ -92,7 +94,29 @@ def _parser() -> argparse.ArgumentParser:
         help="measure a value that misses its criterion again, up to N more times, before it fails; the best attempt "
         "decides (default 2; 0 judges the first measurement)",
     )
+    run.add_argument(
+        "--level", choices=LEVELS, default=DEFAULT_LEVEL, help=f"how deep to test. {LEVEL_HELP}"
+    )
+    run.add_argument(
+        "--duration", metavar="DURATION", help="with --level burn-in: how long (90s, 30m, 2h; default the profile's burnin.duration)"
+    )
     run.set_defaults(handler=_run)
+
+    burn = commands.add_parser(
+        "burn-in",
+        help="load the GPUs for a duration, telemetry sampled throughout (gpu-accept run --level burn-in)",
+        description="Burn-in: the inventory, topology and P2P checks, then the load stages round after round for the "
+        "duration (the per-GPU loads every round, the NCCL stage at the profile's burnin.fabric_interval), each value "
+        "judged over every round (the worst round decides), and clocks, temperatures, power and clock event reasons "
+        "sampled every burnin.telemetry_period_s. The terminal shows each round and the time left; Ctrl-C or SIGTERM "
+        "ends the rounds, judges what ran and writes the reports (exit 1 where a check failed, else 2). Arguments this "
+        "command does not know go to pytest.",
+    )
+    burn.add_argument("--duration", metavar="DURATION", help="how long: 90s, 30m, 2h (default: the profile's burnin.duration, 30m)")
+    burn.add_argument("--profile", default="auto", help="profile name, YAML path, or 'auto' (default)")
+    burn.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
+    burn.add_argument("--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json")
+    burn.set_defaults(handler=_burn_in)
 
     imports = commands.add_parser(
         "import",
@@ -213,6 +237,12 @@ def _run(args, extra: list[str]) -> int:
         pytest_args += ["--facts", args.facts]
     else:
         pytest_args += ["--facts-out", str(reports / "facts.json")]
+    level = getattr(args, "level", DEFAULT_LEVEL)
+    if args.duration is not None and level != "burn-in":
+        raise OptionError(f"--duration {args.duration}: only a burn-in has a duration (--level burn-in, not {level})")
+    pytest_args += ["--level", level]
+    if args.duration is not None:
+        pytest_args += ["--burn-in-duration", args.duration]
     for option, value in (
         ("--baseline", args.baseline),
         ("--save-baseline", args.save_baseline),
@@ -228,6 +258,20 @@ def _run(args, extra: list[str]) -> int:
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", file=sys.stderr)
     return _PYTEST_EXIT.get(code, EXIT_USAGE)
+
+
+def _burn_in(args, extra: list[str]) -> int:
+    """`gpu-accept run --level burn-in`, always on this machine."""
+    if args.duration is not None:
+        try:
+            parse_duration(args.duration)
+        except ValueError as error:
+            raise OptionError(f"--duration {error}") from None
+    burn = argparse.Namespace(
+        profile=args.profile, profile_dir=args.profile_dir, reports=args.reports, imports=None, facts=None, baseline=None,
+        save_baseline=None, max_regression=None, confirm=None, level="burn-in", duration=args.duration,
+    )
+    return _run(burn, extra)
 
 
 def _read_imports(files):

@@ -438,6 +438,78 @@ class TextSource(Record):
     notes: list[str] = Field(default_factory=list)  # damage found and what was still used, one line each
 
 
+class TelemetrySample(Record):
+    """One GPU's readings at one moment of a run. `t_s` is seconds since sampling began."""
+
+    t_s: float
+    gpu: int  # the CUDA ordinal: gpuN
+    sm_clock_mhz: IntReading
+    memory_clock_mhz: IntReading
+    temperature_c: IntReading
+    memory_temperature_c: IntReading  # HBM, NVML field 82, where the GPU answers it
+    power_w: FloatReading
+    clock_event_reasons: IntReading  # nvmlClocksEventReasons bits (vocabulary/telemetry.py)
+    utilization_pct: IntReading
+
+
+class TelemetryLimits(Record):
+    """What NVML says a GPU's readings may reach, read once when sampling starts."""
+
+    gpu: int
+    slowdown_temperature_c: IntReading
+    max_sm_clock_mhz: IntReading
+    power_limit_w: FloatReading
+
+
+class LoadWindow(Record):
+    """A measurement stage that loaded the GPUs, in seconds since sampling began."""
+
+    stage: str
+    started_s: float
+    ended_s: float
+
+
+class Telemetry(Record):
+    """Every GPU sampled at a fixed period while the run went on, and when loads ran."""
+
+    started_at: str  # ISO 8601, UTC: the moment `t_s` counts from
+    period_s: float
+    limits: list[TelemetryLimits] = Field(default_factory=list)
+    samples: list[TelemetrySample] = Field(default_factory=list)
+    loads: list[LoadWindow] = Field(default_factory=list)
+
+    def of_gpu(self, gpu: int) -> list[TelemetrySample]:
+        return [sample for sample in self.samples if sample.gpu == gpu]
+
+    def limits_of(self, gpu: int) -> TelemetryLimits | None:
+        return next((limit for limit in self.limits if limit.gpu == gpu), None)
+
+    def under_load(self, sample: TelemetrySample) -> bool:
+        return any(window.started_s <= sample.t_s <= window.ended_s for window in self.loads)
+
+
+class BurnInRound(Record):
+    """One round of a burn-in: the stages it ran, what they measured, when (seconds since the start)."""
+
+    index: int  # 1, 2, ...
+    started_s: float
+    wall_s: float
+    stages: list[str]
+    measurements: Measurements
+
+
+class BurnIn(Record):
+    """A burn-in: the load stages run round after round until the duration ran out (or it was ended)."""
+
+    duration_s: float  # asked for
+    elapsed_s: float  # what ran
+    ended: Literal["deadline", "interrupted"]
+    rounds: list[BurnInRound] = Field(default_factory=list)
+
+    def rounds_with(self, stage: str) -> list[BurnInRound]:
+        return [r for r in self.rounds if stage in r.stages]
+
+
 class Facts(OmitsLaterDefaults):
     facts_version: Literal[1] = FACTS_VERSION
     recorded_at: str  # ISO 8601, UTC
@@ -450,8 +522,10 @@ class Facts(OmitsLaterDefaults):
     environment: dict[str, str] = Field(default_factory=dict)  # CUDA_*, NCCL_* ... as the probe saw them
     measurements: Measurements = Field(default_factory=Measurements)
     imported_from: TextSource | None = None  # set where the facts were read from command outputs
+    telemetry: Telemetry | None = None  # sampled while the run went on (live runs)
+    burnin: BurnIn | None = None  # the rounds of a burn-in
 
-    later_fields: ClassVar[dict[str, Any]] = {"imported_from": None}
+    later_fields: ClassVar[dict[str, Any]] = {"imported_from": None, "telemetry": None, "burnin": None}
 
     @field_validator("gpus")
     @classmethod

@@ -10,7 +10,9 @@ from gpuaccept.plugin.context import run_of
 from gpuaccept.plugin.options import BaselineGate
 from gpuaccept.plugin.verdicts import VerdictRecorder
 from gpuaccept.profile import Profile
+from gpuaccept.session.burnin import read_burnin
 from gpuaccept.session.store import merge
+from gpuaccept.session.telemetry import read_telemetry
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +54,25 @@ def facts_with_ddp(request: pytest.FixtureRequest) -> Facts:
 def facts_with_everything(facts_with_nccl: Facts, facts_with_copies: Facts, facts_with_ddp: Facts) -> Facts:
     """The facts with every measurement stage the profile asks for."""
     return merge(merge(facts_with_nccl, facts_with_copies.measurements), facts_with_ddp.measurements)
+
+
+@pytest.fixture(scope="session")
+def facts_with_burnin(request: pytest.FixtureRequest) -> Facts:
+    """The facts with the burn-in's rounds (run before the tests, at --level burn-in), or as recorded."""
+    run = run_of(request.config)
+    burnin = read_burnin(run.store.folder) if run.context.live else None
+    return run.context.facts.model_copy(update={"burnin": burnin}) if burnin is not None else run.context.facts
+
+
+@pytest.fixture(scope="session")
+def facts_with_telemetry(request: pytest.FixtureRequest) -> Facts:
+    """The facts with the telemetry sampled while the loads ran: after the burn-in's rounds at the
+    burn-in level, after every measurement stage otherwise (measured first where they were not yet)."""
+    run = run_of(request.config)
+    loaded = "facts_with_burnin" if run.options.level == "burn-in" else "facts_with_everything"
+    facts: Facts = request.getfixturevalue(loaded)
+    telemetry = read_telemetry(run.store.folder) if run.context.live else None
+    return facts.model_copy(update={"telemetry": telemetry}) if telemetry is not None else facts
 
 
 @pytest.fixture(scope="session")

@@ -20,12 +20,15 @@ import pytest
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.outputs import check_output_file
+from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
+from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
 from gpuaccept.plugin.options import RunOptions, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import VERDICTS_KEY, failure_message
+from gpuaccept.session.burnin import FABRIC_STAGES, LOAD_STAGES, stages_asked
 from gpuaccept.session.store import MeasurementStore
 
 WORKER_INPUT = "gpuaccept_context"
@@ -41,6 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"gpu-accept: {error}") from None
     if options is None:
         return  # not a gpu-accept run
+    register_markers(config)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
@@ -55,6 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
             check_output_file(path, option)
         context = RunContext.build(options.profile, options.source, options.profile_dirs)
         _refuse_a_baseline_of_another_kind(options, context)
+        _refuse_a_burnin_without_loads(options, context)
     except GpuAcceptError as error:
         raise pytest.UsageError(f"gpu-accept: {error}") from None
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
@@ -62,6 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run = GpuAcceptRun(options, context, store)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(RecordingHooks(config, run), "gpuaccept-recording")
+    config.pluginmanager.register(BurninHooks(config, run, TERMINATED), "gpuaccept-burnin")
     _end_cleanly_on_sigterm()
 
 
@@ -74,6 +80,15 @@ def _refuse_a_baseline_of_another_kind(options: RunOptions, context: RunContext)
         raise GpuAcceptError(
             f"{options.gate.baseline.path}: this baseline cannot judge this run: {'; '.join(mismatch)} "
             "(save a baseline on this kind of machine, against this profile)"
+        )
+
+
+def _refuse_a_burnin_without_loads(options: RunOptions, context: RunContext) -> None:
+    """A burn-in whose profile asks for no stage it runs would load nothing for its whole duration."""
+    if options.level == "burn-in" and context.live and not stages_asked(context.profile):
+        raise GpuAcceptError(
+            f"--level burn-in: profile {context.profile.name} asks for no stage a burn-in runs "
+            f"({', '.join((*LOAD_STAGES, *FABRIC_STAGES))}): nothing would load the GPUs"
         )
 
 
@@ -116,6 +131,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         else:
             reason = "no --baseline given" if gate is None else f"the baseline {gate.baseline.path} holds no values"
             metafunc.parametrize("baseline_metric", [pytest.param(None, marks=pytest.mark.skip(reason=reason))], ids=["none"])
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    run = config.stash.get(RUN_KEY, None)
+    return True if run is not None and outside_level(collection_path, run.options.level) else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.stash.get(RUN_KEY, None) is not None:
+        mark_levels(items)
 
 
 @pytest.hookimpl(wrapper=True)

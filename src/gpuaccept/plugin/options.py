@@ -12,6 +12,8 @@ import pytest
 from gpuaccept.errors import OptionError
 from gpuaccept.facts.run_record import FactsFile, LiveMachine
 from gpuaccept.report.baseline import Baseline, load_baseline, parse_percent
+from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
+from gpuaccept.vocabulary.telemetry import parse_duration
 
 AUTO = "auto"  # what --profile says for the profile whose match rule fits the GPUs installed
 DEFAULT_MAX_REGRESSION = "5%"
@@ -72,6 +74,8 @@ class RunOptions:
     gate: BaselineGate | None
     confirm: int  # how many times more a value that misses its criterion is measured
     outputs: Outputs
+    level: str = DEFAULT_LEVEL  # plugin/levels.py
+    burnin_s: float | None = None  # --burn-in-duration, in seconds; else the profile's burnin.duration
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -142,6 +146,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write results.json (facts, every verdict, environment, timings), kept valid as the run goes",
     )
     group.addoption(
+        "--level",
+        dest="gpuaccept_level",
+        choices=LEVELS,
+        default=DEFAULT_LEVEL,
+        help=f"how deep to test: {LEVEL_HELP}",
+    )
+    group.addoption(
+        "--burn-in-duration",
+        dest="gpuaccept_burnin",
+        metavar="DURATION",
+        help="with --level burn-in: how long to load the GPUs (90s, 30m, 2h; default the profile's burnin.duration)",
+    )
+    group.addoption(
         "--junit-report",
         dest="gpuaccept_junit",
         metavar="FILE",
@@ -162,6 +179,16 @@ def read_options(option: argparse.Namespace) -> RunOptions | None:
     gate = None
     if baseline_file:
         gate = BaselineGate(load_baseline(Path(baseline_file)), _share(max_regression or DEFAULT_MAX_REGRESSION))
+    level = getattr(option, "gpuaccept_level", DEFAULT_LEVEL)
+    burnin_text = getattr(option, "gpuaccept_burnin", None)
+    burnin_s = None
+    if burnin_text is not None:
+        if level != "burn-in":
+            raise OptionError(f"--burn-in-duration {burnin_text}: only a burn-in has a duration (--level burn-in, not {level})")
+        try:
+            burnin_s = parse_duration(burnin_text)
+        except ValueError as error:
+            raise OptionError(f"--burn-in-duration {error}") from None
     profile = getattr(option, "gpuaccept_profile", None)
     facts = getattr(option, "gpuaccept_facts", None)
     if profile is None and facts is None:
@@ -180,6 +207,8 @@ def read_options(option: argparse.Namespace) -> RunOptions | None:
             junit_report=_path(getattr(option, "gpuaccept_junit", None)),
             junitxml=_path(getattr(option, "xmlpath", None)),  # absent where pytest's junitxml plugin is disabled
         ),
+        level=level,
+        burnin_s=burnin_s,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gpuaccept.checks.burnin import burnin_cases
 from gpuaccept.checks.ddp import ddp_cases
 from gpuaccept.checks.fabric import busbw_cases, case_id
 from gpuaccept.profile import Profile
@@ -25,6 +26,7 @@ def parametrize_from_profile(metafunc: pytest.Metafunc, profile: Profile) -> Non
         "gpu_ordered_pair": (profile.ordered_gpu_pairs(), lambda p: pair_key(*p), "no GPU pairs"),
         "busbw_case": (busbw_cases(profile), lambda c: case_id(*c), "no collective bandwidth floors"),
         "ddp_case": (ddp_cases(profile), str, "no DDP settings"),
+        "burnin_case": (burnin_cases(profile), lambda c: c.id, "no values a burn-in measures"),
     }
     for name, (values, make_id, nothing) in families.items():
         if name not in metafunc.fixturenames:

@@ -23,7 +23,9 @@ from gpuaccept.report.baseline import named, save_baseline
 from gpuaccept.report.html import render_html
 from gpuaccept.report.results import ResultsWriter, now
 from gpuaccept.report.summary import did_not_pass, summary_lines
+from gpuaccept.session.burnin import read_burnin
 from gpuaccept.session.store import merge
+from gpuaccept.session.telemetry import read_telemetry
 
 NOTHING_JUDGED_KEY = pytest.StashKey[str]()
 
@@ -44,9 +46,15 @@ class RunRecording:
         self.writer = ResultsWriter(RunRecord.started(info, context.facts), outputs.results, outputs.junit)
 
     def facts(self) -> Facts:
-        """The facts as far as they are known: probed, plus whatever the stages measured so far."""
+        """The facts as far as they are known: probed, plus whatever the stages (and a burn-in's
+        rounds) measured so far. The telemetry joins at the end: read at every test it would be
+        written into the journal again with every test."""
         context = self.run.context
-        return merge(context.facts, self.run.store.collected()) if context.live else context.facts
+        if not context.live:
+            return context.facts
+        facts = merge(context.facts, self.run.store.collected())
+        burnin = read_burnin(self.run.store.folder)
+        return facts.model_copy(update={"burnin": burnin}) if burnin is not None else facts
 
     @property
     def tests(self) -> list[TestRecord]:
@@ -71,6 +79,9 @@ class RunRecording:
             self.config.stash[NOTHING_JUDGED_KEY] = nothing_judged
             self.notes.append(nothing_judged)
         facts = self.facts()
+        telemetry = read_telemetry(self.run.store.folder) if self.run.context.live else None
+        if telemetry is not None:
+            facts = facts.model_copy(update={"telemetry": telemetry})
         outputs = self.run.options.outputs
         if outputs.facts is not None:
             save_facts(facts, outputs.facts)

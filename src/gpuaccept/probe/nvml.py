@@ -96,6 +96,14 @@ class LiveNvml(Nvml):
                 "cluster_uuid": bytes(info.clusterUuid).hex(),
             }
 
+        def field(i: int, field_id: int, scope: int = 0) -> float:
+            # each field value carries its own return code: an unanswered field is an error, never 0
+            value = n.nvmlDeviceGetFieldValues(h(i), [(field_id, scope)])[0]
+            if value.nvmlReturn != n.NVML_SUCCESS:
+                raise n.NVMLError(value.nvmlReturn)
+            member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(value.valueType, "uiVal")
+            return float(getattr(value.value, member))
+
         def nvlink_speed(i: int, link: int) -> float:
             # field NVLINK_GET_SPEED scoped to one link: the speed `nvidia-smi nvlink -s` prints, in MB/s
             value = n.nvmlDeviceGetFieldValues(h(i), [(n.NVML_FI_DEV_NVLINK_GET_SPEED, link)])[0]
@@ -132,6 +140,18 @@ class LiveNvml(Nvml):
             "fabric_info": fabric,
             "topology_common_ancestor": lambda i, j: int(n.nvmlDeviceGetTopologyCommonAncestor(h(i), h(j))),
             "p2p_status": lambda i, j, cap: int(n.nvmlDeviceGetP2PStatus(h(i), h(j), int(cap))),
+            # telemetry (probe/telemetry.py): what a GPU does under load, sampled while a run goes on
+            "sm_clock_mhz": lambda i: int(n.nvmlDeviceGetClockInfo(h(i), n.NVML_CLOCK_SM)),
+            "memory_clock_mhz": lambda i: int(n.nvmlDeviceGetClockInfo(h(i), n.NVML_CLOCK_MEM)),
+            "max_sm_clock_mhz": lambda i: int(n.nvmlDeviceGetMaxClockInfo(h(i), n.NVML_CLOCK_SM)),
+            "temperature_c": lambda i: int(n.nvmlDeviceGetTemperature(h(i), n.NVML_TEMPERATURE_GPU)),
+            "slowdown_temperature_c": lambda i: int(
+                n.nvmlDeviceGetTemperatureThreshold(h(i), n.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
+            ),
+            "memory_temperature_c": lambda i: int(field(i, 82)),  # NVML_FI_DEV_MEMORY_TEMP: HBM
+            "power_mw": lambda i: int(n.nvmlDeviceGetPowerUsage(h(i))),
+            "power_limit_mw": lambda i: int(n.nvmlDeviceGetEnforcedPowerLimit(h(i))),
+            "utilization_pct": lambda i: int(n.nvmlDeviceGetUtilizationRates(h(i)).gpu),
         }
 
 

@@ -27,6 +27,7 @@ from gpuaccept.vocabulary.links import (
 from gpuaccept.vocabulary.nvml_codes import MAX_NVLINKS
 from gpuaccept.vocabulary.sizes import SIZE_PATTERN, parse_size
 from gpuaccept.vocabulary.steps import DDP_CASE_PATTERN
+from gpuaccept.vocabulary.telemetry import DURATION_PATTERN, parse_duration
 
 SCHEMA_VERSION = 1
 
@@ -312,6 +313,34 @@ class JudgingSpec(Strict):
     )
 
 
+def _duration_text(value: Any) -> Any:
+    if isinstance(value, str):
+        parse_duration(value)  # a ValueError here is the profile's one-line problem
+    return value
+
+
+DurationText = Annotated[str, BeforeValidator(_duration_text), StringConstraints(pattern=DURATION_PATTERN)]
+
+
+class BurninSpec(Strict):
+    """A burn-in (gpu-accept burn-in, run --level burn-in) and the telemetry sampled in every live run."""
+
+    duration: DurationText = Field("30m", description="how long a burn-in loads the GPUs when --duration is not given (90s, 30m, 2h)")
+    fabric_interval: DurationText = Field(
+        "5m",
+        description="a burn-in runs the fabric stages (NCCL) in its first round and then at most this often; the per-GPU loads every round",
+    )
+    telemetry_period_s: Annotated[float, Field(ge=0.1, le=60)] = Field(1.0, description="seconds between telemetry samples of every GPU")
+    max_slowdown_share: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.01,
+        description="largest share of a GPU's samples under load with a hardware slowdown, hardware thermal or power brake clock "
+        "event reason (0.01: 1%)",
+    )
+    min_sm_clock_mhz: Annotated[int, Field(gt=0)] | None = Field(
+        None, description="lowest median SM clock of a GPU under load, MHz; left out, clocks are recorded and not judged"
+    )
+
+
 class ProfileSpec(Strict):
     schema_version: int = Field(alias="schema", description="profile format version; this release reads 1")
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] | None = None
@@ -332,6 +361,7 @@ class ProfileSpec(Strict):
     ddp: DdpSpec | None = None
     judging: JudgingSpec = Field(default_factory=JudgingSpec)
     timeouts: TimeoutsSpec = Field(default_factory=TimeoutsSpec)
+    burnin: BurninSpec = Field(default_factory=BurninSpec)
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False, populate_by_name=False)
 

@@ -106,6 +106,7 @@ def render_html(record: RunRecord) -> str:
         pairs=_pairs(facts, verdicts),
         copies=_copies(facts, verdicts),
         ddp=_ddp(facts, verdicts),
+        telemetry=_telemetry(facts),
         tests=_all_tests(tests),
         heat_legend=_heat_legend(),
     )
@@ -526,6 +527,60 @@ def _ddp_figure(bars: list[dict]):
             hovertext=[f"{case}: floor {show(limit)}" for case, limit in floors], hoverinfo="text",
         ))
     return figure
+
+
+def _telemetry(facts: Facts) -> dict | None:
+    """Per-GPU telemetry over time (SM clock, temperature, power) with NVML's limits, and where a
+    burn-in ran, each burn-in value per round; None where nothing was sampled or burned in."""
+    telemetry, burnin = facts.telemetry, facts.burnin
+    charts = []
+    if telemetry is not None and telemetry.samples:
+        def series(field: str) -> dict[str, list[tuple[float, float]]]:
+            found: dict[str, list[tuple[float, float]]] = {}
+            for sample in telemetry.samples:
+                value = getattr(sample, field)
+                if _is_number(value):
+                    found.setdefault(f"gpu{sample.gpu}", []).append((sample.t_s, float(value)))
+            return found
+
+        def lowest_limit(field: str) -> float | None:
+            values = [getattr(limit, field) for limit in telemetry.limits if _is_number(getattr(limit, field))]
+            return float(min(values)) if values else None
+
+        shown = [
+            ("sm_clock_mhz", "SM clock", "MHz", None, ""),
+            ("temperature_c", "GPU temperature", "°C", lowest_limit("slowdown_temperature_c"), "NVML slowdown"),
+            ("memory_temperature_c", "HBM temperature", "°C", None, ""),
+            ("power_w", "power", "W", lowest_limit("power_limit_w"), "power limit"),
+            ("memory_clock_mhz", "memory clock", "MHz", None, ""),
+        ]
+        for field, title, unit, limit, label in shown:
+            points = series(field)
+            if points:
+                chart_id = "telemetry-" + field.replace("_", "-")
+                charts.append(timeseries_chart(points, title=title, unit=unit, limit=limit, limit_label=label, chart_id=chart_id))
+    if burnin is not None:
+        per_round: dict[str, dict[str, list[tuple[float, float]]]] = {}
+        for burn_round in burnin.rounds:
+            measured = burn_round.measurements
+            for result in measured.collectives.results if measured.collectives else []:
+                label = f"{result.collective} {human_size(result.size_bytes)}"
+                per_round.setdefault("busbw per round", {}).setdefault(label, []).append((burn_round.started_s, result.busbw_GBps))
+            for copy in measured.copies.results if measured.copies else []:
+                if copy.what == "local":
+                    per_round.setdefault("local copy per round", {}).setdefault(f"gpu{copy.gpus[0]}", []).append(
+                        (burn_round.started_s, copy.GBps)
+                    )
+        for index, (title, points) in enumerate(per_round.items()):
+            charts.append(timeseries_chart(points, title=title, unit="GB/s", chart_id=f"burnin-round-{index}"))
+    if not charts:
+        return None
+    note = ""
+    if telemetry is not None:
+        note = f"sampled every {telemetry.period_s:g} s from {telemetry.started_at}; {len(telemetry.loads)} load stage(s) ran"
+    if burnin is not None:
+        note += f"{'; ' if note else ''}burn-in: {len(burnin.rounds)} round(s) in {burnin.elapsed_s:.0f} s of {burnin.duration_s:.0f} s ({burnin.ended})"
+    return {"charts": charts, "note": note}
 
 
 def _judged_cell(value: float | None, verdict: VerdictRecord | None, unit: str = "") -> dict | None:

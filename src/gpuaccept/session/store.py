@@ -21,6 +21,7 @@ from gpuaccept.files import write_atomically
 from gpuaccept.measure.collective_step import ATTEMPT
 from gpuaccept.profile import Profile
 from gpuaccept.session.stages import failures_of, nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
+from gpuaccept.session.telemetry import record_load
 from gpuaccept.vocabulary.steps import CollectiveKey, PairKey, StepKey
 
 STAGE_FILES = {"nccl": "nccl.json", "copies": "copies.json", "ddp": "ddp.json"}
@@ -62,9 +63,27 @@ class MeasurementStore:
         with open(self.folder / "gpus.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not path.exists():
+                began = time.time()
                 measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile))
+                self._after_stage(stage, began, time.time())
                 write_atomically(path, measured.model_dump_json())
         return merge(facts, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
+
+    def measure_stage(self, stage: str, facts: Facts, profile: Profile) -> Measurements:
+        """The stage measured now, once more, under the GPU lock, without confirmation rounds: one
+        round of a burn-in (session/burnin.py), where every round is a sample and the worst decides."""
+        with open(self.folder / "gpus.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            began = time.time()
+            try:
+                return self._measure(stage, facts, profile)
+            finally:
+                self._after_stage(stage, began, time.time())
+
+    def _after_stage(self, stage: str, began: float, ended: float) -> None:
+        """The one place that follows every stage that ran (in whichever process ran it): the
+        telemetry learns when the GPUs were under load."""
+        record_load(self.folder, stage, began, ended)
 
     def collected(self) -> Measurements:
         """Everything measured in this session so far, from every worker."""

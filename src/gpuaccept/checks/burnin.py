@@ -1,0 +1,126 @@
+"""Burn-in values: each value a burn-in stage measures, judged over every round it was measured in.
+
+A burn-in is a machine kept under load for its duration; a value that held in most rounds and
+dropped in one has still dropped. So the worst round decides (a failure over a pass, the lowest
+bandwidth among passes), with every round's value kept in the verdict's context and message. Each
+round is judged by the stage's own check, against the same floor as a standard run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuaccept.checks import fabric
+from gpuaccept.checks.verdict import Better, Judge, Outcome, Verdict
+from gpuaccept.facts.model import Facts
+from gpuaccept.profile.model import Profile
+from gpuaccept.vocabulary.copies import CopyKind
+from gpuaccept.vocabulary.display import show
+from gpuaccept.vocabulary.links import gpu_key, pair_key
+
+Check = Callable[[Profile, Facts, Any], Verdict]
+Subjects = Callable[[Profile], list[Any]]
+
+
+def _gpus(profile: Profile) -> list[int]:
+    return list(range(profile.gpu_count))
+
+
+def _copies(kind: CopyKind, subjects: Subjects) -> Subjects:
+    def asked(profile: Profile) -> list[Any]:
+        copies = profile.spec.copies
+        return subjects(profile) if copies is not None and copies.floor(kind) is not None else []
+
+    return asked
+
+
+def _pairs_if_pairwise(profile: Profile) -> list[Any]:
+    return list(profile.gpu_pairs()) if profile.spec.pairwise is not None else []
+
+
+def _busbw_cases(profile: Profile) -> list[Any]:
+    return list(fabric.busbw_cases(profile))
+
+
+def _case_id(case: Any) -> str:
+    return fabric.case_id(*case)
+
+
+def _pair_id(pair: Any) -> str:
+    return pair_key(*pair)
+
+
+# Per stage: the checks of the values it measures, their subjects and how a subject is named.
+# A stage added to the burn-in adds its line here ("compute": its per-GPU checks).
+BURNIN_CHECKS: dict[str, list[tuple[Check, Subjects, Callable[[Any], str]]]] = {
+    "nccl": [(fabric.busbw, _busbw_cases, _case_id), (fabric.pair_busbw, _pairs_if_pairwise, _pair_id)],
+    "copies": [
+        (fabric.local_copy, _copies("local", _gpus), gpu_key),
+        (fabric.host_to_device, _copies("host_to_device", _gpus), gpu_key),
+        (fabric.device_to_host, _copies("device_to_host", _gpus), gpu_key),
+        (fabric.p2p_copy, _copies("p2p", lambda p: list(p.ordered_gpu_pairs())), _pair_id),
+        (fabric.p2p_copy_bidirectional, _copies("p2p_bidirectional", lambda p: list(p.gpu_pairs())), _pair_id),
+    ],
+}
+
+
+@dataclass(frozen=True)
+class BurninCase:
+    """One value a burn-in measures: `test_burnin_value[local_copy-gpu0]`."""
+
+    stage: str
+    check: Check
+    subject: Any
+    name: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.check.__name__}-{self.name}"
+
+
+def burnin_cases(profile: Profile) -> list[BurninCase]:
+    return [
+        BurninCase(stage, check, subject, name_of(subject))
+        for stage, checks in BURNIN_CHECKS.items()
+        for check, subjects, name_of in checks
+        for subject in subjects(profile)
+    ]
+
+
+def _worst_first(verdict: Verdict) -> tuple[int, float]:
+    """Sorts the worst verdict first: wrong data, then failures, errors, passes; lower values first
+    where higher is better (and the other way round)."""
+    value = verdict.measured
+    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+    closeness = number if verdict.better is Better.HIGHER else -number if verdict.better is Better.LOWER else 0.0
+    standing = {Outcome.FAILED: 1, Outcome.ERROR: 2, Outcome.PASSED: 3}.get(verdict.outcome, 4)
+    return (0 if verdict.final else standing, closeness)
+
+
+def worst_round(profile: Profile, facts: Facts, case: BurninCase) -> Verdict:
+    """The value of `case` judged in every burn-in round that measured its stage; the worst decides."""
+    judge = Judge(case.check.__name__, profile.name, profile.marginal_band)
+    burnin = facts.burnin
+    if burnin is None:
+        return judge.error(case.name, "the facts hold no burn-in (run `gpu-accept burn-in --duration 30m`)")
+    rounds = burnin.rounds_with(case.stage)
+    if not rounds:
+        return judge.error(case.name, f"no burn-in round ran the {case.stage} stage ({len(burnin.rounds)} round(s) in all)")
+    verdicts = [case.check(profile, facts.model_copy(update={"measurements": r.measurements}), case.subject) for r in rounds]
+    if all(v.outcome is Outcome.NOT_APPLICABLE for v in verdicts):
+        return verdicts[0]
+    worst_index = min(range(len(verdicts)), key=lambda i: _worst_first(verdicts[i]))
+    worst = verdicts[worst_index]
+    values = [v.measured for v in verdicts]
+    shown = ", ".join("-" if value is None else show(value) for value in values)
+    unit = f" {worst.unit}" if worst.unit else ""
+    note = f"worst of {len(rounds)} burn-in round(s): round {rounds[worst_index].index}; every round: {shown}{unit}"
+    context = {
+        **worst.context,
+        "burnin_rounds": [r.index for r in rounds],
+        "burnin_values": [v if isinstance(v, (int, float, str, bool)) or v is None else str(v) for v in values],
+        "burnin_worst_round": rounds[worst_index].index,
+    }
+    return replace(worst, message=f"{worst.message} [{note}]", context=context)

@@ -1,0 +1,97 @@
+"""Telemetry checks: what every GPU did while it was sampled, judged per GPU against the profile's
+`burnin` settings and NVML's own limits.
+
+- clock slowdown: the share of a GPU's samples under load with a hardware slowdown, hardware
+  thermal or power brake clock event reason, at most `burnin.max_slowdown_share` (1%). Software
+  power capping and idling are how a healthy GPU runs, and do not count.
+- temperature: the hottest sample at most NVML's slowdown temperature for that GPU.
+- SM clock under load: the median at least `burnin.min_sm_clock_mhz`, where the profile sets one.
+
+Readings NVML does not give are not counted as zeros: a GPU with none skips with NVML's reason.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from gpuaccept.checks.verdict import AtLeast, AtMost, Judge, Verdict
+from gpuaccept.facts.model import Facts, TelemetrySample, Unavailable
+from gpuaccept.profile.model import Profile
+from gpuaccept.vocabulary.links import gpu_key
+from gpuaccept.vocabulary.telemetry import SLOWDOWN_REASONS, reason_names
+
+NO_TELEMETRY = "the facts hold no telemetry (it is sampled while a live run measures)"
+
+
+def _load_samples(facts: Facts, gpu: int) -> list[TelemetrySample] | str:
+    """The GPU's samples taken while a stage loaded the GPUs, or why there are none."""
+    telemetry = facts.telemetry
+    if telemetry is None:
+        return NO_TELEMETRY
+    samples = [s for s in telemetry.of_gpu(gpu) if telemetry.under_load(s)]
+    if not samples:
+        return f"no telemetry sample of {gpu_key(gpu)} was taken while a stage loaded the GPUs ({len(telemetry.loads)} stage(s) ran)"
+    return samples
+
+
+def _none_read(samples: list[TelemetrySample], field: str) -> str:
+    """Why no sample holds `field`: NVML's answer in the first sample."""
+    return f"NVML gives no {field.replace('_', ' ')}: {getattr(samples[0], field)}"
+
+
+def clock_slowdown(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    limit = profile.spec.burnin.max_slowdown_share
+    judge = Judge("clock_slowdown", profile.name)
+    subject = gpu_key(gpu)
+    samples = _load_samples(facts, gpu)
+    if isinstance(samples, str):
+        return judge.not_applicable(subject, samples)
+    read = [s for s in samples if isinstance(s.clock_event_reasons, int)]
+    if not read:
+        return judge.not_applicable(subject, _none_read(samples, "clock_event_reasons"))
+    slowed = [s for s in read if s.clock_event_reasons & SLOWDOWN_REASONS]  # type: ignore[operator]
+    share = 100.0 * len(slowed) / len(read)
+    seen = sorted({name for s in slowed for name in reason_names(s.clock_event_reasons & SLOWDOWN_REASONS)})  # type: ignore[operator]
+    period = facts.telemetry.period_s if facts.telemetry else 0.0
+    note = f"{len(slowed)} of {len(read)} samples under load, about {len(slowed) * period:.0f} s" + (f": {', '.join(seen)}" if seen else "")
+    context = {"samples_under_load": len(read), "samples_slowed": len(slowed), "reasons": seen}
+    return judge(subject, "clock slowdown (hardware, thermal, power brake)", share, AtMost(limit * 100, "%"), note=note, context=context)
+
+
+def max_temperature(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    judge = Judge("max_temperature", profile.name)
+    subject = gpu_key(gpu)
+    telemetry = facts.telemetry
+    if telemetry is None:
+        return judge.not_applicable(subject, NO_TELEMETRY)
+    samples = telemetry.of_gpu(gpu)
+    if not samples:
+        return judge.not_applicable(subject, f"no telemetry sample of {subject}")
+    limits = telemetry.limits_of(gpu)
+    threshold = limits.slowdown_temperature_c if limits is not None else Unavailable(unavailable="not_probed")
+    if isinstance(threshold, Unavailable):
+        return judge.not_applicable(subject, f"NVML gives no slowdown temperature to judge against: {threshold}")
+    read = [s.temperature_c for s in samples if isinstance(s.temperature_c, int)]
+    if not read:
+        return judge.not_applicable(subject, _none_read(samples, "temperature_c"))
+    hottest = max(read)
+    note = f"NVML's slowdown temperature; {len(read)} samples"
+    return judge(subject, "hottest GPU temperature", hottest, AtMost(threshold, "°C"), note=note, context={"samples": len(read)})
+
+
+def sm_clock_under_load(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    floor = profile.spec.burnin.min_sm_clock_mhz
+    judge = Judge("sm_clock_under_load", profile.name, profile.marginal_band)
+    subject = gpu_key(gpu)
+    if floor is None:
+        return judge.not_applicable(subject, f"profile {profile.name} sets no burnin.min_sm_clock_mhz")
+    samples = _load_samples(facts, gpu)
+    if isinstance(samples, str):
+        return judge.not_applicable(subject, samples)
+    read = [s.sm_clock_mhz for s in samples if isinstance(s.sm_clock_mhz, int)]
+    if not read:
+        return judge.not_applicable(subject, _none_read(samples, "sm_clock_mhz"))
+    median = statistics.median(read)
+    note = f"median of {len(read)} samples under load, lowest {min(read)} MHz"
+    context = {"samples": len(read), "lowest_mhz": min(read)}
+    return judge(subject, "SM clock under load", median, AtLeast(floor, "MHz"), note=note, context=context)

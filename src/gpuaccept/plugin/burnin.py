@@ -1,0 +1,64 @@
+"""The hooks of the controlling process that load the GPUs beyond the stages' first measurement:
+telemetry sampled from the session's start to its end (live runs), and at the burn-in level the
+burn-in's rounds, run before the tests judge them.
+
+Ctrl-C or SIGTERM during the rounds ends the rounds only: the tests then judge what ran, the
+reports are written, and the exit status says the burn-in was cut short (2) unless a check failed (1).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuaccept.plugin.context import GpuAcceptRun
+from gpuaccept.plugin.levels import module_of
+from gpuaccept.plugin.terminal import terminal_line
+from gpuaccept.session.burnin import BurninDriver
+from gpuaccept.session.telemetry import TelemetryLog
+from gpuaccept.vocabulary.telemetry import parse_duration
+
+# the suites that read what the rounds measured: without one of them selected there is nothing to run rounds for
+READS_BURNIN = frozenset({"test_burnin", "test_telemetry"})
+
+
+class BurninHooks:
+    def __init__(self, config: pytest.Config, run: GpuAcceptRun, terminated: list[int]):
+        self.config = config
+        self.run = run
+        self.terminated = terminated  # plugin/hooks.py's TERMINATED: the signals that asked the run to end
+        self.telemetry: TelemetryLog | None = None
+        self.cut_short = False
+
+    def pytest_sessionstart(self) -> None:
+        context = self.run.context
+        if context.live:
+            period = context.profile.spec.burnin.telemetry_period_s
+            self.telemetry = TelemetryLog(self.run.store.folder, context.facts, period)
+            self.telemetry.start()
+
+    @pytest.hookimpl(tryfirst=True)  # before pytest's (or pytest-xdist's) loop runs the tests
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        options, context = self.run.options, self.run.context
+        if options.level != "burn-in" or not context.live or self.config.option.collectonly:
+            return
+        # pytest-xdist's controller holds no items (its workers collect): it runs the rounds for them
+        distributed = self.config.pluginmanager.hasplugin("dsession")
+        if not distributed and not any(module_of(item) in READS_BURNIN for item in session.items):
+            return
+        duration = options.burnin_s or parse_duration(context.profile.spec.burnin.duration)
+        say = terminal_line(self.config)
+        driver = BurninDriver(self.run.store, context.facts, context.profile, duration, say=say)
+        burnin = driver.run()
+        if burnin.ended == "interrupted":
+            # the signal ended the rounds; the tests still judge what ran, and the exit status says so
+            self.cut_short = True
+            self.terminated.clear()
+
+    @pytest.hookimpl(tryfirst=True)  # before the recording writes the reports and reads the exit status
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.telemetry is not None:
+            self.telemetry.stop()
+            if self.telemetry.sampler.error:
+                terminal_line(self.config)(f"gpu-accept: {self.telemetry.sampler.error}")
+        if self.cut_short and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED  # no check failed, and the burn-in was not done

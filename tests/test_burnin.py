@@ -1,0 +1,319 @@
+"""Burn-in and telemetry on CPU: the sampler driven by a replayed NVML, the telemetry files every
+process of a session reads, the telemetry and worst-round checks (a hardware slowdown fails that GPU
+only), the burn-in driver's rounds and its end by a signal, levels, and the HTML telemetry charts."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuaccept.checks import burnin as burnin_checks
+from gpuaccept.checks import telemetry as telemetry_checks
+from gpuaccept.checks.verdict import Outcome
+from gpuaccept.facts.model import (
+    BurnIn,
+    BurnInRound,
+    LoadWindow,
+    Measurements,
+    Telemetry,
+    TelemetryLimits,
+    TelemetrySample,
+    Unavailable,
+)
+from gpuaccept.probe.nvml import ReplayNvml
+from gpuaccept.probe.telemetry import TelemetrySampler
+from gpuaccept.profile import ProfileCatalog, load_profile
+from gpuaccept.report.html import render_html
+from gpuaccept.session.burnin import BurninDriver
+from gpuaccept.session.telemetry import LOADS_FILE, TELEMETRY_FILE, read_telemetry, record_load
+from gpuaccept.vocabulary.telemetry import parse_duration, reason_names, show_duration
+from tests.helpers import ROOT, example_facts, write
+from tests.telemetry_nvml import HW_SLOWDOWN, SW_POWER_CAP, telemetry_recording
+
+
+def h200x4_profile():
+    return ProfileCatalog.with_shipped().load("h200-4-nvswitch")
+
+
+def sample(t: float, gpu: int, reasons: int = SW_POWER_CAP, temperature: int = 60, sm: int = 1980) -> TelemetrySample:
+    return TelemetrySample(
+        t_s=t, gpu=gpu, sm_clock_mhz=sm, memory_clock_mhz=3201, temperature_c=temperature,
+        memory_temperature_c=Unavailable(unavailable="not_supported", detail="memory_temperature_c(0): NOT_SUPPORTED"),
+        power_w=650.0, clock_event_reasons=reasons, utilization_pct=100,
+    )
+
+
+def telemetry(samples: list[TelemetrySample], loads=((0.0, 200.0),), gpus: int = 4) -> Telemetry:
+    return Telemetry(
+        started_at="2026-11-22T23:00:00+00:00", period_s=1.0,
+        limits=[TelemetryLimits(gpu=g, slowdown_temperature_c=89, max_sm_clock_mhz=1980, power_limit_w=700.0) for g in range(gpus)],
+        samples=samples, loads=[LoadWindow(stage="nccl", started_s=a, ended_s=b) for a, b in loads],
+    )
+
+
+def facts_with(telemetry_: Telemetry | None = None, burnin: BurnIn | None = None):
+    return example_facts("h200x4").model_copy(update={"telemetry": telemetry_, "burnin": burnin})
+
+
+# -- vocabulary -----------------------------------------------------------------------------------------
+
+
+def test_durations_and_reasons_read_as_people_write_them():
+    assert parse_duration("30m") == 1800 and parse_duration("90s") == 90 and parse_duration("2h") == 7200 and parse_duration("45") == 45
+    for bad in ("30 minutes", "-5m", "0s", ""):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    assert show_duration(1830) == "30m30s" and show_duration(42.4) == "42s" and show_duration(7260) == "2h01m"
+    assert reason_names(0x1 | 0x8 | 0x80) == ["gpu_idle", "hw_slowdown", "hw_power_brake_slowdown"]
+    assert reason_names(0x1000) == ["0x1000"]
+
+
+# -- the sampler, through the NVML door -------------------------------------------------------------------
+
+
+def test_the_sampler_reads_every_gpu_from_a_replayed_nvml_and_keeps_not_supported(tmp_path):
+    recording = telemetry_recording(tmp_path / "nvml.json", slowdown_gpu=2)
+    limits, moments = [], []
+    sampler = TelemetrySampler(
+        lambda: ReplayNvml.from_file(recording), [(0, 0), (1, 1), (2, 2), (3, 3)], 0.05, limits.extend, moments.append
+    )
+    sampler.start()
+    deadline = time.monotonic() + 30
+    while len(moments) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sampler.stop()
+    assert sampler.error == "" and len(moments) >= 3
+    first = moments[0]
+    assert [s.gpu for s in first] == [0, 1, 2, 3]
+    assert first[0].sm_clock_mhz == 1980 and first[0].power_w == 452.0 and first[0].temperature_c == 45
+    assert first[2].clock_event_reasons == SW_POWER_CAP | HW_SLOWDOWN and first[1].clock_event_reasons == SW_POWER_CAP
+    hbm = first[0].memory_temperature_c
+    assert isinstance(hbm, Unavailable) and hbm.unavailable == "not_supported"  # never 0
+    assert [limit.slowdown_temperature_c for limit in limits] == [89] * 4 and limits[0].power_limit_w == 700.0
+    assert all(later[0].t_s > earlier[0].t_s for earlier, later in itertools.pairwise(moments))
+
+
+def test_a_sampler_without_nvml_says_why_and_samples_nothing():
+    def no_driver():
+        raise RuntimeError("no NVIDIA driver found")
+
+    moments: list = []
+    sampler = TelemetrySampler(no_driver, [(0, 0)], 0.05, lambda limits: None, moments.append)
+    sampler.start()
+    sampler.stop()
+    assert moments == [] and "no NVIDIA driver found" in sampler.error
+
+
+def test_telemetry_files_give_one_series_with_load_windows_and_drop_a_cut_line(tmp_path):
+    header = {"started": 1000.0, "started_at": "2026-11-22T23:00:00+00:00", "period_s": 1.0,
+              "limits": [{"gpu": 0, "slowdown_temperature_c": 89, "max_sm_clock_mhz": 1980, "power_limit_w": 700.0}]}
+    lines = [json.dumps(header)] + [json.dumps({"sample": sample(t, 0).model_dump(mode="json")}) for t in (0.0, 1.0)]
+    (tmp_path / TELEMETRY_FILE).write_text("\n".join(lines) + '\n{"sample": {"t_s": 2.0, "gp', encoding="utf-8")
+    record_load(tmp_path, "copies", 1000.5, 1001.5)
+    (tmp_path / LOADS_FILE).open("a").write('{"stage": "nc')
+    found = read_telemetry(tmp_path)
+    assert found is not None and [s.t_s for s in found.samples] == [0.0, 1.0]
+    assert found.loads == [LoadWindow(stage="copies", started_s=0.5, ended_s=1.5)]
+    assert found.under_load(found.samples[1]) and not found.under_load(found.samples[0])
+    assert read_telemetry(tmp_path / "none") is None
+
+
+# -- telemetry checks ------------------------------------------------------------------------------------
+
+
+def test_hardware_slowdown_for_long_enough_fails_that_gpu_only():
+    profile = h200x4_profile()
+    samples = [sample(t, g) for t in range(100) for g in range(4) if g != 2]
+    # gpu2: 2 of 100 samples under load in hardware slowdown (2% > 1%); more slowdown outside the load is not counted
+    samples += [sample(t, 2, SW_POWER_CAP | (HW_SLOWDOWN if t in (10, 11) else 0)) for t in range(100)]
+    samples += [sample(t, 2, HW_SLOWDOWN) for t in range(300, 310)]
+    facts = facts_with(telemetry(samples, loads=((0.0, 99.5),)))
+    verdicts = {g: telemetry_checks.clock_slowdown(profile, facts, g) for g in range(4)}
+    assert [v.outcome for v in verdicts.values()] == [Outcome.PASSED, Outcome.PASSED, Outcome.FAILED, Outcome.PASSED]
+    failed = verdicts[2]
+    assert failed.measured == 2.0 and failed.criterion == {"op": "<=", "limit": 1.0, "unit": "%"}
+    assert failed.message.startswith("gpu2: clock slowdown (hardware, thermal, power brake) 2 % > 1 % (2 of 100 samples under load")
+    assert "hw_slowdown" in failed.message and "profile h200-4-nvswitch" in failed.message
+    # software power capping is how a loaded GPU runs: gpu0 spent every sample in it and passed
+    assert verdicts[0].measured == 0.0
+
+
+def test_one_slowdown_sample_within_the_share_passes():
+    samples = [sample(t, 0, HW_SLOWDOWN if t == 5 else SW_POWER_CAP) for t in range(200)]
+    verdict = telemetry_checks.clock_slowdown(h200x4_profile(), facts_with(telemetry(samples, gpus=1)), 0)
+    assert verdict.outcome is Outcome.PASSED and verdict.measured == 0.5
+
+
+def test_telemetry_checks_skip_with_the_reason_where_there_is_nothing_to_judge():
+    profile = h200x4_profile()
+    none = telemetry_checks.clock_slowdown(profile, facts_with(None), 0)
+    assert none.outcome is Outcome.NOT_APPLICABLE and "no telemetry" in none.message
+    unloaded = telemetry_checks.clock_slowdown(profile, facts_with(telemetry([sample(1, 0)], loads=())), 0)
+    assert unloaded.outcome is Outcome.NOT_APPLICABLE and "while a stage loaded the GPUs" in unloaded.message
+    not_supported = Unavailable(unavailable="not_supported", detail="x: NOT_SUPPORTED")
+    unsupported = sample(1, 0).model_copy(update={"clock_event_reasons": not_supported})
+    skipped = telemetry_checks.clock_slowdown(profile, facts_with(telemetry([unsupported])), 0)
+    assert skipped.outcome is Outcome.NOT_APPLICABLE and "not supported" in skipped.message
+    clocks = telemetry_checks.sm_clock_under_load(profile, facts_with(telemetry([sample(1, 0)])), 0)
+    assert clocks.outcome is Outcome.NOT_APPLICABLE and "sets no burnin.min_sm_clock_mhz" in clocks.message
+
+
+def test_temperature_against_nvml_slowdown_and_clocks_against_the_profile(tmp_path):
+    profile = h200x4_profile()
+    hot = facts_with(telemetry([sample(t, 0, temperature=70 + t) for t in range(25)]))
+    verdict = telemetry_checks.max_temperature(profile, hot, 0)
+    assert verdict.outcome is Outcome.FAILED and verdict.measured == 94
+    assert "hottest GPU temperature 94 °C > 89 °C (NVML's slowdown temperature" in verdict.message
+    cool = telemetry_checks.max_temperature(profile, facts_with(telemetry([sample(t, 0) for t in range(5)])), 0)
+    assert cool.outcome is Outcome.PASSED
+    floor = write(tmp_path / "p.yaml", "schema: 1\nextends: h200-4-nvswitch\nburnin: {min_sm_clock_mhz: 1700}\n")
+    clocked = load_profile(floor, ProfileCatalog.with_shipped().base_folders() + [floor.parent])
+    slow = facts_with(telemetry([sample(t, 0, sm=1400) for t in range(5)]))
+    verdict = telemetry_checks.sm_clock_under_load(clocked, slow, 0)
+    assert verdict.outcome is Outcome.FAILED and "SM clock under load 1400 MHz < 1700 MHz" in verdict.message
+
+
+# -- burn-in values over rounds ----------------------------------------------------------------------------
+
+
+def _round(index: int, busbw: float) -> BurnInRound:
+    sweep = example_facts("h200x4-measured").measurements.collectives
+    assert sweep is not None
+    results = [r.model_copy(update={"busbw_GBps": busbw}) for r in sweep.results]
+    return BurnInRound(
+        index=index, started_s=60.0 * (index - 1), wall_s=30.0, stages=["nccl"],
+        measurements=Measurements(collectives=sweep.model_copy(update={"results": results})),
+    )
+
+
+def test_the_worst_round_decides_a_burn_in_value_and_every_round_is_reported():
+    profile = h200x4_profile()
+    case = next(c for c in burnin_checks.burnin_cases(profile) if c.id == "busbw-all_reduce-1GiB")
+    healthy = BurnIn(duration_s=300, elapsed_s=300, ended="deadline", rounds=[_round(1, 354.0), _round(2, 352.5), _round(3, 355.0)])
+    passed = burnin_checks.worst_round(profile, facts_with(burnin=healthy), case)
+    assert passed.outcome is Outcome.PASSED and passed.measured == 352.5
+    assert passed.context["burnin_values"] == [354.0, 352.5, 355.0] and passed.context["burnin_worst_round"] == 2
+    dipped = healthy.model_copy(update={"rounds": [_round(1, 354.0), _round(2, 120.0), _round(3, 355.0)]})
+    failed = burnin_checks.worst_round(profile, facts_with(burnin=dipped), case)
+    assert failed.outcome is Outcome.FAILED and failed.measured == 120.0
+    assert "[worst of 3 burn-in round(s): round 2; every round: 354, 120, 355 GB/s]" in failed.message
+    missing = burnin_checks.worst_round(profile, facts_with(burnin=None), case)
+    assert missing.outcome is Outcome.ERROR
+    ids = [c.id for c in burnin_checks.burnin_cases(profile)]
+    assert "local_copy-gpu0" in ids and "pair_busbw-gpu0-gpu1" in ids and "p2p_copy-gpu3-gpu0" in ids
+
+
+# -- the driver ----------------------------------------------------------------------------------------
+
+
+class FakeStore:
+    """Stands in for MeasurementStore: each stage 'takes' its time on a fake clock."""
+
+    def __init__(self, clock, interrupt_at: int | None = None):
+        self.folder = clock.folder
+        self.clock = clock
+        self.ran: list[tuple[float, str]] = []
+        self.interrupt_at = interrupt_at
+
+    def measure_stage(self, stage, facts, profile):
+        if self.interrupt_at is not None and len(self.ran) == self.interrupt_at:
+            raise KeyboardInterrupt("signal 15")
+        self.ran.append((self.clock.now, stage))
+        self.clock.now += {"copies": 20.0, "nccl": 40.0}[stage]
+        return Measurements()
+
+
+class FakeClock:
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _driver(tmp_path, duration_s, interrupt_at=None, profile_text="schema: 1\nextends: h200-4-nvswitch\nburnin: {fabric_interval: 2m}\n"):
+    path = write(tmp_path / "p.yaml", profile_text)
+    profile = load_profile(path, ProfileCatalog.with_shipped().base_folders())
+    clock = FakeClock(tmp_path)
+    store = FakeStore(clock, interrupt_at)
+    lines: list[str] = []
+    driver = BurninDriver(store, example_facts("h200x4"), profile, duration_s, say=lines.append, clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
+    return driver, store, lines
+
+
+def test_rounds_repeat_the_loads_until_the_deadline_and_the_fabric_at_its_interval(tmp_path):
+    driver, store, lines = _driver(tmp_path, 300)
+    burnin = driver.run()
+    # copies every round (20 s); nccl in the first round and then once 2 minutes have passed since it last ran
+    fabric = [(at, stage) for at, stage in store.ran if stage == "nccl"]
+    assert fabric == [(20.0, "nccl"), (140.0, "nccl"), (260.0, "nccl")]
+    assert [stage for _, stage in store.ran].count("copies") == 9
+    assert burnin.ended == "deadline" and len(burnin.rounds) == 9 and burnin.rounds[0].stages == ["copies", "nccl"]
+    assert [r.index for r in burnin.rounds] == list(range(1, 10)) and burnin.rounds[1].stages == ["copies"]
+    assert "gpu-accept: burn-in round 2: copies stage; 1m00s of 5m00s done, 4m00s left" in lines
+    assert lines[-1] == "gpu-accept: burn-in done: 9 round(s) in 5m00s of 5m00s"
+    assert json.loads((tmp_path / "burnin.json").read_text())["ended"] == "deadline"
+
+
+def test_a_signal_ends_the_rounds_and_keeps_what_ran(tmp_path):
+    driver, _, lines = _driver(tmp_path, 3600, interrupt_at=3)
+    burnin = driver.run()
+    assert burnin.ended == "interrupted"
+    assert [r.stages for r in burnin.rounds] == [["copies", "nccl"], ["copies"]]  # round 3 had finished no stage
+    assert lines[-1].startswith("gpu-accept: burn-in ended by a signal: 2 round(s)")
+
+
+def test_a_burn_in_of_fabric_stages_only_waits_for_them_instead_of_spinning(tmp_path):
+    text = "schema: 1\nextends: h200-4-nvswitch\nburnin: {fabric_interval: 2m}\n"
+    driver, store, _ = _driver(tmp_path, 300, profile_text=text)
+    driver.profile = dataclasses.replace(driver.profile, spec=driver.profile.spec.model_copy(update={"copies": None}))
+    driver.run()
+    assert store.ran == [(0.0, "nccl"), (120.0, "nccl"), (240.0, "nccl")]
+
+
+# -- the HTML report --------------------------------------------------------------------------------------
+
+
+def test_the_report_plots_telemetry_per_gpu_and_each_round(tmp_path):
+    from gpuaccept.facts.run_record import load_results
+
+    record = load_results(ROOT / "examples" / "results" / "h200x4.json")
+    samples = [sample(t, g, temperature=50 + t % 7) for t in range(30) for g in range(4)]
+    burnin = BurnIn(duration_s=120, elapsed_s=130, ended="deadline", rounds=[_round(1, 354.0), _round(2, 350.0)])
+    facts = facts_with(telemetry(samples), burnin)
+    page = render_html(record.model_copy(update={"facts": facts}))
+    for chart in ("telemetry-sm-clock-mhz", "telemetry-temperature-c", "telemetry-power-w", "burnin-round-0"):
+        assert f"id='{chart}'" in page or f'id="{chart}"' in page, chart
+    assert "id='telemetry'" in page and "NVML slowdown 89" in page
+    assert "telemetry-memory-temperature-c" not in page  # not supported: no line drawn at 0
+    plain = render_html(record)
+    assert "id='telemetry'" not in plain
+
+
+# -- the command line --------------------------------------------------------------------------------------
+
+
+def test_a_bad_duration_is_one_line_and_exit_2_before_anything_runs(capsys, tmp_path):
+    from gpuaccept.cli import main
+
+    assert main(["burn-in", "--duration", "5 minutes", "--reports", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gpu-accept: --duration '5 minutes' is not a duration: write a number with s, m or h (90s, 30m, 2h)"
+    ]
+    assert main(["run", "--duration", "5m", "--reports", str(tmp_path)]) == 2
+    assert "only a burn-in has a duration (--level burn-in, not standard)" in capsys.readouterr().err
+    bad_profile = write(tmp_path / "p.yaml", "schema: 1\nextends: h200-4-nvswitch\nburnin: {duration: 30 minutes}\n")
+    from gpuaccept.errors import ProfileError
+
+    with pytest.raises(ProfileError) as error:
+        load_profile(bad_profile, ProfileCatalog.with_shipped().base_folders())
+    assert any("burnin.duration" in line for line in error.value.lines())

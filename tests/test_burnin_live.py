@@ -1,0 +1,147 @@
+"""`gpu-accept burn-in` and the levels for real on a CPU machine: the probe and the telemetry answered
+from a replayed 4xH200 NVML recording (gpu2 held in hardware slowdown), the NCCL stage on gloo."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import jsonschema
+import pytest
+from lxml import etree
+
+from gpuaccept.facts.run_record import load_results
+from gpuaccept.resources import shipped_dir
+from tests.helpers import DATA, ROOT, write
+from tests.live_cpu import CPU_PROFILE, gpu_accept_run
+from tests.telemetry_nvml import telemetry_recording
+
+pytestmark = pytest.mark.slow  # live runs: probe, gloo workers, reports
+
+pytest.importorskip("torch")
+
+# the NCCL stage of the CPU profile, one size, run every round: a round takes a few seconds on CPU
+ONE_SIZE = (
+    "        all_reduce: {64KiB: 0.0001, 256KiB: 0.0001}\n        alltoall: {64KiB: 0.0001}\n",
+    "        all_reduce: {64KiB: 0.0001}\n",
+)
+BURNIN_PROFILE = CPU_PROFILE.split("    ddp:")[0].replace(*ONE_SIZE) + "    burnin: {fabric_interval: 1s, telemetry_period_s: 0.2}\n"
+# CUDA's view of P2P cannot be read without CUDA: left out, as in the other live CPU tests
+NOT_CUDA = ("-k", "not cuda_agrees")
+
+
+def burn_in(folder, *extra, wait=True):
+    profile = write(folder / "cpu.yaml", BURNIN_PROFILE)
+    recording = telemetry_recording(folder / "nvml.json", slowdown_gpu=2)
+    command = [
+        sys.executable, "-m", "gpuaccept", "burn-in", "--profile", str(profile), "--profile-dir", str(shipped_dir("profiles")),
+        "--reports", str(folder / "reports"), *extra,
+    ]
+    env = {**os.environ, "GPUACCEPT_NVML_REPLAY": str(recording)}
+    if not wait:
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+
+
+def valid_reports(folder):
+    """results.json valid against its schema, JUnit valid against the JUnit schema, the HTML written: the record."""
+    raw = json.loads((folder / "reports" / "results.json").read_text())
+    jsonschema.validate(raw, json.loads((ROOT / "schemas" / "results.schema.json").read_text()))
+    junit = etree.parse(str(folder / "reports" / "junit.xml"))
+    assert etree.XMLSchema(etree.parse(str(DATA / "junit.xsd"))).validate(junit)
+    assert (folder / "reports" / "report.html").stat().st_size > 0
+    return load_results(folder / "reports" / "results.json")
+
+
+def failed_tests(folder):
+    root = ET.parse(folder / "reports" / "junit.xml").getroot()
+    return {case.get("name") for case in root.iter("testcase") if case.find("failure") is not None}
+
+
+def test_a_burn_in_repeats_its_rounds_samples_telemetry_and_fails_the_slowed_gpu_only(tmp_path):
+    # long enough for a second round however slowly the first one's workers start (about 8 s on 2 loaded cores)
+    done = burn_in(tmp_path, "--duration", "20s", *NOT_CUDA)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "gpu-accept: burn-in round 2: nccl stage" in done.stdout and "left" in done.stdout
+    record = valid_reports(tmp_path)
+    burnin = record.facts.burnin
+    assert burnin is not None and burnin.ended == "deadline" and len(burnin.rounds) >= 2
+    # each round's values kept, and judged together: one test per value, every round in its verdict
+    tests = {t.id: t for t in record.tests}
+    value = tests["test_burnin_value[busbw-all_reduce-64KiB]"]
+    assert value.outcome == "passed" and value.verdict is not None
+    assert value.verdict.context["burnin_rounds"] == [r.index for r in burnin.rounds]
+    telemetry = record.facts.telemetry
+    assert telemetry is not None and {s.gpu for s in telemetry.samples} == {0, 1, 2, 3}
+    assert len(telemetry.loads) == len(burnin.rounds)  # the hook after each stage ran
+    assert failed_tests(tmp_path) == {"test_clock_slowdown[gpu2]"}
+    assert tests["test_clock_slowdown[gpu2]"].message.startswith("gpu2: clock slowdown (hardware, thermal, power brake) 100 % > 1 %")
+    # the standard suite's own measurement tests are not of this level
+    assert not any(t.startswith(("test_busbw[", "test_ddp", "test_p2p_copy")) for t in tests)
+    page = (tmp_path / "reports" / "report.html").read_text()
+    assert "id='telemetry'" in page and "telemetry-sm-clock-mhz" in page and "burnin-round-0" in page
+
+
+def test_sigterm_in_the_middle_of_a_burn_in_leaves_valid_reports_and_exit_2(tmp_path):
+    run = burn_in(tmp_path, "--duration", "10m", "-k", "not cuda_agrees and not slowdown", wait=False)
+    assert run.stdout is not None
+    seen = []
+    deadline = time.monotonic() + 300
+    for line in run.stdout:
+        seen.append(line)
+        if "burn-in round 2:" in line or time.monotonic() > deadline:
+            break
+    run.send_signal(signal.SIGTERM)
+    output, _ = run.communicate(timeout=120)
+    assert run.returncode == 2, "".join(seen) + output  # no check failed, and the burn-in was cut short
+    record = valid_reports(tmp_path)
+    assert record.complete and record.run.exit_status == 2
+    burnin = record.facts.burnin
+    assert burnin is not None and burnin.ended == "interrupted" and len(burnin.rounds) >= 1
+    assert burnin.elapsed_s < 600
+    assert {t.outcome for t in record.tests if t.id.startswith("test_burnin_value")} == {"passed"}
+    assert "burn-in ended by a signal" in output
+
+
+def test_the_quick_level_runs_no_measurement_stage(tmp_path):
+    profile = write(tmp_path / "cpu.yaml", CPU_PROFILE)
+    done = gpu_accept_run(tmp_path, "--level", "quick", *NOT_CUDA, profile=profile)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stage" not in done.stdout  # no NCCL, copy or DDP stage started
+    record = load_results(tmp_path / "reports" / "results.json")
+    modules = {t.nodeid.split("::")[0].rsplit("/", 1)[-1] for t in record.tests}
+    assert modules == {"test_inventory.py", "test_topology.py", "test_p2p.py"}
+    assert record.facts.measurements.collectives is None and record.facts.burnin is None
+
+
+@pytest.mark.parametrize(
+    ("level", "present", "absent"),
+    [
+        ("quick", {"test_inventory", "test_topology", "test_p2p"}, {"test_nccl", "test_ddp", "test_burnin", "test_telemetry"}),
+        ("standard", {"test_inventory", "test_nccl", "test_bandwidth", "test_ddp", "test_telemetry"}, {"test_burnin"}),
+        ("burn-in", {"test_inventory", "test_p2p", "test_burnin", "test_telemetry"}, {"test_nccl", "test_bandwidth", "test_ddp"}),
+    ],
+)
+def test_each_level_selects_its_suites(tmp_path, level, present, absent):
+    command = [
+        sys.executable, "-m", "gpuaccept", "run", "--facts", str(ROOT / "examples" / "facts" / "h200x4-measured.json"),
+        "--profile", "h200-4-nvswitch", "--level", level, "--reports", str(tmp_path), "--collect-only", "-q",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    modules = {line.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py") for line in done.stdout.splitlines() if "::" in line}
+    assert present <= modules and not (absent & modules), done.stdout[-2000:]
+
+
+def test_a_burn_in_with_nothing_to_load_is_refused_in_one_line(tmp_path):
+    command = [sys.executable, "-m", "gpuaccept", "burn-in", "--duration", "5s", "--profile", "h200-1", "--reports", str(tmp_path)]
+    env = {**os.environ, "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x1.json")}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "ERROR: gpu-accept: --level burn-in: profile h200-1 asks for no stage a burn-in runs (copies, nccl): nothing would load the GPUs"
+    )
