@@ -107,7 +107,8 @@ def _parser() -> argparse.ArgumentParser:
         help="load the GPUs for a duration, telemetry sampled throughout (gpu-accept run --level burn-in)",
         description="Burn-in: the inventory, topology and P2P checks, then the load stages round after round for the "
         "duration (the per-GPU loads every round, the NCCL stage at the profile's burnin.fabric_interval), each value "
-        "judged over every round (the worst round decides), and clocks, temperatures, power and clock event reasons "
+        "judged over every round (a miss in two rounds fails; one round alone is transient), and clocks, temperatures, "
+        "power and clock event reasons "
         "sampled every burnin.telemetry_period_s. The terminal shows each round and the time left; Ctrl-C or SIGTERM "
         "ends the rounds, judges what ran and writes the reports (exit 1 where a check failed, else 2). Arguments this "
         "command does not know go to pytest.",

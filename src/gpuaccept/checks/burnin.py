@@ -1,9 +1,12 @@
 """Burn-in values: each value a burn-in stage measures, judged over every round it was measured in.
 
-A burn-in is a machine kept under load for its duration; a value that held in most rounds and
-dropped in one has still dropped. So the worst round decides (a failure over a pass, the lowest
-bandwidth among passes), with every round's value kept in the verdict's context and message. Each
-round is judged by the stage's own check, against the same floor as a standard run.
+A burn-in is a machine kept under load for its duration; a value that drops in two rounds has
+dropped, but one round alone is one sample, and no single noisy sample decides a failure (the same
+rule as confirm-before-failing in a standard run). So the second-worst round decides: a miss in one
+round among passing ones passes, marked transient, with the round named; a miss in two rounds
+fails; with one round, that round decides; wrong data in any round decides at once. Every round's
+value is kept in the verdict's context and message. Each round is judged by the stage's own check,
+against the same floor as a standard run.
 """
 
 from __future__ import annotations
@@ -99,8 +102,9 @@ def _worst_first(verdict: Verdict) -> tuple[int, float]:
     return (0 if verdict.final else standing, closeness)
 
 
-def worst_round(profile: Profile, facts: Facts, case: BurninCase) -> Verdict:
-    """The value of `case` judged in every burn-in round that measured its stage; the worst decides."""
+def over_rounds(profile: Profile, facts: Facts, case: BurninCase) -> Verdict:
+    """The value of `case` judged in every burn-in round that measured its stage; the second-worst
+    round decides (the worst, where it is the only round or its data is wrong)."""
     judge = Judge(case.check.__name__, profile.name, profile.marginal_band)
     burnin = facts.burnin
     if burnin is None:
@@ -111,16 +115,28 @@ def worst_round(profile: Profile, facts: Facts, case: BurninCase) -> Verdict:
     verdicts = [case.check(profile, facts.model_copy(update={"measurements": r.measurements}), case.subject) for r in rounds]
     if all(v.outcome is Outcome.NOT_APPLICABLE for v in verdicts):
         return verdicts[0]
-    worst_index = min(range(len(verdicts)), key=lambda i: _worst_first(verdicts[i]))
+    ranked = sorted(range(len(verdicts)), key=lambda i: _worst_first(verdicts[i]))
+    worst_index = ranked[0]
     worst = verdicts[worst_index]
+    # one round alone never fails a value: the next-worst round must miss as well
+    deciding_index = worst_index if worst.final or len(ranked) == 1 else ranked[1]
+    deciding = verdicts[deciding_index]
+    one_off = worst.outcome is Outcome.FAILED and deciding.outcome is not Outcome.FAILED
     values = [v.measured for v in verdicts]
     shown = ", ".join("-" if value is None else show(value) for value in values)
     unit = f" {worst.unit}" if worst.unit else ""
-    note = f"worst of {len(rounds)} burn-in round(s): round {rounds[worst_index].index}; every round: {shown}{unit}"
+    if one_off:
+        note = (
+            f"round {rounds[worst_index].index} alone missed ({worst.message}); no other round confirmed it; "
+            f"every round: {shown}{unit}"
+        )
+    else:
+        note = f"deciding: round {rounds[deciding_index].index} of {len(rounds)}; every round: {shown}{unit}"
     context = {
-        **worst.context,
+        **deciding.context,
         "burnin_rounds": [r.index for r in rounds],
         "burnin_values": [v if isinstance(v, (int, float, str, bool)) or v is None else str(v) for v in values],
         "burnin_worst_round": rounds[worst_index].index,
+        "burnin_deciding_round": rounds[deciding_index].index,
     }
-    return replace(worst, message=f"{worst.message} [{note}]", context=context)
+    return replace(deciding, message=f"{deciding.message} [{note}]", context=context, transient=deciding.transient or one_off)
