@@ -115,6 +115,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     record.set_defaults(handler=_record)
 
+    cluster = commands.add_parser(
+        "cluster",
+        help="one rank of a multi-node acceptance job (run it under torchrun or srun)",
+        description="Run by every rank of a multi-node job, started with torchrun (--nnodes N --nproc-per-node G) or srun "
+        "(--nodes N --ntasks-per-node G): measures the profile's cluster: collectives over every GPU of every node, "
+        "names a slow node, reads each node's RDMA network. Global rank 0 writes OUT/cluster-results.json and "
+        "OUT/cluster-junit.xml; each node writes OUT/node<i>-<host>/node-results.json.",
+    )
+    cluster.add_argument("--profile", required=True, help="profile name or YAML path; it needs a cluster: section")
+    cluster.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
+    cluster.add_argument("--out", type=Path, default=Path("reports/cluster"), help="folder for the reports (default reports/cluster)")
+    cluster.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto", help="auto: NCCL where CUDA is, gloo elsewhere")
+    cluster.add_argument("--sys-root", type=Path, default=Path("/"), help="where /sys is read from (a fake tree in tests)")
+    cluster.set_defaults(handler=_cluster)
+
     profile = commands.add_parser("profile", help="list, validate and show profiles")
     profile_commands = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
     listing = profile_commands.add_parser("list", help="the profiles that --profile NAME can name")
@@ -271,6 +286,14 @@ def _record(args, extra: list[str]) -> int:
     gpus = facts.gpus
     print(f"recorded {len(gpus)}x {gpus[0].name if gpus else 'no GPU'} on {facts.system.hostname} to {args.output}")
     return EXIT_OK
+
+
+def _cluster(args, extra: list[str]) -> int:
+    from gpuaccept.session.cluster import run_cluster
+
+    profile = _catalog(args).load(args.profile)
+    check_output_folder(args.out, "--out")
+    return run_cluster(profile, args.out, root=args.sys_root, backend=args.backend)
 
 
 def _measure(facts, args):
