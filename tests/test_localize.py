@@ -84,3 +84,8 @@ def test_halves_take_log_rounds_on_a_large_cluster() -> None:
 def test_a_single_node_cannot_be_localized() -> None:
     with pytest.raises(ValueError, match="at least two nodes"):
         localize(1, fabric(set(), []), FLOOR)
+
+
+def test_a_miss_that_does_not_repeat_names_nobody() -> None:
+    found = localize(3, fabric(set(), []), FLOOR)
+    assert (found.slow, found.undecided, found.cleared) == ((), (), (0, 1, 2))

@@ -163,6 +163,8 @@ def localization_note(facts: ClusterFacts, found: LocalizationFacts) -> str:
 
     if found.slow:
         return f"slow node: {', '.join(named(i) for i in found.slow)}: {found.reason}"
+    if not found.undecided:
+        return "no slow node: every group of nodes met the floor when measured apart"
     return f"no single node named ({found.reason}); undecided: {', '.join(named(i) for i in found.undecided)}"
 
 
