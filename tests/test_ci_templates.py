@@ -43,3 +43,17 @@ def test_slurm_burnin_script():
     assert "gpu-accept report fleet" in text and "NCCL_NVLS_ENABLE=0" in text
     usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
     assert usage.returncode != 0 and "usage" in usage.stderr
+
+
+def test_slurm_cluster_script():
+    script = CI / "slurm-cluster.sbatch"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    lines = [line.removeprefix("#SBATCH ") for line in text.splitlines() if line.startswith("#SBATCH --")]
+    directives = dict(line.split("=", 1) for line in lines if "=" in line)
+    assert directives["--ntasks-per-node"] == directives["--gpus-per-node"]  # one task per GPU
+    assert "--exclusive" in text and "NCCL_NVLS_ENABLE=0" in text
+    assert "gpu-accept cluster --profile" in text and "gpu-accept run --profile" in text
+    assert "scontrol show hostnames" in text and "MASTER_PORT" in text
+    usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert usage.returncode != 0 and "usage" in usage.stderr

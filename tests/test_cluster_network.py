@@ -27,8 +27,8 @@ from gpuaccept.facts.model import CollectiveResult, Unavailable
 from gpuaccept.probe.network import (
     normalize_bus_id,
     parse_nccl_transport,
-    peermem_loaded,
     pci_level,
+    peermem_loaded,
     read_affinity,
     read_nccl_logs,
     read_ports,
@@ -104,7 +104,8 @@ def test_gpu_nic_levels_from_the_pci_tree() -> None:
 
 def test_pci_levels_as_topo_names_them() -> None:
     root = ["pci0000:00", "0000:00:01.0"]
-    assert pci_level([*root, "0000:01:00.0", "0000:02:00.0", "0000:03:00.0"], [*root, "0000:01:00.0", "0000:02:01.0", "0000:04:00.0"]) == "PIX"
+    nic, gpu = [*root, "0000:01:00.0", "0000:02:00.0", "0000:03:00.0"], [*root, "0000:01:00.0", "0000:02:01.0", "0000:04:00.0"]
+    assert pci_level(nic, gpu) == "PIX"
     deep = [*root, "0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0", "0000:05:00.0"]
     assert pci_level(deep, [*root, "0000:01:00.0", "0000:02:01.0", "0000:06:00.0"]) == "PXB"
     assert pci_level(["pci0000:00", "0000:00:01.0", "0000:01:00.0"], ["pci0000:00", "0000:00:02.0", "0000:02:00.0"]) == "PHB"
@@ -119,7 +120,12 @@ def test_bus_ids_in_every_form() -> None:
 
 @pytest.mark.parametrize(
     ("log", "networks", "net", "gdr"),
-    [("ib-gdrdma.log", ["IB"], 6, 6), ("ib-no-gdrdma.log", ["IB"], 4, 0), ("socket.log", ["Socket"], 3, 0), ("ib-plugin.log", ["IBext_v8"], 3, 0)],
+    [
+        ("ib-gdrdma.log", ["IB"], 6, 6),
+        ("ib-no-gdrdma.log", ["IB"], 4, 0),
+        ("socket.log", ["Socket"], 3, 0),
+        ("ib-plugin.log", ["IBext_v8"], 3, 0),
+    ],
 )
 def test_nccl_transport_from_real_info_lines(log: str, networks: list[str], net: int, gdr: int) -> None:
     found = read_nccl_logs([LOGS / log])
