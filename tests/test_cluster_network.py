@@ -7,6 +7,7 @@ a node without /sys/class/infiniband are skipped with that reason, never passed 
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from gpuaccept.checks.cluster import (
     cluster_busbw,
+    cluster_verdicts,
     gpu_nic_affinity,
     gpudirect_rdma,
     nccl_transport,
@@ -22,6 +24,7 @@ from gpuaccept.checks.cluster import (
     rdma_rate,
 )
 from gpuaccept.checks.verdict import Outcome
+from gpuaccept.cli import main
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
 from gpuaccept.facts.model import CollectiveResult, Unavailable
 from gpuaccept.probe.network import (
@@ -35,6 +38,8 @@ from gpuaccept.probe.network import (
 )
 from gpuaccept.profile import load_profile
 from gpuaccept.profile.model import Profile
+from gpuaccept.report.cluster_view import text
+from gpuaccept.session.cluster_report import cluster_record
 
 DATA = Path(__file__).parent / "data"
 TREE = DATA / "sysfs" / "two-rails"
@@ -217,3 +222,34 @@ def test_the_cluster_floor_names_the_slow_node(profile: Profile) -> None:
     assert "busbw 20 GB/s < 40 GB/s (slow node: node2 (host2)" in verdict.message
     assert "over 6 ranks on 3 nodes" in verdict.message
     assert ClusterFacts.model_validate_json(facts.model_dump_json()) == facts
+
+
+def test_the_cluster_view_marks_the_slow_node(profile: Profile, tmp_path: Path) -> None:
+    root = tree_copy(tmp_path)
+    (root / "sys/class/infiniband/mlx5_1/ports/1/state").write_text("1: DOWN\n")
+    nodes = [node(TREE, index=0), node(TREE, index=1), node(root, index=2)]
+    result = CollectiveResult(collective="all_reduce", size_bytes=1 << 30, nominal_size="1GiB", dtype="bfloat16", ranks=6,
+                              warmup=5, iterations=20, time_us=100000.0, algbw_GBps=12.0, busbw_GBps=20.0, wrong=0)
+    found = LocalizationFacts(collective="all_reduce", size_bytes=1 << 30, floor_GBps=40.0, slow=[2], cleared=[0, 1], undecided=[],
+                              reason="each suspect measured with a node proven good", trials=[])
+    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=6,
+                         gpus_per_node=2, nodes=nodes, collectives=[result], localization=found)
+    record = cluster_record(facts, cluster_verdicts(profile, facts))
+    rows = text(record).splitlines()
+    assert rows[0].split() == ["node", "host", "rdma_ports", "rdma_rate", "gpu_nic_affinity", "gpudirect_rdma", "nccl_transport",
+                               "localization"]
+    assert rows[1].split() == ["node0", "host0", "pass", "pass", "pass", "pass", "pass"]
+    assert rows[3].split() == ["node2", "host2", "FAIL", "pass", "pass", "pass", "pass", "SLOW"]
+    assert rows[4].startswith("FAIL  all_reduce-1GiB: busbw 20 GB/s < 40 GB/s (slow node: node2 (host2)")
+    results = tmp_path / "cluster-results.json"
+    results.write_text(json.dumps(record), encoding="utf-8")
+    assert main(["report", "cluster", str(results), "-o", str(tmp_path / "view.html")]) == 1
+    assert '<td class="failed">SLOW</td>' in (tmp_path / "view.html").read_text(encoding="utf-8")
+
+
+def test_the_cluster_view_refuses_other_files_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "results.json"
+    other.write_text("{}", encoding="utf-8")
+    assert main(["report", "cluster", str(other)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"gpu-accept: {other}: not a cluster-results.json")

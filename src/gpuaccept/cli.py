@@ -184,6 +184,10 @@ def _parser() -> argparse.ArgumentParser:
     fleet.add_argument("--tolerance", default="10%", help="how far below the median is an outlier (default 10%%)")
     fleet.add_argument("-o", "--output", type=Path, help="also write fleet JUnit, outliers as failing test cases")
     fleet.set_defaults(handler=_report_fleet)
+    cluster_view = report_commands.add_parser("cluster", help="a cluster run's nodes x tests, the slow node marked")
+    cluster_view.add_argument("results", type=Path, help="cluster-results.json, as gpu-accept cluster writes it")
+    cluster_view.add_argument("-o", "--output", type=Path, help="also write the view as an HTML page")
+    cluster_view.set_defaults(handler=_report_cluster)
     results_schema = report_commands.add_parser("schema", help="the JSON Schema of results.json, for tools that read it")
     results_schema.set_defaults(handler=_report_schema)
     return parser
@@ -416,6 +420,21 @@ def _report_junit(args, extra: list[str]) -> int:
     cases = write_fleet_junit(hosts, args.output)
     print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
     return EXIT_OK
+
+
+def _report_cluster(args, extra: list[str]) -> int:
+    from gpuaccept.report.cluster_view import page, text
+
+    try:
+        record = json.loads(args.results.read_text(encoding="utf-8"))
+        view = text(record)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise GpuAcceptError(f"{args.results}: not a cluster-results.json ({type(error).__name__}: {error})") from None
+    print(view, end="")
+    if args.output:
+        args.output.write_text(page(record), encoding="utf-8")
+    failed = record.get("summary", {}).get("failed", 0) or record.get("summary", {}).get("error", 0)
+    return EXIT_CHECK_FAILED if failed else EXIT_OK
 
 
 def _report_fleet(args, extra: list[str]) -> int:
