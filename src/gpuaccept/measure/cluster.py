@@ -96,6 +96,8 @@ def capture_nccl_info(folder: Path) -> list[Path]:
 
 
 def gpu_bus_ids(count: int) -> list[str]:
+    """The PCI addresses of this node's first `count` GPUs, as CUDA numbers them; [] where CUDA is
+    absent or this torch does not report them (its GPU-NIC checks then say the path was not read)."""
     import torch
 
     if not torch.cuda.is_available():
@@ -103,8 +105,11 @@ def gpu_bus_ids(count: int) -> list[str]:
     ids = []
     for index in range(min(count, torch.cuda.device_count())):
         props = torch.cuda.get_device_properties(index)
-        # attributes of torch >= 2.5's device properties, absent from its type stubs
-        domain, bus, device = (getattr(props, name) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id"))
+        # attributes of recent torch's device properties, absent from its type stubs
+        parts = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+        if None in parts:
+            return []
+        domain, bus, device = parts
         ids.append(f"{domain:04x}:{bus:02x}:{device:02x}.0")
     return ids
 
