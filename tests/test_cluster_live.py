@@ -96,6 +96,11 @@ def test_two_nodes_of_two_ranks_measure_as_one_job(tmp_path: Path) -> None:
     assert result["busbw_GBps"] == pytest.approx(result["algbw_GBps"] * 2 * 3 / 4)  # nccl-tests' all_reduce factor at n=4
     assert result["wrong"] == 0
     assert facts["localization"] is None
+    # DDP on one node (2 ranks) and on both (4 ranks), judged as samples/s per GPU on all over on one
+    assert sorted(result["world"] for result in facts["ddp"]) == [2, 4]
+    (ddp,) = [v for v in record["verdicts"] if v["check"] == "cluster_ddp_efficiency"]
+    assert ddp["subject"] == "4gpu-bs2"
+    assert ddp["outcome"] == "passed", ddp["message"]
     assert record["summary"]["failed"] == 0
     # every node keeps its own results
     for node in facts["nodes"]:

@@ -26,7 +26,7 @@ from gpuaccept.checks.cluster import (
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.cli import main
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
-from gpuaccept.facts.model import CollectiveResult, Unavailable
+from gpuaccept.facts.model import CollectiveResult, DdpResult, Unavailable
 from gpuaccept.probe.network import (
     normalize_bus_id,
     parse_nccl_transport,
@@ -253,3 +253,23 @@ def test_the_cluster_view_refuses_other_files_in_one_line(tmp_path: Path, capsys
     assert main(["report", "cluster", str(other)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"gpu-accept: {other}: not a cluster-results.json")
+
+
+def test_ddp_scaling_from_one_node_to_all(tmp_path: Path) -> None:
+    path = tmp_path / "ddp.yaml"
+    path.write_text(PROFILE + "  ddp_min_efficiency: 0.8\nddp: {model: tiny, world_sizes: [1, 2], batches: [8]}\n", encoding="utf-8")
+    profile = load_profile(path)
+
+    def trained(world: int, samples: float) -> DdpResult:
+        return DdpResult(world=world, batch=8, accumulation=1, step_s=8 / samples, no_sync_step_s=None, samples_per_s_per_gpu=samples,
+                         tokens_per_s_per_gpu=samples * 32, parameters=1000)
+
+    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=4,
+                         gpus_per_node=2, nodes=[node(TREE, index=0), node(TREE, index=1)], ddp=[trained(2, 100.0), trained(4, 60.0)])
+    (verdict,) = [v for v in cluster_verdicts(profile, facts) if v.check == "cluster_ddp_efficiency"]
+    assert verdict.outcome is Outcome.FAILED
+    assert verdict.subject == "4gpu-bs8"
+    assert verdict.measured == pytest.approx(0.6)
+    assert "60 samples/s per GPU on 4 GPUs, 100 on 2" in verdict.message
+    missing = [v for v in cluster_verdicts(profile, facts.model_copy(update={"ddp": []})) if v.check == "cluster_ddp_efficiency"]
+    assert missing[0].outcome is Outcome.ERROR

@@ -16,6 +16,7 @@ from gpuaccept.profile.model import Profile
 from gpuaccept.profile.spec import ClusterSpec
 from gpuaccept.vocabulary.links import PCIE_LEVELS, gpu_key
 from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
+from gpuaccept.vocabulary.steps import ddp_case
 
 
 def node_key(node: int) -> str:
@@ -157,6 +158,25 @@ def cluster_busbw(profile: Profile, facts: ClusterFacts, collective: str, size: 
                  context={"algbw_GBps": result.algbw_GBps, "time_us": result.time_us, "ranks": result.ranks})
 
 
+def cluster_ddp(profile: Profile, facts: ClusterFacts, batch: int) -> Verdict:
+    """Samples/s per GPU training on every node over on one node: what the network costs DDP."""
+    spec = _spec(profile)
+    judge = Judge("cluster_ddp_efficiency", profile.name, profile.spec.judging.marginal_band)
+    subject = ddp_case(facts.world, batch)
+    if spec is None or spec.ddp_min_efficiency is None:
+        return judge.not_applicable(subject, "the profile sets no cluster.ddp_min_efficiency")
+    criterion = AtLeast(spec.ddp_min_efficiency)
+    many = next((r for r in facts.ddp if r.world == facts.world and r.batch == batch), None)
+    one = next((r for r in facts.ddp if r.world == facts.gpus_per_node and r.batch == batch), None)
+    scope = f"DDP batch {batch} per GPU, {len(facts.nodes)} nodes over 1"
+    if many is None or one is None:
+        return judge.error(subject, "DDP on one node and on every node was not measured (the profile needs a ddp: section)",
+                           criterion, scope=scope)
+    efficiency = many.samples_per_s_per_gpu / one.samples_per_s_per_gpu
+    note = f"{many.samples_per_s_per_gpu:.4g} samples/s per GPU on {facts.world} GPUs, {one.samples_per_s_per_gpu:.4g} on {one.world}"
+    return judge(subject, "efficiency", efficiency, criterion, note=note, scope=scope)
+
+
 def localization_note(facts: ClusterFacts, found: LocalizationFacts) -> str:
     def named(index: int) -> str:
         return f"{node_key(index)} ({facts.node(index).host})"
@@ -180,4 +200,7 @@ def cluster_verdicts(profile: Profile, facts: ClusterFacts) -> list[Verdict]:
     verdicts = [v for node in facts.nodes for v in node_verdicts(profile, facts, node)]
     if spec is not None:
         verdicts += [cluster_busbw(profile, facts, collective, size) for collective, sizes in spec.busbw.items() for size in sizes]
+        if spec.ddp_min_efficiency is not None:
+            batches = profile.spec.ddp.batches if profile.spec.ddp else [0]
+            verdicts += [cluster_ddp(profile, facts, batch) for batch in batches]
     return verdicts

@@ -17,6 +17,7 @@ from pydantic import Field
 from gpuaccept.facts.model import (
     BoolReading,
     CollectiveResult,
+    DdpResult,
     FloatReading,
     Record,
     StepFailure,
@@ -101,6 +102,7 @@ class ClusterFacts(Record):
     collectives: list[CollectiveResult] = Field(default_factory=list)
     failures: list[StepFailure] = Field(default_factory=list)
     localization: LocalizationFacts | Unavailable | None = None  # None: nothing missed its floor
+    ddp: list[DdpResult] = Field(default_factory=list)  # on one node (world = gpus_per_node) and on all
 
     def node(self, index: int) -> NodeFacts:
         return next(node for node in self.nodes if node.node == index)

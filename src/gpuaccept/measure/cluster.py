@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaccept.errors import GpuAcceptError
-from gpuaccept.measure.plan import CollectiveStep
+from gpuaccept.measure.plan import CollectiveStep, DdpStep
 from gpuaccept.measure.worker import Rank
 
 DEFAULT_PORT = 29500  # torch's own default for MASTER_PORT
@@ -136,6 +136,13 @@ class Job:
 
         (record,) = measure_collective(step, self.me)
         return record
+
+    def measure_ddp(self, step: DdpStep) -> list[dict[str, Any]]:
+        """Every rank: DDP on the job's first `step.world` ranks (the job's default group is the
+        whole job, as the single-node worker's is)."""
+        from gpuaccept.measure.ddp_step import measure_ddp
+
+        return measure_ddp(step, self.me)
 
     def broadcast(self, value: Any) -> Any:
         """Rank 0's `value` (JSON-able) on every rank, through the job's control group."""

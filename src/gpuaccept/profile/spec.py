@@ -327,6 +327,11 @@ class ClusterSpec(Strict):
         description="minimum bus bandwidth in GB/s over every GPU of every node, per collective and size"
     )
     localize: ClusterLocalizeSpec = Field(default_factory=ClusterLocalizeSpec)
+    ddp_min_efficiency: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None,
+        description="DDP samples/s per GPU on every node over on one node, at each of ddp.batches; "
+        "trained with the profile's ddp: model and settings",
+    )
 
 
 class TimeoutsSpec(Strict):

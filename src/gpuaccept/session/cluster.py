@@ -12,6 +12,8 @@ node under `torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d ...`, or 
    step code (`collective_step`), so busbw is nccl-tests' at world size N x G.
 3. A collective that missed its floor is narrowed down to a node (`measure.localize`): global rank
    0 decides which groups of nodes to measure, every rank takes part (`Job.measure_groups`).
+   Where the profile asks for DDP scaling (`cluster.ddp_min_efficiency`), its `ddp:` workload
+   trains on one node and on every node: samples/s per GPU on all over on one.
 4. Local rank 0 of each node reads its node: RDMA ports, GPU<->adapter PCI levels, nvidia_peermem,
    and the transport NCCL logged (NCCL_DEBUG=INFO into a file per process, asked for at start).
 5. Node facts are gathered to global rank 0, which judges the cluster (each node's verdicts and the
@@ -33,10 +35,10 @@ from gpuaccept.checks.cluster import cluster_verdicts, node_verdicts
 from gpuaccept.checks.verdict import Verdict
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NodeFacts, Trial
-from gpuaccept.facts.model import CollectiveResult, Unavailable
+from gpuaccept.facts.model import CollectiveResult, DdpResult, Unavailable
 from gpuaccept.measure.cluster import Job, capture_nccl_info, gpu_bus_ids, join, launch_from_environment
 from gpuaccept.measure.localize import Group, localize
-from gpuaccept.measure.plan import CollectiveStep
+from gpuaccept.measure.plan import CollectiveStep, DdpStep
 from gpuaccept.measure.worker import RECORDED_ENVIRONMENT
 from gpuaccept.probe.network import peermem_loaded, read_affinity, read_nccl_logs, read_ports
 from gpuaccept.profile.model import Profile
@@ -52,6 +54,7 @@ from gpuaccept.session.cluster_report import (
     node_record,
     write_json,
 )
+from gpuaccept.session.stages import ddp_shape
 from gpuaccept.vocabulary.sizes import format_size, parse_size
 
 
@@ -84,13 +87,14 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
             raise ClusterShapeError(f"ranks per node as they joined: {shape}; profile {profile.name} wants {spec.nodes} nodes of {gpus}")
         collectives = _measure(job, spec)
         localization = _localize(job, spec, collectives)
+        ddp = _ddp(job, profile, gpus)
         mine = _node_facts(job, root, node_out, gpus) if launch.local_rank == 0 else None
         gathered = job.gather(mine.model_dump(mode="json") if mine else None)
         nodes = [NodeFacts.model_validate(node) for node in gathered if node is not None]
         facts = ClusterFacts(
             profile=profile.name, backend=job.me.backend, torch_version=job.torch_version, nccl_version=job.nccl_version,
             world=launch.world, gpus_per_node=gpus, nodes=sorted(nodes, key=lambda node: node.node),
-            collectives=collectives, localization=localization,
+            collectives=collectives, localization=localization, ddp=ddp,
         )
         if mine is not None:
             own = node_verdicts(profile, facts, mine)
@@ -167,6 +171,25 @@ def _localize(job: Job, spec: ClusterSpec, results: list[CollectiveResult]) -> L
         undecided=list(found.undecided), reason=found.reason,
         trials=[Trial(round=t.round, nodes=list(t.nodes), value_GBps=t.value, passed=t.passed, alone=t.alone) for t in found.trials],
     )
+
+
+def _ddp(job: Job, profile: Profile, gpus: int) -> list[DdpResult]:
+    """The profile's DDP workload on one node (global ranks 0..G-1: torchrun and srun number a
+    node's ranks together) and on every node, where the cluster asks for its scaling."""
+    spec, ddp = profile.spec.cluster, profile.spec.ddp
+    if spec is None or spec.ddp_min_efficiency is None or ddp is None:
+        return []
+    results = []
+    for world in (gpus, job.me.world):
+        step = DdpStep(world=world, model=ddp_shape(profile.spec), dtype=ddp.dtype, batches=ddp.batches, accumulation=[1],
+                       warmup_steps=ddp.warmup_steps, steps=ddp.steps, timeout_s=ddp.timeout_s)
+        try:
+            records = job.measure_ddp(step)
+        except Exception as exc:  # as for the collectives: the job's group cannot be trusted after it
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ClusterMeasureError(f"rank {job.me.rank}: DDP on {world} ranks failed: {text}") from None
+        results += [DdpResult(**{name: value for name, value in record.items() if name != "key"}) for record in records]
+    return results
 
 
 def _node_facts(job: Job, root: Path, node_out: Path, gpus: int) -> NodeFacts:
