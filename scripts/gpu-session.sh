@@ -30,6 +30,12 @@
 #   burnin-kill  a burn-in of 30m ended with SIGTERM at minute ${BURNIN_KILL_AT:-3}: exit code, and
 #                its reports checked as valid (junit parses, results.json validates, HTML written)
 #   (burnin and burnin-kill each take one device call: 5 and 3 minutes of load, and the suites)
+#   nodes        the machine split into two torchrun "nodes" of GPUS/2 GPUs each on localhost, with
+#                a different NCCL_HOSTID per node so NCCL goes between them through its network
+#                transport (sockets on lo: numbers that say nothing of a real network): a healthy
+#                run with tiny floors, then floors at 0.7x of what it measured and NCCL_MAX_NCHANNELS=1
+#                on node B only, then GPUACCEPT_INJECT_SLOW on node A only: each must name that node.
+#                Needs 2 GPUs or more (ranks cannot share a GPU); skipped with the reason on 1.
 #
 # The wheels it installs come from scripts/fetch-wheels.sh (run here, before the device call).
 #
@@ -276,6 +282,79 @@ for stage in "$@"; do
     cp "$work/burnin-kill/report.html" "$OUT/report-burnin-kill-$tag.html" 2>/dev/null
     cp "$work/burnin-kill/results.json" "$OUT/results-burnin-kill-$tag.json" 2>/dev/null
     cp "$work/burnin-kill/junit.xml" "$OUT/junit-burnin-kill-$tag.xml" 2>/dev/null
+    ;;
+  nodes)
+    gpus=$(nvidia-smi -L | wc -l); per=$((gpus / 2))
+    if [ "$per" -lt 1 ]; then say "nodes: skipped: $gpus GPU, two nodes need one GPU each (ranks cannot share a GPU)"; continue; fi
+    first=$(seq -s, 0 $((per - 1))); second=$(seq -s, "$per" $((2 * per - 1)))
+    # one_job NAME PROFILE [VAR=VALUE on node A] [VAR=VALUE on node B]: two torchrun agents, one a node
+    one_job() {
+      local name=$1 spec=$2 extra_a=${3:-} extra_b=${4:-} port=$((29400 + RANDOM % 1000))
+      local common=(python3 -m torch.distributed.run --nnodes 2 --nproc-per-node "$per" --rdzv-backend c10d
+        --rdzv-endpoint "localhost:$port" --rdzv-id "$name-$port" --rdzv-conf join_timeout=120
+        -m gpuaccept cluster --profile "$spec" --out "$work/$name")
+      env CUDA_VISIBLE_DEVICES="$first" NCCL_HOSTID=node-a NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo $extra_a \
+        timeout 240 "${common[@]}" > "$work/$name-a.out" 2>&1 &
+      local a=$!
+      env CUDA_VISIBLE_DEVICES="$second" NCCL_HOSTID=node-b NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo $extra_b \
+        timeout 240 "${common[@]}" > "$work/$name-b.out" 2>&1 &
+      local b=$!
+      wait $a; local code_a=$?; wait $b; local code_b=$?
+      say "nodes $name: agents exit $code_a $code_b"
+      grep -hE "^(PASSED|FAILED|ERROR) |passed, " "$work/$name-a.out" "$work/$name-b.out" | tee -a "$log"
+      python3 - "$work/$name/cluster-results.json" <<'PY' | tee -a "$log"
+import json, sys
+facts = json.load(open(sys.argv[1]))["facts"]
+for r in facts["collectives"]:
+    print(f"  {r['collective']} {r['nominal_size']}: busbw {r['busbw_GBps']:.2f} GB/s over {r['ranks']} ranks")
+for n in facts["nodes"]:
+    env = {k: v for k, v in n["environment"].items() if k in ("NCCL_HOSTID", "NCCL_MAX_NCHANNELS", "GPUACCEPT_INJECT_SLOW")}
+    print(f"  node{n['node']} {n['host']} ranks {n['ranks']} transport {n['transport']} {env}")
+found = facts["localization"]
+if found:
+    print(f"  localization: slow {found['slow']} undecided {found['undecided']}: {found['reason']}")
+    for t in found["trials"]:
+        print(f"    round {t['round']} nodes {t['nodes']}{' alone' if t['alone'] else ''}: {t['value_GBps']:.3f} GB/s {'pass' if t['passed'] else 'MISS'}")
+PY
+      mkdir -p "$OUT/nodes-$tag"; cp -r "$work/$name" "$OUT/nodes-$tag/$name"; cp "$work/$name"-?.out "$OUT/nodes-$tag/"
+    }
+    cat > "$work/nodes-healthy.yaml" <<YAML
+schema: 1
+description: two torchrun nodes of $per GPUs on one machine, NCCL between them over sockets on lo
+gpus: {count: $per, model: "*"}
+cluster:
+  nodes: 2
+  transport: [Socket]  # NCCL_HOSTID differs per node: NET/Socket between them
+  warmup: 3
+  iterations: 10
+  timeout_s: 120
+  rendezvous_s: 120
+  busbw:  # tiny: this run only measures
+    all_reduce: {256MiB: 0.01}
+    all_gather: {256MiB: 0.01}
+  localize: {size: 64MiB}
+YAML
+    if enough 120 "nodes: healthy"; then
+      say "nodes: two torchrun nodes x $per GPUs ($first | $second), healthy"
+      one_job healthy "$work/nodes-healthy.yaml"
+      # floors at 0.7x of what the healthy run measured: a node at one channel, or slowed, misses them
+      python3 - "$work/healthy/cluster-results.json" "$work/nodes-healthy.yaml" "$work/nodes-floors.yaml" <<'PY'
+import json, sys, yaml
+facts = json.load(open(sys.argv[1]))["facts"]
+spec = yaml.safe_load(open(sys.argv[2]))
+for r in facts["collectives"]:
+    spec["cluster"]["busbw"][r["collective"]][r["nominal_size"]] = round(0.7 * r["busbw_GBps"], 3)
+yaml.safe_dump(spec, open(sys.argv[3], "w"))
+PY
+    fi
+    if [ -f "$work/nodes-floors.yaml" ] && enough 150 "nodes: NCCL_MAX_NCHANNELS=1 on node B"; then
+      say "nodes: NCCL_MAX_NCHANNELS=1 on node B only: the localization must name node B"
+      one_job onechannel "$work/nodes-floors.yaml" "" "NCCL_MAX_NCHANNELS=1"
+    fi
+    if [ -f "$work/nodes-floors.yaml" ] && enough 150 "nodes: GPUACCEPT_INJECT_SLOW on node A"; then
+      say "nodes: GPUACCEPT_INJECT_SLOW=0.5 on node A only: the localization must name node A"
+      one_job injected "$work/nodes-floors.yaml" "GPUACCEPT_INJECT_SLOW=0.5" ""
+    fi
     ;;
   *) say "unknown stage $stage" ;;
   esac

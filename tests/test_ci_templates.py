@@ -50,3 +50,17 @@ def test_slurm_burnin_script_runs_a_burn_in_that_slurm_ends_with_sigterm():
     # gpu-accept is the batch shell (exec), and gets SIGTERM before the limit: its reports are written
     assert 'exec gpu-accept burn-in --duration $duration' in text and "--signal=B:TERM@120" in text
     assert "$out/*/burnin/results.json" in text and 'duration=${3:-30m}' in text
+
+
+def test_slurm_cluster_script():
+    script = CI / "slurm-cluster.sbatch"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    lines = [line.removeprefix("#SBATCH ") for line in text.splitlines() if line.startswith("#SBATCH --")]
+    directives = dict(line.split("=", 1) for line in lines if "=" in line)
+    assert directives["--ntasks-per-node"] == directives["--gpus-per-node"]  # one task per GPU
+    assert "--exclusive" in text and "NCCL_NVLS_ENABLE=0" in text
+    assert "gpu-accept cluster --profile" in text and "gpu-accept run --profile" in text
+    assert "scontrol show hostnames" in text and "MASTER_PORT" in text
+    usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert usage.returncode != 0 and "usage" in usage.stderr

@@ -271,8 +271,16 @@ def test_a_quiet_run_has_its_tests_in_results_and_junit_within_the_idle_time(tmp
     try:
         for index in range(3):  # too few for a rewrite by size: the journal alone holds them
             writer.add_test(a_test(index))
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and len(json.loads(results.read_text())["tests"]) < 3:
+        # the idle flush writes results.json, then junit.xml: wait for both (a loaded machine may be
+        # read between the two)
+        def flushed() -> bool:
+            return (
+                results.exists() and len(json.loads(results.read_text())["tests"]) == 3
+                and junit.exists() and junit.read_text().count("<testcase ") == 3
+            )
+
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not flushed():
             time.sleep(0.02)
         assert len(json.loads(results.read_text())["tests"]) == 3
         assert junit.read_text().count("<testcase ") == 3

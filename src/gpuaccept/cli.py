@@ -140,6 +140,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     record.set_defaults(handler=_record)
 
+    cluster = commands.add_parser(
+        "cluster",
+        help="one rank of a multi-node acceptance job (run it under torchrun or srun)",
+        description="Run by every rank of a multi-node job, started with torchrun (--nnodes N --nproc-per-node G) or srun "
+        "(--nodes N --ntasks-per-node G): measures the profile's cluster: collectives over every GPU of every node, "
+        "names a slow node, reads each node's RDMA network. Global rank 0 writes OUT/cluster-results.json and "
+        "OUT/cluster-junit.xml; each node writes OUT/node<i>-<host>/node-results.json.",
+    )
+    cluster.add_argument("--profile", required=True, help="profile name or YAML path; it needs a cluster: section")
+    cluster.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
+    cluster.add_argument("--out", type=Path, default=Path("reports/cluster"), help="folder for the reports (default reports/cluster)")
+    cluster.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto", help="auto: NCCL where CUDA is, gloo elsewhere")
+    cluster.add_argument("--sys-root", type=Path, default=Path("/"), help="where /sys is read from (a fake tree in tests)")
+    cluster.set_defaults(handler=_cluster)
+
     profile = commands.add_parser("profile", help="list, validate and show profiles")
     profile_commands = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
     listing = profile_commands.add_parser("list", help="the profiles that --profile NAME can name")
@@ -194,6 +209,10 @@ def _parser() -> argparse.ArgumentParser:
     fleet.add_argument("--tolerance", default="10%", help="how far below the median is an outlier (default 10%%)")
     fleet.add_argument("-o", "--output", type=Path, help="also write fleet JUnit, outliers as failing test cases")
     fleet.set_defaults(handler=_report_fleet)
+    cluster_view = report_commands.add_parser("cluster", help="a cluster run's nodes x tests, the slow node marked")
+    cluster_view.add_argument("results", type=Path, help="cluster-results.json, as gpu-accept cluster writes it")
+    cluster_view.add_argument("-o", "--output", type=Path, help="also write the view as an HTML page")
+    cluster_view.set_defaults(handler=_report_cluster)
     results_schema = report_commands.add_parser("schema", help="the JSON Schema of results.json, for tools that read it")
     results_schema.set_defaults(handler=_report_schema)
     return parser
@@ -318,6 +337,14 @@ def _record(args, extra: list[str]) -> int:
     return EXIT_OK
 
 
+def _cluster(args, extra: list[str]) -> int:
+    from gpuaccept.session.cluster import run_cluster
+
+    profile = _catalog(args).load(args.profile)
+    check_output_folder(args.out, "--out")
+    return run_cluster(profile, args.out, root=args.sys_root, backend=args.backend)
+
+
 def _measure(facts, args):
     """Every stage the profile asks for, run exactly as a pytest session runs them."""
     from gpuaccept.session.store import STAGE_FILES, MeasurementStore
@@ -438,6 +465,21 @@ def _report_junit(args, extra: list[str]) -> int:
     cases = write_fleet_junit(hosts, args.output)
     print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
     return EXIT_OK
+
+
+def _report_cluster(args, extra: list[str]) -> int:
+    from gpuaccept.report.cluster_view import page, text
+
+    try:
+        record = json.loads(args.results.read_text(encoding="utf-8"))
+        view = text(record)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise GpuAcceptError(f"{args.results}: not a cluster-results.json ({type(error).__name__}: {error})") from None
+    print(view, end="")
+    if args.output:
+        args.output.write_text(page(record), encoding="utf-8")
+    failed = record.get("summary", {}).get("failed", 0) or record.get("summary", {}).get("error", 0)
+    return EXIT_CHECK_FAILED if failed else EXIT_OK
 
 
 def _report_fleet(args, extra: list[str]) -> int:

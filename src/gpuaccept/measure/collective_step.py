@@ -13,6 +13,7 @@ nobody wrote counts as wrong.
 from __future__ import annotations
 
 import os
+import time
 
 from gpuaccept.measure.collectives import bandwidths, buffers
 from gpuaccept.measure.plan import CollectiveStep
@@ -26,6 +27,9 @@ INJECT_WRONG = "GPUACCEPT_INJECT_WRONG"
 # runs one extra operation on every second timed iteration
 INJECT_DIP = "GPUACCEPT_INJECT_DIP"
 ATTEMPT = "GPUACCEPT_ATTEMPT"  # set by the suite: 0 for a first measurement, N for the Nth repeat
+# Test hook: GPUACCEPT_INJECT_SLOW="<seconds>" in the environment of one node's ranks makes each of
+# their timed operations that much longer, as a node with a slow link does to every collective it is in
+INJECT_SLOW = "GPUACCEPT_INJECT_SLOW"
 
 
 def measure_collective(step: CollectiveStep, me) -> list[dict]:
@@ -36,12 +40,14 @@ def measure_collective(step: CollectiveStep, me) -> list[dict]:
     inputs = torch.empty(shape.input_elements, dtype=dtype, device=me.device)
     in_place = step.collective in ("all_reduce", "broadcast")
     outputs = inputs if in_place else torch.empty(shape.output_elements, dtype=dtype, device=me.device)
-    operation = _operation(step.collective, inputs, outputs)
+    operation = _operation(step.collective, inputs, outputs, me.group)
 
     _fill(step.collective, inputs, me)  # time real data, never zeros
     for _ in range(step.warmup):
         operation()
     timed = _with_dip(operation) if _injected(INJECT_DIP, step) and os.environ.get(ATTEMPT, "0") == "0" else operation
+    if os.environ.get(INJECT_SLOW):
+        timed = _with_delay(timed, float(os.environ[INJECT_SLOW]))
     seconds = slowest_rank_seconds(time_operation(timed, step.iterations, me), me)
 
     _fill(step.collective, inputs, me)
@@ -85,18 +91,28 @@ def _with_dip(operation):
     return dipped
 
 
-def _operation(collective: str, inputs, outputs):
+def _with_delay(operation, seconds: float):
+    def delayed() -> None:
+        operation()
+        time.sleep(seconds)
+
+    return delayed
+
+
+def _operation(collective: str, inputs, outputs, group=None):
     import torch.distributed as dist
 
     # torch 2.13 renames the tensor forms to *_single; older releases have only the old names
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    # broadcast names its source by global rank: the group's first rank
+    source = 0 if group is None else dist.get_global_rank(group, 0)
     operations = {
-        "all_reduce": lambda: dist.all_reduce(inputs),
-        "broadcast": lambda: dist.broadcast(inputs, src=0),
-        "all_gather": lambda: gather(outputs, inputs),
-        "reduce_scatter": lambda: scatter(outputs, inputs),
-        "alltoall": lambda: dist.all_to_all_single(outputs, inputs),
+        "all_reduce": lambda: dist.all_reduce(inputs, group=group),
+        "broadcast": lambda: dist.broadcast(inputs, src=source, group=group),
+        "all_gather": lambda: gather(outputs, inputs, group=group),
+        "reduce_scatter": lambda: scatter(outputs, inputs, group=group),
+        "alltoall": lambda: dist.all_to_all_single(outputs, inputs, group=group),
     }
     return operations[collective]
 
@@ -173,5 +189,5 @@ def _count_wrong(collective: str, outputs, shape, me) -> int:
     import torch.distributed as dist
 
     wrong = (outputs != _expected(collective, outputs, shape, me)).sum().to(torch.int64).reshape(1)
-    dist.all_reduce(wrong)
+    dist.all_reduce(wrong, group=me.group)
     return int(wrong.item())

@@ -12,7 +12,7 @@ def time_operation(operation: Callable[[], object], iterations: int, me) -> floa
     import torch.distributed as dist
 
     if dist.is_initialized():
-        dist.barrier()
+        dist.barrier(group=me.group)
     if me.cuda:
         torch.cuda.synchronize(me.device)
         start = torch.cuda.Event(enable_timing=True)
@@ -36,5 +36,5 @@ def slowest_rank_seconds(seconds: float, me) -> float:
     if not dist.is_initialized() or me.world == 1:
         return seconds
     value = torch.tensor([seconds], dtype=torch.float64, device=me.device)
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX, group=me.group)
     return float(value.item())

@@ -54,6 +54,7 @@ class Rank:
     local_rank: int
     device: Any  # torch.device
     backend: str
+    group: Any = None  # a process group of some ranks (rank and world are then within it); None: every rank
 
     @property
     def cuda(self) -> bool:

@@ -288,6 +288,53 @@ class DdpSpec(Strict):
     )
 
 
+class ClusterNicSpec(Strict):
+    """The RDMA ports each node must show in /sys/class/infiniband."""
+
+    count: Annotated[int, Field(ge=1, le=64)] = Field(description="ports ACTIVE and LinkUp per node")
+    rate_gbps: GBps = Field(description="each port's rate in Gb/s as the kernel reports it: 400 for NDR, 200 for HDR")
+    link_layer: Literal["InfiniBand", "Ethernet"] | None = Field(None, description="InfiniBand, or Ethernet for RoCE")
+
+
+class ClusterLocalizeSpec(Strict):
+    """How a collective that missed its floor is narrowed down to a node."""
+
+    size: SizeText | None = Field(None, description="message size of the localizing runs; by default the size that missed")
+    solo_ratio: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.8, description="with no good pair to compare against, a node alone below this fraction of the best node is named"
+    )
+    halves_from: Annotated[int, Field(ge=2)] = Field(8, description="from this many nodes on, halves are measured before pairs")
+
+
+class ClusterSpec(Strict):
+    """Many nodes, one job (torchrun or srun): the network between them and what it carries."""
+
+    nodes: Annotated[int, Field(ge=2, le=4096)] = Field(description="nodes in the job; gpus.count is per node")
+    nics: ClusterNicSpec | None = None
+    gpudirect_rdma: bool = Field(False, description="require GPUDirect RDMA: nvidia_peermem loaded, or GDRDMA in NCCL's channels")
+    transport: list[Annotated[str, StringConstraints(min_length=1)]] | None = Field(
+        None, description="NCCL network transports accepted between nodes, as its INFO lines name them: [IB], [Socket]"
+    )
+    dtype: MeasureDtype = "bfloat16"
+    warmup: Annotated[int, Field(ge=0, le=1000)] = 5
+    iterations: Annotated[int, Field(ge=1, le=10000)] = 20
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        300.0, description="time limit of any one collective between the nodes"
+    )
+    rendezvous_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        600.0, description="how long the ranks wait for every other rank to join the process group before giving up"
+    )
+    busbw: dict[Collective, dict[SizeText, GBps]] = Field(
+        description="minimum bus bandwidth in GB/s over every GPU of every node, per collective and size"
+    )
+    localize: ClusterLocalizeSpec = Field(default_factory=ClusterLocalizeSpec)
+    ddp_min_efficiency: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None,
+        description="DDP samples/s per GPU on every node over on one node, at each of ddp.batches; "
+        "trained with the profile's ddp: model and settings",
+    )
+
+
 class TimeoutsSpec(Strict):
     """How long measurement workers may take to start, and to show no sign of life, before they
     are stopped and their steps fail by name."""
@@ -359,6 +406,7 @@ class ProfileSpec(Strict):
     pairwise: PairwiseSpec | None = None
     copies: CopySpec | None = None
     ddp: DdpSpec | None = None
+    cluster: ClusterSpec | None = None
     judging: JudgingSpec = Field(default_factory=JudgingSpec)
     timeouts: TimeoutsSpec = Field(default_factory=TimeoutsSpec)
     burnin: BurninSpec = Field(default_factory=BurninSpec)

@@ -1,0 +1,76 @@
+"""The cluster view of a cluster-results.json: nodes x tests, the slow node marked.
+
+One row a node, one column a check of the nodes; a cell is the worst outcome of that check on
+that node (a node's GPUs each have a GPU-NIC affinity verdict). The localization's named nodes
+carry SLOW. Below the grid, the collectives over the whole job. Text for terminals, HTML for
+people; both read the record as written, and never the hardware.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+NODE_CHECKS = ("rdma_ports", "rdma_rate", "gpu_nic_affinity", "gpudirect_rdma", "nccl_transport")
+_WORST = ("error", "failed", "passed", "not_applicable")  # the first found in a cell wins
+_CELL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "not_applicable": "skip", None: "-"}
+
+
+def grid(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row a node: its index, host, each node check's worst outcome, and whether it was named slow."""
+    facts = record["facts"]
+    found = facts.get("localization") or {}
+    slow = set(found.get("slow", [])) if isinstance(found, dict) else set()
+    rows = []
+    for node in facts["nodes"]:
+        index = node["node"]
+        prefix = f"node{index}"
+        cells: dict[str, str | None] = {}
+        for check in NODE_CHECKS:
+            outcomes = {
+                v["outcome"] for v in record["verdicts"]
+                if v["check"] == check and (v["subject"] == prefix or v["subject"].startswith(prefix + "-"))
+            }
+            cells[check] = next((outcome for outcome in _WORST if outcome in outcomes), None)
+        rows.append({"node": index, "host": node["host"], "cells": cells, "slow": index in slow})
+    return rows
+
+
+def text(record: dict[str, Any]) -> str:
+    rows = grid(record)
+    header = ["node", "host", *NODE_CHECKS, "localization"]
+    table = [header] + [
+        [f"node{row['node']}", row["host"], *(_CELL[row["cells"][check]] for check in NODE_CHECKS), "SLOW" if row["slow"] else ""]
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
+    for verdict in record["verdicts"]:
+        if verdict["check"] == "cluster_busbw":
+            lines.append(f"{_CELL[verdict['outcome']]:5} {verdict['message']}")
+    return "\n".join(lines) + "\n"
+
+
+def page(record: dict[str, Any]) -> str:
+    rows = grid(record)
+    facts = record["facts"]
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in ("node", "host", *NODE_CHECKS, "localization"))
+    body = []
+    for row in rows:
+        cells = "".join(
+            f'<td class="{row["cells"][check] or "none"}">{_CELL[row["cells"][check]]}</td>' for check in NODE_CHECKS
+        )
+        mark = '<td class="failed">SLOW</td>' if row["slow"] else "<td></td>"
+        body.append(f"<tr><td>node{row['node']}</td><td>{html.escape(row['host'])}</td>{cells}{mark}</tr>")
+    collectives = "".join(
+        f'<li class="{v["outcome"]}">{html.escape(v["message"])}</li>' for v in record["verdicts"] if v["check"] == "cluster_busbw"
+    )
+    title = f"gpu-accept cluster: {html.escape(facts['profile'])}, {len(rows)} nodes, {facts['world']} ranks"
+    style = (
+        "body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
+        ".passed{background:#dfd}.failed{background:#fcc}.error{background:#fd9}.not_applicable{color:#888}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style></head>"
+        f"<body><h1>{title}</h1><table><tr>{head}</tr>{''.join(body)}</table><ul>{collectives}</ul></body></html>\n"
+    )

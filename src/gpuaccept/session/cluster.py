@@ -1,0 +1,216 @@
+"""`gpu-accept cluster`: acceptance of many nodes as one job, each rank of it running this.
+
+The launcher is the one the cluster already runs, never one of ours: the same command on every
+node under `torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d ...`, or as every task of
+`srun --nodes N --ntasks-per-node G`. Each process is one rank with one GPU (one CPU under gloo):
+
+1. It reads who it is from the launcher's variables, checks the job's shape against the profile
+   (WORLD_SIZE = cluster.nodes x gpus.count, before anyone waits on anyone), and joins one process
+   group of every rank of every node: a rank missing past `cluster.rendezvous_s` ends every rank
+   with one line and exit 2.
+2. Every rank measures the profile's `cluster.busbw` collectives together, with the single-node
+   step code (`collective_step`), so busbw is nccl-tests' at world size N x G.
+3. A collective that missed its floor is narrowed down to a node (`measure.localize`): global rank
+   0 decides which groups of nodes to measure, every rank takes part (`Job.measure_groups`).
+   Where the profile asks for DDP scaling (`cluster.ddp_min_efficiency`), its `ddp:` workload
+   trains on one node and on every node: samples/s per GPU on all over on one.
+4. Local rank 0 of each node reads its node: RDMA ports, GPU<->adapter PCI levels, nvidia_peermem,
+   and the transport NCCL logged (NCCL_DEBUG=INFO into a file per process, asked for at start).
+5. Node facts are gathered to global rank 0, which judges the cluster (each node's verdicts and the
+   inter-node ones) and writes cluster-results.json and cluster-junit.xml; each node's local rank 0
+   writes its own node-results.json in OUT/<host>/, so every node keeps its results.
+
+Everything is in one process per rank, with no worker of its own: torchrun or srun own the
+processes, NCCL's (or gloo's) timeouts bound a hung collective. Every rank returns the same exit
+code: 0 passed, 1 a check failed, 2 nothing could be judged (bad shape, a rank missing).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from gpuaccept.checks.cluster import cluster_verdicts, node_verdicts
+from gpuaccept.checks.verdict import Verdict
+from gpuaccept.errors import GpuAcceptError
+from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NodeFacts, Trial
+from gpuaccept.facts.model import CollectiveResult, DdpResult, Unavailable
+from gpuaccept.measure.cluster import Job, capture_nccl_info, gpu_bus_ids, join, launch_from_environment
+from gpuaccept.measure.localize import Group, localize
+from gpuaccept.measure.plan import CollectiveStep, DdpStep
+from gpuaccept.measure.worker import RECORDED_ENVIRONMENT
+from gpuaccept.probe.network import peermem_loaded, read_affinity, read_nccl_logs, read_ports
+from gpuaccept.profile.model import Profile
+from gpuaccept.profile.spec import ClusterSpec
+from gpuaccept.session.cluster_report import (
+    CLUSTER_JUNIT,
+    CLUSTER_RESULTS,
+    NODE_RESULTS,
+    cluster_record,
+    exit_code,
+    junit,
+    lines,
+    node_record,
+    write_json,
+)
+from gpuaccept.session.stages import ddp_shape
+from gpuaccept.vocabulary.sizes import format_size, parse_size
+
+
+class ClusterShapeError(GpuAcceptError):
+    """The job is not the cluster the profile describes."""
+
+
+class ClusterMeasureError(GpuAcceptError):
+    """A collective over the whole job failed: nothing after it can be measured on that group."""
+
+
+def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: str = "auto") -> int:
+    spec = profile.spec.cluster
+    if spec is None:
+        raise ClusterShapeError(f"profile {profile.name} ({profile.path}) has no cluster: section")
+    launch = launch_from_environment()
+    gpus = profile.spec.gpus.count
+    if launch.local_world != gpus or launch.world != spec.nodes * gpus:
+        raise ClusterShapeError(
+            f"the job has {launch.world} ranks, {launch.local_world} per node; profile {profile.name} wants "
+            f"cluster.nodes {spec.nodes} x gpus.count {gpus} = {spec.nodes * gpus}"
+        )
+    host = socket.gethostname()
+    node_out = out / f"node{launch.node}-{host}"
+    capture_nccl_info(node_out)
+    job = join(launch, backend, spec.rendezvous_s, spec.timeout_s)
+    try:
+        if job.nodes != spec.nodes or any(len(ranks) != gpus for ranks in job.layout.values()):
+            shape = ", ".join(f"node{node} {len(ranks)}" for node, ranks in sorted(job.layout.items()))
+            raise ClusterShapeError(f"ranks per node as they joined: {shape}; profile {profile.name} wants {spec.nodes} nodes of {gpus}")
+        collectives = _measure(job, spec)
+        localization = _localize(job, spec, collectives)
+        ddp = _ddp(job, profile, gpus)
+        mine = _node_facts(job, root, node_out, gpus) if launch.local_rank == 0 else None
+        gathered = job.gather(mine.model_dump(mode="json") if mine else None)
+        nodes = [NodeFacts.model_validate(node) for node in gathered if node is not None]
+        facts = ClusterFacts(
+            profile=profile.name, backend=job.me.backend, torch_version=job.torch_version, nccl_version=job.nccl_version,
+            world=launch.world, gpus_per_node=gpus, nodes=sorted(nodes, key=lambda node: node.node),
+            collectives=collectives, localization=localization, ddp=ddp,
+        )
+        if mine is not None:
+            own = node_verdicts(profile, facts, mine)
+            write_json(node_out / NODE_RESULTS, node_record(mine, own, profile.name))
+        code = 0
+        if launch.rank == 0:
+            code = _report(profile, facts, out)
+        return int(job.broadcast(code))
+    finally:
+        job.close()
+
+
+def _steps(spec: ClusterSpec) -> list[CollectiveStep]:
+    return [
+        CollectiveStep(collective=collective, size_bytes=parse_size(size), dtype=spec.dtype, warmup=spec.warmup,
+                       iterations=spec.iterations, timeout_s=spec.timeout_s)
+        for collective, sizes in spec.busbw.items() for size in sizes
+    ]
+
+
+def _measure(job: Job, spec: ClusterSpec) -> list[CollectiveResult]:
+    results = []
+    for step in _steps(spec):
+        try:
+            record = job.measure(step)
+        except Exception as exc:  # a collective that failed or timed out: the job's process group cannot be trusted after it
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ClusterMeasureError(f"rank {job.me.rank}: {step.label} over the whole job failed: {text}") from None
+        fields = {name: value for name, value in record.items() if name != "key"}
+        results.append(CollectiveResult(nominal_size=format_size(step.size_bytes), **fields))
+    return results
+
+
+def floor_of(spec: ClusterSpec, collective: str, size_bytes: int) -> float | None:
+    """The profile's floor, however its size was written (1GiB, 1024MiB)."""
+    sizes = spec.busbw.get(collective, {})  # type: ignore[call-overload]
+    return next((floor for size, floor in sizes.items() if parse_size(size) == size_bytes), None)
+
+
+def _first_miss(spec: ClusterSpec, results: list[CollectiveResult]) -> CollectiveResult | None:
+    for result in results:
+        floor = floor_of(spec, result.collective, parse_size(result.nominal_size))
+        if floor is not None and result.busbw_GBps < floor:
+            return result
+    return None
+
+
+def _localize(job: Job, spec: ClusterSpec, results: list[CollectiveResult]) -> LocalizationFacts | None:
+    """Every rank computes the same miss from the same results, so all of them enter here together."""
+    missed = _first_miss(spec, results)
+    if missed is None:
+        return None
+    floor = floor_of(spec, missed.collective, parse_size(missed.nominal_size)) or 0.0
+    size = parse_size(spec.localize.size) if spec.localize.size else parse_size(missed.nominal_size)
+    step = CollectiveStep(collective=missed.collective, size_bytes=size, dtype=spec.dtype, warmup=spec.warmup,
+                          iterations=spec.iterations, timeout_s=spec.timeout_s)
+    if job.me.rank != 0:
+        job.serve()
+        return None
+
+    def busbw(groups: list[Group]) -> dict[Group, float]:
+        return {group: record["busbw_GBps"] for group, record in job.measure_groups(groups, step).items()}
+
+    def alone(groups: list[Group]) -> dict[Group, float]:
+        # a node by itself: busbw is 0 at one rank, algbw compares nodes of the same size fairly
+        return {group: record["algbw_GBps"] for group, record in job.measure_groups(groups, step).items()}
+
+    try:
+        found = localize(job.nodes, busbw, floor, solo=alone, solo_ratio=spec.localize.solo_ratio, halves_from=spec.localize.halves_from)
+    finally:
+        job.stop_serving()
+    return LocalizationFacts(
+        collective=missed.collective, size_bytes=size, floor_GBps=floor, slow=list(found.slow), cleared=list(found.cleared),
+        undecided=list(found.undecided), reason=found.reason,
+        trials=[Trial(round=t.round, nodes=list(t.nodes), value_GBps=t.value, passed=t.passed, alone=t.alone) for t in found.trials],
+    )
+
+
+def _ddp(job: Job, profile: Profile, gpus: int) -> list[DdpResult]:
+    """The profile's DDP workload on one node (global ranks 0..G-1: torchrun and srun number a
+    node's ranks together) and on every node, where the cluster asks for its scaling."""
+    spec, ddp = profile.spec.cluster, profile.spec.ddp
+    if spec is None or spec.ddp_min_efficiency is None or ddp is None:
+        return []
+    results = []
+    for world in (gpus, job.me.world):
+        step = DdpStep(world=world, model=ddp_shape(profile.spec), dtype=ddp.dtype, batches=ddp.batches, accumulation=[1],
+                       warmup_steps=ddp.warmup_steps, steps=ddp.steps, timeout_s=ddp.timeout_s)
+        try:
+            records = job.measure_ddp(step)
+        except Exception as exc:  # as for the collectives: the job's group cannot be trusted after it
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ClusterMeasureError(f"rank {job.me.rank}: DDP on {world} ranks failed: {text}") from None
+        results += [DdpResult(**{name: value for name, value in record.items() if name != "key"}) for record in records]
+    return results
+
+
+def _node_facts(job: Job, root: Path, node_out: Path, gpus: int) -> NodeFacts:
+    ports = read_ports(root)
+    logs = capture_nccl_info(node_out)
+    return NodeFacts(
+        node=job.launch.node, host=socket.gethostname(), ranks=job.layout[job.launch.node], adapters=ports,
+        affinity=read_affinity(root, gpu_bus_ids(gpus), ports), peermem=peermem_loaded(root),
+        transport=read_nccl_logs(logs) if job.me.backend == "nccl" else _no_nccl(),
+        environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENVIRONMENT) or k.startswith("GPUACCEPT_INJECT")},
+    )
+
+
+def _no_nccl() -> Unavailable:
+    return Unavailable(unavailable="not_supported", detail="the gloo backend runs no NCCL: no transport to read")
+
+
+def _report(profile: Profile, facts: ClusterFacts, out: Path) -> int:
+    verdicts: list[Verdict] = cluster_verdicts(profile, facts)
+    write_json(out / CLUSTER_RESULTS, cluster_record(facts, verdicts))
+    (out / CLUSTER_JUNIT).write_text(junit(verdicts, f"gpu-accept cluster {profile.name}"), encoding="utf-8")
+    for line in lines(verdicts):
+        print(line, flush=True)
+    return exit_code(verdicts)

@@ -1,0 +1,90 @@
+"""A cluster run's reports: cluster-results.json (the cluster's facts and every verdict), a JUnit
+file whose test cases read like the single-node ones (`test_rdma_ports[node1]`,
+`test_cluster_busbw[all_reduce-1GiB]`), each node's node-results.json, and the lines printed.
+
+A verdict that is not applicable is a skipped test case with its reason: a node without an RDMA
+adapter says so rather than passing or failing.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from gpuaccept.checks.verdict import Outcome, Verdict
+from gpuaccept.facts.cluster import ClusterFacts, NodeFacts
+from gpuaccept.files import write_atomically
+
+CLUSTER_RESULTS = "cluster-results.json"
+CLUSTER_JUNIT = "cluster-junit.xml"
+NODE_RESULTS = "node-results.json"
+
+
+def test_id(verdict: Verdict) -> str:
+    return f"test_{verdict.check}[{verdict.subject}]"
+
+
+def counts(verdicts: list[Verdict]) -> dict[str, int]:
+    counted = Counter(verdict.outcome.value for verdict in verdicts)
+    return {outcome.value: counted.get(outcome.value, 0) for outcome in Outcome}
+
+
+def exit_code(verdicts: list[Verdict]) -> int:
+    """0 every check passed or was skipped; 1 a check failed; 2 a value could not be judged."""
+    if any(verdict.outcome is Outcome.ERROR for verdict in verdicts):
+        return 2
+    return 1 if any(verdict.outcome is Outcome.FAILED for verdict in verdicts) else 0
+
+
+def cluster_record(facts: ClusterFacts, verdicts: list[Verdict]) -> dict[str, Any]:
+    return {
+        "kind": "gpu-accept cluster",
+        "facts": facts.model_dump(mode="json"),
+        "summary": counts(verdicts),
+        "verdicts": [verdict.as_record() for verdict in verdicts],
+    }
+
+
+def node_record(node: NodeFacts, verdicts: list[Verdict], profile: str) -> dict[str, Any]:
+    return {
+        "kind": "gpu-accept cluster node",
+        "profile": profile,
+        "node": node.model_dump(mode="json"),
+        "summary": counts(verdicts),
+        "verdicts": [verdict.as_record() for verdict in verdicts],
+    }
+
+
+def write_json(path: Path, record: dict[str, Any]) -> None:
+    write_atomically(path, json.dumps(record, indent=2) + "\n")
+
+
+def junit(verdicts: list[Verdict], name: str) -> str:
+    tally = counts(verdicts)
+    suite = ET.Element(
+        "testsuite", name=name, tests=str(len(verdicts)), failures=str(tally["failed"]), errors=str(tally["error"]),
+        skipped=str(tally["not_applicable"]),
+    )
+    for verdict in verdicts:
+        case = ET.SubElement(suite, "testcase", classname=f"cluster.{verdict.check}", name=test_id(verdict))
+        if verdict.outcome is Outcome.FAILED:
+            ET.SubElement(case, "failure", message=verdict.message)
+        elif verdict.outcome is Outcome.ERROR:
+            ET.SubElement(case, "error", message=verdict.message)
+        elif verdict.outcome is Outcome.NOT_APPLICABLE:
+            ET.SubElement(case, "skipped", message=verdict.message)
+    suites = ET.Element("testsuites")
+    suites.append(suite)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def lines(verdicts: list[Verdict]) -> list[str]:
+    """One line a verdict, the outcome first, then a summary: what the rank printing it shows."""
+    shown = {Outcome.PASSED: "PASSED", Outcome.FAILED: "FAILED", Outcome.ERROR: "ERROR", Outcome.NOT_APPLICABLE: "SKIPPED"}
+    out = [f"{shown[verdict.outcome]} {test_id(verdict)}: {verdict.message}" for verdict in verdicts]
+    tally = counts(verdicts)
+    out.append(f"{tally['passed']} passed, {tally['failed']} failed, {tally['error']} errors, {tally['not_applicable']} skipped")
+    return out

@@ -1,0 +1,182 @@
+"""Many nodes on one CPU machine: torchrun agents on localhost, each a "node", with gloo.
+
+Every test here runs the real path (`gpu-accept cluster` under `python -m torch.distributed.run`
+with the c10d rendezvous, or with srun's variables set by hand): rendezvous, world size N x G,
+the merge of every node's facts on global rank 0, a node slowed by GPUACCEPT_INJECT_SLOW and named
+by the localization, a rank that never joins. Each test has its own port and rendezvous id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.slow
+
+CPU_PROFILE = ROOT / "examples" / "profiles" / "cluster-cpu-gloo.yaml"
+LIMIT_S = 240  # far above the 10-40 s these take on two loaded cores: only a hang reaches it
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def profile(tmp_path: Path, nodes: int, gpus: int = 1, rendezvous_s: float = 60) -> Path:
+    spec = yaml.safe_load(CPU_PROFILE.read_text(encoding="utf-8"))
+    spec["gpus"]["count"] = gpus
+    spec["cluster"]["nodes"] = nodes
+    spec["cluster"]["rendezvous_s"] = rendezvous_s
+    path = tmp_path / f"cluster-{nodes}x{gpus}.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return path
+
+
+def environment(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUACCEPT_INJECT", "RANK", "SLURM_", "MASTER_", "WORLD_SIZE"))}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    return dict(env, **extra)
+
+
+def torchrun_nodes(tmp_path: Path, nodes: int, gpus: int, slow: int | None = None, join_timeout: int = 60) -> list[tuple[int, str]]:
+    """Start one torchrun agent a node, the `slow`-th with GPUACCEPT_INJECT_SLOW; their exit codes and output."""
+    port, out, spec = free_port(), tmp_path / "out", profile(tmp_path, nodes, gpus)
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nodes), "--nproc-per-node", str(gpus),
+        "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}", "--rdzv-id", f"test-{port}",
+        "--rdzv-conf", f"join_timeout={join_timeout}",
+        "-m", "gpuaccept", "cluster", "--profile", str(spec), "--out", str(out),
+    ]
+    agents = []
+    for index in range(nodes):
+        env = environment(GPUACCEPT_INJECT_SLOW="1") if index == slow else environment()
+        log = open(tmp_path / f"agent{index}.log", "w+", encoding="utf-8")  # noqa: SIM115  read back below
+        agents.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log))
+    return [finish(process, log) for process, log in agents]
+
+
+def finish(process: subprocess.Popen, log) -> tuple[int, str]:  # type: ignore[type-arg]
+    try:
+        code = process.wait(timeout=LIMIT_S)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    log.seek(0)
+    return code, log.read()
+
+
+def results(tmp_path: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((tmp_path / "out" / "cluster-results.json").read_text(encoding="utf-8"))
+
+
+def test_two_nodes_of_two_ranks_measure_as_one_job(tmp_path: Path) -> None:
+    agents = torchrun_nodes(tmp_path, nodes=2, gpus=2)
+    assert [code for code, _ in agents] == [0, 0], agents
+    record = results(tmp_path)
+    facts = record["facts"]
+    assert facts["world"] == 4
+    assert facts["backend"] == "gloo"
+    assert sorted(node["node"] for node in facts["nodes"]) == [0, 1]
+    assert sorted(rank for node in facts["nodes"] for rank in node["ranks"]) == [0, 1, 2, 3]
+    (result,) = facts["collectives"]
+    assert result["ranks"] == 4
+    assert result["busbw_GBps"] == pytest.approx(result["algbw_GBps"] * 2 * 3 / 4)  # nccl-tests' all_reduce factor at n=4
+    assert result["wrong"] == 0
+    assert facts["localization"] is None
+    # DDP on one node (2 ranks) and on both (4 ranks), judged as samples/s per GPU on all over on one
+    assert sorted(result["world"] for result in facts["ddp"]) == [2, 4]
+    (ddp,) = [v for v in record["verdicts"] if v["check"] == "cluster_ddp_efficiency"]
+    assert ddp["subject"] == "4gpu-bs2"
+    assert ddp["outcome"] == "passed", ddp["message"]
+    assert record["summary"]["failed"] == 0
+    # every node keeps its own results
+    for node in facts["nodes"]:
+        (folder,) = (tmp_path / "out").glob(f"node{node['node']}-*")
+        own = json.loads((folder / "node-results.json").read_text(encoding="utf-8"))
+        assert own["node"]["node"] == node["node"]
+        assert {verdict["subject"] for verdict in own["verdicts"]} >= {f"node{node['node']}"}
+    junit = (tmp_path / "out" / "cluster-junit.xml").read_text(encoding="utf-8")
+    assert 'name="test_cluster_busbw[all_reduce-64KiB]"' in junit
+    assert "no /sys/class/infiniband" in junit or "states no RDMA adapters" in junit
+
+
+def slow_node_named(tmp_path: Path, nodes: int, slow: int) -> dict:  # type: ignore[type-arg]
+    agents = torchrun_nodes(tmp_path, nodes=nodes, gpus=1, slow=slow)
+    assert all(code != 0 for code, _ in agents), agents  # a failed check fails every node's job
+    record = results(tmp_path)
+    found = record["facts"]["localization"]
+    (named,) = found["slow"]
+    slowed = [node["node"] for node in record["facts"]["nodes"] if "GPUACCEPT_INJECT_SLOW" in node["environment"]]
+    assert found["slow"] == slowed  # the node whose ranks were slowed, whatever index the rendezvous gave it
+    (verdict,) = [v for v in record["verdicts"] if v["check"] == "cluster_busbw"]
+    assert verdict["outcome"] == "failed"
+    assert f"slow node: node{named} (" in verdict["message"]
+    return found  # type: ignore[no-any-return]
+
+
+def test_the_slow_one_of_two_nodes_is_named_alone(tmp_path: Path) -> None:
+    found = slow_node_named(tmp_path, nodes=2, slow=1)
+    assert "measured alone" in found["reason"]
+
+
+def test_the_slow_one_of_three_nodes_is_named_against_a_good_node(tmp_path: Path) -> None:
+    found = slow_node_named(tmp_path, nodes=3, slow=2)
+    assert found["reason"] == "each suspect measured with a node proven good"
+    assert not any(trial["alone"] for trial in found["trials"])
+
+
+def srun_task(tmp_path: Path, spec: Path, tasks: int, nodes: int, timeout: float = LIMIT_S) -> subprocess.CompletedProcess[str]:
+    """Task 0 of an srun job whose other tasks never start, as srun's variables describe it."""
+    env = environment(
+        SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0", SLURM_NTASKS=str(tasks), SLURM_NNODES=str(nodes),
+        SLURM_JOB_NODELIST="localhost", MASTER_PORT=str(free_port()),
+    )
+    command = [sys.executable, "-m", "gpuaccept", "cluster", "--profile", str(spec), "--out", str(tmp_path / "out")]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_a_rank_that_never_joins_ends_the_run_in_one_line(tmp_path: Path) -> None:
+    began = time.monotonic()
+    done = srun_task(tmp_path, profile(tmp_path, nodes=2, rendezvous_s=3), tasks=2, nodes=2)
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.startswith("gpu-accept:")]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("gpu-accept: rank 0 of 2: not every rank joined at localhost:")
+    assert "within 3 s" in lines[0]
+    assert "Traceback" not in done.stderr
+    assert time.monotonic() - began < LIMIT_S
+
+
+def test_a_job_of_the_wrong_shape_is_refused_before_anyone_waits(tmp_path: Path) -> None:
+    done = srun_task(tmp_path, profile(tmp_path, nodes=2), tasks=3, nodes=3)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "gpu-accept: the job has 3 ranks, 1 per node; profile cluster-2x1 wants cluster.nodes 2 x gpus.count 1 = 2"
+    )
+
+
+def test_under_torchrun_a_missing_node_is_torchruns_rendezvous_timeout(tmp_path: Path) -> None:
+    """torchrun's agent owns the c10d rendezvous: no rank of ours starts, its join_timeout bounds the wait."""
+    port, spec = free_port(), profile(tmp_path, nodes=2)
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", f"localhost:{port}", "--rdzv-id", f"test-{port}", "--rdzv-conf", "join_timeout=5",
+        "-m", "gpuaccept", "cluster", "--profile", str(spec), "--out", str(tmp_path / "out"),
+    ]
+    done = subprocess.run(command, env=environment(), capture_output=True, text=True, timeout=LIMIT_S, check=False)
+    assert done.returncode != 0
+    assert "RendezvousTimeoutError" in done.stderr
+    assert not (tmp_path / "out" / "cluster-results.json").exists()

@@ -1,0 +1,275 @@
+"""A node's network as read from a fake /sys tree and real NCCL INFO lines, and the checks of it.
+
+The tree in tests/data/sysfs/two-rails is laid out as the kernel lays out /sys; the NCCL lines are
+public logs (each file names its source). The lent GPU machines have no InfiniBand: the checks of
+a node without /sys/class/infiniband are skipped with that reason, never passed or failed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpuaccept.checks.cluster import (
+    cluster_busbw,
+    cluster_verdicts,
+    gpu_nic_affinity,
+    gpudirect_rdma,
+    nccl_transport,
+    node_verdicts,
+    rdma_ports,
+    rdma_rate,
+)
+from gpuaccept.checks.verdict import Outcome
+from gpuaccept.cli import main
+from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
+from gpuaccept.facts.model import CollectiveResult, DdpResult, Unavailable
+from gpuaccept.probe.network import (
+    normalize_bus_id,
+    parse_nccl_transport,
+    pci_level,
+    peermem_loaded,
+    read_affinity,
+    read_nccl_logs,
+    read_ports,
+)
+from gpuaccept.profile import load_profile
+from gpuaccept.profile.model import Profile
+from gpuaccept.report.cluster_view import text
+from gpuaccept.session.cluster_report import cluster_record
+
+DATA = Path(__file__).parent / "data"
+TREE = DATA / "sysfs" / "two-rails"
+LOGS = DATA / "nccl-info"
+GPUS = ["00000000:04:00.0", "00000000:84:00.0"]  # NVML's form of the two GPUs' addresses in the tree
+
+PROFILE = """\
+schema: 1
+gpus: {count: 2, model: "*"}
+affinity:
+  nic: {all: {link: PIX}}  # each GPU beside its own adapter
+cluster:
+  nodes: 2
+  nics: {count: 2, rate_gbps: 400, link_layer: InfiniBand}  # two NDR ports per node
+  gpudirect_rdma: true
+  transport: [IB]
+  busbw:
+    all_reduce: {1GiB: 40}  # made up for the test
+"""
+
+
+@pytest.fixture
+def profile(tmp_path: Path) -> Profile:
+    path = tmp_path / "two-rails.yaml"
+    path.write_text(PROFILE, encoding="utf-8")
+    return load_profile(path)
+
+
+def tree_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "root"
+    shutil.copytree(TREE, copy, symlinks=True)
+    return copy
+
+
+def node(root: Path, transport: NcclTransport | Unavailable | None = None, index: int = 0) -> NodeFacts:
+    ports = read_ports(root)
+    return NodeFacts(
+        node=index, host=f"host{index}", ranks=[2 * index, 2 * index + 1], adapters=ports,
+        affinity=read_affinity(root, GPUS, ports), peermem=peermem_loaded(root),
+        transport=transport if transport is not None else read_nccl_logs([LOGS / "ib-gdrdma.log"]),
+    )
+
+
+def test_ports_read_from_sysfs() -> None:
+    ports = read_ports(TREE)
+    assert not isinstance(ports, Unavailable)
+    assert [(p.adapter, p.port, p.state, p.phys_state, p.rate_gbps, p.link_layer, p.pci_bus_id) for p in ports] == [
+        ("mlx5_0", 1, "ACTIVE", "LinkUp", 400.0, "InfiniBand", "0000:03:00.0"),
+        ("mlx5_1", 1, "ACTIVE", "LinkUp", 400.0, "InfiniBand", "0000:83:00.0"),
+    ]
+
+
+def test_no_infiniband_is_not_found_never_an_empty_list(tmp_path: Path) -> None:
+    ports = read_ports(tmp_path)
+    assert isinstance(ports, Unavailable)
+    assert ports.unavailable == "not_found"
+    assert "no RDMA adapter" in ports.detail
+
+
+def test_gpu_nic_levels_from_the_pci_tree() -> None:
+    affinity = read_affinity(TREE, GPUS, read_ports(TREE))
+    assert not isinstance(affinity, Unavailable)
+    assert {(a.gpu, a.adapter): a.level for a in affinity} == {
+        (0, "mlx5_0"): "PIX", (0, "mlx5_1"): "SYS", (1, "mlx5_0"): "SYS", (1, "mlx5_1"): "PIX",
+    }
+
+
+def test_pci_levels_as_topo_names_them() -> None:
+    root = ["pci0000:00", "0000:00:01.0"]
+    nic, gpu = [*root, "0000:01:00.0", "0000:02:00.0", "0000:03:00.0"], [*root, "0000:01:00.0", "0000:02:01.0", "0000:04:00.0"]
+    assert pci_level(nic, gpu) == "PIX"
+    deep = [*root, "0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0", "0000:05:00.0"]
+    assert pci_level(deep, [*root, "0000:01:00.0", "0000:02:01.0", "0000:06:00.0"]) == "PXB"
+    assert pci_level(["pci0000:00", "0000:00:01.0", "0000:01:00.0"], ["pci0000:00", "0000:00:02.0", "0000:02:00.0"]) == "PHB"
+    assert pci_level(["pci0000:00", "a"], ["pci0000:40", "b"], 0, 0) == "NODE"
+    assert pci_level(["pci0000:00", "a"], ["pci0000:80", "b"], 0, 1) == "SYS"
+
+
+def test_bus_ids_in_every_form() -> None:
+    assert normalize_bus_id("00000000:17:00.0") == "0000:17:00.0"
+    assert normalize_bus_id("0000:17:00.0") == "0000:17:00.0"
+
+
+@pytest.mark.parametrize(
+    ("log", "networks", "net", "gdr"),
+    [
+        ("ib-gdrdma.log", ["IB"], 6, 6),
+        ("ib-no-gdrdma.log", ["IB"], 4, 0),
+        ("socket.log", ["Socket"], 3, 0),
+        ("ib-plugin.log", ["IBext_v8"], 3, 0),
+    ],
+)
+def test_nccl_transport_from_real_info_lines(log: str, networks: list[str], net: int, gdr: int) -> None:
+    found = read_nccl_logs([LOGS / log])
+    assert isinstance(found, NcclTransport)
+    assert (found.networks, found.net_channels, found.gdrdma_channels) == (networks, net, gdr)
+
+
+def test_no_nccl_output_is_said_so() -> None:
+    found = parse_nccl_transport([])
+    assert isinstance(found, Unavailable)
+    assert "NCCL_DEBUG=INFO" in found.detail
+
+
+def test_a_healthy_node_passes_every_check(profile: Profile) -> None:
+    facts = node(TREE)
+    verdicts = [rdma_ports(profile, facts), rdma_rate(profile, facts), gpu_nic_affinity(profile, facts, 0),
+                gpu_nic_affinity(profile, facts, 1), gpudirect_rdma(profile, facts), nccl_transport(profile, facts)]
+    assert [v.outcome for v in verdicts] == [Outcome.PASSED] * 6, [v.message for v in verdicts]
+    assert verdicts[0].subject == "node0"
+    assert verdicts[2].subject == "node0-gpu0"
+    assert verdicts[2].measured == "mlx5_0 at PIX"
+
+
+def test_a_port_down_fails_with_its_state(profile: Profile, tmp_path: Path) -> None:
+    root = tree_copy(tmp_path)
+    (root / "sys/class/infiniband/mlx5_1/ports/1/state").write_text("1: DOWN\n")
+    (root / "sys/class/infiniband/mlx5_1/ports/1/phys_state").write_text("3: Disabled\n")
+    verdict = rdma_ports(profile, node(root))
+    assert verdict.outcome is Outcome.FAILED
+    assert verdict.measured == 1
+    assert "1 ports < 2 ports" in verdict.message
+    assert "mlx5_1/1 DOWN/Disabled/InfiniBand" in verdict.message
+
+
+def test_a_slow_port_fails_on_its_rate(profile: Profile, tmp_path: Path) -> None:
+    root = tree_copy(tmp_path)
+    (root / "sys/class/infiniband/mlx5_0/ports/1/rate").write_text("200 Gb/sec (4X HDR)\n")
+    verdict = rdma_rate(profile, node(root))
+    assert verdict.outcome is Outcome.FAILED
+    assert verdict.measured == 200.0
+    assert "mlx5_0/1" in verdict.message
+    assert "< 400 Gb/s" in verdict.message
+
+
+def test_a_gpu_far_from_every_adapter_fails(profile: Profile, tmp_path: Path) -> None:
+    root = tree_copy(tmp_path)
+    shutil.rmtree(root / "sys/class/infiniband/mlx5_1")
+    verdict = gpu_nic_affinity(profile, node(root), 1)
+    assert verdict.outcome is Outcome.FAILED
+    assert "closest RDMA adapter mlx5_0 at SYS, expected an RDMA adapter at PIX or closer" in verdict.message
+
+
+def test_gpudirect_rdma_through_dma_buf_without_peermem(profile: Profile, tmp_path: Path) -> None:
+    root = tree_copy(tmp_path)
+    shutil.rmtree(root / "sys/module/nvidia_peermem")
+    assert gpudirect_rdma(profile, node(root)).outcome is Outcome.PASSED  # GDRDMA in NCCL's lines
+    missing = gpudirect_rdma(profile, node(root, read_nccl_logs([LOGS / "ib-no-gdrdma.log"])))
+    assert missing.outcome is Outcome.FAILED
+    assert "nvidia_peermem not loaded and 4 network channels, none GDRDMA" in missing.message
+
+
+def test_nccl_on_sockets_fails_where_ib_is_required(profile: Profile) -> None:
+    verdict = nccl_transport(profile, node(TREE, read_nccl_logs([LOGS / "socket.log"])))
+    assert verdict.outcome is Outcome.FAILED
+    assert "NCCL used NET/Socket, expected NCCL channels between nodes via NET/IB" in verdict.message
+
+
+def test_a_node_without_infiniband_skips_with_the_reason(profile: Profile, tmp_path: Path) -> None:
+    bare = node(tmp_path, Unavailable(unavailable="not_found", detail="no NCCL INFO output to read"))
+    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=4,
+                         gpus_per_node=2, nodes=[bare])
+    verdicts = node_verdicts(profile, facts, bare)
+    assert [v.outcome for v in verdicts] == [Outcome.NOT_APPLICABLE] * len(verdicts)
+    assert "no /sys/class/infiniband" in verdicts[0].message
+
+
+def test_the_cluster_floor_names_the_slow_node(profile: Profile) -> None:
+    nodes = [node(TREE, index=i) for i in range(3)]
+    result = CollectiveResult(collective="all_reduce", size_bytes=1 << 30, nominal_size="1GiB", dtype="bfloat16", ranks=6,
+                              warmup=5, iterations=20, time_us=100000.0, algbw_GBps=12.0, busbw_GBps=20.0, wrong=0)
+    found = LocalizationFacts(collective="all_reduce", size_bytes=1 << 30, floor_GBps=40.0, slow=[2], cleared=[0, 1], undecided=[],
+                              reason="each suspect measured with a node proven good",
+                              trials=[Trial(round=1, nodes=[0, 1], value_GBps=45.0, passed=True)])
+    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=6,
+                         gpus_per_node=2, nodes=nodes, collectives=[result], localization=found)
+    verdict = cluster_busbw(profile, facts, "all_reduce", "1GiB")
+    assert verdict.outcome is Outcome.FAILED
+    assert verdict.subject == "all_reduce-1GiB"
+    assert "busbw 20 GB/s < 40 GB/s (slow node: node2 (host2)" in verdict.message
+    assert "over 6 ranks on 3 nodes" in verdict.message
+    assert ClusterFacts.model_validate_json(facts.model_dump_json()) == facts
+
+
+def test_the_cluster_view_marks_the_slow_node(profile: Profile, tmp_path: Path) -> None:
+    root = tree_copy(tmp_path)
+    (root / "sys/class/infiniband/mlx5_1/ports/1/state").write_text("1: DOWN\n")
+    nodes = [node(TREE, index=0), node(TREE, index=1), node(root, index=2)]
+    result = CollectiveResult(collective="all_reduce", size_bytes=1 << 30, nominal_size="1GiB", dtype="bfloat16", ranks=6,
+                              warmup=5, iterations=20, time_us=100000.0, algbw_GBps=12.0, busbw_GBps=20.0, wrong=0)
+    found = LocalizationFacts(collective="all_reduce", size_bytes=1 << 30, floor_GBps=40.0, slow=[2], cleared=[0, 1], undecided=[],
+                              reason="each suspect measured with a node proven good", trials=[])
+    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=6,
+                         gpus_per_node=2, nodes=nodes, collectives=[result], localization=found)
+    record = cluster_record(facts, cluster_verdicts(profile, facts))
+    rows = text(record).splitlines()
+    assert rows[0].split() == ["node", "host", "rdma_ports", "rdma_rate", "gpu_nic_affinity", "gpudirect_rdma", "nccl_transport",
+                               "localization"]
+    assert rows[1].split() == ["node0", "host0", "pass", "pass", "pass", "pass", "pass"]
+    assert rows[3].split() == ["node2", "host2", "FAIL", "pass", "pass", "pass", "pass", "SLOW"]
+    assert rows[4].startswith("FAIL  all_reduce-1GiB: busbw 20 GB/s < 40 GB/s (slow node: node2 (host2)")
+    results = tmp_path / "cluster-results.json"
+    results.write_text(json.dumps(record), encoding="utf-8")
+    assert main(["report", "cluster", str(results), "-o", str(tmp_path / "view.html")]) == 1
+    assert '<td class="failed">SLOW</td>' in (tmp_path / "view.html").read_text(encoding="utf-8")
+
+
+def test_the_cluster_view_refuses_other_files_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "results.json"
+    other.write_text("{}", encoding="utf-8")
+    assert main(["report", "cluster", str(other)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"gpu-accept: {other}: not a cluster-results.json")
+
+
+def test_ddp_scaling_from_one_node_to_all(tmp_path: Path) -> None:
+    path = tmp_path / "ddp.yaml"
+    path.write_text(PROFILE + "  ddp_min_efficiency: 0.8\nddp: {model: tiny, world_sizes: [1, 2], batches: [8]}\n", encoding="utf-8")
+    profile = load_profile(path)
+
+    def trained(world: int, samples: float) -> DdpResult:
+        return DdpResult(world=world, batch=8, accumulation=1, step_s=8 / samples, no_sync_step_s=None, samples_per_s_per_gpu=samples,
+                         tokens_per_s_per_gpu=samples * 32, parameters=1000)
+
+    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=4,
+                         gpus_per_node=2, nodes=[node(TREE, index=0), node(TREE, index=1)], ddp=[trained(2, 100.0), trained(4, 60.0)])
+    (verdict,) = [v for v in cluster_verdicts(profile, facts) if v.check == "cluster_ddp_efficiency"]
+    assert verdict.outcome is Outcome.FAILED
+    assert verdict.subject == "4gpu-bs8"
+    assert verdict.measured == pytest.approx(0.6)
+    assert "60 samples/s per GPU on 4 GPUs, 100 on 2" in verdict.message
+    missing = [v for v in cluster_verdicts(profile, facts.model_copy(update={"ddp": []})) if v.check == "cluster_ddp_efficiency"]
+    assert missing[0].outcome is Outcome.ERROR
