@@ -14,6 +14,7 @@ import pytest
 
 from gpuaccept.checks.ddp import ddp_cases
 from gpuaccept.checks.fabric import busbw_cases, case_id
+from gpuaccept.checks.health import gpu_links, link_id
 from gpuaccept.profile import Profile
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 
@@ -25,6 +26,7 @@ def parametrize_from_profile(metafunc: pytest.Metafunc, profile: Profile) -> Non
         "gpu_ordered_pair": (profile.ordered_gpu_pairs(), lambda p: pair_key(*p), "no GPU pairs"),
         "busbw_case": (busbw_cases(profile), lambda c: case_id(*c), "no collective bandwidth floors"),
         "ddp_case": (ddp_cases(profile), str, "no DDP settings"),
+        "gpu_link": (gpu_links(profile), link_id, "no NVLinks"),
     }
     for name, (values, make_id, nothing) in families.items():
         if name not in metafunc.fixturenames:

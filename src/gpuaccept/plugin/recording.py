@@ -23,6 +23,7 @@ from gpuaccept.report.baseline import named, save_baseline
 from gpuaccept.report.html import render_html
 from gpuaccept.report.results import ResultsWriter, now
 from gpuaccept.report.summary import did_not_pass, summary_lines
+from gpuaccept.session.health import with_health
 from gpuaccept.session.store import merge
 
 NOTHING_JUDGED_KEY = pytest.StashKey[str]()
@@ -46,7 +47,9 @@ class RunRecording:
     def facts(self) -> Facts:
         """The facts as far as they are known: probed, plus whatever the stages measured so far."""
         context = self.run.context
-        return merge(context.facts, self.run.store.collected()) if context.live else context.facts
+        if not context.live:
+            return context.facts
+        return with_health(merge(context.facts, self.run.store.collected()), self.run.store.folder)
 
     @property
     def tests(self) -> list[TestRecord]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpuaccept.checks import ddp, fabric
@@ -48,11 +48,17 @@ STAGE_CHECKS: dict[str, list[tuple[Callable, Callable[[Profile], list]]]] = {
 
 
 class MeasurementStore:
-    def __init__(self, folder: Path, live: bool, say: Callable[[str], None] = lambda text: None, confirm: int = 2):
+    def __init__(
+        self, folder: Path, live: bool, say: Callable[[str], None] = lambda text: None, confirm: int = 2,
+        after_stage: Sequence[Callable[[str, Facts], None]] = (),
+    ):
         self.folder = Path(folder)
         self.live = live
         self.say = say
         self.confirm = confirm  # how many times a miss may be measured again
+        # called with the stage's name and the facts after each stage this session runs (a health
+        # snapshot), still holding the GPUs: nothing else runs in between
+        self.after_stage = list(after_stage)
 
     def with_stage(self, stage: str, facts: Facts, profile: Profile) -> Facts:
         """`facts` with the stage's measurements in them, measuring first if this is the first ask."""
@@ -64,6 +70,8 @@ class MeasurementStore:
             if not path.exists():
                 measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile))
                 write_atomically(path, measured.model_dump_json())
+                for hook in self.after_stage:
+                    hook(stage, facts)
         return merge(facts, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
 
     def collected(self) -> Measurements:
