@@ -108,7 +108,7 @@ def take_snapshot(nvml: Nvml, target: Target, label: str, own_pids: frozenset[in
     i = target.nvml_index
 
     def field(number: int) -> Any:
-        return read(nvml, "field_value", i, number)
+        return read(nvml, "field_value", i, number, 0)  # scope 0: the whole GPU
 
     def ecc(location: int | None) -> EccCounts:
         def count(kind: int, counter: int) -> Any:
@@ -171,7 +171,7 @@ def take_snapshot(nvml: Nvml, target: Target, label: str, own_pids: frozenset[in
             hw_power_brake=field(Field.HW_POWER_BRAKE_NS),
         ),
         temperature_C=read(nvml, "temperature", i),
-        memory_temperature_C=read(nvml, "field_value", i, Field.MEMORY_TEMP, convert=int),
+        memory_temperature_C=read(nvml, "field_value", i, Field.MEMORY_TEMP, 0, convert=int),
         slowdown_C=read(nvml, "temperature_threshold", i, THRESHOLD_SLOWDOWN),
         shutdown_C=read(nvml, "temperature_threshold", i, THRESHOLD_SHUTDOWN),
         gpu_max_C=read(nvml, "temperature_threshold", i, THRESHOLD_GPU_MAX),
@@ -314,6 +314,7 @@ class XidListener:
         self.note = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._heard = self._refused = self._ended = ""
         self._by_nvml = {target.nvml_index: target.gpu for target in targets}
 
     def start(self) -> str:
@@ -325,13 +326,12 @@ class XidListener:
                 registered.append(f"gpu{target.gpu}")
             except NvmlCallError as error:
                 refused.append(f"gpu{target.gpu}: {error.code} {error.message}".strip())
-        started = now()
         if registered:
             self._thread = threading.Thread(target=self._listen, name="gpuaccept-xid-listener", daemon=True)
             self._thread.start()
-        self.note = (f"NVML events listened for on {', '.join(registered)} from {started}" if registered else "no NVML event listener") + (
-            f"; not registered: {'; '.join(refused)}" if refused else ""
-        )
+        self._heard = f"NVML events listened for on {', '.join(registered)} from {now()}" if registered else "no NVML event listener"
+        self._refused = f"; not registered: {'; '.join(refused)}" if refused else ""
+        self.note = self._heard + self._refused
         return self.note
 
     def _listen(self) -> None:
@@ -341,7 +341,7 @@ class XidListener:
                 answer = self.nvml.query("event_wait", self.WAIT_MS)
             except NvmlCallError as error:
                 if error.code != "TIMEOUT":
-                    self.note += f"; listening ended: {error.code} {error.message}".rstrip()
+                    self._ended = f"; listening ended early: {error.code} {error.message}".rstrip()
                     return
                 # a replayed wait answers at once: wait out the rest of the time here
                 self._stop.wait(max(0.0, self.WAIT_MS / 1000 - (time.monotonic() - began)))
@@ -364,7 +364,8 @@ class XidListener:
             self._thread.join(timeout=2 * self.WAIT_MS / 1000 + 5)
         with contextlib.suppress(NvmlCallError):  # freeing is tidiness: the process ends soon after
             self.nvml.query("event_set_free")
-        self.note += f" to {now()}"
+        if self._thread is not None:
+            self.note = f"{self._heard} to {now()}{self._refused}{self._ended}"
         return list(self.events)
 
 
