@@ -332,6 +332,9 @@ def xid_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     if facts.gpu(gpu) is None:
         return judge.not_applicable(subject, f"GPU not present ({facts.gpu_count} GPU(s) under test)")
     health = facts.health
+    if len(_snapshots(facts, gpu)) < 2:
+        missing = _none_taken(judge, facts, gpu)
+        return missing if missing is not None else judge.not_applicable(subject, NO_LOAD)
     if not health.listener and (health.kernel_log is None or not health.kernel_log.readable):
         return judge.not_applicable(subject, "nothing listened for XIDs during this run: no NVML event listener, no readable kernel log")
     seen = [e for e in health.events if e.gpu == gpu and e.during_run]
