@@ -17,6 +17,8 @@ from gpuaccept.checks.verdict import Outcome, Verdict
 from gpuaccept.facts import load_facts, save_facts
 from gpuaccept.facts.model import HealthFacts, KernelLog
 from gpuaccept.probe.health import (
+    EVENT_MASK,
+    EVENT_RECOVERY_ACTION,
     EVENT_XID_CRITICAL,
     NVLINK_REPLAY,
     UNCORRECTED,
@@ -312,3 +314,13 @@ def test_a_live_run_hears_an_xid_and_snapshots_after_each_stage(tmp_path):
     assert health["kernel_log"]["note"].startswith(str(tmp_path / "kern.log"))
     passed = {t["id"] for t in results["tests"] if t["outcome"] == "passed"}
     assert {"test_pcie_replay_rate[gpu0]", "test_ecc_errors_during_run[gpu1]", "test_row_remapping[gpu1]"} <= passed
+
+
+def test_a_gpu_without_recovery_action_events_still_listens_for_xids():
+    after = healthy_h200x2()
+    after.answer("event_register", 0, EVENT_MASK, error="NOT_SUPPORTED")
+    after.answer("event_register", 0, EVENT_MASK & ~EVENT_RECOVERY_ACTION, value=True)
+    xid(after, 0, 79)
+    facts = with_health(healthy_h200x2(), after)
+    assert "gpu0 (XID and ECC events only: recovery-action events not supported), gpu1 from" in facts.health.listener
+    assert "XID 79" in fails_only(health.xid_during_run, facts, 0, 1).message

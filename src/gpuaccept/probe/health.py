@@ -325,7 +325,15 @@ class XidListener:
                 self.nvml.query("event_register", target.nvml_index, EVENT_MASK)
                 registered.append(f"gpu{target.gpu}")
             except NvmlCallError as error:
-                refused.append(f"gpu{target.gpu}: {error.code} {error.message}".strip())
+                if error.code != "NOT_SUPPORTED":
+                    refused.append(f"gpu{target.gpu}: {error.code} {error.message}".strip())
+                    continue
+                # registration refuses the whole mask for one type it lacks: recovery-action events need driver R570+
+                try:
+                    self.nvml.query("event_register", target.nvml_index, EVENT_MASK & ~EVENT_RECOVERY_ACTION)
+                    registered.append(f"gpu{target.gpu} (XID and ECC events only: recovery-action events not supported)")
+                except NvmlCallError as again:
+                    refused.append(f"gpu{target.gpu}: {again.code} {again.message}".strip())
         if registered:
             self._thread = threading.Thread(target=self._listen, name="gpuaccept-xid-listener", daemon=True)
             self._thread.start()
