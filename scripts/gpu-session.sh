@@ -20,6 +20,10 @@
 #   trust        TRUST_RUNS (default 10) healthy full runs in a row with --profile auto: every run's
 #                outcome, wall time, stage times and every value measured again (scripts/run_digest.py);
 #                TRUST_FIRST=N numbers them from N, to go on from an earlier call on the same machine
+#   health       health readings: `gpu-accept record --measure` with the NVML answers (start snapshot,
+#                a snapshot after each stage, XID events), the health suite alone (-m health_state:
+#                no load) and whole (must pass on a healthy machine), then a GEMM load on the last
+#                GPU: only that GPU's test_no_other_compute_process may fail
 #   drills       fault drills with --profile auto: NCCL_P2P_DISABLE=1, NCCL_MAX_NCHANNELS=1, a GEMM
 #                load on the last GPU, CUDA_VISIBLE_DEVICES hiding the last GPU, a one-off dip
 #                (GPUACCEPT_INJECT_DIP), one measurement worker stopped with SIGSTOP
@@ -355,6 +359,52 @@ PY
       say "nodes: GPUACCEPT_INJECT_SLOW=0.5 on node A only: the localization must name node A"
       one_job injected "$work/nodes-floors.yaml" "GPUACCEPT_INJECT_SLOW=0.5" ""
     fi
+    ;;
+  health)
+    gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
+    if enough 120 "health record"; then
+      say "record with health snapshots and the raw NVML answers (--measure: a snapshot after each stage)"
+      gpu-accept record -o "$OUT/health-facts-$tag.json" --nvml-log "$OUT/health-nvml-$tag.json" --measure 2>&1 | tail -3 | tee -a "$log"
+      python3 - "$OUT/health-facts-$tag.json" <<'PY' | tee -a "$log"
+import json, sys
+health = json.load(open(sys.argv[1])).get("health", {})
+print("snapshots:", [(s["gpu"], s["label"]) for s in health.get("snapshots", [])])
+print("events:", health.get("events"), "| listener:", health.get("listener"), "| kernel log:", health.get("kernel_log"))
+for s in health.get("snapshots", [])[:len(set(x["gpu"] for x in health["snapshots"]))]:
+    print(f"gpu{s['gpu']} start:", {k: s[k] for k in ("recovery_action", "pcie_replay", "remap_pending", "temperature_C", "memory_temperature_C",
+          "slowdown_C", "memory_max_C", "power_W", "inforom_valid", "mig_mode", "virtualization_mode", "sram_threshold_exceeded")})
+PY
+    fi
+    if enough 40 "health state tests alone"; then
+      say "the health state tests alone (-m health_state): no measurement stage runs"
+      LINES_PER_RUN=40 run_suite health-state -m health_state
+    fi
+    if enough 120 "the health suite, healthy"; then
+      say "the whole health suite on a healthy machine: must pass (every stage runs first for the run checks)"
+      LINES_PER_RUN=40 run_suite health -k test_health
+    fi
+    if enough 60 "GEMM load on GPU$last"; then
+      say "a competing GEMM load on GPU$last: only test_no_other_compute_process[gpu$last] may fail"
+      python3 scripts/gemm_load.py --gpu "$last" > "$work/gemm-health.out" 2>&1 &
+      hog=$!
+      sleep 8
+      LINES_PER_RUN=40 run_suite health-hog -m health_state
+      kill $hog; wait $hog 2>/dev/null
+    fi
+    for name in health-state health health-hog; do
+      [ -f "$work/$name/results.json" ] || continue
+      python3 - "$work/$name/results.json" "$name" <<'PY' | tee -a "$log"
+import json, sys
+tests = json.load(open(sys.argv[1]))["tests"]
+by = {}
+for t in tests:
+    by.setdefault(t["outcome"], []).append(t["id"])
+print(sys.argv[2] + ":", {k: len(v) for k, v in by.items()}, "| not passed:", [t["id"] + ": " + t["message"][:160] for t in tests if t["outcome"] in ("failed", "error")])
+print(sys.argv[2] + " skip reasons:", sorted({t["message"].split(": ", 1)[-1][:90] for t in tests if t["outcome"] == "skipped"})[:12])
+PY
+    done
+    cp "$work/health/report.html" "$OUT/report-health-$tag.html" 2>/dev/null
+    tar -czf "$OUT/health-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d health*/results.json health*/facts.json 2>/dev/null)
     ;;
   *) say "unknown stage $stage" ;;
   esac

@@ -115,14 +115,18 @@ def test_the_quick_level_runs_no_measurement_stage(tmp_path):
     assert "stage" not in done.stdout  # no NCCL, copy or DDP stage started
     record = load_results(tmp_path / "reports" / "results.json")
     modules = {t.nodeid.split("::")[0].rsplit("/", 1)[-1] for t in record.tests}
-    assert modules == {"test_inventory.py", "test_topology.py", "test_p2p.py"}
+    assert modules == {"test_inventory.py", "test_topology.py", "test_p2p.py", "test_health.py"}
     assert record.facts.measurements.collectives is None and record.facts.burnin is None
+    # the health checks of the change over a run have no load to judge: skipped, saying so
+    over_the_run = [t for t in record.tests if "during_run" in t.nodeid and "ecc_corrected" not in t.nodeid]  # no limit set
+    assert over_the_run and all(t.outcome == "skipped" and "no load ran" in t.message for t in over_the_run)
 
 
 @pytest.mark.parametrize(
     ("level", "present", "absent"),
     [
-        ("quick", {"test_inventory", "test_topology", "test_p2p"}, {"test_nccl", "test_ddp", "test_burnin", "test_telemetry"}),
+        ("quick", {"test_inventory", "test_topology", "test_p2p", "test_health"},
+         {"test_nccl", "test_ddp", "test_burnin", "test_telemetry"}),
         ("standard", {"test_inventory", "test_nccl", "test_bandwidth", "test_ddp", "test_telemetry"}, {"test_burnin"}),
         ("burn-in", {"test_inventory", "test_p2p", "test_burnin", "test_telemetry"}, {"test_nccl", "test_bandwidth", "test_ddp"}),
     ],

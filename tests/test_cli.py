@@ -53,7 +53,7 @@ def one_error_line(done) -> str:
 def test_run_on_recorded_facts_passes_and_writes_junit(tmp_path):
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "--reports", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "failed" not in done.stdout and "136 passed" in done.stdout
+    assert "failed" not in done.stdout and "140 passed" in done.stdout
     assert (tmp_path / "junit.xml").is_file()
 
 

@@ -50,7 +50,7 @@ def test_facts_without_measurements_name_each_cause_once(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     record = "(record them with `gpu-accept record --measure --profile h200-4-nvswitch`) (profile h200-4-nvswitch)"
     assert summary_of(done.stdout) == [
-        "71 test(s) did not pass, 4 cause(s), in layer order (inventory, topology, p2p, nccl, bandwidth, ddp, baseline):",
+        "71 test(s) did not pass, 4 cause(s), in layer order (inventory, health, topology, p2p, nccl, bandwidth, ddp, baseline):",
         f"  FAILED 30 tests: could not be established: the facts hold no NCCL sweep {record}; "
         "test_busbw[all_reduce-256MiB, all_reduce-1GiB and 13 more], "
         "test_collective_correct[all_reduce-256MiB, all_reduce-1GiB and 13 more]",
@@ -61,8 +61,9 @@ def test_facts_without_measurements_name_each_cause_once(tmp_path):
         "test_local_copy[gpu0, gpu1 and 2 more], test_host_to_device[gpu0, gpu1 and 2 more], test_device_to_host[gpu0, gpu1 and 2 more]",
         f"  FAILED 5 tests: could not be established: the facts hold no DDP sweep {record}; "
         "test_ddp_scaling[2gpu-bs8, 4gpu-bs8], test_ddp_exposed_comm[2gpu-bs8, 4gpu-bs8], test_ddp_nvlink_speedup[4gpu-bs8]",
-        # 26 skipped: 14, and the 12 telemetry tests (recorded facts without telemetry)
-        "================== 71 failed, 65 passed, 26 skipped in " + done.stdout.rsplit(" in ", 1)[1].strip(),
+        # 174 skipped: 162 (the health suite without readings in these facts among them), and the 12
+        # telemetry tests (recorded facts without telemetry)
+        "================== 71 failed, 69 passed, 174 skipped in " + done.stdout.rsplit(" in ", 1)[1].strip(),
     ]
     # pytest's own failure section and short summary would say every one of the 71 again, twice
     assert done.stdout.count("the facts hold no") == 4
@@ -110,7 +111,7 @@ def test_failures_of_a_real_run_come_by_layer():
     lines = summary_lines(load_results(NO_P2P).tests)
     failures = [line for line in lines if line.startswith("  FAILED")]
     # the run recorded its DDP tests first; NCCL is the layer below
-    assert lines[0] == "25 test(s) did not pass, in layer order (inventory, topology, p2p, nccl, bandwidth, ddp, baseline):"
+    assert lines[0] == "25 test(s) did not pass, in layer order (inventory, health, topology, p2p, nccl, bandwidth, ddp, baseline):"
     assert failures[0].startswith("  FAILED test_busbw[all_reduce-256MiB]: all_reduce 256 MiB: busbw 27.87 GB/s < 315 GB/s (")
     assert failures[15].startswith("  FAILED test_pair_busbw[gpu0-gpu1]: gpu0-gpu1: send/receive 22.9 GB/s < 261.2 GB/s (")
     assert failures[-1].startswith("  FAILED test_ddp_scaling[4gpu-bs8]: 4gpu-bs8: scaling efficiency 0.4981 < 0.8036 (")
@@ -124,7 +125,7 @@ def test_a_test_that_raised_is_grouped_and_points_to_its_traceback():
         for case in ("all_reduce-256MiB", "all_reduce-1GiB", "all_reduce-4GiB")
     ]
     assert summary_lines(raised) == [
-        "3 test(s) did not pass, 1 cause(s), in layer order (inventory, topology, p2p, nccl, bandwidth, ddp, baseline):",
+        "3 test(s) did not pass, 1 cause(s), in layer order (inventory, health, topology, p2p, nccl, bandwidth, ddp, baseline):",
         "  ERROR  3 tests: RuntimeError: NCCL stage could not start; test_busbw[all_reduce-256MiB, all_reduce-1GiB and 1 more]",
         "3 of them ended without a verdict (an exception in the suite or a fixture): run again with --tb=short for the traceback",
     ]

@@ -347,14 +347,23 @@ def _cluster(args, extra: list[str]) -> int:
 
 def _measure(facts, args):
     """Every stage the profile asks for, run exactly as a pytest session runs them."""
+    from gpuaccept.session.health import SessionListener, SnapshotAfterStage, with_health
     from gpuaccept.session.store import STAGE_FILES, MeasurementStore
 
     catalog = _catalog(args)
     profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
-        store = MeasurementStore(Path(folder), live=True, say=lambda text: print(text, file=sys.stderr), confirm=args.confirm)
-        for stage in STAGE_FILES:
-            facts = store.with_stage(stage, facts, profile)
+        say = lambda text: print(text, file=sys.stderr)  # noqa: E731
+        snapshot = SnapshotAfterStage(Path(folder), say)
+        store = MeasurementStore(Path(folder), live=True, say=say, confirm=args.confirm, after_stage=[snapshot])
+        listener = SessionListener(facts, Path(folder))
+        listener.start()
+        try:
+            for stage in STAGE_FILES:
+                facts = store.with_stage(stage, facts, profile)
+        finally:
+            listener.stop()
+        facts = with_health(facts, Path(folder))
     return facts
 
 

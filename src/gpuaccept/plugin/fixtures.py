@@ -65,14 +65,21 @@ def facts_with_burnin(request: pytest.FixtureRequest) -> Facts:
 
 
 @pytest.fixture(scope="session")
-def facts_with_telemetry(request: pytest.FixtureRequest) -> Facts:
-    """The facts with the telemetry sampled while the loads ran: after the burn-in's rounds at the
-    burn-in level, after every measurement stage otherwise (measured first where they were not yet)."""
-    run = run_of(request.config)
-    loaded = "facts_with_burnin" if run.options.level == "burn-in" else "facts_with_everything"
+def facts_after_loads(request: pytest.FixtureRequest) -> Facts:
+    """The facts once the level's loads ran: every measurement stage the profile asks for at the
+    standard level (measured first where they were not yet), the burn-in's rounds at the burn-in
+    level, and none at the quick level (it loads nothing)."""
+    loaded = {"quick": "facts", "burn-in": "facts_with_burnin"}.get(run_of(request.config).options.level, "facts_with_everything")
     facts: Facts = request.getfixturevalue(loaded)
+    return facts
+
+
+@pytest.fixture(scope="session")
+def facts_with_telemetry(request: pytest.FixtureRequest, facts_after_loads: Facts) -> Facts:
+    """The facts with the telemetry sampled while the loads ran."""
+    run = run_of(request.config)
     telemetry = read_telemetry(run.store.folder) if run.context.live else None
-    return facts.model_copy(update={"telemetry": telemetry}) if telemetry is not None else facts
+    return facts_after_loads.model_copy(update={"telemetry": telemetry}) if telemetry is not None else facts_after_loads
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,7 @@ from gpuaccept.plugin.recording import RunRecording
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import VERDICTS_KEY, failure_message
 from gpuaccept.session.burnin import FABRIC_STAGES, LOAD_STAGES, stages_asked
+from gpuaccept.session.health import SnapshotAfterStage
 from gpuaccept.session.store import MeasurementStore
 
 WORKER_INPUT = "gpuaccept_context"
@@ -48,7 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
-        store = MeasurementStore(Path(workerinput[WORKER_STORE]), live=context.live, confirm=options.confirm)
+        folder = Path(workerinput[WORKER_STORE])
+        store = MeasurementStore(folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)])
         config.stash[RUN_KEY] = GpuAcceptRun(options, context, store)
         return
     # --junitxml FILE is written by this plugin, from the run record, in the shape of every other
@@ -63,7 +65,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except GpuAcceptError as error:
         raise pytest.UsageError(f"gpu-accept: {error}") from None
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
-    store = MeasurementStore(folder, live=context.live, say=terminal_line(config), confirm=options.confirm)
+    say = terminal_line(config)
+    store = MeasurementStore(folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)])
     run = GpuAcceptRun(options, context, store)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(RecordingHooks(config, run), "gpuaccept-recording")

@@ -15,6 +15,7 @@ import pytest
 from gpuaccept.checks.burnin import burnin_cases
 from gpuaccept.checks.ddp import ddp_cases
 from gpuaccept.checks.fabric import busbw_cases, case_id
+from gpuaccept.checks.health import gpu_links, link_id
 from gpuaccept.profile import Profile
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 
@@ -27,6 +28,7 @@ def parametrize_from_profile(metafunc: pytest.Metafunc, profile: Profile) -> Non
         "busbw_case": (busbw_cases(profile), lambda c: case_id(*c), "no collective bandwidth floors"),
         "ddp_case": (ddp_cases(profile), str, "no DDP settings"),
         "burnin_case": (burnin_cases(profile), lambda c: c.id, "no values a burn-in measures"),
+        "gpu_link": (gpu_links(profile), link_id, "no NVLinks"),
     }
     for name, (values, make_id, nothing) in families.items():
         if name not in metafunc.fixturenames:

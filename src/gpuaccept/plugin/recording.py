@@ -24,6 +24,7 @@ from gpuaccept.report.html import render_html
 from gpuaccept.report.results import ResultsWriter, now
 from gpuaccept.report.summary import did_not_pass, summary_lines
 from gpuaccept.session.burnin import read_burnin
+from gpuaccept.session.health import with_health
 from gpuaccept.session.store import merge
 from gpuaccept.session.telemetry import read_telemetry
 
@@ -52,7 +53,7 @@ class RunRecording:
         context = self.run.context
         if not context.live:
             return context.facts
-        facts = merge(context.facts, self.run.store.collected())
+        facts = with_health(merge(context.facts, self.run.store.collected()), self.run.store.folder)
         burnin = read_burnin(self.run.store.folder)
         return facts.model_copy(update={"burnin": burnin}) if burnin is not None else facts
 

@@ -18,6 +18,7 @@ from gpuaccept.facts import dump_facts
 from gpuaccept.probe import EXIT_NO_DRIVER
 from gpuaccept.probe.collect import collect_facts
 from gpuaccept.probe.cuda import probe_cuda
+from gpuaccept.probe.health import Target, health_reading
 from gpuaccept.probe.nvml import LiveNvml, RecordingNvml, ReplayNvml
 
 NVML_REPLAY = "GPUACCEPT_NVML_REPLAY"
@@ -36,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         recorder = RecordingNvml(nvml) if args.nvml_log else None
         try:
             facts = collect_facts(recorder or nvml, probe_cuda())
+            # the health snapshot every later one is compared with, before any load
+            start = health_reading(recorder or nvml, [Target.of(gpu) for gpu in facts.gpus], "start")
+            facts = facts.model_copy(update={"health": start})
         finally:
             nvml.close()
             if recorder:

@@ -18,6 +18,10 @@ from typing import Any
 
 NVML_RECORDING_VERSION = 1
 
+# Queries whose answers come one after another (each wait returns the next event): recorded in
+# order and replayed in order; a wait with nothing left times out, as a quiet GPU's does.
+SEQUENCED_QUERIES = ("event_wait",)
+
 
 class NvmlCallError(Exception):
     """An NVML call that returned an error: `code` is NVML's name for it (NOT_SUPPORTED, ...)."""
@@ -43,6 +47,8 @@ class LiveNvml(Nvml):
 
         self._nvml = pynvml
         self._handles: dict[int, Any] = {}
+        self._event_set: Any = None
+        self._event_handles: dict[int | None, int] = {}
         self._error_names = {
             value: name[len("NVML_ERROR_") :]
             for name, value in vars(pynvml).items()
@@ -112,7 +118,72 @@ class LiveNvml(Nvml):
             member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(value.valueType, "uiVal")
             return float(getattr(value.value, member))
 
+        def field_value(i: int, field: int, scope: int = 0) -> float | int:
+            # one NVML field; each field value carries its own return code
+            value = n.nvmlDeviceGetFieldValues(h(i), [(field, scope)])[0]
+            if value.nvmlReturn != n.NVML_SUCCESS:
+                raise n.NVMLError(value.nvmlReturn)
+            member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(value.valueType, "uiVal")
+            number = getattr(value.value, member)
+            return float(number) if member == "dVal" else int(number)
+
+        def sram_ecc_status(i: int) -> dict:
+            status = n.c_nvmlEccSramErrorStatus_v1_t()
+            n.nvmlDeviceGetSramEccErrorStatus(h(i), ctypes.byref(status))
+            return {name: int(getattr(status, name)) for name, _ in status._fields_ if name != "version"}
+
+        def inforom_valid(i: int) -> bool:
+            n.nvmlDeviceValidateInforom(h(i))  # raises CORRUPTED_INFOROM where the checksum fails
+            return True
+
+        def compute_processes(i: int) -> list[dict]:
+            return [
+                {"pid": int(p.pid), "used_memory": None if p.usedGpuMemory is None else int(p.usedGpuMemory)}
+                for p in n.nvmlDeviceGetComputeRunningProcesses(h(i))
+            ]
+
+        def event_register(i: int, mask: int) -> bool:
+            if self._event_set is None:
+                self._event_set = n.nvmlEventSetCreate()
+            n.nvmlDeviceRegisterEvents(h(i), int(mask), self._event_set)
+            self._event_handles[ctypes.cast(h(i), ctypes.c_void_p).value] = i
+            return True
+
+        def event_wait(timeout_ms: int) -> dict:
+            # pynvml 13 has no nvmlEventSetWaitFor: nvmlEventSetWait (its _v2) returns one event or TIMEOUT
+            data = n.nvmlEventSetWait(self._event_set, int(timeout_ms))
+            device = self._event_handles.get(ctypes.cast(data.device, ctypes.c_void_p).value, -1)
+            return {"nvml_index": device, "type": int(data.eventType), "data": int(data.eventData)}
+
+        def event_set_free() -> bool:
+            if self._event_set is not None:
+                n.nvmlEventSetFree(self._event_set)
+                self._event_set = None
+            return True
+
         return {
+            "field_value": field_value,
+            "total_ecc_errors": lambda i, kind, counter: int(n.nvmlDeviceGetTotalEccErrors(h(i), kind, counter)),
+            "memory_error_counter": lambda i, kind, counter, where: int(n.nvmlDeviceGetMemoryErrorCounter(h(i), kind, counter, where)),
+            "sram_ecc_status": sram_ecc_status,
+            "retired_pages": lambda i, cause: len(n.nvmlDeviceGetRetiredPages(h(i), cause)),
+            "retired_pages_pending": lambda i: int(n.nvmlDeviceGetRetiredPagesPendingStatus(h(i))),
+            "remapped_rows": lambda i: [int(v) for v in n.nvmlDeviceGetRemappedRows(h(i))],
+            "pcie_replay_counter": lambda i: int(n.nvmlDeviceGetPcieReplayCounter(h(i))),
+            "nvlink_error_counter": lambda i, link, counter: int(n.nvmlDeviceGetNvLinkErrorCounter(h(i), link, counter)),
+            "temperature": lambda i: int(n.nvmlDeviceGetTemperature(h(i), n.NVML_TEMPERATURE_GPU)),
+            "temperature_threshold": lambda i, which: int(n.nvmlDeviceGetTemperatureThreshold(h(i), which)),
+            "power_usage_mw": lambda i: int(n.nvmlDeviceGetPowerUsage(h(i))),
+            "power_limit_mw": lambda i: int(n.nvmlDeviceGetEnforcedPowerLimit(h(i))),
+            "clock_mhz": lambda i, which: int(n.nvmlDeviceGetClockInfo(h(i), which)),
+            "max_clock_mhz": lambda i, which: int(n.nvmlDeviceGetMaxClockInfo(h(i), which)),
+            "inforom_valid": inforom_valid,
+            "compute_processes": compute_processes,
+            "mig_mode": lambda i: [int(v) for v in n.nvmlDeviceGetMigMode(h(i))],
+            "virtualization_mode": lambda i: int(n.nvmlDeviceGetVirtualizationMode(h(i))),
+            "event_register": event_register,
+            "event_wait": event_wait,
+            "event_set_free": event_set_free,
             "driver_version": lambda: text(n.nvmlSystemGetDriverVersion()),
             "cuda_driver_version": lambda: int(n.nvmlSystemGetCudaDriverVersion()),
             "nvml_version": lambda: text(n.nvmlSystemGetNVMLVersion()),
@@ -150,7 +221,6 @@ class LiveNvml(Nvml):
             ),
             "memory_temperature_c": lambda i: int(field(i, 82)),  # NVML_FI_DEV_MEMORY_TEMP: HBM
             "power_mw": lambda i: int(n.nvmlDeviceGetPowerUsage(h(i))),
-            "power_limit_mw": lambda i: int(n.nvmlDeviceGetEnforcedPowerLimit(h(i))),
             "utilization_pct": lambda i: int(n.nvmlDeviceGetUtilizationRates(h(i)).gpu),
         }
 
@@ -167,8 +237,9 @@ class RecordingNvml(Nvml):
         try:
             value = self.inner.query(name, *args)
         except NvmlCallError as exc:
-            entry.update(error=exc.code, message=exc.message)
-            self.answers.append(entry)
+            if not (name in SEQUENCED_QUERIES and exc.code == "TIMEOUT"):  # a quiet wait is what a replay gives when none is left
+                entry.update(error=exc.code, message=exc.message)
+                self.answers.append(entry)
             raise
         entry["value"] = value
         self.answers.append(entry)
@@ -186,7 +257,8 @@ class ReplayNvml(Nvml):
     """Answers from a recording. A query the recording lacks is an error, never a guess."""
 
     def __init__(self, answers: list[dict]):
-        self._answers = {(a["query"], tuple(a["args"])): a for a in answers}
+        self._answers = {(a["query"], tuple(a["args"])): a for a in answers if a["query"] not in SEQUENCED_QUERIES}
+        self._sequences: dict[str, list[dict]] = {name: [a for a in answers if a["query"] == name] for name in SEQUENCED_QUERIES}
 
     @classmethod
     def from_file(cls, path: Path) -> ReplayNvml:
@@ -196,6 +268,14 @@ class ReplayNvml(Nvml):
         return cls(document["answers"])
 
     def query(self, name: str, *args: int) -> Any:
+        if name in SEQUENCED_QUERIES:
+            queue = self._sequences[name]
+            if not queue:
+                raise NvmlCallError(name, args, "TIMEOUT", "Timeout")
+            answer = queue.pop(0)
+            if "error" in answer:
+                raise NvmlCallError(name, args, answer["error"], answer.get("message", ""))
+            return answer["value"]
         answer = self._answers.get((name, tuple(args)))
         if answer is None:
             raise NvmlCallError(name, args, "NOT_RECORDED", "the recording has no answer for this query")
@@ -204,10 +284,14 @@ class ReplayNvml(Nvml):
         return answer["value"]
 
     def answer(self, name: str, *args: int, value: Any = None, error: str | None = None) -> None:
-        """Change one answer (how tests make a faulty machine out of a healthy recording)."""
+        """Change one answer (how tests make a faulty machine out of a healthy recording); for a
+        sequenced query (an event wait), add the next answer."""
         entry: dict[str, Any] = {"query": name, "args": list(args)}
         if error:
             entry.update(error=error, message=error.replace("_", " ").title())
         else:
             entry["value"] = value
-        self._answers[(name, tuple(args))] = entry
+        if name in SEQUENCED_QUERIES:
+            self._sequences[name].append(entry)
+        else:
+            self._answers[(name, tuple(args))] = entry

@@ -388,6 +388,43 @@ class BurninSpec(Strict):
     )
 
 
+# XIDs that fail a GPU: the union of DCGM's "devastating" XIDs (48, 74, 79, 119, 120, 140) and
+# those Azure's azurehpc-health-checks fail on (48 56 57 58 62 63 64 65 68 69 73 74 79 80 81 92 119
+# 120), with 94 and 95 (contained / uncontained ECC error) as the issue lists them
+CRITICAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 94, 95, 119, 120, 140)
+Count = Annotated[int, Field(ge=0)]
+
+
+class HealthSpec(Strict):
+    """Limits of the health checks. Every key is optional: the defaults are the anchors' (DCGM,
+    Azure's health checks), named beside each."""
+
+    retired_pages_max: Count = Field(62, description="retired pages per GPU, SBE and DBE together (DCGM: 63 or more fails)")
+    remapped_uncorrectable_max: Count = Field(511, description="rows remapped for uncorrectable errors (DCGM: 512 or more fails)")
+    ecc_corrected_max: Count | None = Field(None, description="aggregate corrected ECC errors per GPU at the start; no limit by default")
+    ecc_corrected_during_run_max: Count | None = Field(
+        None, description="new corrected ECC errors per GPU during the run; no limit by default (reported)"
+    )
+    sram_uncorrected_max: Count = Field(0, description="aggregate uncorrected SRAM ECC errors (Azure, H100: more than 0 fails)")
+    sram_corrected_max: Count = Field(10000, description="aggregate corrected SRAM ECC errors (Azure, H100: more than 10,000 fails)")
+    critical_xids: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: list(CRITICAL_XIDS),
+        description="XIDs that fail the GPU they hit (default: DCGM's and Azure's lists, and 94, 95); others are reported",
+    )
+    kernel_xids_since_boot: Literal["fail", "report"] = Field(
+        "fail", description="a critical XID in the kernel log from before the run: fail the GPU, or only report it"
+    )
+    pcie_replay_rate_factor: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="PCIe replays per minute allowed, as a multiple of DCGM's lanes x GT/s x 1e-12 x 60 (Gen5 x16: 30.7/min)"
+    )
+    nvlink_crc_max_per_s: Annotated[float, Field(ge=0)] = Field(100.0, description="NVLink CRC errors per second per link (DCGM: 100)")
+    hw_slowdown_max_percent: Annotated[float, Field(ge=0, le=100)] = Field(
+        1.0, description="time clocks were held down by HW thermal or HW power brake, as a share of the load time, %"
+    )
+    persistence_mode: bool = Field(True, description="persistence mode must be on (a burn-in needs the driver to stay loaded)")
+    mig: Literal["disabled", "enabled"] = Field("disabled", description="the MIG mode every GPU must be in")
+
+
 class ProfileSpec(Strict):
     schema_version: int = Field(alias="schema", description="profile format version; this release reads 1")
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] | None = None
@@ -410,6 +447,7 @@ class ProfileSpec(Strict):
     judging: JudgingSpec = Field(default_factory=JudgingSpec)
     timeouts: TimeoutsSpec = Field(default_factory=TimeoutsSpec)
     burnin: BurninSpec = Field(default_factory=BurninSpec)
+    health: HealthSpec = Field(default_factory=HealthSpec)
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False, populate_by_name=False)
 

@@ -26,7 +26,7 @@ KEY_CHECKS = (
 PER_CHECK_LIMIT = 8
 # the suites from the bottom up: a GPU that is missing (inventory) fails the links, pairs, copies and
 # DDP settings that need it, so its own failure is shown before the ones it causes
-LAYERS = ("inventory", "topology", "p2p", "nccl", "bandwidth", "ddp", "baseline")
+LAYERS = ("inventory", "health", "topology", "p2p", "nccl", "bandwidth", "ddp", "baseline")
 IDS_PER_TEST = 2  # parameters shown per test function in a group of failures, before "and N more"
 LISTED = 8  # tests named in a line of transient or marginal values, before "and N more"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpuaccept.checks import ddp, fabric
@@ -49,11 +49,17 @@ STAGE_CHECKS: dict[str, list[tuple[Callable, Callable[[Profile], list]]]] = {
 
 
 class MeasurementStore:
-    def __init__(self, folder: Path, live: bool, say: Callable[[str], None] = lambda text: None, confirm: int = 2):
+    def __init__(
+        self, folder: Path, live: bool, say: Callable[[str], None] = lambda text: None, confirm: int = 2,
+        after_stage: Sequence[Callable[[str, Facts], None]] = (),
+    ):
         self.folder = Path(folder)
         self.live = live
         self.say = say
         self.confirm = confirm  # how many times a miss may be measured again
+        # called with the stage's name and the facts after each stage this session runs (a health
+        # snapshot), still holding the GPUs: nothing else runs in between
+        self.after_stage = list(after_stage)
 
     def with_stage(self, stage: str, facts: Facts, profile: Profile) -> Facts:
         """`facts` with the stage's measurements in them, measuring first if this is the first ask."""
@@ -65,25 +71,28 @@ class MeasurementStore:
             if not path.exists():
                 began = time.time()
                 measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile))
-                self._after_stage(stage, began, time.time())
                 write_atomically(path, measured.model_dump_json())
+                self._after_stage(stage, began, facts)
         return merge(facts, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
 
     def measure_stage(self, stage: str, facts: Facts, profile: Profile) -> Measurements:
         """The stage measured now, once more, under the GPU lock, without confirmation rounds: one
-        round of a burn-in (session/burnin.py), where every round is a sample and the worst decides."""
+        round of a burn-in (session/burnin.py), where every round is a sample."""
         with open(self.folder / "gpus.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             began = time.time()
             try:
                 return self._measure(stage, facts, profile)
             finally:
-                self._after_stage(stage, began, time.time())
+                self._after_stage(stage, began, facts)
 
-    def _after_stage(self, stage: str, began: float, ended: float) -> None:
-        """The one place that follows every stage that ran (in whichever process ran it): the
-        telemetry learns when the GPUs were under load."""
-        record_load(self.folder, stage, began, ended)
+    def _after_stage(self, stage: str, began: float, facts: Facts) -> None:
+        """The one place that follows every stage that ran (in whichever process ran it), still
+        holding the GPUs: the telemetry learns when the GPUs were under load, then each hook runs
+        (a health snapshot)."""
+        record_load(self.folder, stage, began, time.time())
+        for hook in self.after_stage:
+            hook(stage, facts)
 
     def collected(self) -> Measurements:
         """Everything measured in this session so far, from every worker."""

@@ -1,0 +1,598 @@
+"""Health checks: NVML error counters, XIDs, throttling and software state, per GPU (per link for
+NVLink), from the health snapshots in the facts.
+
+Two families. State checks judge the first snapshot ("start", before any load): what a quick
+gate between jobs needs. Run checks judge the change from the first snapshot to the last (a delta
+the run caused is the strongest evidence) and the readings taken after load; with one snapshot
+only, no load ran and they judge nothing. A reading NVML did not give ("not supported", not in a
+recording) makes the check not applicable, with the reason: never a pass, never a 0.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from gpuaccept.checks.verdict import AtMost, Criterion, Described, Equals, Judge, Verdict
+from gpuaccept.facts.model import Facts, HealthSnapshot, Unavailable, XidEvent
+from gpuaccept.profile.model import Profile
+from gpuaccept.vocabulary.links import gpu_key
+
+RECOVERY_ACTIONS = {0: "none", 1: "GPU reset", 2: "node reboot", 3: "drain P2P", 4: "drain and reset"}
+# PCIe transfer rate per lane by generation, GT/s: DCGM's expected replay rate is lanes x this x 1e-12 x 60 per minute
+PCIE_GTPS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0, 7: 128.0}
+NO_LOAD = "no load ran: delta not judged (only the start snapshot was taken)"
+
+
+def _snapshots(facts: Facts, gpu: int) -> list[HealthSnapshot]:
+    return facts.health.of(gpu)
+
+
+def _none_taken(judge: Judge, facts: Facts, gpu: int) -> Verdict | None:
+    if facts.gpu(gpu) is None:
+        return judge.not_applicable(gpu_key(gpu), f"GPU not present ({facts.gpu_count} GPU(s) under test): test_gpu_count fails it")
+    if not _snapshots(facts, gpu):
+        return judge.not_applicable(
+            gpu_key(gpu), "these facts hold no health snapshot of this GPU (recorded before health readings, or read from text)"
+        )
+    return None
+
+
+def _start(judge: Judge, facts: Facts, gpu: int) -> HealthSnapshot | Verdict:
+    missing = _none_taken(judge, facts, gpu)
+    return missing if missing is not None else _snapshots(facts, gpu)[0]
+
+
+def _first_and_last(judge: Judge, facts: Facts, gpu: int) -> tuple[HealthSnapshot, HealthSnapshot] | Verdict:
+    missing = _none_taken(judge, facts, gpu)
+    if missing is not None:
+        return missing
+    taken = _snapshots(facts, gpu)
+    if len(taken) < 2:
+        return judge.not_applicable(gpu_key(gpu), NO_LOAD)
+    return taken[0], taken[-1]
+
+
+def _unreadable(judge: Judge, subject: str, what: str, reading: Unavailable, criterion: Criterion) -> Verdict:
+    """Not supported or not read: not applicable, with the reason. Anything else (no permission, an
+    error): the fact could not be established, which is never a pass."""
+    if reading.unavailable in ("not_supported", "not_probed", "not_found"):
+        return judge.not_applicable(subject, f"{what}: {reading}")
+    return judge.unavailable(subject, what, reading, criterion)
+
+
+def _first_unknown(values: dict[str, Any]) -> tuple[str, Unavailable] | None:
+    return next(((what, value) for what, value in values.items() if isinstance(value, Unavailable)), None)
+
+
+def _seconds(first: HealthSnapshot, last: HealthSnapshot) -> float:
+    begin = datetime.datetime.fromisoformat(first.taken_at)
+    end = datetime.datetime.fromisoformat(last.taken_at)
+    return max((end - begin).total_seconds(), 0.0)
+
+
+def _span(first: HealthSnapshot, last: HealthSnapshot) -> str:
+    return f"{first.label} -> {last.label}, {_seconds(first, last):.0f} s"
+
+
+# --- state: the start snapshot -------------------------------------------------------------------
+
+
+def row_remapping(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    judge = Judge("row_remapping", profile.name)
+    limit = profile.spec.health.remapped_uncorrectable_max
+    criterion = AtMost(limit, "rows")
+    start = _start(judge, facts, gpu)
+    if isinstance(start, Verdict):
+        return start
+    subject = gpu_key(gpu)
+    values = {
+        "uncorrectable remaps": start.remapped_uncorrected,
+        "remap pending": start.remap_pending,
+        "remap failure": start.remap_failure,
+    }
+    unknown = _first_unknown(values)
+    if unknown:
+        return _unreadable(judge, subject, unknown[0], unknown[1], criterion)
+    context = {"remapped_corrected": start.remapped_corrected, **{k.replace(" ", "_"): v for k, v in values.items()}}
+    rule = Described(f"no remap pending or failed, uncorrectable remaps <= {limit}")
+    if start.remap_failure:
+        return judge.failed(
+            subject, f"row remap failure at {start.label} (a bank ran out of spare rows), expected {rule}", True, rule, context=context
+        )
+    if start.remap_pending:
+        return judge.failed(
+            subject,
+            f"row remap pending at {start.label} (takes effect at the next GPU reset), expected {rule}",
+            True,
+            rule,
+            context=context,
+        )
+    return judge(
+        subject,
+        "uncorrectable row remaps",
+        start.remapped_uncorrected,
+        criterion,
+        note=f"corrected {start.remapped_corrected}",
+        context=context,
+    )
+
+
+def retired_pages(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    judge = Judge("retired_pages", profile.name)
+    limit = profile.spec.health.retired_pages_max
+    criterion = AtMost(limit, "pages")
+    start = _start(judge, facts, gpu)
+    if isinstance(start, Verdict):
+        return start
+    subject = gpu_key(gpu)
+    values = {
+        "retired pages (SBE)": start.retired_pages_sbe,
+        "retired pages (DBE)": start.retired_pages_dbe,
+        "pending retirement": start.retired_pending,
+    }
+    unknown = _first_unknown(values)
+    if unknown:
+        return _unreadable(judge, subject, unknown[0], unknown[1], criterion)
+    if start.retired_pending:
+        rule = Described(f"no page pending retirement, retired pages <= {limit}")
+        return judge.failed(subject, f"a page is pending retirement at {start.label}, expected {rule}", True, rule)
+    total = int(start.retired_pages_sbe) + int(start.retired_pages_dbe)  # type: ignore[arg-type]
+    return judge(subject, "retired pages", total, criterion, note=f"SBE {start.retired_pages_sbe}, DBE {start.retired_pages_dbe}")
+
+
+def ecc_corrected(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    judge = Judge("ecc_corrected", profile.name)
+    limit = profile.spec.health.ecc_corrected_max
+    if limit is None:
+        return judge.not_applicable(gpu_key(gpu), "the profile sets no limit on corrected ECC errors (health.ecc_corrected_max)")
+    start = _start(judge, facts, gpu)
+    if isinstance(start, Verdict):
+        return start
+    return judge(gpu_key(gpu), "corrected ECC errors (aggregate)", start.ecc.corrected_aggregate, AtMost(limit, "errors"))
+
+
+def sram_ecc(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    judge = Judge("sram_ecc", profile.name)
+    health = profile.spec.health
+    start = _start(judge, facts, gpu)
+    if isinstance(start, Verdict):
+        return start
+    subject = gpu_key(gpu)
+    checks: list[tuple[str, Any, Criterion]] = [
+        ("SRAM uncorrected ECC errors (aggregate)", start.sram.uncorrected_aggregate, AtMost(health.sram_uncorrected_max, "errors")),
+        ("SRAM corrected ECC errors (aggregate)", start.sram.corrected_aggregate, AtMost(health.sram_corrected_max, "errors")),
+        ("SRAM error threshold exceeded", start.sram_threshold_exceeded, Equals(False)),
+    ]
+    return _all_of(judge, subject, checks)
+
+
+def _all_of(judge: Judge, subject: str, checks: list[tuple[str, Any, Criterion]], scope: str = "") -> Verdict:
+    """Several readings under one test: the first that breaks its rule decides; a reading that is
+    not there makes the whole not applicable (or an error), never a partial pass."""
+    for what, value, criterion in checks:
+        if isinstance(value, Unavailable):
+            return _unreadable(judge, subject, what, value, criterion)
+    for what, value, criterion in checks:
+        if not criterion.holds(value):
+            return judge(subject, what, value, criterion, scope=scope)
+    what, value, criterion = checks[0]
+    others = "; ".join(f"{w} {v}" for w, v, _ in checks[1:])
+    return judge(subject, what, value, criterion, note=others, scope=scope)
+
+
+def _recovery(judge: Judge, snapshot: HealthSnapshot, scope: str = "") -> Verdict:
+    criterion = Equals("none")
+    subject = gpu_key(snapshot.gpu)
+    action = snapshot.recovery_action
+    if isinstance(action, Unavailable):
+        return _unreadable(judge, subject, "recovery action (field 230)", action, criterion)
+    name = RECOVERY_ACTIONS.get(action, f"action {action}")
+    return judge(subject, f"recovery action (field 230) at {snapshot.label}", name, criterion, note=f"code {action}", scope=scope)
+
+
+def recovery_action(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """NVML's recovery action field (230) at the start: anything but none fails."""
+    judge = Judge("recovery_action", profile.name)
+    start = _start(judge, facts, gpu)
+    return start if isinstance(start, Verdict) else _recovery(judge, start)
+
+
+def recovery_action_after_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The recovery action field at the last snapshot: what the driver says the GPU needs after the load."""
+    judge = Judge("recovery_action_after_run", profile.name)
+    pair = _first_and_last(judge, facts, gpu)
+    return pair if isinstance(pair, Verdict) else _recovery(judge, pair[1], scope=_span(*pair))
+
+
+def persistence_mode(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    judge = Judge("persistence_mode", profile.name)
+    if not profile.spec.health.persistence_mode:
+        return judge.not_applicable(gpu_key(gpu), "the profile does not require persistence mode (health.persistence_mode: false)")
+    start = _start(judge, facts, gpu)
+    if isinstance(start, Verdict):
+        return start
+    reading = start.persistence_mode
+    criterion = Equals("on")
+    if isinstance(reading, Unavailable):
+        return _unreadable(judge, gpu_key(gpu), "persistence mode", reading, criterion)
+    return judge(gpu_key(gpu), "persistence mode", "on" if reading else "off", criterion)
+
+
+def inforom(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    judge = Judge("inforom", profile.name)
+    start = _start(judge, facts, gpu)
+    if isinstance(start, Verdict):
+        return start
+    reading = start.inforom_valid
+    criterion = Equals("valid")
+    if isinstance(reading, Unavailable):
+        return _unreadable(judge, gpu_key(gpu), "InfoROM", reading, criterion)
+    return judge(gpu_key(gpu), "InfoROM checksum", "valid" if reading else "corrupted", criterion)
+
+
+def other_processes(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """No compute process of anyone else on the GPU at the start: a burn-in or a measurement beside
+    another job measures that job too."""
+    judge = Judge("other_processes", profile.name)
+    criterion = AtMost(0, "processes")
+    start = _start(judge, facts, gpu)
+    if isinstance(start, Verdict):
+        return start
+    found = start.compute_processes
+    if isinstance(found, Unavailable):
+        return _unreadable(judge, gpu_key(gpu), "compute processes", found, criterion)
+    named = ", ".join(f"pid {p.pid}" + (f" ({p.name[:60]})" if p.name else "") for p in found)
+    context = {"pids": [p.pid for p in found]}
+    return judge(gpu_key(gpu), f"other compute processes at {start.label}", len(found), criterion, note=named, context=context)
+
+
+def vbios_consistent(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The VBIOS of this GPU is the one most GPUs of its model in the machine run: a GPU flashed
+    apart from its siblings behaves apart."""
+    judge = Judge("vbios_consistent", profile.name)
+    me = facts.gpu(gpu)
+    if me is None:
+        return judge.not_applicable(gpu_key(gpu), f"GPU not present ({facts.gpu_count} GPU(s) under test): test_gpu_count fails it")
+    if isinstance(me.vbios, Unavailable):
+        return _unreadable(judge, gpu_key(gpu), "VBIOS version", me.vbios, Described("the VBIOS of the other GPUs of its model"))
+    siblings = [g.vbios for g in facts.gpus if g.name == me.name and isinstance(g.vbios, str)]
+    common, count = Counter(siblings).most_common(1)[0]
+    if len(siblings) < 2:
+        return judge.not_applicable(gpu_key(gpu), f"no other {me.name} under test to compare VBIOS {me.vbios} with")
+    criterion = Equals(common)
+    return judge(gpu_key(gpu), "VBIOS", me.vbios, criterion, note=f"{count} of {len(siblings)} {me.name} GPUs run {common}")
+
+
+def mig_mode(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    judge = Judge("mig_mode", profile.name)
+    wanted = profile.spec.health.mig
+    criterion = Equals(wanted)
+    start = _start(judge, facts, gpu)
+    if isinstance(start, Verdict):
+        return start
+    if isinstance(start.mig_mode, Unavailable):
+        if wanted == "disabled" and start.mig_mode.unavailable == "not_supported":
+            return judge(gpu_key(gpu), "MIG mode", "disabled", criterion, note="the GPU has no MIG")
+        return _unreadable(judge, gpu_key(gpu), "MIG mode", start.mig_mode, criterion)
+    return judge(gpu_key(gpu), "MIG mode", "enabled" if start.mig_mode else "disabled", criterion)
+
+
+def _critical(profile: Profile) -> set[int]:
+    return set(profile.spec.health.critical_xids)
+
+
+def _describe(events: list[XidEvent]) -> str:
+    return ", ".join(
+        f"XID {e.xid} ({e.source.replace('_', ' ')}, {e.time})" if e.kind == "xid" else f"{e.kind.replace('_', ' ')} ({e.time})"
+        for e in events
+    )
+
+
+def xid_since_boot(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Critical XIDs in the kernel log from before the run (profile: fail or only report)."""
+    judge = Judge("xid_since_boot", profile.name)
+    log = facts.health.kernel_log
+    if facts.gpu(gpu) is None:
+        return judge.not_applicable(gpu_key(gpu), f"GPU not present ({facts.gpu_count} GPU(s) under test)")
+    if log is None:
+        return judge.not_applicable(gpu_key(gpu), "these facts hold no kernel log reading")
+    if not log.readable:
+        return judge.not_applicable(gpu_key(gpu), log.note)
+    before = [e for e in facts.health.events if e.gpu == gpu and e.source == "kernel_log" and not e.during_run]
+    critical = [e for e in before if e.xid in _critical(profile)]
+    criterion = AtMost(0, "critical XIDs")
+    others = [e for e in before if e not in critical]
+    note = f"read from {log.note}" + (f"; others reported: {_describe(others)}" if others else "")
+    if critical and profile.spec.health.kernel_xids_since_boot == "report":
+        return judge.passed(
+            gpu_key(gpu),
+            f"critical XIDs since boot reported, not judged (health.kernel_xids_since_boot: report): {_describe(critical)}",
+            len(critical),
+            criterion,
+        )
+    if critical:
+        return judge(
+            gpu_key(gpu), "critical XIDs in the kernel log since boot", len(critical), criterion, note=f"{_describe(critical)}; {note}"
+        )
+    return judge(gpu_key(gpu), "critical XIDs in the kernel log since boot", 0, criterion, note=note)
+
+
+# --- the run: first snapshot to last, and what was heard in between -------------------------------
+
+
+def xid_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """NVML events (critical XID, double-bit ECC, recovery action) and new kernel log Xid lines
+    seen while the run went on. A critical XID or a double-bit ECC event fails; others are reported."""
+    judge = Judge("xid_during_run", profile.name)
+    criterion = AtMost(0, "critical events")
+    subject = gpu_key(gpu)
+    if facts.gpu(gpu) is None:
+        return judge.not_applicable(subject, f"GPU not present ({facts.gpu_count} GPU(s) under test)")
+    health = facts.health
+    if len(_snapshots(facts, gpu)) < 2:
+        missing = _none_taken(judge, facts, gpu)
+        return missing if missing is not None else judge.not_applicable(subject, NO_LOAD)
+    if not health.listener and (health.kernel_log is None or not health.kernel_log.readable):
+        return judge.not_applicable(subject, "nothing listened for XIDs during this run: no NVML event listener, no readable kernel log")
+    seen = [e for e in health.events if e.gpu == gpu and e.during_run]
+    critical = [e for e in seen if (e.kind == "xid" and e.xid in _critical(profile)) or e.kind == "double_bit_ecc"]
+    others = [e for e in seen if e not in critical]
+    how = health.listener or "no NVML event listener"
+    if health.kernel_log is not None:
+        how += f"; kernel log: {health.kernel_log.note}"
+    note = (f"{_describe(critical)}; " if critical else "") + (f"others reported: {_describe(others)}; " if others else "") + how
+    return judge(
+        subject, "critical XID / ECC events during the run", len(critical), criterion, note=note, context={"xids": [e.xid for e in seen]}
+    )
+
+
+def ecc_errors_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Any new uncorrected ECC error (all memory, DRAM, SRAM; volatile counters) fails (DCGM)."""
+    judge = Judge("ecc_errors_during_run", profile.name)
+    criterion = AtMost(0, "errors")
+    pair = _first_and_last(judge, facts, gpu)
+    if isinstance(pair, Verdict):
+        return pair
+    first, last = pair
+    subject = gpu_key(gpu)
+    total = _delta(first.ecc.uncorrected_volatile, last.ecc.uncorrected_volatile)
+    if isinstance(total, Unavailable):
+        return _unreadable(judge, subject, "uncorrected ECC errors (volatile)", total, criterion)
+    by_place = {
+        place: _delta(getattr(first, place).uncorrected_volatile, getattr(last, place).uncorrected_volatile) for place in ("dram", "sram")
+    }
+    worst = max([total] + [v for v in by_place.values() if isinstance(v, int)])
+    places = ", ".join(f"{place.upper()} {value}" for place, value in by_place.items())
+    return judge(subject, "new uncorrected ECC errors", worst, criterion, note=f"{places}", scope=_span(first, last))
+
+
+def ecc_corrected_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    judge = Judge("ecc_corrected_during_run", profile.name)
+    limit = profile.spec.health.ecc_corrected_during_run_max
+    if limit is None:
+        return judge.not_applicable(
+            gpu_key(gpu), "the profile sets no limit on new corrected ECC errors (health.ecc_corrected_during_run_max)"
+        )
+    pair = _first_and_last(judge, facts, gpu)
+    if isinstance(pair, Verdict):
+        return pair
+    first, last = pair
+    delta = _delta(first.ecc.corrected_volatile, last.ecc.corrected_volatile)
+    criterion = AtMost(limit, "errors")
+    if isinstance(delta, Unavailable):
+        return _unreadable(judge, gpu_key(gpu), "corrected ECC errors (volatile)", delta, criterion)
+    return judge(gpu_key(gpu), "new corrected ECC errors", delta, criterion, scope=_span(first, last))
+
+
+def remapping_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """New uncorrectable row remaps, or a remap pending or failed at the end of the run."""
+    judge = Judge("remapping_during_run", profile.name)
+    criterion = AtMost(0, "rows")
+    pair = _first_and_last(judge, facts, gpu)
+    if isinstance(pair, Verdict):
+        return pair
+    first, last = pair
+    subject = gpu_key(gpu)
+    delta = _delta(first.remapped_uncorrected, last.remapped_uncorrected)
+    for what, value in (("uncorrectable remaps", delta), ("remap pending", last.remap_pending), ("remap failure", last.remap_failure)):
+        if isinstance(value, Unavailable):
+            return _unreadable(judge, subject, what, value, criterion)
+    rule = Described("no new uncorrectable remap, none pending or failed")
+    for flag, what in ((last.remap_failure, "row remap failure"), (last.remap_pending, "row remap pending")):
+        if flag:
+            return judge.failed(subject, f"{what} at {last.label}, expected {rule}", True, rule, scope=_span(first, last))
+    return judge(subject, "new uncorrectable row remaps", delta, criterion, scope=_span(first, last))
+
+
+def pcie_replay_rate(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """PCIe replays per minute over the run against DCGM's expected rate for the link:
+    lanes x GT/s x 1e-12 x 60 (Gen5 x16: 30.7 a minute), times the profile's factor."""
+    judge = Judge("pcie_replay_rate", profile.name)
+    pair = _first_and_last(judge, facts, gpu)
+    if isinstance(pair, Verdict):
+        return pair
+    first, last = pair
+    subject = gpu_key(gpu)
+    me = facts.gpu(gpu)
+    assert me is not None  # _first_and_last checked
+    generation, width = me.pcie.generation_current, me.pcie.width_current
+    placeholder = Described("replays per minute within the link's expected rate")
+    for what, value in (("PCIe generation", generation), ("PCIe width", width)):
+        if isinstance(value, Unavailable):
+            return _unreadable(judge, subject, what, value, placeholder)
+    rate = PCIE_GTPS.get(int(generation), 0.0)  # type: ignore[arg-type]
+    allowed = int(width) * rate * 1e9 * 1e-12 * 60 * profile.spec.health.pcie_replay_rate_factor  # type: ignore[arg-type]
+    criterion = AtMost(round(allowed, 2), "replays/min")
+    replays = _delta(first.pcie_replay, last.pcie_replay)
+    if isinstance(replays, Unavailable):
+        return _unreadable(judge, subject, "PCIe replay counter", replays, criterion)
+    rollovers = _delta(first.pcie_replay_rollover, last.pcie_replay_rollover)
+    minutes = max(_seconds(first, last), 1.0) / 60
+    note = f"{replays} replays in {minutes * 60:.0f} s on Gen{generation} x{width}"
+    if isinstance(rollovers, int) and rollovers > 0:
+        return judge.failed(
+            subject,
+            f"the PCIe replay counter rolled over {rollovers} time(s) ({note}), expected {criterion}",
+            rollovers,
+            criterion,
+            scope=_span(first, last),
+        )
+    return judge(subject, "PCIe replay rate", round(replays / minutes, 2), criterion, note=note, scope=_span(first, last))
+
+
+def nvlink_errors_during_run(profile: Profile, facts: Facts, gpu_link: tuple[int, int]) -> Verdict:
+    """One NVLink: replay or recovery errors during the run fail (DCGM: delta >= 1); CRC errors
+    are judged as a rate (DCGM: 100 a second)."""
+    gpu, link = gpu_link
+    judge = Judge("nvlink_errors_during_run", profile.name)
+    subject = f"{gpu_key(gpu)}-link{link}"
+    pair = _first_and_last(judge, facts, gpu)
+    if isinstance(pair, Verdict):
+        return judge.not_applicable(subject, pair.message.split(": ", 1)[-1])
+    first, last = pair
+    before = next((c for c in first.nvlink_errors if c.link == link), None)
+    after = next((c for c in last.nvlink_errors if c.link == link), None)
+    if before is None or after is None:
+        return judge.not_applicable(
+            subject, "no error counters read for this link (not active when read): test_nvlink_links judges the link"
+        )
+    seconds = max(_seconds(first, last), 1.0)
+    crc = [_delta(before.crc_flit, after.crc_flit), _delta(before.crc_data, after.crc_data)]
+    crc_known = [value for value in crc if isinstance(value, int)]
+    checks: list[tuple[str, Any, Criterion]] = [
+        ("new NVLink replay errors", _delta(before.replay, after.replay), AtMost(0, "errors")),
+        ("new NVLink recovery errors", _delta(before.recovery, after.recovery), AtMost(0, "errors")),
+    ]
+    if crc_known:
+        rate = round(sum(crc_known) / seconds, 3)
+        checks.append(("NVLink CRC error rate", rate, AtMost(profile.spec.health.nvlink_crc_max_per_s, "errors/s")))
+    elif isinstance(crc[0], Unavailable):
+        checks.append(("NVLink CRC errors", crc[0], AtMost(profile.spec.health.nvlink_crc_max_per_s, "errors/s")))
+    return _all_of(judge, subject, checks, scope=_span(first, last))
+
+
+def clock_slowdown_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Time the clocks were held down by the hardware (HW thermal slowdown, HW power brake) as a
+    share of the run; software power capping and idle are how a GPU normally runs, and are only reported."""
+    judge = Judge("clock_slowdown_during_run", profile.name)
+    criterion = AtMost(profile.spec.health.hw_slowdown_max_percent, "%")
+    pair = _first_and_last(judge, facts, gpu)
+    if isinstance(pair, Verdict):
+        return pair
+    first, last = pair
+    subject = gpu_key(gpu)
+    deltas = {
+        name: _delta(getattr(first.clock_event_ns, name), getattr(last.clock_event_ns, name))
+        for name in ("hw_thermal", "hw_power_brake", "sw_thermal", "sw_power_cap")
+    }
+    for name in ("hw_thermal", "hw_power_brake"):
+        value = deltas[name]
+        if isinstance(value, Unavailable):
+            return _unreadable(judge, subject, f"{name.replace('_', ' ')} time", value, criterion)
+    span_ns = max(_seconds(first, last), 1.0) * 1e9
+    held_ns = sum(value for name, value in deltas.items() if name.startswith("hw_") and isinstance(value, int))
+    share = round(100 * held_ns / span_ns, 3)
+    shown = ", ".join(
+        f"{name.replace('_', ' ')} {v / 1e9:.2f} s" if isinstance(v, int) else f"{name.replace('_', ' ')} {v}" for name, v in deltas.items()
+    )
+    return judge(subject, "HW slowdown time (thermal + power brake)", share, criterion, note=shown, scope=_span(first, last))
+
+
+def _temperature(
+    profile: Profile,
+    facts: Facts,
+    gpu: int,
+    check: str,
+    what: str,
+    reading: Callable[[HealthSnapshot], Any],
+    limit: Callable[[HealthSnapshot], Any],
+    limit_name: str,
+) -> Verdict:
+    judge = Judge(check, profile.name)
+    subject = gpu_key(gpu)
+    pair = _first_and_last(judge, facts, gpu)
+    if isinstance(pair, Verdict):
+        return pair
+    taken = _snapshots(facts, gpu)
+    threshold = limit(taken[0])
+    placeholder = Described(f"below NVML's {limit_name}")
+    if isinstance(threshold, Unavailable):
+        return _unreadable(judge, subject, f"NVML's {limit_name}", threshold, placeholder)
+    values = [(reading(s), s.label) for s in taken]
+    unknown = next((v for v, _ in values if isinstance(v, Unavailable)), None)
+    if unknown is not None:
+        return _unreadable(judge, subject, what, unknown, placeholder)
+    hottest, label = max(values, key=lambda pair: pair[0])
+    criterion = AtMost(threshold - 1, "°C")
+    return judge(subject, f"hottest {what} ({label})", hottest, criterion, note=f"NVML {limit_name} {threshold} °C")
+
+
+def gpu_temperature(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    return _temperature(
+        profile, facts, gpu, "gpu_temperature", "GPU temperature", lambda s: s.temperature_C, lambda s: s.slowdown_C, "slowdown threshold"
+    )
+
+
+def memory_temperature(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    return _temperature(
+        profile,
+        facts,
+        gpu,
+        "memory_temperature",
+        "HBM temperature",
+        lambda s: s.memory_temperature_C,
+        lambda s: s.memory_max_C,
+        "memory max temperature",
+    )
+
+
+def _delta(before: int | Unavailable, after: int | Unavailable) -> int | Unavailable:
+    if isinstance(before, Unavailable):
+        return before
+    if isinstance(after, Unavailable):
+        return after
+    return after - before
+
+
+def gpu_links(profile: Profile) -> list[tuple[int, int]]:
+    """(gpu, link) of every NVLink the profile expects up: the subjects of the per-link tests."""
+    found: list[tuple[int, int]] = []
+    for gpu in range(profile.gpu_count):
+        expected = profile.expected_active_links(gpu) or 0
+        down = profile.inactive_links_by_design(gpu)
+        found.extend((gpu, link) for link in range(expected + len(down)) if link not in down)
+    return found
+
+
+def link_id(gpu_link: tuple[int, int]) -> str:
+    return f"{gpu_key(gpu_link[0])}-link{gpu_link[1]}"
+
+
+# the checks of each family, for the suite and for tests: state needs the start snapshot only
+STATE_CHECKS = (
+    row_remapping,
+    retired_pages,
+    ecc_corrected,
+    sram_ecc,
+    recovery_action,
+    persistence_mode,
+    inforom,
+    other_processes,
+    vbios_consistent,
+    mig_mode,
+    xid_since_boot,
+)
+RUN_CHECKS = (
+    xid_during_run,
+    recovery_action_after_run,
+    ecc_errors_during_run,
+    ecc_corrected_during_run,
+    remapping_during_run,
+    pcie_replay_rate,
+    clock_slowdown_during_run,
+    gpu_temperature,
+    memory_temperature,
+)

@@ -1,0 +1,128 @@
+"""Health readings around the measurement stages of a session: a snapshot of every GPU after each
+stage (a bounded child process, as the probe is), XID events heard while the suite runs, and the
+facts with all of them, as any pytest process of the session (xdist workers too) sees them.
+
+Everything is kept as files in the session's folder, beside the stages' measurements:
+`health-<n>.json` per reading, `xid-events.jsonl` one event a line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from gpuaccept.errors import GpuAcceptError
+from gpuaccept.facts import Facts
+from gpuaccept.facts.model import HealthFacts, XidEvent
+from gpuaccept.files import write_atomically
+from gpuaccept.probe.health import Target, XidListener
+from gpuaccept.probe.nvml import LiveNvml, Nvml, ReplayNvml
+from gpuaccept.process import run_bounded
+
+NVML_REPLAY = "GPUACCEPT_NVML_REPLAY"  # as the probe reads it
+
+SNAPSHOT_TIMEOUT_S = 60.0
+EVENTS_FILE = "xid-events.jsonl"
+LISTENER_FILE = "xid-listener.txt"
+
+
+def targets(facts: Facts) -> list[Target]:
+    return [Target.of(gpu) for gpu in facts.gpus]
+
+
+class SnapshotAfterStage:
+    """A MeasurementStore hook: after a stage ran, read every GPU's health, labelled "after STAGE"."""
+
+    def __init__(self, folder: Path, say=lambda text: None):
+        self.folder = Path(folder)
+        self.say = say
+
+    def __call__(self, stage: str, facts: Facts) -> None:
+        if not facts.health.snapshots:
+            return  # facts probed without health readings: nothing to compare a later one with
+        label = f"after {stage}"
+        spec = [[t.gpu, t.nvml_index, list(t.active_links), t.pci_bus_id] for t in targets(facts)]
+        command = [sys.executable, "-m", "gpuaccept.probe.snapshot", "--label", label, "--targets", json.dumps(spec)]
+        finished = run_bounded(command, SNAPSHOT_TIMEOUT_S, env=dict(os.environ))
+        if finished.timed_out or finished.returncode != 0:
+            why = "timed out" if finished.timed_out else (finished.stderr.strip().splitlines() or ["no message"])[-1]
+            self.say(f"gpu-accept: health snapshot {label} not taken: {why}")
+            return
+        reading = HealthFacts.model_validate_json(finished.stdout)
+        number = len(list(self.folder.glob("health-*.json")))
+        write_atomically(self.folder / f"health-{number:03d}.json", reading.model_dump_json())
+
+
+def with_health(facts: Facts, folder: Path) -> Facts:
+    """`facts` with the readings taken after stages and the events heard so far: snapshots in the
+    order taken, kernel log Xid lines not in the first reading marked as seen during the run."""
+    folder = Path(folder)
+    health = facts.health
+    snapshots = list(health.snapshots)
+    events = list(health.events)
+    known = {(e.source, e.gpu, e.xid, e.time) for e in events}
+    kernel_log = health.kernel_log
+    for path in sorted(folder.glob("health-*.json")):
+        reading = HealthFacts.model_validate_json(path.read_text(encoding="utf-8"))
+        snapshots.extend(reading.snapshots)
+        kernel_log = reading.kernel_log or kernel_log
+        for event in reading.events:
+            key = (event.source, event.gpu, event.xid, event.time)
+            if key not in known:
+                known.add(key)
+                events.append(event.model_copy(update={"during_run": True}))
+    heard = folder / EVENTS_FILE
+    if heard.exists():
+        for line in heard.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                events.append(XidEvent.model_validate_json(line))
+    listener_note = folder / LISTENER_FILE
+    listener = listener_note.read_text(encoding="utf-8") if listener_note.exists() else health.listener
+    merged = HealthFacts(snapshots=snapshots, events=events, listener=listener, kernel_log=kernel_log)
+    return facts.model_copy(update={"health": merged})
+
+
+def keep_event(folder: Path, event: XidEvent) -> None:
+    """One event heard by the listener, appended where every pytest process of the session reads it."""
+    with open(Path(folder) / EVENTS_FILE, "a", encoding="utf-8") as file:
+        file.write(event.model_dump_json() + "\n")
+
+
+def keep_listener_note(folder: Path, note: str) -> None:
+    write_atomically(Path(folder) / LISTENER_FILE, note)
+
+
+class SessionListener:
+    """The XID listener of a session: registered before the first stage, its events kept as files
+    in the session's folder as they arrive. NVML is asked through the door the probe uses
+    (GPUACCEPT_NVML_REPLAY answers from a recording, events included)."""
+
+    def __init__(self, facts: Facts, folder: Path):
+        self.folder = Path(folder)
+        self.facts = facts
+        self.listener: XidListener | None = None
+        self.nvml: Nvml | None = None
+
+    def start(self) -> str:
+        if not self.facts.health.snapshots:
+            return ""  # facts without health readings: a run of an older probe, or text
+        try:
+            replay = os.environ.get(NVML_REPLAY)
+            self.nvml = ReplayNvml.from_file(Path(replay)) if replay else LiveNvml()
+        except GpuAcceptError as error:
+            note = f"no NVML event listener: {error}"
+            keep_listener_note(self.folder, note)
+            return note
+        self.listener = XidListener(self.nvml, targets(self.facts), on_event=lambda event: keep_event(self.folder, event))
+        note = self.listener.start()
+        keep_listener_note(self.folder, note)
+        return note
+
+    def stop(self) -> None:
+        if self.listener is not None:
+            self.listener.stop()
+            keep_listener_note(self.folder, self.listener.note)
+        if self.nvml is not None:
+            self.nvml.close()

@@ -1,0 +1,326 @@
+"""Health checks on NVML recordings of a healthy 2xH200 with faults injected through the NVML door:
+each fault fails exactly the test of the GPU (or link) concerned, with the counter and the limit in
+its message; the other GPU's same test passes; what NVML does not give skips with the reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuaccept.checks import health
+from gpuaccept.checks.verdict import Outcome, Verdict
+from gpuaccept.facts import load_facts, save_facts
+from gpuaccept.facts.model import HealthFacts, KernelLog
+from gpuaccept.probe.health import (
+    EVENT_MASK,
+    EVENT_RECOVERY_ACTION,
+    EVENT_XID_CRITICAL,
+    NVLINK_REPLAY,
+    UNCORRECTED,
+    VOLATILE,
+    Field,
+    Target,
+    parse_kernel_xids,
+    read_kernel_log,
+)
+from gpuaccept.probe.nvml import NvmlCallError, RecordingNvml, ReplayNvml
+from gpuaccept.profile import ProfileCatalog
+from gpuaccept.resources import shipped_dir
+from tests.health_data import healthy_h200x2, save_recording, with_health
+from tests.helpers import example_facts, write
+
+PROFILE = ProfileCatalog.with_shipped().load("h200-2-nvswitch")
+
+
+def judged(check, facts, subject) -> Verdict:
+    return check(PROFILE, facts, subject)
+
+
+def fails_only(check, facts, bad, good) -> Verdict:
+    """The verdict on `bad`, which failed, after making sure `good`'s passed."""
+    assert judged(check, facts, good).outcome is Outcome.PASSED, judged(check, facts, good).message
+    verdict = judged(check, facts, bad)
+    assert verdict.outcome is Outcome.FAILED, verdict.message
+    return verdict
+
+
+def xid(replay: ReplayNvml, gpu: int, number: int) -> None:
+    replay.answer("event_wait", value={"nvml_index": gpu, "type": EVENT_XID_CRITICAL, "data": number})
+
+
+def test_the_healthy_recording_passes_every_check_it_can_read():
+    facts = with_health(healthy_h200x2(), healthy_h200x2())
+    for check in health.STATE_CHECKS + health.RUN_CHECKS:
+        for gpu in (0, 1):
+            assert judged(check, facts, gpu).outcome in (Outcome.PASSED, Outcome.NOT_APPLICABLE), check.__name__
+    for gpu_link in health.gpu_links(PROFILE):
+        assert judged(health.nvlink_errors_during_run, facts, gpu_link).outcome is Outcome.PASSED
+    assert judged(health.row_remapping, facts, 0).outcome is Outcome.PASSED
+    assert judged(health.xid_during_run, facts, 0).outcome is Outcome.PASSED
+
+
+def test_a_new_uncorrected_ecc_error_fails_its_gpu():
+    after = healthy_h200x2()
+    after.answer("total_ecc_errors", 1, UNCORRECTED, VOLATILE, value=2)
+    verdict = fails_only(health.ecc_errors_during_run, with_health(healthy_h200x2(), after), 1, 0)
+    assert "gpu1: new uncorrected ECC errors 2 errors > 0 errors" in verdict.message
+
+
+@pytest.mark.parametrize(("rows", "words"), [([0, 0, 1, 0], "row remap pending at start"), ([0, 0, 0, 1], "row remap failure at start")])
+def test_a_pending_or_failed_row_remap_fails_its_gpu(rows, words):
+    start = healthy_h200x2()
+    start.answer("remapped_rows", 0, value=rows)
+    verdict = fails_only(health.row_remapping, with_health(start), 0, 1)
+    assert words in verdict.message and "uncorrectable remaps <= 511" in verdict.message
+
+
+def test_512_uncorrectable_remaps_fail_511_pass():
+    start = healthy_h200x2()
+    start.answer("remapped_rows", 1, value=[3, 512, 0, 0])
+    start.answer("remapped_rows", 0, value=[3, 511, 0, 0])
+    verdict = fails_only(health.row_remapping, with_health(start), 1, 0)
+    assert "uncorrectable row remaps 512 rows > 511 rows" in verdict.message
+
+
+@pytest.mark.parametrize("number", [79, 48])
+def test_a_critical_xid_during_the_run_fails_its_gpu(number):
+    after = healthy_h200x2()
+    xid(after, 1, number)
+    xid(after, 0, 13)  # not critical: reported, passes
+    facts = with_health(healthy_h200x2(), after)
+    verdict = fails_only(health.xid_during_run, facts, 1, 0)
+    assert f"XID {number} (nvml event" in verdict.message and "1 critical events > 0 critical events" in verdict.message
+    assert "others reported: XID 13" in judged(health.xid_during_run, facts, 0).message
+
+
+def test_an_nvlink_replay_on_one_link_fails_that_link_only():
+    after = healthy_h200x2()
+    after.answer("nvlink_error_counter", 0, 5, NVLINK_REPLAY, value=3)
+    facts = with_health(healthy_h200x2(), after)
+    verdict = fails_only(health.nvlink_errors_during_run, facts, (0, 5), (1, 5))
+    assert verdict.message.startswith("gpu0-link5: new NVLink replay errors 3 errors > 0 errors")
+    failed = [link for link in health.gpu_links(PROFILE) if judged(health.nvlink_errors_during_run, facts, link).outcome is Outcome.FAILED]
+    assert failed == [(0, 5)]
+
+
+def test_a_pcie_replay_burst_fails_its_gpu():
+    after = healthy_h200x2()
+    after.answer("pcie_replay_counter", 1, value=5000)
+    verdict = fails_only(health.pcie_replay_rate, with_health(healthy_h200x2(), after, seconds=60), 1, 0)
+    # DCGM's rate for Gen5 x16: 16 lanes x 32 GT/s x 1e-12 x 60 = 30.72 a minute
+    assert "PCIe replay rate 5000.0 replays/min > 30.72 replays/min (5000 replays in 60 s on Gen5 x16)" in verdict.message
+
+
+def test_hardware_slowdown_time_fails_its_gpu():
+    after = healthy_h200x2()
+    after.answer("field_value", 0, Field.HW_THERMAL_NS, 0, value=3 * 10**9)  # 3 s of a 60 s run: 5%
+    verdict = fails_only(health.clock_slowdown_during_run, with_health(healthy_h200x2(), after, seconds=60), 0, 1)
+    assert "HW slowdown time (thermal + power brake) 5 % > 1 %" in verdict.message and "hw thermal 3.00 s" in verdict.message
+
+
+def test_software_power_capping_is_normal():
+    after = healthy_h200x2()
+    after.answer("field_value", 0, Field.SW_POWER_CAP_NS, 0, value=30 * 10**9)
+    assert judged(health.clock_slowdown_during_run, with_health(healthy_h200x2(), after), 0).outcome is Outcome.PASSED
+
+
+def test_recovery_action_reset_fails_its_gpu():
+    start = healthy_h200x2()
+    start.answer("field_value", 1, Field.RECOVERY_ACTION, 0, value=1)
+    verdict = fails_only(health.recovery_action, with_health(start), 1, 0)
+    assert "recovery action (field 230) at start GPU reset, expected none (code 1)" in verdict.message
+    after = healthy_h200x2()
+    after.answer("field_value", 0, Field.RECOVERY_ACTION, 0, value=2)
+    assert "node reboot" in fails_only(health.recovery_action_after_run, with_health(healthy_h200x2(), after), 0, 1).message
+
+
+def test_another_compute_process_fails_its_gpu():
+    start = healthy_h200x2()
+    start.answer("compute_processes", 1, value=[{"pid": 4242, "used_memory": 2**30}])
+    verdict = fails_only(health.other_processes, with_health(start), 1, 0)
+    assert "other compute processes at start 1 processes > 0 processes (pid 4242" in verdict.message
+
+
+def test_what_nvml_does_not_support_is_skipped_with_the_reason():
+    facts = with_health(healthy_h200x2(), healthy_h200x2())
+    # Hopper retires no pages (it remaps rows): the lent H200s answer Not Supported
+    verdict = judged(health.retired_pages, facts, 0)
+    assert verdict.outcome is Outcome.NOT_APPLICABLE and "not supported" in verdict.message
+    start = healthy_h200x2()
+    start.answer("field_value", 0, Field.RECOVERY_ACTION, 0, error="NOT_SUPPORTED")
+    verdict = judged(health.recovery_action, with_health(start), 0)
+    assert verdict.outcome is Outcome.NOT_APPLICABLE and "recovery action (field 230): not supported" in verdict.message
+    # never read as 0: the reading keeps NVML's word
+    assert with_health(start).health.snapshots[0].recovery_action.unavailable == "not_supported"
+
+
+def test_a_reading_nvml_refused_is_an_error_not_a_pass():
+    start = healthy_h200x2()
+    start.answer("remapped_rows", 0, error="NO_PERMISSION")
+    assert judged(health.row_remapping, with_health(start), 0).outcome is Outcome.ERROR
+
+
+def test_with_only_the_start_snapshot_no_delta_is_judged():
+    facts = with_health(healthy_h200x2())
+    for check in health.RUN_CHECKS:
+        verdict = judged(check, facts, 0)
+        assert verdict.outcome is Outcome.NOT_APPLICABLE, check.__name__
+        assert "no load ran: delta not judged" in verdict.message or "sets no limit" in verdict.message
+
+
+def test_facts_without_health_readings_skip_every_health_check():
+    facts = example_facts("h200x2-measured")
+    for check in health.STATE_CHECKS + health.RUN_CHECKS:
+        if check is health.vbios_consistent:
+            continue  # read from the inventory facts
+        verdict = judged(check, facts, 0)
+        assert verdict.outcome is Outcome.NOT_APPLICABLE, check.__name__
+
+
+def test_a_vbios_apart_from_its_siblings_fails():
+    start = healthy_h200x2()
+    start.answer("vbios", 1, value="96.00.A5.00.FF")
+    facts = with_health(start)
+    verdicts = [judged(health.vbios_consistent, facts, gpu) for gpu in (0, 1)]
+    # two GPUs disagreeing: the one apart from the most common (the first of equals) fails
+    assert [v.outcome for v in verdicts] == [Outcome.PASSED, Outcome.FAILED]
+    assert "VBIOS 96.00.A5.00.FF, expected 96.00.A5.00.1A (1 of 2 NVIDIA H200 GPUs run 96.00.A5.00.1A)" in verdicts[1].message
+
+
+def test_health_facts_round_trip_and_older_facts_read_unchanged(tmp_path):
+    facts = with_health(healthy_h200x2(), healthy_h200x2())
+    save_facts(facts, tmp_path / "facts.json")
+    assert load_facts(tmp_path / "facts.json") == facts
+    older = Path("examples/facts/h200x2-measured.json")
+    assert "health" not in json.loads(example_facts("h200x2-measured").model_dump_json())
+    assert json.loads(example_facts("h200x2-measured").model_dump_json()) == json.loads(older.read_text())
+
+
+KERNEL_LOG = """\
+[   12.345678] nvidia: module loaded
+[ 4242.000001] NVRM: Xid (PCI:0000:00:07): 79, pid=1234, name=python, GPU has fallen off the bus.
+[ 4243.5] NVRM: Xid (PCI:0000:00:06): 13, Graphics SM Warp Exception
+[ 4244.5] NVRM: Xid (PCI:0000:9a:00): 48, a GPU not under test
+"""
+
+
+def test_kernel_log_xids_are_mapped_to_gpus_by_bus_id():
+    facts = with_health(healthy_h200x2())
+    events = parse_kernel_xids(KERNEL_LOG, {"00000000:00:06": 0, "00000000:00:07": 1})
+    assert [(e.gpu, e.xid, e.time) for e in events] == [(1, 79, "boot+4242.000001s"), (0, 13, "boot+4243.5s")]
+    found = [(t.gpu, t.pci_bus_id) for t in (Target.of(g) for g in facts.gpus)]
+    assert found == [(0, "00000000:00:06.0"), (1, "00000000:00:07.0")]
+    # read through the reader, as a file where dmesg is refused
+    log = Path("/nonexistent-kern.log")
+
+    def refused(command):
+        raise PermissionError("dmesg: read kernel buffer failed: Operation not permitted")
+
+    reading, none = read_kernel_log([Target.of(g) for g in facts.gpus], run=refused, files=(log,))
+    assert not reading.readable and none == []
+    assert "Operation not permitted" in reading.note and str(log) in reading.note
+
+
+def test_a_critical_xid_since_boot_fails_its_gpu_or_is_reported():
+    facts = with_health(healthy_h200x2())
+    events = parse_kernel_xids(KERNEL_LOG, {"00000000:00:06": 0, "00000000:00:07": 1})
+    facts = facts.model_copy(update={"health": facts.health.model_copy(update={"events": events})})
+    verdict = fails_only(health.xid_since_boot, facts, 1, 0)
+    assert "1 critical XIDs > 0 critical XIDs" in verdict.message and "XID 79 (kernel log, boot+4242.000001s)" in verdict.message
+    unreadable = facts.model_copy(
+        update={"health": HealthFacts(snapshots=facts.health.snapshots, kernel_log=KernelLog(readable=False, note="dmesg: not permitted"))}
+    )
+    skipped = judged(health.xid_since_boot, unreadable, 1)
+    assert skipped.outcome is Outcome.NOT_APPLICABLE and "dmesg: not permitted" in skipped.message
+
+
+def test_event_waits_are_recorded_in_order_and_replayed_in_order(tmp_path):
+    source = healthy_h200x2()
+    xid(source, 0, 79)
+    xid(source, 1, 48)
+    recorder = RecordingNvml(source)
+    answers = [recorder.query("event_wait", 500), recorder.query("event_wait", 500)]
+    with pytest.raises(NvmlCallError) as quiet:
+        recorder.query("event_wait", 500)  # nothing left: a quiet GPU
+    assert quiet.value.code == "TIMEOUT"
+    recorder.save(tmp_path / "nvml.json")
+    saved = json.loads((tmp_path / "nvml.json").read_text())["answers"]
+    assert [a["value"]["data"] for a in saved if a["query"] == "event_wait"] == [79, 48]  # the quiet wait is not kept
+    replay = ReplayNvml.from_file(tmp_path / "nvml.json")
+    assert [replay.query("event_wait", 500), replay.query("event_wait", 500)] == answers
+
+
+def gpu_accept(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gpuaccept", *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.mark.slow
+def test_replayed_facts_with_one_fault_exit_1_naming_the_gpu(tmp_path):
+    after = healthy_h200x2()
+    xid(after, 1, 79)
+    save_facts(with_health(healthy_h200x2(), after), tmp_path / "faulty.json")
+    save_facts(with_health(healthy_h200x2(), healthy_h200x2()), tmp_path / "healthy.json")
+    common = ("run", "--profile", "h200-2-nvswitch", "-k", "test_health")
+    healthy = gpu_accept(*common, "--facts", str(tmp_path / "healthy.json"), "--reports", str(tmp_path / "healthy"))
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    done = gpu_accept(*common, "--facts", str(tmp_path / "faulty.json"), "--reports", str(tmp_path / "faulty"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "gpu1: critical XID / ECC events during the run 1 critical events > 0 critical events (XID 79" in done.stdout
+    results = json.loads((tmp_path / "faulty" / "results.json").read_text())
+    failed = [t["id"] for t in results["tests"] if t["outcome"] == "failed"]
+    assert failed == ["test_xid_during_run[gpu1]"]
+
+
+CPU_2GPU_PROFILE = """
+    schema: 1
+    extends: bases/hgx-h200
+    description: the 2xH200 recording, with a floor a CPU can meet
+    gpus: {count: 2}
+    nccl:
+      dtype: float32
+      warmup: 1
+      iterations: 2
+      timeout_s: 30
+      busbw:
+        all_reduce: {64KiB: 0.0001}
+"""
+
+
+@pytest.mark.slow
+def test_a_live_run_hears_an_xid_and_snapshots_after_each_stage(tmp_path):
+    pytest.importorskip("torch")
+    after = healthy_h200x2()
+    xid(after, 1, 48)  # heard by the listener of the run, through the NVML door
+    recording = save_recording(after, tmp_path / "nvml.json")
+    profile = write(tmp_path / "cpu2.yaml", CPU_2GPU_PROFILE)
+    env = {**os.environ, "GPUACCEPT_NVML_REPLAY": str(recording), "GPUACCEPT_KERNEL_LOG": str(write(tmp_path / "kern.log", "quiet\n"))}
+    done = gpu_accept(
+        "run", "--profile", str(profile), "--profile-dir", str(shipped_dir("profiles")), "--reports", str(tmp_path / "reports"),
+        "-k", "test_health or test_busbw", env=env,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    results = json.loads((tmp_path / "reports" / "results.json").read_text())
+    failed = [t["id"] for t in results["tests"] if t["outcome"] == "failed"]
+    assert failed == ["test_xid_during_run[gpu1]"], done.stdout
+    health = results["facts"]["health"]
+    labels = [(s["gpu"], s["label"]) for s in health["snapshots"]]
+    assert labels[:2] == [(0, "start"), (1, "start")] and (1, "after nccl") in labels
+    assert [(e["gpu"], e["xid"], e["source"]) for e in health["events"]] == [(1, 48, "nvml_event")]
+    assert health["kernel_log"]["note"].startswith(str(tmp_path / "kern.log"))
+    passed = {t["id"] for t in results["tests"] if t["outcome"] == "passed"}
+    assert {"test_pcie_replay_rate[gpu0]", "test_ecc_errors_during_run[gpu1]", "test_row_remapping[gpu1]"} <= passed
+
+
+def test_a_gpu_without_recovery_action_events_still_listens_for_xids():
+    after = healthy_h200x2()
+    after.answer("event_register", 0, EVENT_MASK, error="NOT_SUPPORTED")
+    after.answer("event_register", 0, EVENT_MASK & ~EVENT_RECOVERY_ACTION, value=True)
+    xid(after, 0, 79)
+    facts = with_health(healthy_h200x2(), after)
+    assert "gpu0 (XID and ECC events only: recovery-action events not supported), gpu1 from" in facts.health.listener
+    assert "XID 79" in fails_only(health.xid_during_run, facts, 0, 1).message
