@@ -275,13 +275,13 @@ def _record(args, extra: list[str]) -> int:
 
 def _measure(facts, args):
     """Every stage the profile asks for, run exactly as a pytest session runs them."""
-    from gpuaccept.session.store import STAGE_FILES, MeasurementStore
+    from gpuaccept.session.store import STAGES, MeasurementStore
 
     catalog = _catalog(args)
     profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
         store = MeasurementStore(Path(folder), live=True, say=lambda text: print(text, file=sys.stderr), confirm=args.confirm)
-        for stage in STAGE_FILES:
+        for stage in STAGES:
             facts = store.with_stage(stage, facts, profile)
     return facts
 
