@@ -283,3 +283,15 @@ def test_the_store_measures_fabric_stages_alone_and_each_gpu_under_its_own_lock(
     store.with_stage("copies", PROBED, profile)
     store.with_compute(PROBED, profile, [1])
     assert locks.seen == [("copies", "machine, alone"), ("compute", "machine, shared; gpu1, alone")]
+
+
+def test_the_store_loads_nothing_for_a_gpu_not_under_test_or_a_profile_without_loads(tmp_path, monkeypatch, profile):
+    store = MeasurementStore(tmp_path, live=True)
+    loads = FakeLoads()
+    monkeypatch.setattr(store, "_measure", loads)
+    facts = store.with_compute(PROBED, profile, [5])  # a 4-GPU machine: no gpu5 to load
+    assert loads.asked == []
+    verdict = compute.gemm_correct(profile, facts, 5)
+    assert verdict.outcome is Outcome.FAILED and verdict.message == "gpu5: gpu5 not loaded: 4 GPU(s) under test (profile loads)"
+    bare = profile.__class__(profile.name, profile.path, profile.spec.model_copy(update={"compute": None}))
+    assert store.with_compute(PROBED, bare, [0]) is PROBED and loads.asked == []

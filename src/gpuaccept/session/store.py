@@ -20,6 +20,7 @@ from gpuaccept.facts import Facts
 from gpuaccept.facts.model import (
     STAGE_SWEEPS,
     CollectiveSweep,
+    ComputeSweep,
     ConfirmationRound,
     CudaFacts,
     Measurements,
@@ -29,7 +30,7 @@ from gpuaccept.facts.model import (
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.collective_step import ATTEMPT
 from gpuaccept.profile import Profile
-from gpuaccept.session.compute import run_compute_stage
+from gpuaccept.session.compute import compute_steps, run_compute_stage
 from gpuaccept.session.locks import GpuLocks
 from gpuaccept.session.stages import failures_of, nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
 from gpuaccept.vocabulary.steps import CollectiveKey, LoadKey, PairKey, StepKey
@@ -91,7 +92,7 @@ class MeasurementStore:
     def with_compute(self, facts: Facts, profile: Profile, gpus: list[int]) -> Facts:
         """`facts` with the per-GPU loads of `gpus`, each GPU measured alone on first ask (and this
         worker's own GPU first, see `own_gpu`)."""
-        if not self.live:
+        if not self.live or profile.spec.compute is None:
             return facts
         order = sorted(set(gpus))
         if self.own_gpu is not None and facts.gpu_count:
@@ -102,7 +103,10 @@ class MeasurementStore:
             if path.exists():
                 continue
             with self.locks.gpu(gpu):
-                if not path.exists():
+                if not path.exists() and gpu >= facts.gpu_count:
+                    # a GPU the profile expects but the machine lacks is not loaded: its tests fail saying so
+                    write_atomically(path, _compute_not_run(profile, gpu, facts.gpu_count).model_dump_json())
+                elif not path.exists():
                     measured = self._measure("compute", facts, profile, gpus=[gpu])
                     measured = self._confirmed("compute", facts, profile, measured, gpus=[gpu])
                     write_atomically(path, measured.model_dump_json())
@@ -193,6 +197,13 @@ class MeasurementStore:
                 if worth_measuring_again(check(profile, facts, subject), within):
                     keys.update(check.step_keys(profile, subject))
         return sorted(keys)
+
+
+def _compute_not_run(profile: Profile, gpu: int, under_test: int) -> Measurements:
+    steps = compute_steps(profile.spec, gpu)
+    message = f"gpu{gpu} not loaded: {under_test} GPU(s) under test"
+    failure = StepFailure(step=f"loads on gpu{gpu}", reason="not_run", message=message, keys=[key for step in steps for key in step.keys])
+    return Measurements(compute=ComputeSweep(backend="", torch_version="", gpus=[gpu], wall_s=0.0, results=[], failures=[failure]))
 
 
 def _stage_wall(measured: Measurements) -> float:
