@@ -40,6 +40,11 @@
 #                run with tiny floors, then floors at 0.7x of what it measured and NCCL_MAX_NCHANNELS=1
 #                on node B only, then GPUACCEPT_INJECT_SLOW on node A only: each must name that node.
 #                Needs 2 GPUs or more (ranks cannot share a GPU); skipped with the reason on 1.
+#   loads        the per-GPU loads (suites/test_compute.py) with --profile auto: 5 healthy runs (their
+#                values per GPU, and floors from them: scripts/calibrate_compute.py), the GEMM/HBM
+#                reference bench (bench/gemm_reference.py), serial against -n <GPUs>
+#                (bench/pergpu_parallel.py), and a second GEMM load on the last GPU, which must fail
+#                that GPU's GEMM test(s) and no other GPU's; on 1, 2, 4 or 8 GPUs
 #
 # The wheels it installs come from scripts/fetch-wheels.sh (run here, before the device call).
 #
@@ -405,6 +410,42 @@ PY
     done
     cp "$work/health/report.html" "$OUT/report-health-$tag.html" 2>/dev/null
     tar -czf "$OUT/health-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d health*/results.json health*/facts.json 2>/dev/null)
+  loads)
+    gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
+    for i in 1 2 3 4 5; do
+      enough 45 "per-GPU load run $i" || break
+      say "per-GPU load run $i with --profile auto"
+      LINES_PER_RUN=30 run_suite "loads$i" -k test_compute
+    done
+    say "floors from the healthy runs"
+    python3 scripts/calibrate_compute.py "$work"/loads*/results.json 2>&1 | tee -a "$log" | tee "$OUT/calibrate-compute-$tag.txt"
+    if enough 120 "GEMM/HBM reference bench"; then
+      say "gpu-accept's GEMM and HBM beside plain torch loops, same GPU, same run"
+      python3 bench/gemm_reference.py --gpus "$gpus" --markdown "$OUT/gemm-reference-$tag.md" 2>&1 | tee -a "$log"
+    fi
+    if enough 150 "per-GPU tests serial against -n $gpus"; then
+      say "per-GPU tests: serial against -n $gpus"
+      python3 bench/pergpu_parallel.py --gpus "$gpus" --markdown "$OUT/pergpu-parallel-$tag.md" 2>&1 | tee -a "$log"
+    fi
+    if enough 60 "a second GEMM load on GPU$last"; then
+      say "a second GEMM load on GPU$last: its GEMM throughput (and, on 2+ GPUs, within-best) must fail, no other GPU's test"
+      python3 scripts/gemm_load.py --gpu "$last" > "$work/gemm-loads.out" 2>&1 &
+      hog=$!
+      sleep 5
+      LINES_PER_RUN=30 run_suite loadhog -k "test_gemm"
+      kill $hog; wait $hog 2>/dev/null
+      python3 - "$work/loadhog/results.json" "$last" <<'PY' 2>&1 | tee -a "$log"
+import sys
+from gpuaccept.facts.run_record import load_results
+record, last = load_results(sys.argv[1]), f"gpu{sys.argv[2]}"
+bad = sorted(t.id for t in record.tests if t.outcome not in ("passed", "skipped"))
+others = [name for name in bad if f"[{last}]" not in name]
+mine = [name for name in bad if f"[{last}]" in name]
+ok = f"test_gemm_throughput[{last}]" in mine and not others
+print(f"second GEMM load on {last}: {'as expected' if ok else 'NOT as expected'}: failed {bad or 'nothing'}")
+PY
+    fi
+    tar -czf "$OUT/loads-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d loads*/results.json loads*/facts.json loadhog/results.json 2>/dev/null)
     ;;
   *) say "unknown stage $stage" ;;
   esac

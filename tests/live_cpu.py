@@ -16,6 +16,7 @@ CPU_PROFILE = """
     extends: bases/hgx-h200
     description: the 4xH200 recording, with measurement floors a CPU can meet
     gpus: {count: 4}
+    compute: null  # the per-GPU loads have their own CPU profile (test_compute_live.py)
     nccl:
       dtype: float32
       warmup: 1

@@ -233,7 +233,7 @@ class FakeStore:
         if self.interrupt_at is not None and len(self.ran) == self.interrupt_at:
             raise KeyboardInterrupt("signal 15")
         self.ran.append((self.clock.now, stage))
-        self.clock.now += {"copies": 20.0, "nccl": 40.0}[stage]
+        self.clock.now += {"compute": 30.0, "copies": 20.0, "nccl": 40.0}[stage]
         return Measurements()
 
 
@@ -249,9 +249,14 @@ class FakeClock:
         self.now += seconds
 
 
-def _driver(tmp_path, duration_s, interrupt_at=None, profile_text="schema: 1\nextends: h200-4-nvswitch\nburnin: {fabric_interval: 2m}\n"):
+def _driver(
+    tmp_path, duration_s, interrupt_at=None, profile_text="schema: 1\nextends: h200-4-nvswitch\nburnin: {fabric_interval: 2m}\n",
+    per_gpu_loads=False,
+):
     path = write(tmp_path / "p.yaml", profile_text)
     profile = load_profile(path, ProfileCatalog.with_shipped().base_folders())
+    if not per_gpu_loads:  # the schedule of the copies and the fabric alone
+        profile = dataclasses.replace(profile, spec=profile.spec.model_copy(update={"compute": None}))
     clock = FakeClock(tmp_path)
     store = FakeStore(clock, interrupt_at)
     lines: list[str] = []
@@ -271,6 +276,13 @@ def test_rounds_repeat_the_loads_until_the_deadline_and_the_fabric_at_its_interv
     assert "gpu-accept: burn-in round 2: copies stage; 1m00s of 5m00s done, 4m00s left" in lines
     assert lines[-1] == "gpu-accept: burn-in done: 9 round(s) in 5m00s of 5m00s"
     assert json.loads((tmp_path / "burnin.json").read_text())["ended"] == "deadline"
+
+
+def test_the_per_gpu_loads_run_every_round_before_the_copies(tmp_path):
+    driver, store, _ = _driver(tmp_path, 300, per_gpu_loads=True)
+    burnin = driver.run()
+    assert burnin.rounds[0].stages == ["compute", "copies", "nccl"] and burnin.rounds[1].stages == ["compute", "copies"]
+    assert [stage for _, stage in store.ran].count("compute") == len(burnin.rounds)
 
 
 def test_a_signal_ends_the_rounds_and_keeps_what_ran(tmp_path):

@@ -142,10 +142,13 @@ def test_each_level_selects_its_suites(tmp_path, level, present, absent):
 
 
 def test_a_burn_in_with_nothing_to_load_is_refused_in_one_line(tmp_path):
-    command = [sys.executable, "-m", "gpuaccept", "burn-in", "--duration", "5s", "--profile", "h200-1", "--reports", str(tmp_path)]
+    # a one-GPU profile with no per-GPU loads, copies or NCCL: nothing for a burn-in to run
+    profile = write(tmp_path / "bare.yaml", "schema: 1\ngpus: {count: 1, model: NVIDIA H200}\n")
+    command = [sys.executable, "-m", "gpuaccept", "burn-in", "--duration", "5s", "--profile", str(profile), "--reports", str(tmp_path)]
     env = {**os.environ, "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x1.json")}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 2
+    assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip() == (
-        "ERROR: gpu-accept: --level burn-in: profile h200-1 asks for no stage a burn-in runs (copies, nccl): nothing would load the GPUs"
+        f"ERROR: gpu-accept: --level burn-in: profile {profile.stem} asks for no stage a burn-in runs (compute, copies, nccl): "
+        "nothing would load the GPUs"
     )

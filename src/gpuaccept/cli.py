@@ -348,7 +348,7 @@ def _cluster(args, extra: list[str]) -> int:
 def _measure(facts, args):
     """Every stage the profile asks for, run exactly as a pytest session runs them."""
     from gpuaccept.session.health import SessionListener, SnapshotAfterStage, with_health
-    from gpuaccept.session.store import STAGE_FILES, MeasurementStore
+    from gpuaccept.session.store import STAGES, MeasurementStore
 
     catalog = _catalog(args)
     profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)
@@ -359,7 +359,7 @@ def _measure(facts, args):
         listener = SessionListener(facts, Path(folder))
         listener.start()
         try:
-            for stage in STAGE_FILES:
+            for stage in STAGES:
                 facts = store.with_stage(stage, facts, profile)
         finally:
             listener.stop()

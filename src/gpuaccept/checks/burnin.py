@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuaccept.checks import fabric
+from gpuaccept.checks import compute, fabric
 from gpuaccept.checks.verdict import Better, Judge, Outcome, Verdict
 from gpuaccept.facts.model import Facts
 from gpuaccept.profile.model import Profile
@@ -39,6 +39,10 @@ def _copies(kind: CopyKind, subjects: Subjects) -> Subjects:
     return asked
 
 
+def _gpus_if_compute(profile: Profile) -> list[Any]:
+    return _gpus(profile) if profile.spec.compute is not None else []
+
+
 def _pairs_if_pairwise(profile: Profile) -> list[Any]:
     return list(profile.gpu_pairs()) if profile.spec.pairwise is not None else []
 
@@ -56,8 +60,15 @@ def _pair_id(pair: Any) -> str:
 
 
 # Per stage: the checks of the values it measures, their subjects and how a subject is named.
-# A stage added to the burn-in adds its line here ("compute": its per-GPU checks).
+# A stage added to the burn-in adds its line here.
 BURNIN_CHECKS: dict[str, list[tuple[Check, Subjects, Callable[[Any], str]]]] = {
+    "compute": [
+        (check, _gpus_if_compute, gpu_key)
+        for check in (
+            compute.gemm_throughput, compute.gemm_within_best, compute.gemm_correct,
+            compute.hbm_copy, compute.hbm_triad, compute.memtest,
+        )
+    ],
     "nccl": [(fabric.busbw, _busbw_cases, _case_id), (fabric.pair_busbw, _pairs_if_pairwise, _pair_id)],
     "copies": [
         (fabric.local_copy, _copies("local", _gpus), gpu_key),

@@ -7,14 +7,14 @@ a check can tell "not supported" from "zero" and say which it saw.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator, model_serializer
 
 from gpuaccept.facts.migration import FailureKey, WholeStep, earlier_failures
 from gpuaccept.vocabulary.copies import CopyKind
 from gpuaccept.vocabulary.sizes import parse_size
-from gpuaccept.vocabulary.steps import AnyStepKey, CollectiveKey, CopyKey, DdpKey, PairKey, Stage, StepKey, ddp_case
+from gpuaccept.vocabulary.steps import AnyStepKey, CollectiveKey, CopyKey, DdpKey, LoadKey, PairKey, Stage, StepKey, ddp_case
 
 FACTS_VERSION: Literal[1] = 1
 
@@ -367,10 +367,98 @@ class DdpSweep(Sweep):
         return failure_of(self.failures, key)
 
 
+class GemmResult(Record):
+    """Sustained matrix products on one GPU, and how their results compared with the reference."""
+
+    load: Literal["gemm"] = "gemm"
+    gpu: int
+    size: int  # n of the n x n x n product
+    dtype: str
+    repeats: int
+    verify_repeats: int
+    time_us: float  # one product, the mean over the timed repeats
+    tflops: float  # 2 n^3 per product
+    mismatches: int  # elements of later products that differ from the first, bit for bit
+    nonfinite: int  # NaN or Inf elements in the first product
+    reference_wrong: int  # elements of the checked block outside the tolerance of a float32 product
+    reference_elements: int
+    reference_max_error: float  # the largest error in the block, relative to |ref| + rms(ref)
+
+    @property
+    def key(self) -> LoadKey:
+        return LoadKey("gemm", self.gpu)
+
+
+class HbmResult(Record):
+    load: Literal["hbm_copy", "hbm_triad"]
+    gpu: int
+    size_bytes: int  # of each array
+    iterations: int
+    time_us: float
+    GBps: float  # bytes read and written per second: 2 arrays for the copy, 3 for the triad
+    wrong: int  # elements of the result that differ from what was copied or computed
+
+    @property
+    def key(self) -> LoadKey:
+        return LoadKey(self.load, self.gpu)
+
+
+class MemtestResult(Record):
+    load: Literal["memtest"] = "memtest"
+    gpu: int
+    bytes_tested: int
+    free_bytes: int  # free when the test began
+    total_bytes: int
+    chunk_bytes: int
+    passes_planned: int
+    passes_done: int  # passes finished before the time cap
+    mismatches: int  # words read back different from what was written, over every pass
+    capped: bool  # the time cap ended the test before its last pass
+    seconds: float
+
+    @property
+    def key(self) -> LoadKey:
+        return LoadKey("memtest", self.gpu)
+
+
+LoadResult = Annotated[GemmResult | HbmResult | MemtestResult, Field(discriminator="load")]
+
+
+class ComputeSweep(Sweep):
+    """The per-GPU loads: each GPU measured by a worker process of its own, every GPU at once (or the
+    GPUs one pytest-xdist worker was asked for, the sweeps of several workers put together)."""
+
+    backend: str  # "cuda", or "cpu" where the loads ran on the CPU device
+    torch_version: str
+    gpus: list[int]  # the GPUs these loads were measured on
+    wall_s: float
+    results: list[LoadResult]
+    failures: list[StepFailure] = Field(default_factory=list)
+
+    def result(self, key: LoadKey) -> GemmResult | HbmResult | MemtestResult | None:
+        return next((r for r in self.results if r.key == key), None)
+
+    def failure(self, key: LoadKey) -> StepFailure | None:
+        return failure_of(self.failures, key)
+
+    def joined(self, other: ComputeSweep) -> ComputeSweep:
+        """Both sweeps' GPUs in one: what several workers measured apart, or a GPU measured again."""
+        theirs = set(other.gpus)
+        return ComputeSweep(
+            backend=other.backend or self.backend,
+            torch_version=other.torch_version or self.torch_version,
+            gpus=sorted(set(self.gpus) | theirs),
+            wall_s=max(self.wall_s, other.wall_s),
+            results=[r for r in self.results if r.gpu not in theirs] + list(other.results),
+            failures=[f for f in self.failures if not any(getattr(k, "gpu", None) in theirs for k in f.keys)] + list(other.failures),
+        )
+
+
 STAGE_SWEEPS: dict[str, tuple[str, ...]] = {
     "nccl": ("collectives", "pairwise"),
     "copies": ("copies",),
     "ddp": ("ddp", "ddp_without_p2p"),
+    "compute": ("compute",),
 }
 
 
@@ -383,16 +471,19 @@ class ConfirmationRound(Record):
     wall_s: float
 
 
-class Measurements(Record):
+class Measurements(OmitsLaterDefaults):
     collectives: CollectiveSweep | None = None
     pairwise: PairSweep | None = None
     copies: CopySweep | None = None
     ddp: DdpSweep | None = None
     ddp_without_p2p: DdpSweep | None = None
+    compute: ComputeSweep | None = None  # the per-GPU loads
     # confirmation rounds, in the order they ran; each holds only the steps it measured again
     rounds: list[ConfirmationRound] = Field(default_factory=list)
     # keys of values that missed and were not measured again: the stage's time for it ran out
     unconfirmed: list[AnyStepKey] = Field(default_factory=list)
+
+    later_fields: ClassVar[dict[str, Any]] = {"compute": None}
 
     def attempt(self, index: int) -> Measurements:
         """The measurements as confirmation round `index` saw them: its results in place of the

@@ -18,11 +18,13 @@ from gpuaccept.vocabulary.steps import (
     CollectiveKey,
     CopyKey,
     DdpKey,
+    LoadKey,
     PairKey,
     StepKey,
     collective_label,
     copies_label,
     ddp_label,
+    load_label,
     pairwise_label,
 )
 
@@ -140,6 +142,65 @@ class DdpStep(Step):
         return ddp_label(self.world)
 
 
+class GemmStep(Step):
+    """Sustained matrix products on one GPU (the worker's own device), timed, then checked: every
+    repeat against the first result bit for bit, the first against a float32 product on a block."""
+
+    kind: Literal["gemm"] = "gemm"
+    gpu: int = Field(ge=0)  # the GPU the values are named by; the worker measures its own device
+    size: int = Field(ge=16)  # n of an n x n x n product
+    dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    warmup: int = 5
+    repeats: int = 50
+    verify_repeats: int = 3  # untimed products compared with the first, bit for bit
+
+    @property
+    def keys(self) -> list[StepKey]:
+        return [LoadKey("gemm", self.gpu)]
+
+    @property
+    def label(self) -> str:
+        return load_label("gemm", self.gpu)
+
+
+class HbmStep(Step):
+    """Memory bandwidth of one GPU: a device-to-device copy and a STREAM triad (a = b + s*c)."""
+
+    kind: Literal["hbm"] = "hbm"
+    gpu: int = Field(ge=0)
+    size_bytes: int = Field(gt=0)  # of each array
+    warmup: int = 3
+    iterations: int = 20
+
+    @property
+    def keys(self) -> list[StepKey]:
+        return [LoadKey("hbm_copy", self.gpu), LoadKey("hbm_triad", self.gpu)]
+
+    @property
+    def label(self) -> str:
+        return f"HBM bandwidth on gpu{self.gpu}"
+
+
+class MemtestStep(Step):
+    """Patterns written over most of one GPU's free memory and read back, in chunks, within a time cap."""
+
+    kind: Literal["memtest"] = "memtest"
+    gpu: int = Field(ge=0)
+    fraction: float = Field(gt=0, le=0.98)  # of the memory free when the test begins
+    max_bytes: int | None = Field(None, gt=0)  # at most this much (the CPU device always has a cap)
+    chunk_bytes: int = Field(256 << 20, gt=0)
+    time_cap_s: float = Field(30.0, gt=0)  # passes not begun by then are not run; the record says how far it got
+    seed: int = 0
+
+    @property
+    def keys(self) -> list[StepKey]:
+        return [LoadKey("memtest", self.gpu)]
+
+    @property
+    def label(self) -> str:
+        return load_label("memtest", self.gpu)
+
+
 def _each_once(keys: list) -> list:
     repeated = sorted({str(key) for key in keys if keys.count(key) > 1})
     if repeated:
@@ -147,7 +208,10 @@ def _each_once(keys: list) -> list:
     return keys
 
 
-AnyStep = Annotated[CollectiveStep | PairwiseStep | CopyStep | DdpStep, Field(discriminator="kind")]
+AnyStep = Annotated[
+    CollectiveStep | PairwiseStep | CopyStep | DdpStep | GemmStep | HbmStep | MemtestStep, Field(discriminator="kind")
+]
+LOAD_STEPS = (GemmStep, HbmStep, MemtestStep)  # one GPU each, no process group
 
 
 class Plan(BaseModel):

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
+from gpuaccept.measure.plan import LOAD_STEPS, CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
 
 INJECT_HANG = "GPUACCEPT_INJECT_HANG"
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
@@ -161,7 +161,7 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s:
     backend = "nccl" if use_cuda else "gloo"
     me = Rank(rank, world, local_rank, device, backend)
     progress = Progress(out, enabled=rank == 0)
-    needs_group = any(not isinstance(step, CopyStep) for step in plan.steps)
+    needs_group = any(not isinstance(step, (CopyStep, *LOAD_STEPS)) for step in plan.steps)
     if needs_group:
         options = {"device_id": device} if use_cuda else {}
         dist.init_process_group(backend, rank=rank, world_size=world, **options)
@@ -216,6 +216,10 @@ def run_step(step, me: Rank) -> list[dict]:
         from gpuaccept.measure.ddp_step import measure_ddp
 
         return measure_ddp(step, me)
+    if isinstance(step, LOAD_STEPS):
+        from gpuaccept.measure.load_steps import measure_load
+
+        return measure_load(step, me)
     raise ValueError(f"unknown step {step!r}")
 
 

@@ -50,10 +50,25 @@ def facts_with_ddp(request: pytest.FixtureRequest) -> Facts:
     return _with_stage(request, "ddp")
 
 
+@pytest.fixture
+def facts_with_gpu_loads(request: pytest.FixtureRequest, gpu: int) -> Facts:
+    """The facts with the per-GPU loads of this test's GPU only (measured on first use, beside
+    other GPUs' loads in other pytest-xdist workers)."""
+    run = run_of(request.config)
+    return run.store.with_compute(run.context.facts, run.context.profile, [gpu])
+
+
 @pytest.fixture(scope="session")
-def facts_with_everything(facts_with_nccl: Facts, facts_with_copies: Facts, facts_with_ddp: Facts) -> Facts:
-    """The facts with every measurement stage the profile asks for."""
-    return merge(merge(facts_with_nccl, facts_with_copies.measurements), facts_with_ddp.measurements)
+def facts_with_compute(request: pytest.FixtureRequest) -> Facts:
+    """The facts with the per-GPU loads of every GPU: what a comparison between GPUs needs."""
+    return _with_stage(request, "compute")
+
+
+@pytest.fixture(scope="session")
+def facts_with_everything(facts_with_nccl: Facts, facts_with_copies: Facts, facts_with_ddp: Facts, facts_with_compute: Facts) -> Facts:
+    """The facts with every measurement stage the profile asks for, the per-GPU loads included."""
+    facts = merge(merge(facts_with_nccl, facts_with_copies.measurements), facts_with_ddp.measurements)
+    return merge(facts, facts_with_compute.measurements)
 
 
 @pytest.fixture(scope="session")

@@ -50,7 +50,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
         folder = Path(workerinput[WORKER_STORE])
-        store = MeasurementStore(folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)])
+        # gwN loads gpuN first: N workers, N GPUs loaded at once
+        own_gpu = int(workerinput["workerid"].removeprefix("gw")) if workerinput.get("workerid", "").startswith("gw") else None
+        store = MeasurementStore(
+            folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)], own_gpu=own_gpu
+        )
         config.stash[RUN_KEY] = GpuAcceptRun(options, context, store)
         return
     # --junitxml FILE is written by this plugin, from the run record, in the shape of every other

@@ -335,6 +335,58 @@ class ClusterSpec(Strict):
     )
 
 
+class GemmSpec(Strict):
+    """Sustained matrix products on each GPU alone: throughput, its spread over the GPUs, and correctness."""
+
+    size: Annotated[int, Field(ge=16, le=65536)] = Field(8192, description="n of the n x n x n product")
+    dtype: MeasureDtype = "bfloat16"
+    warmup: Annotated[int, Field(ge=0, le=10000)] = 5
+    repeats: Annotated[int, Field(ge=1, le=100000)] = Field(50, description="products timed back to back")
+    verify_repeats: Annotated[int, Field(ge=0, le=1000)] = Field(
+        3, description="untimed products compared with the first, bit for bit (the last timed one always is)"
+    )
+    min_tflops: Annotated[float, Field(gt=0)] | None = Field(None, description="minimum TFLOP/s per GPU (2 n^3 per product)")
+    within_best: Annotated[float, Field(gt=0, lt=1)] | None = Field(
+        None, description="every GPU at most this fraction below the best GPU of the machine (0.1: within 10%, gpu-fryer's rule)"
+    )
+    timeout_s: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="time limit of one GPU's GEMM step; by default derived from the floor (at least 20 s)"
+    )
+
+
+class HbmSpec(Strict):
+    """Memory bandwidth of each GPU alone: a device copy and a STREAM triad, bytes read and written counted."""
+
+    size: SizeText = Field("1GiB", description="each array (float32)")
+    warmup: Annotated[int, Field(ge=0, le=10000)] = 3
+    iterations: Annotated[int, Field(ge=1, le=100000)] = 20
+    copy_min: GBps | None = Field(None, description="minimum GB/s of a copy within the GPU, read and write counted")
+    triad_min: GBps | None = Field(None, description="minimum GB/s of a = b + s*c, two reads and a write counted")
+    timeout_s: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="time limit of one GPU's HBM step; by default derived from the floors (at least 20 s)"
+    )
+
+
+class MemtestSpec(Strict):
+    """Patterns written over most of each GPU's free memory and read back: every mismatch fails."""
+
+    fraction: Annotated[float, Field(gt=0, le=0.98)] = Field(0.9, description="share of the memory free when the test begins")
+    max_size: SizeText | None = Field(None, description="test at most this much per GPU (the CPU device's tests use a few MiB)")
+    chunk: SizeText = Field("256MiB", description="memory is written and read in chunks of this size")
+    time_cap_s: Annotated[float, Field(gt=0, le=86400)] = Field(
+        30.0, description="passes not begun by then are not run; the report says how many ran"
+    )
+    seed: Annotated[int, Field(ge=0)] = 0
+
+
+class ComputeSpec(Strict):
+    """The per-GPU loads: each GPU loaded by a worker process of its own, all GPUs at once."""
+
+    gemm: GemmSpec | None = None
+    hbm: HbmSpec | None = None
+    memtest: MemtestSpec | None = None
+
+
 class TimeoutsSpec(Strict):
     """How long measurement workers may take to start, and to show no sign of life, before they
     are stopped and their steps fail by name."""
@@ -444,6 +496,7 @@ class ProfileSpec(Strict):
     copies: CopySpec | None = None
     ddp: DdpSpec | None = None
     cluster: ClusterSpec | None = None
+    compute: ComputeSpec | None = None
     judging: JudgingSpec = Field(default_factory=JudgingSpec)
     timeouts: TimeoutsSpec = Field(default_factory=TimeoutsSpec)
     burnin: BurninSpec = Field(default_factory=BurninSpec)

@@ -21,6 +21,9 @@ KEY_CHECKS = (
     "ddp_scaling",
     "ddp_exposed_comm",
     "ddp_nvlink_speedup",
+    "gemm_throughput",
+    "hbm_copy",
+    "hbm_triad",
     "no_regression",
 )
 PER_CHECK_LIMIT = 8

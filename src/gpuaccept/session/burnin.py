@@ -21,9 +21,9 @@ from gpuaccept.profile import Profile
 from gpuaccept.session.store import MeasurementStore
 from gpuaccept.vocabulary.telemetry import parse_duration, show_duration
 
-# The per-GPU loads, run every round ("compute" joins them here), and the fabric stages, run in
-# the first round and then at the profile's burnin.fabric_interval.
-LOAD_STAGES: tuple[str, ...] = ("copies",)
+# The per-GPU loads, run every round, and the fabric stages, run in the first round and then at the
+# profile's burnin.fabric_interval.
+LOAD_STAGES: tuple[str, ...] = ("compute", "copies")
 FABRIC_STAGES: tuple[str, ...] = ("nccl",)
 BURNIN_FILE = "burnin.json"
 
@@ -31,7 +31,11 @@ BURNIN_FILE = "burnin.json"
 def stages_asked(profile: Profile) -> list[str]:
     """The burn-in stages this profile has something to measure in."""
     spec = profile.spec
-    asks = {"copies": spec.copies is not None, "nccl": spec.nccl is not None or spec.pairwise is not None}
+    asks = {
+        "compute": spec.compute is not None,
+        "copies": spec.copies is not None,
+        "nccl": spec.nccl is not None or spec.pairwise is not None,
+    }
     return [stage for stage in (*LOAD_STAGES, *FABRIC_STAGES) if asks.get(stage, True)]
 
 

@@ -1,30 +1,44 @@
 """Measure once, check many: each measurement stage runs at most once per session.
 
 The first test that needs a stage runs it; every other test, in this process or in another
-pytest-xdist worker, reads its result. One lock guards the GPUs: two stages never run at once,
-and no stage runs twice. Replayed facts (--facts) carry their measurements with them.
+pytest-xdist worker, reads its result. Locks guard the GPUs (`locks.py`): two fabric stages never
+run at once, nor beside a per-GPU one; the compute stage is measured per GPU, so that under
+`pytest -n N` each xdist worker loads a GPU of its own while the others load theirs. No stage runs
+twice on a GPU. Replayed facts (--facts) carry their measurements with them.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gpuaccept.checks import ddp, fabric
+from gpuaccept.checks import compute, ddp, fabric
 from gpuaccept.checks.attempts import worth_measuring_again
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import STAGE_SWEEPS, CollectiveSweep, ConfirmationRound, Measurements, PairSweep, StepFailure
+from gpuaccept.facts.model import (
+    STAGE_SWEEPS,
+    CollectiveSweep,
+    ComputeSweep,
+    ConfirmationRound,
+    CudaFacts,
+    Measurements,
+    PairSweep,
+    StepFailure,
+)
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.collective_step import ATTEMPT
 from gpuaccept.profile import Profile
+from gpuaccept.session.compute import compute_steps, run_compute_stage
+from gpuaccept.session.locks import GpuLocks
 from gpuaccept.session.stages import failures_of, nccl_plan, run_copy_stage, run_ddp_stage, run_nccl_stage
 from gpuaccept.session.telemetry import record_load
-from gpuaccept.vocabulary.steps import CollectiveKey, PairKey, StepKey
+from gpuaccept.vocabulary.steps import CollectiveKey, LoadKey, PairKey, StepKey
 
 STAGE_FILES = {"nccl": "nccl.json", "copies": "copies.json", "ddp": "ddp.json"}
+COMPUTE_FILE = "compute-gpu{gpu}.json"  # the compute stage keeps one file per GPU
+STAGES = (*STAGE_FILES, "compute")
 # A stage's confirmation rounds may take as long as the stage itself took, and at least this long.
 MIN_CONFIRM_BUDGET_S = 30.0
 
@@ -45,13 +59,15 @@ STAGE_CHECKS: dict[str, list[tuple[Callable, Callable[[Profile], list]]]] = {
         (fabric.device_to_host, _every_gpu),
     ],
     "ddp": [(ddp.scaling, ddp.ddp_cases), (ddp.exposed_communication, ddp.ddp_cases), (ddp.nvlink_speedup, ddp.ddp_cases)],
+    # within_best is left out: its limit moves with the other GPUs, which this GPU's round does not measure
+    "compute": [(compute.gemm_throughput, _every_gpu), (compute.hbm_copy, _every_gpu), (compute.hbm_triad, _every_gpu)],
 }
 
 
 class MeasurementStore:
     def __init__(
         self, folder: Path, live: bool, say: Callable[[str], None] = lambda text: None, confirm: int = 2,
-        after_stage: Sequence[Callable[[str, Facts], None]] = (),
+        after_stage: Sequence[Callable[[str, Facts], None]] = (), own_gpu: int | None = None,
     ):
         self.folder = Path(folder)
         self.live = live
@@ -60,14 +76,19 @@ class MeasurementStore:
         # called with the stage's name and the facts after each stage this session runs (a health
         # snapshot), still holding the GPUs: nothing else runs in between
         self.after_stage = list(after_stage)
+        # the GPU this pytest-xdist worker loads first (gwN: gpuN): N workers load N GPUs at once,
+        # whichever per-GPU tests pytest-xdist hands each of them
+        self.own_gpu = own_gpu
+        self.locks = GpuLocks(self.folder)
 
     def with_stage(self, stage: str, facts: Facts, profile: Profile) -> Facts:
         """`facts` with the stage's measurements in them, measuring first if this is the first ask."""
+        if stage == "compute":
+            return self.with_compute(facts, profile, list(range(facts.gpu_count)))
         if not self.live:
             return facts
         path = self.folder / STAGE_FILES[stage]
-        with open(self.folder / "gpus.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with self.locks.fabric():
             if not path.exists():
                 began = time.time()
                 measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile))
@@ -76,12 +97,14 @@ class MeasurementStore:
         return merge(facts, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
 
     def measure_stage(self, stage: str, facts: Facts, profile: Profile) -> Measurements:
-        """The stage measured now, once more, under the GPU lock, without confirmation rounds: one
-        round of a burn-in (session/burnin.py), where every round is a sample."""
-        with open(self.folder / "gpus.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        """The stage measured now, once more, without confirmation rounds: one round of a burn-in
+        (session/burnin.py), where every round is a sample. It holds the whole machine, the per-GPU
+        stage too: a burn-in round loads every GPU at once."""
+        with self.locks.fabric():
             began = time.time()
             try:
+                if stage == "compute":
+                    return self._measure(stage, facts, profile, gpus=list(range(facts.gpu_count)))
                 return self._measure(stage, facts, profile)
             finally:
                 self._after_stage(stage, began, facts)
@@ -94,11 +117,40 @@ class MeasurementStore:
         for hook in self.after_stage:
             hook(stage, facts)
 
+    def with_compute(self, facts: Facts, profile: Profile, gpus: list[int]) -> Facts:
+        """`facts` with the per-GPU loads of `gpus`, each GPU measured alone on first ask (and this
+        worker's own GPU first, see `own_gpu`)."""
+        if not self.live or profile.spec.compute is None:
+            return facts
+        order = sorted(set(gpus))
+        if self.own_gpu is not None and facts.gpu_count:
+            own = self.own_gpu % facts.gpu_count
+            order = [own, *(gpu for gpu in order if gpu != own)]
+        for gpu in order:
+            path = self.folder / COMPUTE_FILE.format(gpu=gpu)
+            if path.exists():
+                continue
+            with self.locks.gpu(gpu):
+                if not path.exists() and gpu >= facts.gpu_count:
+                    # a GPU the profile expects but the machine lacks is not loaded: its tests fail saying so
+                    write_atomically(path, _compute_not_run(profile, gpu, facts.gpu_count).model_dump_json())
+                elif not path.exists():
+                    began = time.time()
+                    measured = self._measure("compute", facts, profile, gpus=[gpu])
+                    measured = self._confirmed("compute", facts, profile, measured, gpus=[gpu])
+                    write_atomically(path, measured.model_dump_json())
+                    self._after_stage("compute", began, facts)
+        found = Measurements()
+        for gpu in sorted(set(gpus)):
+            path = self.folder / COMPUTE_FILE.format(gpu=gpu)
+            found = _combine(found, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
+        return merge(facts, found)
+
     def collected(self) -> Measurements:
         """Everything measured in this session so far, from every worker."""
         found = Measurements()
-        for name in STAGE_FILES.values():
-            path = self.folder / name
+        paths = [self.folder / name for name in STAGE_FILES.values()] + sorted(self.folder.glob(COMPUTE_FILE.format(gpu="*")))
+        for path in paths:
             if path.exists():
                 found = _combine(found, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
         return found
@@ -107,10 +159,19 @@ class MeasurementStore:
         if event.get("event") == "start":
             self.say(f"gpu-accept: measuring {event['label']}")
 
-    def _measure(self, stage: str, facts: Facts, profile: Profile, only: set[StepKey] | None = None, attempt: int = 0) -> Measurements:
+    def _measure(
+        self, stage: str, facts: Facts, profile: Profile, only: set[StepKey] | None = None, attempt: int = 0, gpus: list[int] | None = None
+    ) -> Measurements:
         spec = profile.spec
         again = " again" if only is not None else ""
         env = {**os.environ, ATTEMPT: str(attempt)}
+        if stage == "compute":
+            gpus = gpus if gpus is not None else sorted({key.gpu for key in only or () if isinstance(key, LoadKey)})
+            named = ", ".join(f"gpu{gpu}" for gpu in gpus)
+            self.say(f"gpu-accept: compute stage{again} on {named} (profile {profile.name})")
+            cuda = isinstance(facts.cuda, CudaFacts) and facts.cuda.device_count > 0
+            sweep = run_compute_stage(spec, gpus, env=env, on_event=self._progress, only=only, require_cuda=cuda)
+            return Measurements(compute=sweep)
         if stage == "nccl":
             if facts.gpu_count < 2:
                 return _nccl_not_run(spec, f"needs at least 2 GPUs; {facts.gpu_count} under test")
@@ -124,7 +185,9 @@ class MeasurementStore:
         self.say(f"gpu-accept: copy stage{again} on {facts.gpu_count} GPU(s) (profile {profile.name})")
         return Measurements(copies=run_copy_stage(spec, facts.gpu_count, env=env, on_event=self._progress, only=only))
 
-    def _confirmed(self, stage: str, facts: Facts, profile: Profile, measured: Measurements) -> Measurements:
+    def _confirmed(
+        self, stage: str, facts: Facts, profile: Profile, measured: Measurements, gpus: list[int] | None = None
+    ) -> Measurements:
         """Confirm before failing: a value that missed its criterion, by no more than a dip would
         (profile judging.confirm_within), is measured again, only its own step, up to `confirm`
         times; the checks then judge every attempt. The rounds of one stage together get as long
@@ -134,6 +197,8 @@ class MeasurementStore:
         spent = 0.0
         for attempt in range(1, self.confirm + 1):
             keys = self._misses(stage, merge(facts, measured), profile)
+            if gpus is not None:  # a per-GPU stage measures again only the GPUs it measured
+                keys = [key for key in keys if getattr(key, "gpu", None) in gpus]
             if not keys:
                 break
             if spent >= budget:
@@ -141,7 +206,11 @@ class MeasurementStore:
                 return measured.model_copy(update={"unconfirmed": keys})
             self.say(f"gpu-accept: {len(keys)} value(s) missed their criterion; measuring again: {', '.join(map(str, keys))}")
             began = time.monotonic()
-            again = self._measure(stage, facts, profile, only=set(keys), attempt=attempt)
+            again = (
+                self._measure(stage, facts, profile, only=set(keys), attempt=attempt, gpus=gpus)
+                if gpus is not None
+                else self._measure(stage, facts, profile, only=set(keys), attempt=attempt)
+            )
             wall = time.monotonic() - began
             spent += wall
             round_ = ConfirmationRound(stage=stage, keys=keys, measurements=again, wall_s=wall)
@@ -158,6 +227,13 @@ class MeasurementStore:
                 if worth_measuring_again(check(profile, facts, subject), within):
                     keys.update(check.step_keys(profile, subject))
         return sorted(keys)
+
+
+def _compute_not_run(profile: Profile, gpu: int, under_test: int) -> Measurements:
+    steps = compute_steps(profile.spec, gpu)
+    message = f"gpu{gpu} not loaded: {under_test} GPU(s) under test"
+    failure = StepFailure(step=f"loads on gpu{gpu}", reason="not_run", message=message, keys=[key for step in steps for key in step.keys])
+    return Measurements(compute=ComputeSweep(backend="", torch_version="", gpus=[gpu], wall_s=0.0, results=[], failures=[failure]))
 
 
 def _stage_wall(measured: Measurements) -> float:
@@ -186,13 +262,22 @@ def _nccl_not_run(spec, reason: str) -> Measurements:
 
 
 def _combine(first: Measurements, second: Measurements) -> Measurements:
-    """`second`'s sweeps over `first`'s; each stage's confirmation rounds travel with its sweeps."""
+    """`second`'s sweeps over `first`'s; each stage's confirmation rounds travel with its sweeps.
+    The compute stage's sweeps are per GPU: `second`'s GPUs replace `first`'s, the others stay."""
     fresh = {stage for stage, names in STAGE_SWEEPS.items() if any(getattr(second, name) is not None for name in names)}
     merged = {
         name: getattr(second, name) or getattr(first, name) for name in Measurements.model_fields if name not in ("rounds", "unconfirmed")
     }
-    merged["rounds"] = [r for r in first.rounds if r.stage not in fresh] + list(second.rounds)
-    merged["unconfirmed"] = sorted(set(second.unconfirmed) | {k for k in first.unconfirmed if k.stage not in fresh})
+    if first.compute is not None and second.compute is not None:
+        merged["compute"] = first.compute.joined(second.compute)
+
+    def replaced(key: StepKey) -> bool:
+        if key.stage != "compute":
+            return key.stage in fresh
+        return second.compute is not None and isinstance(key, LoadKey) and key.gpu in second.compute.gpus
+
+    merged["rounds"] = [r for r in first.rounds if not any(replaced(key) for key in r.keys)] + list(second.rounds)
+    merged["unconfirmed"] = sorted(set(second.unconfirmed) | {k for k in first.unconfirmed if not replaced(k)})
     return Measurements(**merged)
 
 

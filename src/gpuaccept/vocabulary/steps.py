@@ -4,7 +4,8 @@ A key is the identity of one measured value, typed per kind of step: `Collective
 `PairKey`, `CopyKey`, `DdpKey`. It is the same in a worker's plan, its progress events and
 results, a failure, a confirmation round and a check, and its string is its form on the wire
 and in JSON: "collective/all_reduce/1GiB", "pair/gpu0-gpu1", "copy/p2p/gpu0-gpu1",
-"ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8" (`parse_step_key` reads it back). A label is what
+"ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8", and for the per-GPU loads "load/gemm/gpu0",
+"load/hbm_copy/gpu0", "load/hbm_triad/gpu0", "load/memtest/gpu0" (`parse_step_key` reads it back). A label is what
 people read in progress lines and in a failure ("all_reduce 1 GiB did not finish within 37 s"):
 it names a step for messages only, and nothing is ever looked up by it.
 A DDP setting is named like its test id: 4gpu-bs8, 4gpu-bs2-acc4.
@@ -24,7 +25,9 @@ from gpuaccept.vocabulary.copies import COPY_KINDS, CopyKind
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
 
-Stage = Literal["nccl", "copies", "ddp"]  # measured once per session each, in worker processes
+Stage = Literal["nccl", "copies", "ddp", "compute"]  # measured once per session each, in worker processes
+LoadKind = Literal["gemm", "hbm_copy", "hbm_triad", "memtest"]  # what the compute stage measures on each GPU
+LOAD_KINDS: tuple[LoadKind, ...] = ("gemm", "hbm_copy", "hbm_triad", "memtest")
 
 DDP_CASE_PATTERN = r"^[1-9][0-9]*gpu-bs[1-9][0-9]*(-acc[1-9][0-9]*)?$"
 _DDP_CASE = re.compile(DDP_CASE_PATTERN)
@@ -181,8 +184,30 @@ class DdpKey(_StepKey):
         return f"{self.arm}/{self.case}"
 
 
-StepKey = CollectiveKey | PairKey | CopyKey | DdpKey
-STEP_KEY_FORMS = "collective/all_reduce/1GiB, pair/gpu0-gpu1, copy/p2p/gpu0-gpu1, ddp/4gpu-bs8 or ddp_without_p2p/4gpu-bs8"
+@dataclass(frozen=True)
+class LoadKey(_StepKey):
+    """One load measured on one GPU alone: load/gemm/gpu0, load/hbm_triad/gpu3, load/memtest/gpu1."""
+
+    what: LoadKind
+    gpu: int
+
+    kind: ClassVar[str] = "load"
+    stage: ClassVar[Stage] = "compute"
+
+    def __post_init__(self) -> None:
+        if self.what not in LOAD_KINDS:
+            raise ValueError(f"{self.what!r} is not a per-GPU load ({', '.join(LOAD_KINDS)})")
+        if self.gpu < 0:
+            raise ValueError(f"a GPU index is at least 0 (got {self.gpu})")
+
+    def __str__(self) -> str:
+        return f"load/{self.what}/{gpu_key(self.gpu)}"
+
+
+StepKey = CollectiveKey | PairKey | CopyKey | DdpKey | LoadKey
+STEP_KEY_FORMS = (
+    "collective/all_reduce/1GiB, pair/gpu0-gpu1, copy/p2p/gpu0-gpu1, ddp/4gpu-bs8, ddp_without_p2p/4gpu-bs8 or load/gemm/gpu0"
+)
 
 
 def parse_step_key(text: object) -> StepKey:
@@ -206,6 +231,11 @@ def parse_step_key(text: object) -> StepKey:
                 return CopyKey(what, gpus)
         elif kind in ("ddp", "ddp_without_p2p") and _DDP_CASE.match(rest):
             return DdpKey(*parse_ddp_case(rest), without_p2p=kind == "ddp_without_p2p")
+        elif kind == "load":
+            what, _, named = rest.partition("/")
+            gpus = _gpus(named)
+            if what in LOAD_KINDS and len(gpus) == 1:
+                return LoadKey(what, gpus[0])
     except ValueError as exc:
         raise ValueError(f"{text!r} is not a step key: {exc}") from None
     raise ValueError(f"{text!r} is not a step key: keys read like {STEP_KEY_FORMS}")
@@ -213,7 +243,7 @@ def parse_step_key(text: object) -> StepKey:
 
 def read_step_key(value: object) -> StepKey:
     """A key from its string, or as it is when already one (what pydantic models read keys with)."""
-    return value if isinstance(value, (CollectiveKey, PairKey, CopyKey, DdpKey)) else parse_step_key(value)
+    return value if isinstance(value, (CollectiveKey, PairKey, CopyKey, DdpKey, LoadKey)) else parse_step_key(value)
 
 
 # A key as a field of a pydantic model, of any kind: read from its string, written as it.
@@ -240,3 +270,7 @@ def copies_label(size_bytes: int) -> str:
 
 def ddp_label(world: int) -> str:
     return f"DDP on {world} GPU{'s' if world > 1 else ''}"
+
+
+def load_label(what: LoadKind, gpu: int) -> str:
+    return {"gemm": "GEMM", "hbm_copy": "HBM copy", "hbm_triad": "HBM triad", "memtest": "memory test"}[what] + f" on {gpu_key(gpu)}"

@@ -1,0 +1,160 @@
+"""The compute stage: the per-GPU loads a profile asks for (GEMM, HBM bandwidth, memory test).
+
+Each GPU gets a worker process of its own that sees only that GPU (CUDA_VISIBLE_DEVICES narrowed
+to it), and the GPUs asked for are loaded at the same time: the throughput a GPU keeps while its
+neighbours work too, and one GPU's hang or crash costs only its own values. The steps of one GPU
+run in order (GEMM, HBM, memory test); a step that hangs is killed and named, and the GPU's later
+steps run in a fresh worker.
+
+`run_compute_stage(spec, gpus)` can be called as often as wanted (the burn-in loops it): it keeps
+nothing between calls. The session's store calls it once per GPU per session and keeps the result.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, MemtestResult, StepFailure
+from gpuaccept.measure.launch import Outcome, run_plan
+from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, Step
+from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.vocabulary.sizes import parse_size
+from gpuaccept.vocabulary.steps import LoadKey, StepKey
+
+# Step time limits where the profile sets none, as for the fabric stages: 50 times what the step
+# needs at its floor's pace, at least MIN_LOAD_STEP_S; without a floor, at a pace slower than any
+# GPU this suite is for.
+PACE_SLACK = 50
+MIN_LOAD_STEP_S = 20.0
+MAX_DERIVED_STEP_S = 600.0
+UNFLOORED_TFLOPS = 10.0
+UNFLOORED_GBPS = 100.0
+# the memory test stops itself at its cap; this covers allocation and the chunk in flight
+MEMTEST_ALLOWANCE_S = 60.0
+
+
+def _limit(given: float | None, seconds_at_pace: float) -> float:
+    return given if given is not None else min(MAX_DERIVED_STEP_S, max(MIN_LOAD_STEP_S, PACE_SLACK * seconds_at_pace))
+
+
+def compute_steps(spec: ProfileSpec, gpu: int, only: set[StepKey] | None = None) -> list[Step]:
+    """The steps of one GPU, in the order they run; `only` keeps those measuring these keys."""
+    compute = spec.compute
+    if compute is None:
+        return []
+    steps: list[Step] = []
+    if compute.gemm is not None:
+        gemm = compute.gemm
+        products = gemm.warmup + gemm.repeats + gemm.verify_repeats + 2
+        at_pace = products * 2 * gemm.size**3 / ((gemm.min_tflops or UNFLOORED_TFLOPS) * 1e12)
+        steps.append(
+            GemmStep(
+                gpu=gpu,
+                size=gemm.size,
+                dtype=gemm.dtype,
+                warmup=gemm.warmup,
+                repeats=gemm.repeats,
+                verify_repeats=gemm.verify_repeats,
+                timeout_s=_limit(gemm.timeout_s, at_pace),
+            )
+        )
+    if compute.hbm is not None:
+        hbm = compute.hbm
+        size = parse_size(hbm.size)
+        floor = min([f for f in (hbm.copy_min, hbm.triad_min) if f is not None], default=UNFLOORED_GBPS)
+        at_pace = (hbm.warmup + hbm.iterations + 2) * 5 * size / (floor * 1e9)  # a copy moves 2 sizes, a triad 3
+        steps.append(
+            HbmStep(gpu=gpu, size_bytes=size, warmup=hbm.warmup, iterations=hbm.iterations, timeout_s=_limit(hbm.timeout_s, at_pace))
+        )
+    if compute.memtest is not None:
+        memtest = compute.memtest
+        steps.append(
+            MemtestStep(
+                gpu=gpu,
+                fraction=memtest.fraction,
+                max_bytes=parse_size(memtest.max_size) if memtest.max_size else None,
+                chunk_bytes=parse_size(memtest.chunk),
+                time_cap_s=memtest.time_cap_s,
+                seed=memtest.seed,
+                timeout_s=memtest.time_cap_s + MEMTEST_ALLOWANCE_S,
+            )
+        )
+    if only is not None:
+        steps = [step for step in steps if set(step.keys) & only]
+    return steps
+
+
+def compute_plan(spec: ProfileSpec, gpu: int, only: set[StepKey] | None = None) -> Plan | None:
+    """One GPU's plan, for its own worker."""
+    steps = compute_steps(spec, gpu, only)
+    if not steps:
+        return None
+    return Plan(steps=steps, startup_timeout_s=spec.timeouts.startup_s, stalled_s=spec.timeouts.stalled_s)
+
+
+def gpu_environment(env: dict[str, str], gpu: int) -> dict[str, str]:
+    """`env` for a worker that sees only `gpu` (its CUDA ordinal as this run sees it): the entry of
+    CUDA_VISIBLE_DEVICES at that place where one is set, the ordinal itself otherwise."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    entries = [entry.strip() for entry in visible.split(",")] if visible else []
+    return {**env, "CUDA_VISIBLE_DEVICES": entries[gpu] if gpu < len(entries) else str(gpu)}
+
+
+def run_compute_stage(
+    spec: ProfileSpec,
+    gpus: list[int],
+    *,
+    env: dict[str, str] | None = None,
+    on_event: Callable[[dict], None] | None = None,
+    only: set[StepKey] | None = None,
+    require_cuda: bool = False,
+) -> ComputeSweep | None:
+    """Load `gpus` at once, one worker each; None where the profile asks for no per-GPU load.
+    `require_cuda`: a worker that finds no CUDA device fails its steps instead of loading the CPU."""
+    base = dict(os.environ if env is None else env)
+    plans = {gpu: plan for gpu in gpus if (plan := compute_plan(spec, gpu, only)) is not None}
+    if spec.compute is None or (only is not None and not plans):
+        return None
+    if require_cuda:
+        plans = {gpu: plan.model_copy(update={"backend": "nccl"}) for gpu, plan in plans.items()}
+
+    def measure(gpu: int) -> Outcome:
+        return run_plan(plans[gpu], 1, env=gpu_environment(base, gpu), on_event=on_event)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(plans))) as pool:
+        outcomes = dict(zip(plans, pool.map(measure, plans), strict=True))
+    results: list[GemmResult | HbmResult | MemtestResult] = []
+    failures: list[StepFailure] = []
+    backend, torch_version = "", ""
+    for gpu, outcome in outcomes.items():
+        ready = outcome.ready or {}
+        used = "cuda" if ready.get("backend") == "nccl" else "cpu" if ready else ""
+        backend, torch_version = backend or used, torch_version or ready.get("torch", "")
+        if require_cuda and used == "cpu":
+            keys: list[StepKey] = [key for step in plans[gpu].steps for key in step.keys]
+            visible = gpu_environment(base, gpu)["CUDA_VISIBLE_DEVICES"]
+            message = f"the worker of gpu{gpu} found no CUDA device (CUDA_VISIBLE_DEVICES={visible})"
+            failures.append(StepFailure(step=f"loads on gpu{gpu}", reason="error", message=message, keys=keys))
+            continue
+        for key, record in outcome.values.items():
+            if isinstance(key, LoadKey):
+                results.append(_result(key, record))
+        failures.extend(outcome.failures)
+    return ComputeSweep(
+        backend=backend,
+        torch_version=torch_version,
+        gpus=sorted(gpus),
+        wall_s=max((outcome.wall_s for outcome in outcomes.values()), default=0.0),
+        results=results,
+        failures=failures,
+    )
+
+
+def _result(key: LoadKey, record: dict) -> GemmResult | HbmResult | MemtestResult:
+    if key.what == "gemm":
+        return GemmResult(**record)
+    if key.what == "memtest":
+        return MemtestResult(**record)
+    return HbmResult(**record)
