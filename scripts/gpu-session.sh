@@ -40,7 +40,8 @@
 #                run with tiny floors, then floors at 0.7x of what it measured and NCCL_MAX_NCHANNELS=1
 #                on node B only, then GPUACCEPT_INJECT_SLOW on node A only: each must name that node.
 #                Needs 2 GPUs or more (ranks cannot share a GPU); skipped with the reason on 1.
-#   loads        the per-GPU loads (suites/test_compute.py) with --profile auto: 5 healthy runs (their
+#   loads        the per-GPU loads (suites/test_compute.py) with --profile auto and -n <GPUs>:
+#                LOADS_RUNS (default 5) healthy runs (their
 #                values per GPU, and floors from them: scripts/calibrate_compute.py), the GEMM/HBM
 #                reference bench (bench/gemm_reference.py), serial against -n <GPUs>
 #                (bench/pergpu_parallel.py), and a second GEMM load on the last GPU, which must fail
@@ -278,7 +279,7 @@ for stage in "$@"; do
     ;;
   burnin-kill)
     kill_at=${BURNIN_KILL_AT:-3}
-    enough $(( kill_at * 60 + 90 )) "burn-in killed at minute $kill_at" || continue
+    enough $(( kill_at * 60 + 50 )) "burn-in killed at minute $kill_at" || continue
     say "gpu-accept burn-in --duration 30m, SIGTERM at minute $kill_at"
     gpu-accept burn-in --duration 30m --reports "$work/burnin-kill" > "$work/burnin-kill.out" 2>&1 &
     runner=$!
@@ -410,12 +411,15 @@ PY
     done
     cp "$work/health/report.html" "$OUT/report-health-$tag.html" 2>/dev/null
     tar -czf "$OUT/health-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d health*/results.json health*/facts.json 2>/dev/null)
+    ;;
   loads)
     gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
-    for i in 1 2 3 4 5; do
+    # one GPU per pytest-xdist worker, as a user runs them (bench/pergpu_parallel.py times serial too)
+    parallel=(); [ "$gpus" -gt 1 ] && parallel=(-n "$gpus")
+    for i in $(seq 1 "${LOADS_RUNS:-5}"); do
       enough 45 "per-GPU load run $i" || break
-      say "per-GPU load run $i with --profile auto"
-      LINES_PER_RUN=30 run_suite "loads$i" -k test_compute
+      say "per-GPU load run $i with --profile auto ${parallel[*]}"
+      LINES_PER_RUN=30 run_suite "loads$i" -k test_compute "${parallel[@]}"
     done
     say "floors from the healthy runs"
     python3 scripts/calibrate_compute.py "$work"/loads*/results.json 2>&1 | tee -a "$log" | tee "$OUT/calibrate-compute-$tag.txt"

@@ -64,3 +64,12 @@ def test_slurm_cluster_script():
     assert "scontrol show hostnames" in text and "MASTER_PORT" in text
     usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
     assert usage.returncode != 0 and "usage" in usage.stderr
+
+
+def test_the_gpu_session_script_parses_and_ends_every_stage():
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu-session.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    stages = [line for line in text.splitlines() if line.startswith("  ") and line.rstrip().endswith(")") and line[2] != " "]
+    # each stage of the case ends with ;; before the next begins (the catch-all `*) ... ;;` is one line)
+    assert len(stages) >= 10 and text.count("\n    ;;\n") == len(stages)
