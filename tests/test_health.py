@@ -324,3 +324,48 @@ def test_a_gpu_without_recovery_action_events_still_listens_for_xids():
     facts = with_health(healthy_h200x2(), after)
     assert "gpu0 (XID and ECC events only: recovery-action events not supported), gpu1 from" in facts.health.listener
     assert "XID 79" in fails_only(health.xid_during_run, facts, 0, 1).message
+
+
+# -- facts recorded on a lent 2xH200 (`gpu-accept record --measure`, 2026-11-23) --------------------------
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "examples" / "facts" / "h200x2-health-measured.json"
+
+
+@pytest.mark.slow
+def test_a_healthy_recorded_machine_passes_and_its_one_remap_pending_fails_only_that_gpu(tmp_path):
+    def run(facts: Path) -> tuple[subprocess.CompletedProcess, dict]:
+        reports = tmp_path / facts.stem
+        done = gpu_accept("run", "--facts", str(facts), "--profile", "h200-2-nvswitch", "--reports", str(reports), "-k", "test_health")
+        return done, json.loads((reports / "results.json").read_text())
+
+    done, results = run(RECORDED)
+    assert done.returncode == 0, done.stdout + done.stderr
+    skipped = {t["message"].split(": ", 1)[1] for t in results["tests"] if t["outcome"] == "skipped"}
+    # what this VM's NVML does not answer, and limits the shipped profile leaves open: nothing else
+    assert all("not supported" in reason or "sets no limit" in reason for reason in skipped), skipped
+    labels = {s["label"] for s in results["facts"]["health"]["snapshots"]}
+    assert labels == {"start", "after nccl", "after copies", "after ddp", "after compute"}
+
+    recorded = json.loads(RECORDED.read_text())
+    start_of_gpu1 = next(s for s in recorded["health"]["snapshots"] if s["gpu"] == 1 and s["label"] == "start")
+    start_of_gpu1["remap_pending"] = True
+    faulty = write(tmp_path / "remap-pending.json", json.dumps(recorded))
+    done, results = run(faulty)
+    assert done.returncode == 1
+    failed = {t["id"]: t["message"] for t in results["tests"] if t["outcome"] == "failed"}
+    assert list(failed) == ["test_row_remapping[gpu1]"], failed
+    assert "pending" in failed["test_row_remapping[gpu1]"]
+
+
+def test_the_start_snapshot_read_again_from_the_lent_machines_nvml_answers_is_the_one_recorded():
+    # tests/data/nvml/h200x2-health.json: what NVML answered to that record's probe, start snapshot included
+    from gpuaccept.probe.health import Target, take_snapshot
+
+    facts = load_facts(RECORDED)
+    replay = ReplayNvml.from_file(Path(__file__).parent / "data" / "nvml" / "h200x2-health.json")
+    for gpu in facts.gpus:
+        recorded = next(s for s in facts.health.snapshots if s.gpu == gpu.index and s.label == "start")
+        again = take_snapshot(replay, Target.of(gpu), "start")
+        assert again.model_copy(update={"taken_at": recorded.taken_at}) == recorded
+        assert len(again.nvlink_errors) == 18  # every active link of an H200 read
