@@ -316,6 +316,15 @@ def test_the_report_plots_telemetry_per_gpu_and_each_round(tmp_path):
         assert f"id='{chart}'" in page or f'id="{chart}"' in page, chart
     assert "id='telemetry'" in page and "NVML slowdown 89" in page
     assert "telemetry-memory-temperature-c" not in page  # not supported: no line drawn at 0
+    from tests.report_page import Page, traces
+
+    charts = Page(page).charts()
+    # one time unit for the whole run (130 s of burn-in: minutes), and each round drawn as a point
+    assert {charts[c]["layout"]["xaxis"]["title"]["text"] for c in ("telemetry-sm-clock-mhz", "burnin-round-0")} == {
+        "time since start (min)"
+    }
+    assert all(trace["mode"] == "lines+markers" for trace in traces(charts["burnin-round-0"], "series"))
+    assert "<div class='grid wide'>" in page  # the telemetry cards share the page's width
     plain = render_html(record)
     assert "id='telemetry'" not in plain
 

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuaccept.facts import Facts
+from gpuaccept.facts.model import GemmResult
 from gpuaccept.facts.run_record import EqualsCriterion, RunRecord, TestRecord, VerdictRecord
 from gpuaccept.report.summary import in_layer_order, marginal_tests, transient_tests
 from gpuaccept.vocabulary.display import show
@@ -156,32 +157,39 @@ def timeseries_chart(
     chart_id: str = "timeseries",
     note: str = "",
     height: int = 320,
+    span_s: float | None = None,
+    markers: bool = False,
 ) -> str:
     """A per-GPU time series (telemetry: clocks, temperature, power over a burn-in), one line per
     GPU, with a dashed limit line, the values of every GPU at the cursor's time on hover, and zoom.
 
     `series` is {gpu: [(t, value), ...]}, t in seconds since the start; the time axis reads in s,
-    min or h by the span. Returns the chart's HTML (a card with its title), for a page from
+    min or h by the span (`span_s` where charts of one run must read alike, else the data's own).
+    `markers` draws each point: a series of rounds may hold a single one, which a line alone would
+    not show. Returns the chart's HTML (a card with its title), for a page from
     render_page, which inlines plotly.js once however many charts the page holds."""
     import plotly.graph_objects as go
 
     times = [t for points in series.values() for t, _ in points]
-    span = (max(times) - min(times)) if times else 0.0
+    span = span_s if span_s is not None else (max(times) - min(times)) if times else 0.0
     scale, time_unit, digits = (3600.0, "h", 4) if span >= 2 * 3600 else (60.0, "min", 2) if span >= 120 else (1.0, "s", 1)
 
     def at(t: float) -> float:
         return round(t / scale, 6) if scale != 1.0 else t  # 6 decimals of an hour are 3.6 ms: exact enough, and short
 
     figure = go.Figure(layout=_layout(
-        xaxis=_axis(f"time since start ({time_unit})", hoverformat=f".{digits}f"),
+        # with `span_s`, every chart of a run spans the same time (a single round still sits where it ran)
+        xaxis=_axis(f"time since start ({time_unit})", hoverformat=f".{digits}f", **({"range": [0, at(span)]} if span_s else {})),
         yaxis=_axis(f"{title} ({unit})" if unit else title),
-        legend={"orientation": "h", "x": 0, "y": -0.2, "font": {"size": 10}},
+        legend={"orientation": "h", "x": 0, "y": -0.3, "font": {"size": 10}},
+        margin={"l": 56, "r": 12, "t": 30, "b": 60},  # room for the time axis's title above the legend
         hovermode="x unified",
     ))
     for index, (gpu, points) in enumerate(series.items()):
         ordered = sorted(points)
         figure.add_trace(go.Scatter(
-            name=str(gpu), x=[at(t) for t, _ in ordered], y=[value for _, value in ordered], mode="lines", meta="series",
+            name=str(gpu), x=[at(t) for t, _ in ordered], y=[value for _, value in ordered],
+            mode="lines+markers" if markers else "lines", meta="series",
             line={"color": GPU_SERIES[index % len(GPU_SERIES)], "width": 1},
             hovertemplate=f"{gpu}: %{{y:.4g}} {unit}<extra></extra>",
         ))
@@ -534,6 +542,9 @@ def _telemetry(facts: Facts) -> dict | None:
     burn-in ran, each burn-in value per round; None where nothing was sampled or burned in."""
     telemetry, burnin = facts.telemetry, facts.burnin
     charts = []
+    # one time unit for every chart of the run: the longer of the sampling and the burn-in
+    sampled = [sample.t_s for sample in telemetry.samples] if telemetry is not None else []
+    span_s = max([0.0, *sampled, *([burnin.elapsed_s] if burnin is not None else [])])
     if telemetry is not None and telemetry.samples:
         def series(field: str) -> dict[str, list[tuple[float, float]]]:
             found: dict[str, list[tuple[float, float]]] = {}
@@ -558,11 +569,17 @@ def _telemetry(facts: Facts) -> dict | None:
             points = series(field)
             if points:
                 chart_id = "telemetry-" + field.replace("_", "-")
-                charts.append(timeseries_chart(points, title=title, unit=unit, limit=limit, limit_label=label, chart_id=chart_id))
+                charts.append(timeseries_chart(
+                    points, title=title, unit=unit, limit=limit, limit_label=label, chart_id=chart_id, span_s=span_s,
+                ))
     if burnin is not None:
         per_round: dict[str, dict[str, list[tuple[float, float]]]] = {}
+        units = {"GEMM per round": "TFLOP/s"}  # GB/s otherwise
         for burn_round in burnin.rounds:
             measured = burn_round.measurements
+            for load in measured.compute.results if measured.compute else []:
+                if isinstance(load, GemmResult):
+                    per_round.setdefault("GEMM per round", {}).setdefault(f"gpu{load.gpu}", []).append((burn_round.started_s, load.tflops))
             for result in measured.collectives.results if measured.collectives else []:
                 label = f"{result.collective} {human_size(result.size_bytes)}"
                 per_round.setdefault("busbw per round", {}).setdefault(label, []).append((burn_round.started_s, result.busbw_GBps))
@@ -572,7 +589,9 @@ def _telemetry(facts: Facts) -> dict | None:
                         (burn_round.started_s, copy.GBps)
                     )
         for index, (title, points) in enumerate(per_round.items()):
-            charts.append(timeseries_chart(points, title=title, unit="GB/s", chart_id=f"burnin-round-{index}"))
+            charts.append(timeseries_chart(
+                points, title=title, unit=units.get(title, "GB/s"), chart_id=f"burnin-round-{index}", span_s=span_s, markers=True,
+            ))
     if not charts:
         return None
     note = ""
