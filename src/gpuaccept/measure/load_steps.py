@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep
@@ -273,12 +274,7 @@ class _Memtest:
         return self.scratch.bitwise_xor_(_int32(index * 0x9E3779B1) & 0x7FFFFFFF)
 
     def _own_address(self) -> None:
-        for index, chunk in enumerate(self.chunks):
-            chunk.copy_(self._address_pattern(index))
-            self._tick()
-        self._written()
-        for index, chunk in enumerate(self.chunks):
-            self._count(chunk, self._address_pattern(index))
+        self._write_then_check(self._address_pattern)
 
     def _random_pattern(self, index: int) -> Any:
         import torch
@@ -288,12 +284,17 @@ class _Memtest:
                              device=self.device, out=self.scratch)
 
     def _random(self) -> None:
+        self._write_then_check(self._random_pattern)
+
+    def _write_then_check(self, pattern_of: Callable[[int], Any]) -> None:
+        """Every chunk written with its own pattern before any is read back: a fault that aliases
+        one address onto another shows as a mismatch in the chunk written first."""
         for index, chunk in enumerate(self.chunks):
-            chunk.copy_(self._random_pattern(index))
+            chunk.copy_(pattern_of(index))
             self._tick()
         self._written()
         for index, chunk in enumerate(self.chunks):
-            self._count(chunk, self._random_pattern(index))
+            self._count(chunk, pattern_of(index))
 
     def _moving_inversions(self, pattern: int) -> None:
         value, inverse = _int32(pattern), _int32(~pattern)
