@@ -329,7 +329,7 @@ def test_a_gpu_without_recovery_action_events_still_listens_for_xids():
 # -- facts recorded on a lent 2xH200 (`gpu-accept record --measure`, 2026-11-23) --------------------------
 
 
-RECORDED = Path(__file__).resolve().parents[1] / "examples" / "facts" / "h200x2-health-measured.json"
+RECORDED = Path(__file__).parent / "data" / "facts" / "h200x2-health-measured.json"
 
 
 @pytest.mark.slow
