@@ -37,8 +37,11 @@
 #   nodes        the machine split into two torchrun "nodes" of GPUS/2 GPUs each on localhost, with
 #                a different NCCL_HOSTID per node so NCCL goes between them through its network
 #                transport (sockets on lo: numbers that say nothing of a real network): a healthy
-#                run with tiny floors, then floors at 0.7x of what it measured and NCCL_MAX_NCHANNELS=1
-#                on node B only, then GPUACCEPT_INJECT_SLOW on node A only: each must name that node.
+#                run with tiny floors, then floors at 0.7x of what it measured and a GEMM load on node
+#                B's GPU, then GPUACCEPT_INJECT_SLOW on node A only: each must name that node;
+#                NCCL_MAX_NCHANNELS=1 on node B only (NCCL 2.28 will not connect ranks set up unlike:
+#                exit 2 with NCCL's reason); last, node A alone (node B never starts): one line, exit 2.
+#                The agents run `gpu-accept torchrun`.
 #                Needs 2 GPUs or more (ranks cannot share a GPU); skipped with the reason on 1.
 #   loads        the per-GPU loads (suites/test_compute.py) with --profile auto and -n <GPUs>:
 #                LOADS_RUNS (default 5) healthy runs (their
@@ -300,9 +303,9 @@ for stage in "$@"; do
     # one_job NAME PROFILE [VAR=VALUE on node A] [VAR=VALUE on node B]: two torchrun agents, one a node
     one_job() {
       local name=$1 spec=$2 extra_a=${3:-} extra_b=${4:-} port=$((29400 + RANDOM % 1000))
-      local common=(python3 -m torch.distributed.run --nnodes 2 --nproc-per-node "$per" --rdzv-backend c10d
+      local common=(gpu-accept torchrun --nnodes 2 --nproc-per-node "$per" --rdzv-backend c10d
         --rdzv-endpoint "localhost:$port" --rdzv-id "$name-$port" --rdzv-conf join_timeout=120
-        -m gpuaccept cluster --profile "$spec" --out "$work/$name")
+        -- --profile "$spec" --out "$work/$name")
       env CUDA_VISIBLE_DEVICES="$first" NCCL_HOSTID=node-a NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo $extra_a \
         timeout 240 "${common[@]}" > "$work/$name-a.out" 2>&1 &
       local a=$!
@@ -311,8 +314,8 @@ for stage in "$@"; do
       local b=$!
       wait $a; local code_a=$?; wait $b; local code_b=$?
       say "nodes $name: agents exit $code_a $code_b"
-      grep -hE "^(PASSED|FAILED|ERROR) |passed, " "$work/$name-a.out" "$work/$name-b.out" | tee -a "$log"
-      python3 - "$work/$name/cluster-results.json" <<'PY' | tee -a "$log"
+      grep -hE "^(PASSED|FAILED|ERROR) |passed, |^gpu-accept: " "$work/$name-a.out" "$work/$name-b.out" | tee -a "$log"
+      [ -f "$work/$name/cluster-results.json" ] && python3 - "$work/$name/cluster-results.json" <<'PY' | tee -a "$log"
 import json, sys
 facts = json.load(open(sys.argv[1]))["facts"]
 for r in facts["collectives"]:
@@ -326,7 +329,7 @@ if found:
     for t in found["trials"]:
         print(f"    round {t['round']} nodes {t['nodes']}{' alone' if t['alone'] else ''}: {t['value_GBps']:.3f} GB/s {'pass' if t['passed'] else 'MISS'}")
 PY
-      mkdir -p "$OUT/nodes-$tag"; cp -r "$work/$name" "$OUT/nodes-$tag/$name"; cp "$work/$name"-?.out "$OUT/nodes-$tag/"
+      tar -czf "$OUT/nodes-$tag-$name.tar.gz" -C "$work" "$name" "$name-a.out" "$name-b.out"
     }
     cat > "$work/nodes-healthy.yaml" <<YAML
 schema: 1
@@ -357,13 +360,29 @@ for r in facts["collectives"]:
 yaml.safe_dump(spec, open(sys.argv[3], "w"))
 PY
     fi
-    if [ -f "$work/nodes-floors.yaml" ] && enough 150 "nodes: NCCL_MAX_NCHANNELS=1 on node B"; then
-      say "nodes: NCCL_MAX_NCHANNELS=1 on node B only: the localization must name node B"
+    if [ -f "$work/nodes-floors.yaml" ] && enough 150 "nodes: a GEMM load on node B's GPU"; then
+      say "nodes: a GEMM load on node B's first GPU ($per): the localization must name node B"
+      python3 scripts/gemm_load.py --gpu "$per" > "$work/gemm-nodes.out" 2>&1 &
+      hog=$!
+      sleep 5
+      one_job gemmload "$work/nodes-floors.yaml"
+      kill $hog; wait $hog 2>/dev/null
+    fi
+    if [ -f "$work/nodes-floors.yaml" ] && enough 60 "nodes: NCCL_MAX_NCHANNELS=1 on node B"; then
+      say "nodes: NCCL_MAX_NCHANNELS=1 on node B only: NCCL refuses to connect ranks set up unlike (exit 2, NCCL's reason)"
       one_job onechannel "$work/nodes-floors.yaml" "" "NCCL_MAX_NCHANNELS=1"
     fi
     if [ -f "$work/nodes-floors.yaml" ] && enough 150 "nodes: GPUACCEPT_INJECT_SLOW on node A"; then
       say "nodes: GPUACCEPT_INJECT_SLOW=0.5 on node A only: the localization must name node A"
       one_job injected "$work/nodes-floors.yaml" "GPUACCEPT_INJECT_SLOW=0.5" ""
+    fi
+    if enough 40 "nodes: node B never starts"; then
+      say "nodes: node A alone, node B never started: one line and exit 2 once cluster.rendezvous_s (10 s) passed"
+      sed 's/rendezvous_s: 120/rendezvous_s: 10/' "$work/nodes-healthy.yaml" > "$work/nodes-alone.yaml"
+      env CUDA_VISIBLE_DEVICES="$first" timeout 120 gpu-accept torchrun --nnodes 2 --nproc-per-node "$per" --rdzv-backend c10d \
+        --rdzv-endpoint "localhost:$((29400 + RANDOM % 1000))" --rdzv-id alone -- --profile "$work/nodes-alone.yaml" \
+        --out "$work/alone" > "$work/alone.out" 2>&1
+      say "nodes alone: exit $?"; grep -E "^gpu-accept:|Traceback" "$work/alone.out" | tee -a "$log"
     fi
     ;;
   health)
@@ -427,7 +446,9 @@ PY
       say "gpu-accept's GEMM and HBM beside plain torch loops, same GPU, same run"
       python3 bench/gemm_reference.py --gpus "$gpus" --markdown "$OUT/gemm-reference-$tag.md" 2>&1 | tee -a "$log"
     fi
-    if enough 150 "per-GPU tests serial against -n $gpus"; then
+    if [ "$gpus" -lt 2 ]; then
+      say "per-GPU tests serial against -n: skipped, one GPU has nothing to run beside it"
+    elif enough 150 "per-GPU tests serial against -n $gpus"; then
       say "per-GPU tests: serial against -n $gpus"
       python3 bench/pergpu_parallel.py --gpus "$gpus" --markdown "$OUT/pergpu-parallel-$tag.md" 2>&1 | tee -a "$log"
     fi

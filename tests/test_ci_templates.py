@@ -62,6 +62,7 @@ def test_slurm_cluster_script():
     assert "--exclusive" in text and "NCCL_NVLS_ENABLE=0" in text
     assert "gpu-accept cluster --profile" in text and "gpu-accept run --profile" in text
     assert "scontrol show hostnames" in text and "MASTER_PORT" in text
+    assert 'gpu-accept report fleet "$out"/single/*/results.json "$out/cluster-results.json"' in text
     usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
     assert usage.returncode != 0 and "usage" in usage.stderr
 

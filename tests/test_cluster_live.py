@@ -1,9 +1,10 @@
 """Many nodes on one CPU machine: torchrun agents on localhost, each a "node", with gloo.
 
-Every test here runs the real path (`gpu-accept cluster` under `python -m torch.distributed.run`
-with the c10d rendezvous, or with srun's variables set by hand): rendezvous, world size N x G,
-the merge of every node's facts on global rank 0, a node slowed by GPUACCEPT_INJECT_SLOW and named
-by the localization, a rank that never joins. Each test has its own port and rendezvous id.
+Every test here runs the real path (`gpu-accept cluster` under `gpu-accept torchrun` or plain
+`python -m torch.distributed.run` with the c10d rendezvous, or with srun's variables set by hand):
+rendezvous, world size N x G, the merge of every node's facts on global rank 0, a node slowed by
+GPUACCEPT_INJECT_SLOW and named by the localization, a node or rank that never joins. Each test has
+its own port and rendezvous id.
 """
 
 from __future__ import annotations
@@ -50,15 +51,23 @@ def environment(**extra: str) -> dict[str, str]:
     return dict(env, **extra)
 
 
-def torchrun_nodes(tmp_path: Path, nodes: int, gpus: int, slow: int | None = None, join_timeout: int = 60) -> list[tuple[int, str]]:
-    """Start one torchrun agent a node, the `slow`-th with GPUACCEPT_INJECT_SLOW; their exit codes and output."""
-    port, out, spec = free_port(), tmp_path / "out", profile(tmp_path, nodes, gpus)
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nodes), "--nproc-per-node", str(gpus),
+def torchrun_command(nodes: int, gpus: int, spec: Path, out: Path, plain: bool = False) -> list[str]:
+    """`gpu-accept torchrun` (or, `plain`, torchrun itself) running `gpu-accept cluster` on every rank."""
+    port = free_port()
+    rendezvous = [
+        "--nnodes", str(nodes), "--nproc-per-node", str(gpus),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}", "--rdzv-id", f"test-{port}",
-        "--rdzv-conf", f"join_timeout={join_timeout}",
-        "-m", "gpuaccept", "cluster", "--profile", str(spec), "--out", str(out),
     ]
+    cluster = ["--profile", str(spec), "--out", str(out)]
+    if plain:
+        plain_torchrun = [sys.executable, "-m", "torch.distributed.run", *rendezvous, "--rdzv-conf", "join_timeout=60"]
+        return [*plain_torchrun, "-m", "gpuaccept", "cluster", *cluster]
+    return [sys.executable, "-m", "gpuaccept", "torchrun", *rendezvous, "--", *cluster]
+
+
+def torchrun_nodes(tmp_path: Path, nodes: int, gpus: int, slow: int | None = None, plain: bool = False) -> list[tuple[int, str]]:
+    """Start one torchrun agent a node, the `slow`-th with GPUACCEPT_INJECT_SLOW; their exit codes and output."""
+    command = torchrun_command(nodes, gpus, profile(tmp_path, nodes, gpus), tmp_path / "out", plain)
     agents = []
     for index in range(nodes):
         env = environment(GPUACCEPT_INJECT_SLOW="1") if index == slow else environment()
@@ -82,8 +91,8 @@ def results(tmp_path: Path) -> dict:  # type: ignore[type-arg]
     return json.loads((tmp_path / "out" / "cluster-results.json").read_text(encoding="utf-8"))
 
 
-def test_two_nodes_of_two_ranks_measure_as_one_job(tmp_path: Path) -> None:
-    agents = torchrun_nodes(tmp_path, nodes=2, gpus=2)
+def test_two_nodes_of_two_ranks_measure_as_one_job_under_plain_torchrun(tmp_path: Path) -> None:
+    agents = torchrun_nodes(tmp_path, nodes=2, gpus=2, plain=True)
     assert [code for code, _ in agents] == [0, 0], agents
     record = results(tmp_path)
     facts = record["facts"]
@@ -108,6 +117,8 @@ def test_two_nodes_of_two_ranks_measure_as_one_job(tmp_path: Path) -> None:
         own = json.loads((folder / "node-results.json").read_text(encoding="utf-8"))
         assert own["node"]["node"] == node["node"]
         assert {verdict["subject"] for verdict in own["verdicts"]} >= {f"node{node['node']}"}
+    view = (tmp_path / "out" / "cluster-report.html").read_text(encoding="utf-8")
+    assert "<td>node0</td>" in view and "<td>node1</td>" in view
     junit = (tmp_path / "out" / "cluster-junit.xml").read_text(encoding="utf-8")
     assert 'name="test_cluster_busbw[all_reduce-64KiB]"' in junit
     assert "no /sys/class/infiniband" in junit or "states no RDMA adapters" in junit
@@ -115,7 +126,9 @@ def test_two_nodes_of_two_ranks_measure_as_one_job(tmp_path: Path) -> None:
 
 def slow_node_named(tmp_path: Path, nodes: int, slow: int) -> dict:  # type: ignore[type-arg]
     agents = torchrun_nodes(tmp_path, nodes=nodes, gpus=1, slow=slow)
-    assert all(code != 0 for code, _ in agents), agents  # a failed check fails every node's job
+    unexpected = [output[-3000:] for code, output in agents if code != 1]
+    assert not unexpected, unexpected  # a failed check fails every node's job, as a failed check
+    assert all("Traceback" not in output for _, output in agents)
     record = results(tmp_path)
     found = record["facts"]["localization"]
     (named,) = found["slow"]
@@ -168,15 +181,29 @@ def test_a_job_of_the_wrong_shape_is_refused_before_anyone_waits(tmp_path: Path)
     )
 
 
-def test_under_torchrun_a_missing_node_is_torchruns_rendezvous_timeout(tmp_path: Path) -> None:
-    """torchrun's agent owns the c10d rendezvous: no rank of ours starts, its join_timeout bounds the wait."""
-    port, spec = free_port(), profile(tmp_path, nodes=2)
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-        "--rdzv-endpoint", f"localhost:{port}", "--rdzv-id", f"test-{port}", "--rdzv-conf", "join_timeout=5",
-        "-m", "gpuaccept", "cluster", "--profile", str(spec), "--out", str(tmp_path / "out"),
-    ]
-    done = subprocess.run(command, env=environment(), capture_output=True, text=True, timeout=LIMIT_S, check=False)
-    assert done.returncode != 0
-    assert "RendezvousTimeoutError" in done.stderr
-    assert not (tmp_path / "out" / "cluster-results.json").exists()
+def test_under_torchrun_a_missing_node_ends_the_rendezvous_in_one_line_with_exit_2(tmp_path: Path) -> None:
+    """torchrun's agent owns the c10d rendezvous: no rank of ours starts; `gpu-accept torchrun` turns
+    its timeout (plain torchrun: a traceback, exit 1) into one line, and waits cluster.rendezvous_s."""
+    spec, out = profile(tmp_path, nodes=2, rendezvous_s=4), tmp_path / "out"
+    began = time.monotonic()
+    done = subprocess.run(
+        torchrun_command(2, 1, spec, out), env=environment(), capture_output=True, text=True, timeout=LIMIT_S, check=False
+    )
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.startswith("gpu-accept:")]
+    assert len(lines) == 1, done.stderr
+    assert "not all of --nnodes 2 joined within 4 s" in lines[0]
+    assert lines[0].startswith("gpu-accept: rendezvous c10d at localhost:")
+    assert "Traceback" not in done.stderr
+    assert time.monotonic() - began < 60
+    assert not (out / "cluster-results.json").exists()
+
+
+def test_gpu_accept_torchrun_refuses_a_bad_profile_before_any_node_waits(tmp_path: Path) -> None:
+    no_cluster = tmp_path / "no-cluster.yaml"
+    no_cluster.write_text("schema: 1\ngpus: {count: 1, model: '*'}\n", encoding="utf-8")
+    done = subprocess.run(
+        torchrun_command(2, 1, no_cluster, tmp_path / "out"), env=environment(), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"gpu-accept: {no_cluster}: cluster: profile no-cluster has no cluster: section"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import tarfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -247,6 +249,41 @@ def test_the_cluster_view_marks_the_slow_node(profile: Profile, tmp_path: Path) 
     assert '<td class="failed">SLOW</td>' in (tmp_path / "view.html").read_text(encoding="utf-8")
 
 
+def test_report_fleet_shows_a_cluster_run_beside_its_hosts(profile: Profile, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = [node(TREE, index=i) for i in range(3)]
+    result = CollectiveResult(collective="all_reduce", size_bytes=1 << 30, nominal_size="1GiB", dtype="bfloat16", ranks=6,
+                              warmup=5, iterations=20, time_us=100000.0, algbw_GBps=12.0, busbw_GBps=20.0, wrong=0)
+    found = LocalizationFacts(collective="all_reduce", size_bytes=1 << 30, floor_GBps=40.0, slow=[1], cleared=[0, 2], undecided=[],
+                              reason="each suspect measured with a node proven good", trials=[])
+    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=6,
+                         gpus_per_node=2, nodes=nodes, collectives=[result], localization=found)
+    cluster = tmp_path / "cluster-results.json"
+    cluster.write_text(json.dumps(cluster_record(facts, cluster_verdicts(profile, facts)), indent=2), encoding="utf-8")
+    host = Path(__file__).parents[1] / "examples" / "results" / "h200x4.json"  # a host that passed its profile
+    junit_path = tmp_path / "fleet.xml"
+
+    assert main(["report", "fleet", str(host), str(cluster), "-o", str(junit_path)]) == 1  # the cluster failed its floor
+    out = capsys.readouterr().out.splitlines()
+    assert "1 host(s), 0 did not pass their profile" in "\n".join(out)
+    verdict = next(line for line in out if line.startswith("FAIL cluster two-rails of 3 nodes"))
+    assert "test_cluster_busbw[all_reduce-1GiB]: all_reduce-1GiB: busbw 20 GB/s < 40 GB/s (slow node: node1 (host1)" in verdict
+    rows = {line.split()[0]: line.split() for line in out if line.startswith("  node")}
+    assert rows["node1"][-1] == "SLOW" and rows["node0"][-1] != "SLOW"
+
+    suites = ET.parse(junit_path).getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == [ET.parse(junit_path).getroot()[0].get("name"), "cluster two-rails (cluster-results.json)"]
+    (busbw,) = [case for case in suites[1] if case.get("name") == "test_cluster_busbw[all_reduce-1GiB]"]
+    assert busbw.find("failure") is not None
+    assert {p.get("name"): p.get("value") for p in busbw.iter("property")}["measured"] == "20.0"
+
+    # the cluster alone, passing: exit 0
+    passing = json.loads(cluster.read_text(encoding="utf-8"))
+    passing["verdicts"] = [v for v in passing["verdicts"] if v["outcome"] == "passed"]
+    cluster.write_text(json.dumps(passing), encoding="utf-8")
+    assert main(["report", "fleet", str(cluster)]) == 0
+    assert capsys.readouterr().out.startswith("PASS cluster two-rails of 3 nodes")
+
+
 def test_the_cluster_view_refuses_other_files_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / "results.json"
     other.write_text("{}", encoding="utf-8")
@@ -273,3 +310,26 @@ def test_ddp_scaling_from_one_node_to_all(tmp_path: Path) -> None:
     assert "60 samples/s per GPU on 4 GPUs, 100 on 2" in verdict.message
     missing = [v for v in cluster_verdicts(profile, facts.model_copy(update={"ddp": []})) if v.check == "cluster_ddp_efficiency"]
     assert missing[0].outcome is Outcome.ERROR
+
+
+def test_a_real_two_node_run_on_a_lent_2xh200_names_its_slowed_node_in_the_fleet_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # bench/runs/2026-11-23b: two torchrun nodes of one H200 each over NCCL's socket transport,
+    # GPUACCEPT_INJECT_SLOW=0.5 on the node started as "node A" (NCCL_HOSTID node-a)
+    archive = Path(__file__).parents[1] / "bench" / "runs" / "2026-11-23b" / "nodes-h200-2-injected.tar.gz"
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("injected/cluster-results.json")
+        assert member is not None
+        results = tmp_path / "cluster-results.json"
+        results.write_bytes(member.read())
+    record = json.loads(results.read_text(encoding="utf-8"))
+    (slowed,) = [n["node"] for n in record["facts"]["nodes"] if "GPUACCEPT_INJECT_SLOW" in n["environment"]]
+    assert main(["report", "fleet", str(results)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("FAIL cluster nodes-floors of 2 nodes")
+    assert f"slow node: node{slowed} (vm)" in out[0]
+    rows = {line.split()[0]: line.split() for line in out if line.startswith("  node")}
+    assert rows[f"node{slowed}"][-1] == "SLOW"
+    assert rows[f"node{1 - slowed}"][-1] != "SLOW"
+    assert "transport" in out[1] and rows[f"node{slowed}"][-2] == "pass"  # NCCL used NET/Socket, as the profile said

@@ -44,7 +44,7 @@ def bench_results(folder: Path) -> list[Path]:
     for archive in BENCH_RUNS:
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():
-                if member.name.endswith("results.json"):
+                if Path(member.name).name == "results.json":  # a single-node run's (not cluster-/node-results.json)
                     target = folder / archive.name.removesuffix(".tar.gz") / member.name
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(tar.extractfile(member).read())
@@ -69,7 +69,8 @@ def test_real_results_of_every_age_read_and_meet_the_schema(tmp_path):
     # the schema describes what is written now: older files meet it once read (a step failure
     # recorded before failures named their keys gains them in the reader); on the examples and on
     # one run of each archive (each file takes a while)
-    checked = EXAMPLE_RESULTS + [next(p for p in runs if archive.name.removesuffix(".tar.gz") in p.parts) for archive in BENCH_RUNS]
+    first_of_each = (next((p for p in runs if archive.name.removesuffix(".tar.gz") in p.parts), None) for archive in BENCH_RUNS)
+    checked = EXAMPLE_RESULTS + [path for path in first_of_each if path is not None]
     for path in checked:
         as_read = load_results(path).model_dump(mode="json", by_alias=True)
         errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(as_read)]

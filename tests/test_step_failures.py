@@ -172,3 +172,12 @@ def test_an_imported_log_cut_short_names_each_size_it_lacks():
         [str(key) for key in failure.keys] == [f"collective/all_reduce/{failure.step.split(' ', 1)[1].replace(' ', '')}"]
         for failure in sweep.failures
     )
+
+
+def test_a_one_gpu_profile_without_fabric_sections_runs_the_nccl_stage_as_nothing(tmp_path):
+    # the health suite's during-run checks ask for every stage; on a 1-GPU profile (no nccl, no
+    # pairwise section) the NCCL stage has no step to fail, and asking for it must not raise
+    h100 = CATALOG.load("h100-1")
+    assert h100.spec.nccl is None and h100.spec.pairwise is None
+    facts = MeasurementStore(tmp_path, live=True).with_stage("nccl", example_facts("h100x1"), h100)
+    assert facts.measurements.collectives is None and facts.measurements.pairwise is None

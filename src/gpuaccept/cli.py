@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import tempfile
 from pathlib import Path
 
 from gpuaccept import __version__
-from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, ProfileError
+from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError
 from gpuaccept.facts import save_facts
 from gpuaccept.outputs import check_output_file, check_output_folder
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
@@ -33,7 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `gpu-accept profile list | head` ends quietly
     parser = _parser()
-    args, extra = parser.parse_known_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["torchrun"] and not set(argv[1:2]) & {"-h", "--help"}:
+        # torchrun's options are torchrun's to read: argparse would take them for ours
+        args, extra = argparse.Namespace(command="torchrun", arguments=argv[1:], handler=_torchrun), []
+    else:
+        args, extra = parser.parse_known_args(argv)
     if extra and args.command not in ("run", "burn-in"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not args.command:
@@ -155,6 +161,20 @@ def _parser() -> argparse.ArgumentParser:
     cluster.add_argument("--sys-root", type=Path, default=Path("/"), help="where /sys is read from (a fake tree in tests)")
     cluster.set_defaults(handler=_cluster)
 
+    torchrun = commands.add_parser(
+        "torchrun",
+        help="torchrun running `gpu-accept cluster` on every rank, with honest exit codes",
+        description="torchrun itself (torch.distributed.run, in this process) with `gpu-accept cluster CLUSTER-OPTIONS` as the "
+        "program of every rank: the same command on every node. A node that never joins is one line and exit 2 (plain "
+        "torchrun: a traceback and exit 1); the ranks' exit codes come through (1 a check failed, 2 could not judge); "
+        "the rendezvous waits cluster.rendezvous_s unless --rdzv-conf join_timeout= is given.",
+        usage="gpu-accept torchrun TORCHRUN-OPTIONS... -- CLUSTER-OPTIONS...",
+        epilog="example: gpu-accept torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint head:29400 "
+        "--rdzv-id accept-42 -- --profile cluster-h100-8-ndr --out reports/cluster",
+    )
+    torchrun.add_argument("arguments", nargs=argparse.REMAINDER, help="torchrun's options, then --, then gpu-accept cluster's")
+    torchrun.set_defaults(handler=_torchrun)
+
     profile = commands.add_parser("profile", help="list, validate and show profiles")
     profile_commands = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
     listing = profile_commands.add_parser("list", help="the profiles that --profile NAME can name")
@@ -204,8 +224,14 @@ def _parser() -> argparse.ArgumentParser:
     junit.add_argument("results", nargs="+")
     junit.add_argument("-o", "--output", type=Path, required=True)
     junit.set_defaults(handler=_report_junit)
-    fleet = report_commands.add_parser("fleet", help="hosts whose measured values sit far below the fleet's median")
-    fleet.add_argument("results", nargs="+")
+    fleet = report_commands.add_parser(
+        "fleet",
+        help="hosts whose measured values sit far below the fleet's median",
+        description="Every host's results.json judged against its profile and against its profile's fleet median; a "
+        "cluster-results.json among them (gpu-accept cluster) adds its nodes x tests view, the slow node marked, and its "
+        "verdicts as a testsuite of the fleet JUnit.",
+    )
+    fleet.add_argument("results", nargs="+", help="results.json of each host, and any cluster-results.json")
     fleet.add_argument("--tolerance", default="10%", help="how far below the median is an outlier (default 10%%)")
     fleet.add_argument("-o", "--output", type=Path, help="also write fleet JUnit, outliers as failing test cases")
     fleet.set_defaults(handler=_report_fleet)
@@ -342,7 +368,31 @@ def _cluster(args, extra: list[str]) -> int:
 
     profile = _catalog(args).load(args.profile)
     check_output_folder(args.out, "--out")
-    return run_cluster(profile, args.out, root=args.sys_root, backend=args.backend)
+    code = run_cluster(profile, args.out, root=args.sys_root, backend=args.backend)
+    # Every rank holds the verdict and the reports are written. An orderly exit would tear down the
+    # process group, whose threads can abort the interpreter (SIGABRT: 1 three-node CPU run in 25),
+    # and torchrun would then report a signal in place of this rank's verdict.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _torchrun(args, extra: list[str]) -> int:
+    from gpuaccept.measure.torchrun import run_torchrun, with_join_timeout
+
+    arguments = list(args.arguments)
+    if "--" not in arguments:
+        raise OptionError("torchrun: give torchrun's options, then --, then gpu-accept cluster's (see gpu-accept torchrun --help)")
+    split = arguments.index("--")
+    torchrun_args, cluster_args = arguments[:split], arguments[split + 1 :]
+    # the cluster's options are checked here, once, before any node waits on another
+    cluster = _parser().parse_args(["cluster", *cluster_args])
+    profile = _catalog(cluster).load(cluster.profile)
+    if profile.spec.cluster is None:
+        raise ProfileError([Problem(str(profile.path), None, "cluster", f"profile {profile.name} has no cluster: section")])
+    check_output_folder(cluster.out, "--out")
+    torchrun_args = with_join_timeout(torchrun_args, profile.spec.cluster.rendezvous_s)
+    return run_torchrun(torchrun_args, ["gpuaccept", "cluster", *cluster_args])
 
 
 def _measure(facts, args):
@@ -493,19 +543,27 @@ def _report_cluster(args, extra: list[str]) -> int:
 
 def _report_fleet(args, extra: list[str]) -> int:
     from gpuaccept.report.baseline import parse_percent
-    from gpuaccept.report.fleet import judge_fleet, read_fleet, write_fleet_junit
+    from gpuaccept.report.fleet import is_cluster_results, judge_fleet, read_cluster, read_fleet, write_fleet_junit
 
     try:
         tolerance = parse_percent(args.tolerance)
     except ValueError as error:
         raise GpuAcceptError(str(error)) from None
-    hosts = read_fleet(args.results)
-    verdict = judge_fleet(hosts, tolerance)
-    for line in verdict.lines:
+    clusters = [read_cluster(path) for path in args.results if is_cluster_results(path)]
+    single = [path for path in args.results if not any(cluster.path == path for cluster in clusters)]
+    hosts = read_fleet(single) if single or not clusters else []
+    verdict = judge_fleet(hosts, tolerance) if hosts else None
+    for line in verdict.lines if verdict else []:
         print(line)
+    for cluster in clusters:
+        for line in cluster.lines():
+            print(line)
     if args.output:
-        write_fleet_junit(hosts, args.output, verdict.outliers)
-    return EXIT_OK if verdict.passed else EXIT_CHECK_FAILED
+        write_fleet_junit(hosts, args.output, verdict.outliers if verdict else None, clusters)
+    if any(cluster.errors for cluster in clusters):
+        return EXIT_USAGE
+    passed = (verdict is None or verdict.passed) and not any(cluster.failed for cluster in clusters)
+    return EXIT_OK if passed else EXIT_CHECK_FAILED
 
 
 def _profile_schema(args, extra: list[str]) -> int:

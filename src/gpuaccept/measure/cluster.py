@@ -231,6 +231,31 @@ def _bytes_tensor(data: bytes, length: int, device: Any) -> Any:
     return buffer
 
 
+def join_failure(launch: Launch, rendezvous_s: float, exc: Exception) -> RendezvousError:
+    """Why this rank could not join, in one line: the ranks never all met (the store timed out), or
+    they met and NCCL could not connect them (its first WARN line for this process says why)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    where = f"rank {launch.rank} of {launch.world}"
+    if type(exc).__name__ == "DistBackendError" or "NCCL error" in first:
+        said = nccl_warning(os.getpid())
+        return RendezvousError(f"{where}: NCCL could not connect the job's ranks: {said or first}")
+    at = f"{launch.master_addr}:{launch.master_port}"
+    return RendezvousError(f"{where}: not every rank joined at {at} within {rendezvous_s:.0f} s ({first})")
+
+
+def nccl_warning(pid: int) -> str | None:
+    """The first `NCCL WARN` line of process `pid`, from the file capture_nccl_info sent NCCL's lines to."""
+    pattern = os.environ.get("NCCL_DEBUG_FILE")
+    if not pattern:
+        return None
+    path = Path(pattern.replace("%h", socket.gethostname()).replace("%p", str(pid)))
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return next((line.split("NCCL WARN", 1)[1].strip() for line in lines if "NCCL WARN" in line), None)
+
+
 def join(launch: Launch, backend: str, rendezvous_s: float, timeout_s: float) -> Job:
     """Join the job's process group: every rank of every node, or a `RendezvousError` in one line
     once `rendezvous_s` passed without them all."""
@@ -253,12 +278,8 @@ def join(launch: Launch, backend: str, rendezvous_s: float, timeout_s: float) ->
         nccl = ".".join(map(str, torch.cuda.nccl.version())) if use_cuda else None
         job = Job(launch, me, {}, {}, torch.__version__, nccl, timedelta(seconds=timeout_s))
         placed = job.gather((launch.node, launch.rank, socket.gethostname()))
-    except Exception as exc:  # torch's store errors are RuntimeErrors of many names; all mean the same here
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RendezvousError(
-            f"rank {launch.rank} of {launch.world}: not every rank joined at {launch.master_addr}:{launch.master_port} "
-            f"within {rendezvous_s:.0f} s ({first})"
-        ) from None
+    except Exception as exc:  # torch's store errors are RuntimeErrors of many names
+        raise join_failure(launch, rendezvous_s, exc) from None
     for node, rank, host in placed:
         job.layout.setdefault(node, []).append(rank)
         job.hosts[node] = host

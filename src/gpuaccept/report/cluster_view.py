@@ -65,6 +65,14 @@ def page(record: dict[str, Any]) -> str:
     collectives = "".join(
         f'<li class="{v["outcome"]}">{html.escape(v["message"])}</li>' for v in record["verdicts"] if v["check"] == "cluster_busbw"
     )
+    found = facts.get("localization") or {}
+    trials = "".join(
+        f'<li class="{"passed" if t["passed"] else "failed"}">round {t["round"]}: nodes '
+        f'{", ".join(f"node{n}" for n in t["nodes"])}{" alone" if t.get("alone") else ""}: {t["value_GBps"]:.4g} GB/s</li>'
+        for t in found.get("trials", [])
+    )
+    if found:
+        collectives += f"<li>localization: {html.escape(found['reason'])}<ul>{trials}</ul></li>"
     title = f"gpu-accept cluster: {html.escape(facts['profile'])}, {len(rows)} nodes, {facts['world']} ranks"
     style = (
         "body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"

@@ -12,6 +12,7 @@ of their own.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 from collections import defaultdict
@@ -21,7 +22,8 @@ from pathlib import Path
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts.run_record import RunRecord, load_results
-from gpuaccept.report.junit import Suite, failing_suite, suite, write_junit, xml_attribute
+from gpuaccept.report import cluster_view
+from gpuaccept.report.junit import Suite, failing_suite, suite, verdict_suite, write_junit, xml_attribute
 from gpuaccept.report.summary import attempts_of, did_not_pass, marginal_tests, transient_tests
 
 # results.json written before verdicts said which way their value improves: the one check whose
@@ -102,8 +104,11 @@ def read_fleet(paths: list[str], workers: int | None = None) -> list[HostResults
         return list(pool.map(_read, paths, chunksize=max(1, len(paths) // (workers * 8))))
 
 
-def write_fleet_junit(hosts: list[HostResults], target: Path, outliers: list[Outlier] | None = None) -> int:
-    """One JUnit file: a testsuite per results file (named by host), then the fleet's outliers."""
+def write_fleet_junit(
+    hosts: list[HostResults], target: Path, outliers: list[Outlier] | None = None, clusters: list[ClusterResults] | None = None
+) -> int:
+    """One JUnit file: a testsuite per results file (named by host), the fleet's outliers, then a
+    testsuite per cluster run (its nodes' and inter-node verdicts)."""
     seen: dict[str, int] = defaultdict(int)
     for host in hosts:
         seen[host.host] += 1
@@ -112,7 +117,60 @@ def write_fleet_junit(hosts: list[HostResults], target: Path, outliers: list[Out
     if outliers:
         cases = [(outlier.host, f"fleet_median[{outlier.test}]", outlier.message) for outlier in outliers]
         suites.append(failing_suite("fleet outliers", cases, {"hosts": str(len(hosts))}))
+    suites += [cluster.suite for cluster in clusters or []]
     return write_junit(Path(target), suites, "gpu-accept fleet").tests
+
+
+CLUSTER_KIND = '"kind": "gpu-accept cluster"'  # how cluster-results.json begins (session/cluster_report.py)
+
+
+def is_cluster_results(path: str) -> bool:
+    """Whether `path` is a cluster run's cluster-results.json: its first bytes say so (no whole read)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(256).decode("utf-8", errors="replace")
+    except OSError:
+        return False  # read_fleet says what is wrong with it
+    return CLUSTER_KIND + "," in head
+
+
+@dataclass(frozen=True)
+class ClusterResults:
+    """A cluster run among a fleet's files: its nodes x tests view, its verdicts as a testsuite."""
+
+    path: str
+    record: dict  # type: ignore[type-arg]  # cluster-results.json as written
+    suite: Suite
+
+    @property
+    def label(self) -> str:
+        facts = self.record["facts"]
+        return f"cluster {facts['profile']} of {len(facts['nodes'])} nodes ({self.path})"
+
+    @property
+    def errors(self) -> int:
+        return int(self.suite.counts.errors)
+
+    @property
+    def failed(self) -> int:
+        return int(self.suite.counts.failures + self.suite.counts.errors)
+
+    def lines(self) -> list[str]:
+        shown = [v for v in self.record["verdicts"] if v["outcome"] in ("failed", "error")][:FAILURES_SHOWN]
+        named = "; ".join(f"test_{v['check']}[{v['subject']}]: {v['message']}" for v in shown)
+        verdict = f"FAIL {self.label}: {self.failed} test(s) did not pass: {named}" if self.failed else f"PASS {self.label}"
+        return [verdict, *("  " + row for row in cluster_view.text(self.record).splitlines())]
+
+
+def read_cluster(path: str) -> ClusterResults:
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+        facts = record["facts"]
+        name = f"cluster {facts['profile']} ({Path(path).name})"
+        suite = verdict_suite(name, record["verdicts"], {"results_file": path, "world": str(facts["world"])})
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise GpuAcceptError(f"{path}: not a readable cluster-results.json ({type(error).__name__}: {error})") from None
+    return ClusterResults(path, record, suite)
 
 
 def _renamed(host: HostResults) -> Suite:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpuaccept.facts.run_record import RunRecord, TestRecord
 from gpuaccept.files import write_atomically
@@ -149,6 +150,34 @@ def failing_suite(name: str, cases: Sequence[tuple[str, str, str]], properties: 
         for classname, case_name, message in cases
     )
     return Suite(head + _properties(properties) + body + "</testsuite>", Counts(len(cases), len(cases)))
+
+
+_VERDICT_PROBLEM = {"failed": "failure", "error": "error", "not_applicable": "skipped"}
+_VERDICT_PROPERTIES = ("check", "subject", "outcome", "measured", "expected", "unit", "profile", "marginal", "transient")
+
+
+def _property_text(value: object) -> str:
+    if value is None:
+        return ""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _verdict_case(verdict: dict[str, Any]) -> str:
+    check, subject, message = verdict["check"], verdict["subject"], verdict["message"]
+    head = f"<testcase{_attributes(classname=f'cluster.{check}', name=f'test_{check}[{subject}]')}>"
+    problem = _VERDICT_PROBLEM.get(verdict["outcome"])
+    body = f"<{problem}{_attributes(type=problem, message=message)}>{_text(message)}</{problem}>" if problem else ""
+    properties = {key: _property_text(verdict.get(key)) for key in _VERDICT_PROPERTIES}
+    return head + _properties(properties) + body + "</testcase>"
+
+
+def verdict_suite(name: str, verdicts: Sequence[dict[str, Any]], properties: dict[str, str]) -> Suite:
+    """A testsuite of verdict records judged outside a pytest run (a cluster's): a test case each,
+    named like a run's (`test_<check>[<subject>]`), with its measured value and criterion."""
+    outcomes = [verdict["outcome"] for verdict in verdicts]
+    counts = Counts(len(outcomes), outcomes.count("failed"), outcomes.count("error"), outcomes.count("not_applicable"))
+    tally = _attributes(name=name, tests=counts.tests, failures=counts.failures, errors=counts.errors, skipped=counts.skipped)
+    return Suite(f"<testsuite{tally}>" + _properties(properties) + "".join(_verdict_case(v) for v in verdicts) + "</testsuite>", counts)
 
 
 def junit_xml(suites: Sequence[Suite], name: str) -> str:

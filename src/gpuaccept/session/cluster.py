@@ -17,25 +17,31 @@ node under `torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d ...`, or 
 4. Local rank 0 of each node reads its node: RDMA ports, GPU<->adapter PCI levels, nvidia_peermem,
    and the transport NCCL logged (NCCL_DEBUG=INFO into a file per process, asked for at start).
 5. Node facts are gathered to global rank 0, which judges the cluster (each node's verdicts and the
-   inter-node ones) and writes cluster-results.json and cluster-junit.xml; each node's local rank 0
+   inter-node ones) and writes cluster-results.json, cluster-junit.xml and cluster-report.html (the
+   nodes x tests view, the slow node marked); each node's local rank 0
    writes its own node-results.json in OUT/<host>/, so every node keeps its results.
 
 Everything is in one process per rank, with no worker of its own: torchrun or srun own the
 processes, NCCL's (or gloo's) timeouts bound a hung collective. Every rank returns the same exit
-code: 0 passed, 1 a check failed, 2 nothing could be judged (bad shape, a rank missing).
+code: 0 passed, 1 a check failed, 2 nothing could be judged (bad shape, a rank missing). After the
+last barrier the process group is not torn down: the command line ends the process at once (see
+cli._cluster), since the group's threads can abort an orderly interpreter exit.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
+import threading
 from pathlib import Path
 
 from gpuaccept.checks.cluster import cluster_verdicts, node_verdicts
 from gpuaccept.checks.verdict import Verdict
-from gpuaccept.errors import GpuAcceptError
+from gpuaccept.errors import EXIT_USAGE, GpuAcceptError
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NodeFacts, Trial
 from gpuaccept.facts.model import CollectiveResult, DdpResult, Unavailable
+from gpuaccept.files import write_atomically
 from gpuaccept.measure.cluster import Job, capture_nccl_info, gpu_bus_ids, join, launch_from_environment
 from gpuaccept.measure.localize import Group, localize
 from gpuaccept.measure.plan import CollectiveStep, DdpStep
@@ -43,7 +49,9 @@ from gpuaccept.measure.worker import RECORDED_ENVIRONMENT
 from gpuaccept.probe.network import peermem_loaded, read_affinity, read_nccl_logs, read_ports
 from gpuaccept.profile.model import Profile
 from gpuaccept.profile.spec import ClusterSpec
+from gpuaccept.report import cluster_view
 from gpuaccept.session.cluster_report import (
+    CLUSTER_HTML,
     CLUSTER_JUNIT,
     CLUSTER_RESULTS,
     NODE_RESULTS,
@@ -80,6 +88,7 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
     host = socket.gethostname()
     node_out = out / f"node{launch.node}-{host}"
     capture_nccl_info(node_out)
+    watchdog = start_watchdog(deadline_s(profile, spec.nodes), launch.rank, launch.world)
     job = join(launch, backend, spec.rendezvous_s, spec.timeout_s)
     try:
         if job.nodes != spec.nodes or any(len(ranks) != gpus for ranks in job.layout.values()):
@@ -102,9 +111,43 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
         code = 0
         if launch.rank == 0:
             code = _report(profile, facts, out)
-        return int(job.broadcast(code))
-    finally:
+        code = int(job.broadcast(code))
+        job.gather(code)  # a barrier: every rank holds the verdict before any rank leaves
+        return code
+    except BaseException:
         job.close()
+        raise
+    finally:
+        watchdog.cancel()
+
+
+def deadline_s(profile: Profile, nodes: int) -> float:
+    """The longest a rank may go without a verdict: the rendezvous, then every collective and every
+    localization round (at most 2 N + 4 of them) each at its timeout, the gathers, and DDP twice."""
+    spec = profile.spec.cluster
+    assert spec is not None
+    rounds = len(_steps(spec)) + 2 * nodes + 4
+    ddp = profile.spec.ddp
+    training = 2 * ddp.timeout_s if ddp is not None and spec.ddp_min_efficiency is not None else 0.0
+    return spec.rendezvous_s + rounds * spec.timeout_s + training
+
+
+def start_watchdog(seconds: float, rank: int, world: int) -> threading.Timer:
+    """End this rank with one line and exit 2 should it still have no verdict after `seconds`: every
+    wait has its own timeout, and this is the bound on what slips past them (a hang inside a library)."""
+
+    def expire() -> None:
+        print(
+            f"gpu-accept: rank {rank} of {world}: no verdict after {seconds:g} s, longer than every timeout of the profile "
+            "allows together (a peer or a collective hung past its own timeout)",
+            file=sys.stderr, flush=True,
+        )
+        os._exit(EXIT_USAGE)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def _steps(spec: ClusterSpec) -> list[CollectiveStep]:
@@ -209,8 +252,10 @@ def _no_nccl() -> Unavailable:
 
 def _report(profile: Profile, facts: ClusterFacts, out: Path) -> int:
     verdicts: list[Verdict] = cluster_verdicts(profile, facts)
-    write_json(out / CLUSTER_RESULTS, cluster_record(facts, verdicts))
+    record = cluster_record(facts, verdicts)
+    write_json(out / CLUSTER_RESULTS, record)
     (out / CLUSTER_JUNIT).write_text(junit(verdicts, f"gpu-accept cluster {profile.name}"), encoding="utf-8")
+    write_atomically(out / CLUSTER_HTML, cluster_view.page(record))
     for line in lines(verdicts):
         print(line, flush=True)
     return exit_code(verdicts)

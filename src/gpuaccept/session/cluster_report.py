@@ -9,7 +9,6 @@ adapter says so rather than passing or failing.
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,11 @@ from typing import Any
 from gpuaccept.checks.verdict import Outcome, Verdict
 from gpuaccept.facts.cluster import ClusterFacts, NodeFacts
 from gpuaccept.files import write_atomically
+from gpuaccept.report.junit import junit_xml, verdict_suite
 
 CLUSTER_RESULTS = "cluster-results.json"
 CLUSTER_JUNIT = "cluster-junit.xml"
+CLUSTER_HTML = "cluster-report.html"
 NODE_RESULTS = "node-results.json"
 
 
@@ -63,22 +64,8 @@ def write_json(path: Path, record: dict[str, Any]) -> None:
 
 
 def junit(verdicts: list[Verdict], name: str) -> str:
-    tally = counts(verdicts)
-    suite = ET.Element(
-        "testsuite", name=name, tests=str(len(verdicts)), failures=str(tally["failed"]), errors=str(tally["error"]),
-        skipped=str(tally["not_applicable"]),
-    )
-    for verdict in verdicts:
-        case = ET.SubElement(suite, "testcase", classname=f"cluster.{verdict.check}", name=test_id(verdict))
-        if verdict.outcome is Outcome.FAILED:
-            ET.SubElement(case, "failure", message=verdict.message)
-        elif verdict.outcome is Outcome.ERROR:
-            ET.SubElement(case, "error", message=verdict.message)
-        elif verdict.outcome is Outcome.NOT_APPLICABLE:
-            ET.SubElement(case, "skipped", message=verdict.message)
-    suites = ET.Element("testsuites")
-    suites.append(suite)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    """The cluster's JUnit file, through the writer of every other JUnit file of this tool."""
+    return junit_xml([verdict_suite(name, [verdict.as_record() for verdict in verdicts], {})], name)
 
 
 def lines(verdicts: list[Verdict]) -> list[str]:

@@ -242,10 +242,12 @@ def _stage_wall(measured: Measurements) -> float:
 
 
 def _nccl_not_run(spec, reason: str) -> Measurements:
-    """Every step of the NCCL stage, failed with the reason it could not run (so each test says it)."""
+    """Every step of the NCCL stage, failed with the reason it could not run (so each test says it).
+    A profile with neither an nccl nor a pairwise section (one GPU) has no steps: nothing is said."""
+    plan = nccl_plan(spec, spec.gpus.count)
     failures = [
         StepFailure(step=step.label, reason="not_run", message=f"{step.label} not run: {reason}", keys=step.keys)
-        for step in nccl_plan(spec, spec.gpus.count).steps
+        for step in (plan.steps if plan else [])
     ]
     collectives = pairwise = None
     if spec.nccl:

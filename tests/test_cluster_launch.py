@@ -1,0 +1,97 @@
+"""How a multi-node job starts and why it could not: `gpu-accept torchrun`'s options and exit codes,
+and the one line a rank says when it could not join (the live runs are in test_cluster_live.py)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuaccept.cli import main
+from gpuaccept.measure.cluster import Launch, join_failure
+from gpuaccept.measure.torchrun import exit_code_of_ranks, with_join_timeout
+
+LAUNCH = Launch(rank=1, world=4, local_rank=1, local_world=2, node=0, master_addr="head", master_port=29400, launcher="torchrun")
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (["--nnodes", "2"], ["--nnodes", "2", "--rdzv-conf", "join_timeout=90"]),
+        (["--rdzv-conf", "read_timeout=30"], ["--rdzv-conf", "read_timeout=30,join_timeout=90"]),
+        (["--rdzv-conf=read_timeout=30"], ["--rdzv-conf=read_timeout=30,join_timeout=90"]),
+        (["--rdzv_conf="], ["--rdzv_conf=join_timeout=90"]),
+        (["--rdzv-conf", "join_timeout=7"], ["--rdzv-conf", "join_timeout=7"]),  # the user's own wait stands
+    ],
+)
+def test_the_rendezvous_waits_the_profiles_time_unless_told_otherwise(given: list[str], expected: list[str]) -> None:
+    assert with_join_timeout(given, 90) == expected
+
+
+def test_the_jobs_exit_code_is_the_ranks_own() -> None:
+    assert exit_code_of_ranks([]) == 0
+    assert exit_code_of_ranks([1, 1]) == 1  # a check failed
+    assert exit_code_of_ranks([1, 2]) == 2  # one rank could not judge: the job could not
+    assert exit_code_of_ranks([-15]) == 2  # a rank ended by a signal judged nothing
+
+
+def test_a_rank_that_never_met_the_others_says_where_and_how_long_it_waited() -> None:
+    error = join_failure(LAUNCH, 120, RuntimeError("Socket Timeout\nsecond line"))
+    assert str(error) == "rank 1 of 4: not every rank joined at head:29400 within 120 s (Socket Timeout)"
+
+
+def test_ranks_that_met_but_nccl_could_not_connect_say_ncclss_own_words(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("NCCL_DEBUG_FILE", str(tmp_path / "nccl.%h.%p.log"))
+    log = tmp_path / f"nccl.{socket.gethostname()}.{os.getpid()}.log"
+    log.write_text(
+        "vm:1:1 [1] NCCL INFO Channel 00/01 : 0 1\n"
+        "vm:1:1 [1] init.cc:1204 NCCL WARN Mismatched number of channels across ranks: 1 on this rank, 8 on rank 0\n",
+        encoding="utf-8",
+    )
+    nccl = type("DistBackendError", (RuntimeError,), {})("NCCL error in: ProcessGroupNCCL.cpp:3780, internal error")
+    error = join_failure(LAUNCH, 120, nccl)
+    assert str(error) == (
+        "rank 1 of 4: NCCL could not connect the job's ranks: Mismatched number of channels across ranks: 1 on this rank, 8 on rank 0"
+    )
+    log.unlink()  # no log to read: torch's own line stands
+    torch_said = "could not connect the job's ranks: NCCL error in: ProcessGroupNCCL.cpp:3780, internal error"
+    assert str(join_failure(LAUNCH, 120, nccl)).endswith(torch_said)
+
+
+def test_gpu_accept_torchrun_without_its_separator_is_one_line_and_exit_2(capsys) -> None:
+    assert main(["torchrun", "--nnodes", "2", "--profile", "cluster-cpu-gloo"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gpu-accept: torchrun: give torchrun's options, then --, then gpu-accept cluster's (see gpu-accept torchrun --help)"
+    ]
+
+
+def test_gpu_accept_torchrun_names_a_torchrun_option_it_does_not_know(tmp_path: Path, capsys) -> None:
+    profile = Path(__file__).parents[1] / "examples" / "profiles" / "cluster-cpu-gloo.yaml"
+    code = main(["torchrun", "--nodes-please", "2", "--", "--profile", str(profile), "--out", str(tmp_path / "out")])
+    assert code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("gpu-accept: torchrun options: unrecognized arguments: --nodes-please")
+
+
+def test_a_ranks_deadline_is_every_timeout_of_the_profile_together() -> None:
+    from gpuaccept.profile import ProfileCatalog
+    from gpuaccept.session.cluster import deadline_s
+
+    cpu = ProfileCatalog([Path(__file__).parents[1] / "examples" / "profiles"]).load("cluster-cpu-gloo")
+    # rendezvous 60 s; 1 collective + 2 x 2 nodes + 4 localization rounds at 60 s each; DDP twice at 90 s
+    assert deadline_s(cpu, nodes=2) == 60 + (1 + 2 * 2 + 4) * 60 + 2 * 90
+
+
+def test_a_rank_past_its_deadline_ends_in_one_line_with_exit_2() -> None:
+    hung = "from gpuaccept.session.cluster import start_watchdog; import time; start_watchdog(0.5, 3, 8); time.sleep(60)"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "src"))
+    done = subprocess.run([sys.executable, "-c", hung], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "gpu-accept: rank 3 of 8: no verdict after 0.5 s, longer than every timeout of the profile allows together "
+        "(a peer or a collective hung past its own timeout)"
+    ]
