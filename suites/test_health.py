@@ -100,6 +100,11 @@ def test_pcie_replay_rate(gpu, profile, facts_after_load, verdict):
 
 
 @run
+def test_pcie_correctable_rate(gpu, profile, facts_after_load, verdict):
+    verdict(health.pcie_correctable_rate(profile, facts_after_load, gpu))
+
+
+@run
 def test_nvlink_errors_during_run(gpu_link, profile, facts_after_load, verdict):
     verdict(health.nvlink_errors_during_run(profile, facts_after_load, gpu_link))
 

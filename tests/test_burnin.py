@@ -40,11 +40,13 @@ def h200x4_profile():
     return ProfileCatalog.with_shipped().load("h200-4-nvswitch")
 
 
-def sample(t: float, gpu: int, reasons: int = SW_POWER_CAP, temperature: int = 60, sm: int = 1980) -> TelemetrySample:
+def sample(
+    t: float, gpu: int, reasons: int = SW_POWER_CAP, temperature: int = 60, sm: int = 1980, busy: int = 100
+) -> TelemetrySample:
     return TelemetrySample(
         t_s=t, gpu=gpu, sm_clock_mhz=sm, memory_clock_mhz=3201, temperature_c=temperature,
         memory_temperature_c=Unavailable(unavailable="not_supported", detail="memory_temperature_c(0): NOT_SUPPORTED"),
-        power_w=650.0, clock_event_reasons=reasons, utilization_pct=100,
+        power_w=650.0, clock_event_reasons=reasons, utilization_pct=busy,
     )
 
 
@@ -159,7 +161,8 @@ def test_telemetry_checks_skip_with_the_reason_where_there_is_nothing_to_judge()
     unsupported = sample(1, 0).model_copy(update={"clock_event_reasons": not_supported})
     skipped = telemetry_checks.clock_slowdown(profile, facts_with(telemetry([unsupported])), 0)
     assert skipped.outcome is Outcome.NOT_APPLICABLE and "not supported" in skipped.message
-    clocks = telemetry_checks.sm_clock_under_load(profile, facts_with(telemetry([sample(1, 0)])), 0)
+    no_floor = ProfileCatalog.with_shipped().load("rtx4090-2-pcie")  # GeForce: no clock floor stated
+    clocks = telemetry_checks.sm_clock_under_load(no_floor, facts_with(telemetry([sample(1, 0)])), 0)
     assert clocks.outcome is Outcome.NOT_APPLICABLE and "sets no burnin.min_sm_clock_mhz" in clocks.message
 
 
@@ -176,6 +179,14 @@ def test_temperature_against_nvml_slowdown_and_clocks_against_the_profile(tmp_pa
     slow = facts_with(telemetry([sample(t, 0, sm=1400) for t in range(5)]))
     verdict = telemetry_checks.sm_clock_under_load(clocked, slow, 0)
     assert verdict.outcome is Outcome.FAILED and "SM clock under load 1400 MHz < 1700 MHz" in verdict.message
+    # gpu0 idle at 345 MHz for most of a stage's window (under -n 2, waiting while gpu1's longer load
+    # runs): its idle samples do not count, its busy ones at 1980 MHz do (seen on a lent 2xH200)
+    waiting = [sample(t, 0, sm=1980) for t in range(4)] + [sample(t, 0, sm=345, busy=0) for t in range(4, 20)]
+    passed = telemetry_checks.sm_clock_under_load(clocked, facts_with(telemetry(waiting)), 0)
+    assert passed.outcome is Outcome.PASSED and passed.measured == 1980
+    assert "median of 4 samples 50%+ busy, lowest 1980 MHz" in passed.message
+    idle = telemetry_checks.sm_clock_under_load(clocked, facts_with(telemetry([sample(t, 0, sm=345, busy=0) for t in range(5)])), 0)
+    assert idle.outcome is Outcome.NOT_APPLICABLE and "at least 50% busy" in idle.message
 
 
 # -- burn-in values over rounds ----------------------------------------------------------------------------

@@ -116,6 +116,13 @@ def test_a_pcie_replay_burst_fails_its_gpu():
     assert "PCIe replay rate 5000.0 replays/min > 30.72 replays/min (5000 replays in 60 s on Gen5 x16)" in verdict.message
 
 
+def test_a_burst_of_pcie_correctable_errors_fails_its_gpu():
+    after = healthy_h200x2()
+    after.answer("field_value", 0, Field.PCIE_CORRECTABLE, 0, value=120)
+    verdict = fails_only(health.pcie_correctable_rate, with_health(healthy_h200x2(), after, seconds=60), 0, 1)
+    assert "PCIe correctable error rate 120 errors/min > 30.72 errors/min (120 errors in 60 s on Gen5 x16)" in verdict.message
+
+
 def test_hardware_slowdown_time_fails_its_gpu():
     after = healthy_h200x2()
     after.answer("field_value", 0, Field.HW_THERMAL_NS, 0, value=3 * 10**9)  # 3 s of a 60 s run: 5%

@@ -410,7 +410,21 @@ def remapping_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
 def pcie_replay_rate(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """PCIe replays per minute over the run against DCGM's expected rate for the link:
     lanes x GT/s x 1e-12 x 60 (Gen5 x16: 30.7 a minute), times the profile's factor."""
-    judge = Judge("pcie_replay_rate", profile.name)
+    return _pcie_rate(
+        Judge("pcie_replay_rate", profile.name), facts, gpu, "PCIe replay", "replays", profile.spec.health.pcie_replay_rate_factor
+    )
+
+
+def pcie_correctable_rate(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """PCIe correctable errors per minute over the run against the same expected rate: each is at
+    least one bit error on the link, and the link is specified at a bit error rate of 1e-12."""
+    return _pcie_rate(
+        Judge("pcie_correctable_rate", profile.name), facts, gpu, "PCIe correctable error", "errors",
+        profile.spec.health.pcie_correctable_rate_factor,
+    )
+
+
+def _pcie_rate(judge: Judge, facts: Facts, gpu: int, what: str, unit: str, factor: float) -> Verdict:
     pair = _first_and_last(judge, facts, gpu)
     if isinstance(pair, Verdict):
         return pair
@@ -419,19 +433,20 @@ def pcie_replay_rate(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     me = facts.gpu(gpu)
     assert me is not None  # _first_and_last checked
     generation, width = me.pcie.generation_current, me.pcie.width_current
-    placeholder = Described("replays per minute within the link's expected rate")
-    for what, value in (("PCIe generation", generation), ("PCIe width", width)):
+    placeholder = Described(f"{unit} per minute within the link's expected rate")
+    for name, value in (("PCIe generation", generation), ("PCIe width", width)):
         if isinstance(value, Unavailable):
-            return _unreadable(judge, subject, what, value, placeholder)
+            return _unreadable(judge, subject, name, value, placeholder)
     rate = PCIE_GTPS.get(int(generation), 0.0)  # type: ignore[arg-type]
-    allowed = int(width) * rate * 1e9 * 1e-12 * 60 * profile.spec.health.pcie_replay_rate_factor  # type: ignore[arg-type]
-    criterion = AtMost(round(allowed, 2), "replays/min")
-    replays = _delta(first.pcie_replay, last.pcie_replay)
-    if isinstance(replays, Unavailable):
-        return _unreadable(judge, subject, "PCIe replay counter", replays, criterion)
-    rollovers = _delta(first.pcie_replay_rollover, last.pcie_replay_rollover)
+    allowed = int(width) * rate * 1e9 * 1e-12 * 60 * factor  # type: ignore[arg-type]
+    criterion = AtMost(round(allowed, 2), f"{unit}/min")
+    replays = unit == "replays"
+    count = _delta(first.pcie_replay, last.pcie_replay) if replays else _delta(first.pcie_correctable, last.pcie_correctable)
+    if isinstance(count, Unavailable):
+        return _unreadable(judge, subject, f"{what} counter", count, criterion)
     minutes = max(_seconds(first, last), 1.0) / 60
-    note = f"{replays} replays in {minutes * 60:.0f} s on Gen{generation} x{width}"
+    note = f"{count} {unit} in {minutes * 60:.0f} s on Gen{generation} x{width}"
+    rollovers = _delta(first.pcie_replay_rollover, last.pcie_replay_rollover) if replays else 0
     if isinstance(rollovers, int) and rollovers > 0:
         return judge.failed(
             subject,
@@ -440,7 +455,7 @@ def pcie_replay_rate(profile: Profile, facts: Facts, gpu: int) -> Verdict:
             criterion,
             scope=_span(first, last),
         )
-    return judge(subject, "PCIe replay rate", round(replays / minutes, 2), criterion, note=note, scope=_span(first, last))
+    return judge(subject, f"{what} rate", round(count / minutes, 2), criterion, note=note, scope=_span(first, last))
 
 
 def nvlink_errors_during_run(profile: Profile, facts: Facts, gpu_link: tuple[int, int]) -> Verdict:
@@ -592,6 +607,7 @@ RUN_CHECKS = (
     ecc_corrected_during_run,
     remapping_during_run,
     pcie_replay_rate,
+    pcie_correctable_rate,
     clock_slowdown_during_run,
     gpu_temperature,
     memory_temperature,

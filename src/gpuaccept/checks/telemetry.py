@@ -5,7 +5,8 @@
   thermal or power brake clock event reason, at most `burnin.max_slowdown_share` (1%). Software
   power capping and idling are how a healthy GPU runs, and do not count.
 - temperature: the hottest sample at most NVML's slowdown temperature for that GPU.
-- SM clock under load: the median at least `burnin.min_sm_clock_mhz`, where the profile sets one.
+- SM clock under load: the median of the samples where the GPU was busy (NVML utilization 50% or
+  more) at least `burnin.min_sm_clock_mhz`, where the profile sets one.
 
 Readings NVML does not give are not counted as zeros: a GPU with none skips with NVML's reason.
 """
@@ -20,6 +21,7 @@ from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key
 from gpuaccept.vocabulary.telemetry import SLOWDOWN_REASONS, reason_names
 
+BUSY_PCT = 50  # NVML's GPU utilization at or above which a sample counts as the GPU working
 NO_TELEMETRY = "the facts hold no telemetry (it is sampled while a live run measures)"
 
 
@@ -88,10 +90,17 @@ def sm_clock_under_load(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     samples = _load_samples(facts, gpu)
     if isinstance(samples, str):
         return judge.not_applicable(subject, samples)
-    read = [s.sm_clock_mhz for s in samples if isinstance(s.sm_clock_mhz, int)]
+    # a stage's window holds this GPU's idle moments too (its worker starting; under -n N, waiting
+    # for another GPU's longer load): the clock is judged where NVML saw the GPU itself busy
+    utilization_read = [s for s in samples if isinstance(s.utilization_pct, int)]
+    busy = [s for s in utilization_read if s.utilization_pct >= BUSY_PCT] if utilization_read else samples  # type: ignore[operator]
+    read = [s.sm_clock_mhz for s in busy if isinstance(s.sm_clock_mhz, int)]
     if not read:
+        if utilization_read and not busy:
+            return judge.not_applicable(subject, f"no sample under load found {subject} at least {BUSY_PCT}% busy")
         return judge.not_applicable(subject, _none_read(samples, "sm_clock_mhz"))
     median = statistics.median(read)
-    note = f"median of {len(read)} samples under load, lowest {min(read)} MHz"
+    which = f"{BUSY_PCT}%+ busy" if utilization_read else "under load (utilization not read)"
+    note = f"median of {len(read)} samples {which}, lowest {min(read)} MHz"
     context = {"samples": len(read), "lowest_mhz": min(read)}
     return judge(subject, "SM clock under load", median, AtLeast(floor, "MHz"), note=note, context=context)

@@ -469,6 +469,9 @@ class HealthSpec(Strict):
     pcie_replay_rate_factor: Annotated[float, Field(gt=0)] = Field(
         1.0, description="PCIe replays per minute allowed, as a multiple of DCGM's lanes x GT/s x 1e-12 x 60 (Gen5 x16: 30.7/min)"
     )
+    pcie_correctable_rate_factor: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="PCIe correctable errors per minute allowed, as a multiple of the same lanes x GT/s x 1e-12 x 60"
+    )
     nvlink_crc_max_per_s: Annotated[float, Field(ge=0)] = Field(100.0, description="NVLink CRC errors per second per link (DCGM: 100)")
     hw_slowdown_max_percent: Annotated[float, Field(ge=0, le=100)] = Field(
         1.0, description="time clocks were held down by HW thermal or HW power brake, as a share of the load time, %"
