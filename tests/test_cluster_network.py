@@ -226,16 +226,21 @@ def test_the_cluster_floor_names_the_slow_node(profile: Profile) -> None:
     assert ClusterFacts.model_validate_json(facts.model_dump_json()) == facts
 
 
+def three_nodes_one_slow(profile: Profile, nodes: list[NodeFacts], slow: int) -> ClusterFacts:
+    """A cluster of three nodes whose all_reduce missed its floor of 40 GB/s, `slow` named."""
+    result = CollectiveResult(collective="all_reduce", size_bytes=1 << 30, nominal_size="1GiB", dtype="bfloat16", ranks=6,
+                              warmup=5, iterations=20, time_us=100000.0, algbw_GBps=12.0, busbw_GBps=20.0, wrong=0)
+    cleared = [index for index in range(3) if index != slow]
+    found = LocalizationFacts(collective="all_reduce", size_bytes=1 << 30, floor_GBps=40.0, slow=[slow], cleared=cleared, undecided=[],
+                              reason="each suspect measured with a node proven good", trials=[])
+    return ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=6,
+                        gpus_per_node=2, nodes=nodes, collectives=[result], localization=found)
+
+
 def test_the_cluster_view_marks_the_slow_node(profile: Profile, tmp_path: Path) -> None:
     root = tree_copy(tmp_path)
     (root / "sys/class/infiniband/mlx5_1/ports/1/state").write_text("1: DOWN\n")
-    nodes = [node(TREE, index=0), node(TREE, index=1), node(root, index=2)]
-    result = CollectiveResult(collective="all_reduce", size_bytes=1 << 30, nominal_size="1GiB", dtype="bfloat16", ranks=6,
-                              warmup=5, iterations=20, time_us=100000.0, algbw_GBps=12.0, busbw_GBps=20.0, wrong=0)
-    found = LocalizationFacts(collective="all_reduce", size_bytes=1 << 30, floor_GBps=40.0, slow=[2], cleared=[0, 1], undecided=[],
-                              reason="each suspect measured with a node proven good", trials=[])
-    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=6,
-                         gpus_per_node=2, nodes=nodes, collectives=[result], localization=found)
+    facts = three_nodes_one_slow(profile, [node(TREE, index=0), node(TREE, index=1), node(root, index=2)], slow=2)
     record = cluster_record(facts, cluster_verdicts(profile, facts))
     rows = text(record).splitlines()
     assert rows[0].split() == ["node", "host", "rdma_ports", "rdma_rate", "gpu_nic_affinity", "gpudirect_rdma", "nccl_transport",
@@ -250,13 +255,7 @@ def test_the_cluster_view_marks_the_slow_node(profile: Profile, tmp_path: Path) 
 
 
 def test_report_fleet_shows_a_cluster_run_beside_its_hosts(profile: Profile, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    nodes = [node(TREE, index=i) for i in range(3)]
-    result = CollectiveResult(collective="all_reduce", size_bytes=1 << 30, nominal_size="1GiB", dtype="bfloat16", ranks=6,
-                              warmup=5, iterations=20, time_us=100000.0, algbw_GBps=12.0, busbw_GBps=20.0, wrong=0)
-    found = LocalizationFacts(collective="all_reduce", size_bytes=1 << 30, floor_GBps=40.0, slow=[1], cleared=[0, 2], undecided=[],
-                              reason="each suspect measured with a node proven good", trials=[])
-    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=6,
-                         gpus_per_node=2, nodes=nodes, collectives=[result], localization=found)
+    facts = three_nodes_one_slow(profile, [node(TREE, index=i) for i in range(3)], slow=1)
     cluster = tmp_path / "cluster-results.json"
     cluster.write_text(json.dumps(cluster_record(facts, cluster_verdicts(profile, facts)), indent=2), encoding="utf-8")
     host = Path(__file__).parents[1] / "examples" / "results" / "h200x4.json"  # a host that passed its profile
