@@ -410,21 +410,24 @@ def remapping_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
 def pcie_replay_rate(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """PCIe replays per minute over the run against DCGM's expected rate for the link:
     lanes x GT/s x 1e-12 x 60 (Gen5 x16: 30.7 a minute), times the profile's factor."""
-    return _pcie_rate(
-        Judge("pcie_replay_rate", profile.name), facts, gpu, "PCIe replay", "replays", profile.spec.health.pcie_replay_rate_factor
-    )
+    judge = Judge("pcie_replay_rate", profile.name)
+    factor = profile.spec.health.pcie_replay_rate_factor
+    return _pcie_rate(judge, facts, gpu, "PCIe replay", "replays", factor, "pcie_replay", rollovers_of="pcie_replay_rollover")
 
 
 def pcie_correctable_rate(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """PCIe correctable errors per minute over the run against the same expected rate: each is at
     least one bit error on the link, and the link is specified at a bit error rate of 1e-12."""
-    return _pcie_rate(
-        Judge("pcie_correctable_rate", profile.name), facts, gpu, "PCIe correctable error", "errors",
-        profile.spec.health.pcie_correctable_rate_factor,
-    )
+    judge = Judge("pcie_correctable_rate", profile.name)
+    factor = profile.spec.health.pcie_correctable_rate_factor
+    return _pcie_rate(judge, facts, gpu, "PCIe correctable error", "errors", factor, "pcie_correctable")
 
 
-def _pcie_rate(judge: Judge, facts: Facts, gpu: int, what: str, unit: str, factor: float) -> Verdict:
+def _pcie_rate(
+    judge: Judge, facts: Facts, gpu: int, what: str, unit: str, factor: float, counter: str, rollovers_of: str | None = None
+) -> Verdict:
+    """`counter` (a snapshot's field) per minute from the first snapshot to the last, against the
+    link's expected rate times `factor`; where the counter has one, a rollover fails at once."""
     pair = _first_and_last(judge, facts, gpu)
     if isinstance(pair, Verdict):
         return pair
@@ -440,13 +443,12 @@ def _pcie_rate(judge: Judge, facts: Facts, gpu: int, what: str, unit: str, facto
     rate = PCIE_GTPS.get(int(generation), 0.0)  # type: ignore[arg-type]
     allowed = int(width) * rate * 1e9 * 1e-12 * 60 * factor  # type: ignore[arg-type]
     criterion = AtMost(round(allowed, 2), f"{unit}/min")
-    replays = unit == "replays"
-    count = _delta(first.pcie_replay, last.pcie_replay) if replays else _delta(first.pcie_correctable, last.pcie_correctable)
+    count = _delta(getattr(first, counter), getattr(last, counter))
     if isinstance(count, Unavailable):
         return _unreadable(judge, subject, f"{what} counter", count, criterion)
     minutes = max(_seconds(first, last), 1.0) / 60
     note = f"{count} {unit} in {minutes * 60:.0f} s on Gen{generation} x{width}"
-    rollovers = _delta(first.pcie_replay_rollover, last.pcie_replay_rollover) if replays else 0
+    rollovers = _delta(getattr(first, rollovers_of), getattr(last, rollovers_of)) if rollovers_of else 0
     if isinstance(rollovers, int) and rollovers > 0:
         return judge.failed(
             subject,
