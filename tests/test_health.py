@@ -116,6 +116,13 @@ def test_a_pcie_replay_burst_fails_its_gpu():
     assert "PCIe replay rate 5000.0 replays/min > 30.72 replays/min (5000 replays in 60 s on Gen5 x16)" in verdict.message
 
 
+def test_a_rolled_over_pcie_replay_counter_fails_its_gpu_whatever_the_count_reads():
+    after = healthy_h200x2()
+    after.answer("field_value", 1, Field.PCIE_REPLAY_ROLLOVER, 0, value=1)  # the count itself reads 0 again
+    verdict = fails_only(health.pcie_replay_rate, with_health(healthy_h200x2(), after, seconds=60), 1, 0)
+    assert verdict.message.startswith("gpu1: the PCIe replay counter rolled over 1 time(s) (0 replays in 60 s on Gen5 x16)")
+
+
 def test_a_burst_of_pcie_correctable_errors_fails_its_gpu():
     after = healthy_h200x2()
     after.answer("field_value", 0, Field.PCIE_CORRECTABLE, 0, value=120)
