@@ -171,6 +171,13 @@ def test_a_rank_that_never_joins_ends_the_run_in_one_line(tmp_path: Path) -> Non
     assert "within 3 s" in lines[0]
     assert "Traceback" not in done.stderr
     assert time.monotonic() - began < LIMIT_S
+    # its node's own tests were read and written before it waited: they survive the job
+    (written,) = (tmp_path / "out").glob("node0-*/node-results.json")
+    own = json.loads(written.read_text(encoding="utf-8"))
+    by_check = {verdict["check"]: verdict for verdict in own["verdicts"]}
+    assert set(by_check) == {"rdma_ports", "rdma_rate", "gpu_nic_affinity", "gpudirect_rdma", "nccl_transport"}
+    assert own["node"]["ranks"] == [0]  # one task on each of 2 nodes
+    assert "node0 preflight: SKIPPED test_rdma_ports[node0]: node0: " in done.stdout
 
 
 def test_a_job_of_the_wrong_shape_is_refused_before_anyone_waits(tmp_path: Path) -> None:

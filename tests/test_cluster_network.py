@@ -204,7 +204,7 @@ def test_a_node_without_infiniband_skips_with_the_reason(profile: Profile, tmp_p
     bare = node(tmp_path, Unavailable(unavailable="not_found", detail="no NCCL INFO output to read"))
     facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=4,
                          gpus_per_node=2, nodes=[bare])
-    verdicts = node_verdicts(profile, facts, bare)
+    verdicts = node_verdicts(profile, bare, facts.gpus_per_node)
     assert [v.outcome for v in verdicts] == [Outcome.NOT_APPLICABLE] * len(verdicts)
     assert "no /sys/class/infiniband" in verdicts[0].message
 

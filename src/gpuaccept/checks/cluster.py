@@ -188,16 +188,16 @@ def localization_note(facts: ClusterFacts, found: LocalizationFacts) -> str:
     return f"no single node named ({found.reason}); undecided: {', '.join(named(i) for i in found.undecided)}"
 
 
-def node_verdicts(profile: Profile, facts: ClusterFacts, node: NodeFacts) -> list[Verdict]:
+def node_verdicts(profile: Profile, node: NodeFacts, gpus_per_node: int) -> list[Verdict]:
     verdicts = [rdma_ports(profile, node), rdma_rate(profile, node)]
-    verdicts += [gpu_nic_affinity(profile, node, gpu) for gpu in range(facts.gpus_per_node)]
+    verdicts += [gpu_nic_affinity(profile, node, gpu) for gpu in range(gpus_per_node)]
     verdicts += [gpudirect_rdma(profile, node), nccl_transport(profile, node)]
     return verdicts
 
 
 def cluster_verdicts(profile: Profile, facts: ClusterFacts) -> list[Verdict]:
     spec = _spec(profile)
-    verdicts = [v for node in facts.nodes for v in node_verdicts(profile, facts, node)]
+    verdicts = [v for node in facts.nodes for v in node_verdicts(profile, node, facts.gpus_per_node)]
     if spec is not None:
         verdicts += [cluster_busbw(profile, facts, collective, size) for collective, sizes in spec.busbw.items() for size in sizes]
         if spec.ddp_min_efficiency is not None:

@@ -39,10 +39,10 @@ from pathlib import Path
 from gpuaccept.checks.cluster import cluster_verdicts, node_verdicts
 from gpuaccept.checks.verdict import Verdict
 from gpuaccept.errors import EXIT_USAGE, GpuAcceptError
-from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NodeFacts, Trial
+from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
 from gpuaccept.facts.model import CollectiveResult, DdpResult, Unavailable
 from gpuaccept.files import write_atomically
-from gpuaccept.measure.cluster import Job, capture_nccl_info, gpu_bus_ids, join, launch_from_environment
+from gpuaccept.measure.cluster import Job, Launch, capture_nccl_info, gpu_bus_ids, join, launch_from_environment
 from gpuaccept.measure.localize import Group, localize
 from gpuaccept.measure.plan import CollectiveStep, DdpStep
 from gpuaccept.measure.worker import RECORDED_ENVIRONMENT
@@ -88,6 +88,8 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
     host = socket.gethostname()
     node_out = out / f"node{launch.node}-{host}"
     capture_nccl_info(node_out)
+    if launch.local_rank == 0:
+        _preflight(profile, launch, root, node_out, gpus)
     watchdog = start_watchdog(deadline_s(profile, spec.nodes), launch.rank, launch.world)
     job = join(launch, backend, spec.rendezvous_s, spec.timeout_s)
     try:
@@ -97,7 +99,7 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
         collectives = _measure(job, spec)
         localization = _localize(job, spec, collectives)
         ddp = _ddp(job, profile, gpus)
-        mine = _node_facts(job, root, node_out, gpus) if launch.local_rank == 0 else None
+        mine = _node_facts(launch, job.layout[launch.node], root, node_out, gpus, job.me.backend) if launch.local_rank == 0 else None
         gathered = job.gather(mine.model_dump(mode="json") if mine else None)
         nodes = [NodeFacts.model_validate(node) for node in gathered if node is not None]
         facts = ClusterFacts(
@@ -106,7 +108,7 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
             collectives=collectives, localization=localization, ddp=ddp,
         )
         if mine is not None:
-            own = node_verdicts(profile, facts, mine)
+            own = node_verdicts(profile, mine, gpus)
             write_json(node_out / NODE_RESULTS, node_record(mine, own, profile.name))
         code = 0
         if launch.rank == 0:
@@ -235,15 +237,32 @@ def _ddp(job: Job, profile: Profile, gpus: int) -> list[DdpResult]:
     return results
 
 
-def _node_facts(job: Job, root: Path, node_out: Path, gpus: int) -> NodeFacts:
+def _node_facts(launch: Launch, ranks: list[int], root: Path, node_out: Path, gpus: int, backend: str | None) -> NodeFacts:
+    """This node as its local rank 0 reads it; `backend` None: before NCCL connected (the transport
+    it chose is not known yet)."""
     ports = read_ports(root)
-    logs = capture_nccl_info(node_out)
+    transport: NcclTransport | Unavailable
+    if backend is None:
+        transport = Unavailable(unavailable="not_probed", detail="read once NCCL has connected the nodes")
+    else:
+        transport = read_nccl_logs(capture_nccl_info(node_out)) if backend == "nccl" else _no_nccl()
     return NodeFacts(
-        node=job.launch.node, host=socket.gethostname(), ranks=job.layout[job.launch.node], adapters=ports,
-        affinity=read_affinity(root, gpu_bus_ids(gpus), ports), peermem=peermem_loaded(root),
-        transport=read_nccl_logs(logs) if job.me.backend == "nccl" else _no_nccl(),
+        node=launch.node, host=socket.gethostname(), ranks=ranks, adapters=ports,
+        affinity=read_affinity(root, gpu_bus_ids(gpus), ports), peermem=peermem_loaded(root), transport=transport,
         environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENVIRONMENT) or k.startswith("GPUACCEPT_INJECT")},
     )
+
+
+def _preflight(profile: Profile, launch: Launch, root: Path, node_out: Path, gpus: int) -> None:
+    """This node's own tests (RDMA ports, GPU-NIC affinity, GPUDirect RDMA) read, printed and written
+    to its node-results.json before it waits on any other node: a node whose job never measures, or
+    hangs, still says what it found. The run's end writes the file again, with NCCL's transport."""
+    ranks = [launch.rank - launch.local_rank + index for index in range(launch.local_world)]  # as torchrun and srun number them
+    node = _node_facts(launch, ranks, root, node_out, gpus, backend=None)
+    verdicts = node_verdicts(profile, node, gpus)
+    write_json(node_out / NODE_RESULTS, node_record(node, verdicts, profile.name))
+    for line in lines(verdicts)[:-1]:
+        print(f"node{launch.node} preflight: {line}", flush=True)
 
 
 def _no_nccl() -> Unavailable:
