@@ -14,7 +14,8 @@ node under `torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d ...`, or 
    0 decides which groups of nodes to measure, every rank takes part (`Job.measure_groups`).
    Where the profile asks for DDP scaling (`cluster.ddp_min_efficiency`), its `ddp:` workload
    trains on one node and on every node: samples/s per GPU on all over on one.
-4. Local rank 0 of each node reads its node: RDMA ports, GPU<->adapter PCI levels, nvidia_peermem,
+4. Local rank 0 of each node reads its node: RDMA ports, GPU<->adapter PCI levels, nvidia_peermem
+   (before step 1's wait as well, written at once: a job that never measures still leaves them),
    and the transport NCCL logged (NCCL_DEBUG=INFO into a file per process, asked for at start).
 5. Node facts are gathered to global rank 0, which judges the cluster (each node's verdicts and the
    inter-node ones) and writes cluster-results.json, cluster-junit.xml and cluster-report.html (the
@@ -88,9 +89,9 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
     host = socket.gethostname()
     node_out = out / f"node{launch.node}-{host}"
     capture_nccl_info(node_out)
+    watchdog = start_watchdog(deadline_s(profile, spec.nodes), launch.rank, launch.world)
     if launch.local_rank == 0:
         _preflight(profile, launch, root, node_out, gpus)
-    watchdog = start_watchdog(deadline_s(profile, spec.nodes), launch.rank, launch.world)
     job = join(launch, backend, spec.rendezvous_s, spec.timeout_s)
     try:
         if job.nodes != spec.nodes or any(len(ranks) != gpus for ranks in job.layout.values()):
