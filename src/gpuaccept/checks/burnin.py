@@ -11,73 +11,14 @@ against the same floor as a standard run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuaccept.checks import compute, fabric
+from gpuaccept.checks.stages import STAGE_VALUES, Check
 from gpuaccept.checks.verdict import Better, Judge, Outcome, Verdict
 from gpuaccept.facts.model import Facts
 from gpuaccept.profile.model import Profile
-from gpuaccept.vocabulary.copies import CopyKind
 from gpuaccept.vocabulary.display import show
-from gpuaccept.vocabulary.links import gpu_key, pair_key
-
-Check = Callable[[Profile, Facts, Any], Verdict]
-Subjects = Callable[[Profile], list[Any]]
-
-
-def _gpus(profile: Profile) -> list[int]:
-    return list(range(profile.gpu_count))
-
-
-def _copies(kind: CopyKind, subjects: Subjects) -> Subjects:
-    def asked(profile: Profile) -> list[Any]:
-        copies = profile.spec.copies
-        return subjects(profile) if copies is not None and copies.floor(kind) is not None else []
-
-    return asked
-
-
-def _gpus_if_compute(profile: Profile) -> list[Any]:
-    return _gpus(profile) if profile.spec.compute is not None else []
-
-
-def _pairs_if_pairwise(profile: Profile) -> list[Any]:
-    return list(profile.gpu_pairs()) if profile.spec.pairwise is not None else []
-
-
-def _busbw_cases(profile: Profile) -> list[Any]:
-    return list(fabric.busbw_cases(profile))
-
-
-def _case_id(case: Any) -> str:
-    return fabric.case_id(*case)
-
-
-def _pair_id(pair: Any) -> str:
-    return pair_key(*pair)
-
-
-# Per stage: the checks of the values it measures, their subjects and how a subject is named.
-# A stage added to the burn-in adds its line here.
-BURNIN_CHECKS: dict[str, list[tuple[Check, Subjects, Callable[[Any], str]]]] = {
-    "compute": [
-        (check, _gpus_if_compute, gpu_key)
-        for check in (
-            compute.gemm_throughput, compute.gemm_within_best, compute.gemm_correct,
-            compute.hbm_copy, compute.hbm_triad, compute.memtest,
-        )
-    ],
-    "nccl": [(fabric.busbw, _busbw_cases, _case_id), (fabric.pair_busbw, _pairs_if_pairwise, _pair_id)],
-    "copies": [
-        (fabric.local_copy, _copies("local", _gpus), gpu_key),
-        (fabric.host_to_device, _copies("host_to_device", _gpus), gpu_key),
-        (fabric.device_to_host, _copies("device_to_host", _gpus), gpu_key),
-        (fabric.p2p_copy, _copies("p2p", lambda p: list(p.ordered_gpu_pairs())), _pair_id),
-        (fabric.p2p_copy_bidirectional, _copies("p2p_bidirectional", lambda p: list(p.gpu_pairs())), _pair_id),
-    ],
-}
 
 
 @dataclass(frozen=True)
@@ -96,10 +37,11 @@ class BurninCase:
 
 def burnin_cases(profile: Profile) -> list[BurninCase]:
     return [
-        BurninCase(stage, check, subject, name_of(subject))
-        for stage, checks in BURNIN_CHECKS.items()
-        for check, subjects, name_of in checks
-        for subject in subjects(profile)
+        BurninCase(stage, value.check, subject, value.name_of(subject))
+        for stage, values in STAGE_VALUES.items()
+        for value in values
+        if value.in_burnin
+        for subject in value.subjects(profile)
     ]
 
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gpuaccept.checks import compute, ddp, fabric
 from gpuaccept.checks.attempts import worth_measuring_again
+from gpuaccept.checks.stages import STAGE_VALUES
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import (
     STAGE_SWEEPS,
@@ -41,27 +41,6 @@ COMPUTE_FILE = "compute-gpu{gpu}.json"  # the compute stage keeps one file per G
 STAGES = (*STAGE_FILES, "compute")
 # A stage's confirmation rounds may take as long as the stage itself took, and at least this long.
 MIN_CONFIRM_BUDGET_S = 30.0
-
-
-def _every_gpu(profile: Profile) -> list[int]:
-    return list(range(profile.gpu_count))
-
-
-# The checks whose values each stage measures, and their subjects: what a confirmation round
-# looks through for misses worth measuring again.
-STAGE_CHECKS: dict[str, list[tuple[Callable, Callable[[Profile], list]]]] = {
-    "nccl": [(fabric.busbw, fabric.busbw_cases), (fabric.pair_busbw, Profile.gpu_pairs)],
-    "copies": [
-        (fabric.p2p_copy, Profile.ordered_gpu_pairs),
-        (fabric.p2p_copy_bidirectional, Profile.gpu_pairs),
-        (fabric.local_copy, _every_gpu),
-        (fabric.host_to_device, _every_gpu),
-        (fabric.device_to_host, _every_gpu),
-    ],
-    "ddp": [(ddp.scaling, ddp.ddp_cases), (ddp.exposed_communication, ddp.ddp_cases), (ddp.nvlink_speedup, ddp.ddp_cases)],
-    # within_best is left out: its limit moves with the other GPUs, which this GPU's round does not measure
-    "compute": [(compute.gemm_throughput, _every_gpu), (compute.hbm_copy, _every_gpu), (compute.hbm_triad, _every_gpu)],
-}
 
 
 class MeasurementStore:
@@ -222,10 +201,12 @@ class MeasurementStore:
         """The keys of the values of this stage that missed by no more than a dip would."""
         keys: set[StepKey] = set()
         within = profile.spec.judging.confirm_within
-        for check, subjects in STAGE_CHECKS[stage]:
-            for subject in subjects(profile):
-                if worth_measuring_again(check(profile, facts, subject), within):
-                    keys.update(check.step_keys(profile, subject))
+        for value in STAGE_VALUES[stage]:
+            if not value.measured_again:
+                continue
+            for subject in value.subjects(profile):
+                if worth_measuring_again(value.check(profile, facts, subject), within):
+                    keys.update(value.check.step_keys(profile, subject))  # type: ignore[attr-defined]
         return sorted(keys)
 
 
