@@ -97,6 +97,22 @@ run_suite() {
   return 0
 }
 
+# only_last_failed WHAT RUN TEST: after a fault on the last GPU, TEST[gpu<last>] failed and no other GPU's test
+only_last_failed() {
+  python3 - "$work/$2/results.json" "$last" "$3" "$1" <<'PY' 2>&1 | tee -a "$log"
+import sys
+from gpuaccept.facts.run_record import load_results
+record, last, test, what = load_results(sys.argv[1]), f"gpu{sys.argv[2]}", sys.argv[3], sys.argv[4]
+bad = sorted(t.id for t in record.tests if t.outcome not in ("passed", "skipped"))
+others = [name for name in bad if f"[{last}]" not in name]
+ok = f"{test}[{last}]" in bad and not others
+print(f"{what} on {last}: {'as expected' if ok else 'NOT as expected'}: failed {bad or 'nothing'}")
+for t in record.tests:
+    if t.id == f"{test}[{last}]" and t.verdict is not None:
+        print(f"  {t.id}: {t.verdict.message}")
+PY
+}
+
 say "machine"
 { nvidia-smi -L; nvidia-smi topo -m; python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "devices", torch.cuda.device_count())'; } >>"$log" 2>&1
 
@@ -459,18 +475,14 @@ PY
       sleep 5
       LINES_PER_RUN=30 run_suite loadhog -k "test_gemm"
       kill $hog; wait $hog 2>/dev/null
-      python3 - "$work/loadhog/results.json" "$last" <<'PY' 2>&1 | tee -a "$log"
-import sys
-from gpuaccept.facts.run_record import load_results
-record, last = load_results(sys.argv[1]), f"gpu{sys.argv[2]}"
-bad = sorted(t.id for t in record.tests if t.outcome not in ("passed", "skipped"))
-others = [name for name in bad if f"[{last}]" not in name]
-mine = [name for name in bad if f"[{last}]" in name]
-ok = f"test_gemm_throughput[{last}]" in mine and not others
-print(f"second GEMM load on {last}: {'as expected' if ok else 'NOT as expected'}: failed {bad or 'nothing'}")
-PY
+      only_last_failed "second GEMM load" loadhog test_gemm_throughput
     fi
-    tar -czf "$OUT/loads-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d loads*/results.json loads*/facts.json loadhog/results.json 2>/dev/null)
+    if enough 60 "one memory bit flipped on GPU$last"; then
+      say "GPUACCEPT_INJECT_MEMTEST_FLIP=gpu$last: its memory test must fail with 1 mismatch, no other GPU's"
+      GPUACCEPT_INJECT_MEMTEST_FLIP=gpu$last LINES_PER_RUN=30 run_suite memflip -k "test_memtest" "${parallel[@]}"
+      only_last_failed "one bit flipped" memflip test_memtest
+    fi
+    tar -czf "$OUT/loads-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d loads*/results.json loads*/facts.json loadhog/results.json memflip/results.json 2>/dev/null)
     ;;
   *) say "unknown stage $stage" ;;
   esac

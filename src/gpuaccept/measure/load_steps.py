@@ -257,12 +257,15 @@ class _Memtest:
         self.mismatches += int((chunk != expected).sum().item())
         self._tick()
 
-    def _constant(self, pattern: int) -> None:
-        value = _int32(pattern)
+    def _fill_every_chunk(self, value: int) -> None:
         for chunk in self.chunks:
             chunk.fill_(value)
             self._tick()
         self._written()
+
+    def _constant(self, pattern: int) -> None:
+        value = _int32(pattern)
+        self._fill_every_chunk(value)
         for chunk in self.chunks:
             self._count(chunk, value)
 
@@ -298,10 +301,7 @@ class _Memtest:
 
     def _moving_inversions(self, pattern: int) -> None:
         value, inverse = _int32(pattern), _int32(~pattern)
-        for chunk in self.chunks:
-            chunk.fill_(value)
-            self._tick()
-        self._written()
+        self._fill_every_chunk(value)
         for chunk in self.chunks:
             self._count(chunk, value)
             chunk.fill_(inverse)
