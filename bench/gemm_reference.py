@@ -23,6 +23,7 @@ import torch
 
 from gpuaccept.measure.load_steps import measure_gemm, measure_hbm
 from gpuaccept.measure.plan import GemmStep, HbmStep
+from gpuaccept.profile.spec import GemmSpec
 
 WARM_S = 5.0
 
@@ -69,7 +70,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpus", type=int, default=torch.cuda.device_count() if torch.cuda.is_available() else 0)
     parser.add_argument("--size", type=int, default=8192)
-    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=GemmSpec().repeats)  # as a profile that sets none
     parser.add_argument("--hbm-size", type=int, default=1 << 30)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--markdown", type=Path)

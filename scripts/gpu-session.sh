@@ -48,7 +48,9 @@
 #                values per GPU, and floors from them: scripts/calibrate_compute.py), the GEMM/HBM
 #                reference bench (bench/gemm_reference.py), serial against -n <GPUs>
 #                (bench/pergpu_parallel.py), and a second GEMM load on the last GPU, which must fail
-#                that GPU's GEMM test(s) and no other GPU's; on 1, 2, 4 or 8 GPUs
+#                that GPU's GEMM test(s) and no other GPU's; the GEMM's timing window
+#                (bench/gemm_window.py); one memory bit flipped on the last GPU
+#                (GPUACCEPT_INJECT_MEMTEST_FLIP): only its test_memtest fails; on 1, 2, 4 or 8 GPUs
 #
 # The wheels it installs come from scripts/fetch-wheels.sh (run here, before the device call).
 #
@@ -461,6 +463,10 @@ PY
     if enough 120 "GEMM/HBM reference bench"; then
       say "gpu-accept's GEMM and HBM beside plain torch loops, same GPU, same run"
       python3 bench/gemm_reference.py --gpus "$gpus" --markdown "$OUT/gemm-reference-$tag.md" 2>&1 | tee -a "$log"
+    fi
+    if enough 60 "GEMM timing window"; then
+      say "GEMM TFLOP/s over 50 and 500 products, gpu-accept's and plain variants (bench/gemm_window.py)"
+      python3 bench/gemm_window.py --gpu 0 --markdown "$OUT/gemm-window-$tag.md" 2>&1 | tee -a "$log"
     fi
     if [ "$gpus" -lt 2 ]; then
       say "per-GPU tests serial against -n: skipped, one GPU has nothing to run beside it"

@@ -175,9 +175,11 @@ def test_each_gpu_gets_its_own_plan_and_sees_only_its_gpu(profile):
         "load/gemm/gpu3", "load/hbm_copy/gpu3", "load/hbm_triad/gpu3", "load/memtest/gpu3",
     ]
     gemm_step, _, memtest_step = plan.steps
-    # at the floor's pace 60 products of 8192^3 take 0.1 s: the 20 s minimum applies; the memory
-    # test stops itself at its cap, and gets a minute more
-    assert gemm_step.timeout_s == 20.0 and memtest_step.timeout_s == 90.0
+    # at the floor's pace (660 TFLOP/s) the 5 + 500 + 3 + 2 products of 8192^3 take 0.85 s, with 50
+    # times slack 42.5 s; the memory test stops itself at its cap, and gets a minute more
+    assert gemm_step.timeout_s == pytest.approx(510 * 2 * 8192**3 / 660e12 * 50) and memtest_step.timeout_s == 90.0
+    assert compute_plan(profile.spec.model_copy(update={"compute": profile.spec.compute.model_copy(update={
+        "gemm": profile.spec.compute.gemm.model_copy(update={"repeats": 50})})}), 3).steps[0].timeout_s == 20.0  # the minimum
     only = compute_plan(profile.spec, 3, only={LoadKey("hbm_triad", 3)})
     assert [step.kind for step in only.steps] == ["hbm"]
     assert gpu_environment({}, 2)["CUDA_VISIBLE_DEVICES"] == "2"

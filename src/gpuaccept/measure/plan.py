@@ -151,7 +151,7 @@ class GemmStep(Step):
     size: int = Field(ge=16)  # n of an n x n x n product
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
     warmup: int = 5
-    repeats: int = 50
+    repeats: int = 500
     verify_repeats: int = 3  # untimed products compared with the first, bit for bit
 
     @property

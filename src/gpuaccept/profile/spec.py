@@ -341,7 +341,11 @@ class GemmSpec(Strict):
     size: Annotated[int, Field(ge=16, le=65536)] = Field(8192, description="n of the n x n x n product")
     dtype: MeasureDtype = "bfloat16"
     warmup: Annotated[int, Field(ge=0, le=10000)] = 5
-    repeats: Annotated[int, Field(ge=1, le=100000)] = Field(50, description="products timed back to back")
+    repeats: Annotated[int, Field(ge=1, le=100000)] = Field(
+        500,
+        description="products timed back to back (500 at 8192: about 0.7 s on an H100 or H200, long enough for the power "
+        "limit rather than the first milliseconds of boost to set the rate)",
+    )
     verify_repeats: Annotated[int, Field(ge=0, le=1000)] = Field(
         3, description="untimed products compared with the first, bit for bit (the last timed one always is)"
     )

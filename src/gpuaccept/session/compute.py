@@ -20,15 +20,14 @@ from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, MemtestRe
 from gpuaccept.measure.launch import Outcome, run_plan
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, Step
 from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.session.stages import MAX_DERIVED_STEP_S, PACE_SLACK
 from gpuaccept.vocabulary.sizes import parse_size
 from gpuaccept.vocabulary.steps import LoadKey, StepKey
 
 # Step time limits where the profile sets none, as for the fabric stages: 50 times what the step
 # needs at its floor's pace, at least MIN_LOAD_STEP_S; without a floor, at a pace slower than any
 # GPU this suite is for.
-PACE_SLACK = 50
 MIN_LOAD_STEP_S = 20.0
-MAX_DERIVED_STEP_S = 600.0
 UNFLOORED_TFLOPS = 10.0
 UNFLOORED_GBPS = 100.0
 # the memory test stops itself at its cap; this covers allocation and the chunk in flight
