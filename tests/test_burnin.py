@@ -20,6 +20,7 @@ from gpuaccept.facts.model import (
     BurnInRound,
     LoadWindow,
     Measurements,
+    StepFailure,
     Telemetry,
     TelemetryLimits,
     TelemetrySample,
@@ -31,6 +32,7 @@ from gpuaccept.profile import ProfileCatalog, load_profile
 from gpuaccept.report.html import render_html
 from gpuaccept.session.burnin import BurninDriver
 from gpuaccept.session.telemetry import LOADS_FILE, TELEMETRY_FILE, read_telemetry, record_load
+from gpuaccept.vocabulary.steps import CollectiveKey
 from gpuaccept.vocabulary.telemetry import parse_duration, reason_names, show_duration
 from tests.helpers import ROOT, example_facts, write
 from tests.telemetry_nvml import HW_SLOWDOWN, SW_POWER_CAP, telemetry_recording
@@ -226,6 +228,46 @@ def test_a_burn_in_value_fails_when_two_rounds_miss_and_one_round_alone_is_trans
     assert missing.outcome is Outcome.ERROR
     ids = [c.id for c in burnin_checks.burnin_cases(profile)]
     assert "local_copy-gpu0" in ids and "pair_busbw-gpu0-gpu1" in ids and "p2p_copy-gpu3-gpu0" in ids
+
+
+def _round_where(index: int, change) -> BurnInRound:
+    """A healthy round (354 GB/s everywhere) whose collective sweep `change` alters."""
+    healthy = _round(index, 354.0)
+    sweep = healthy.measurements.collectives
+    assert sweep is not None
+    return healthy.model_copy(update={"measurements": Measurements(collectives=change(sweep))})
+
+
+def test_wrong_data_or_a_hung_step_in_one_burn_in_round_decides_at_once():
+    profile = h200x4_profile()
+    cases = {c.id: c for c in burnin_checks.burnin_cases(profile)}
+    one_gib = CollectiveKey(collective="all_reduce", size_bytes=1 << 30)
+
+    def wrong(sweep):
+        return sweep.model_copy(update={"results": [r.model_copy(update={"wrong": 1024}) for r in sweep.results]})
+
+    def hung(sweep):
+        kept = [r for r in sweep.results if r.key != one_gib]
+        failure = StepFailure(step="all_reduce 1 GiB", reason="timeout", message="all_reduce 1 GiB: no progress in 20 s", keys=[one_gib])
+        return sweep.model_copy(update={"results": kept, "failures": [failure]})
+
+    def dropped(sweep):
+        return sweep.model_copy(update={"results": [r for r in sweep.results if r.key != one_gib]})
+
+    for change, case, outcome in (
+        (wrong, "collective_correct-all_reduce-1GiB", Outcome.FAILED),
+        (hung, "busbw-all_reduce-1GiB", Outcome.FAILED),
+        (dropped, "busbw-all_reduce-1GiB", Outcome.ERROR),
+    ):
+        rounds = [_round(1, 354.0), _round_where(2, change), _round(3, 355.0), _round(4, 353.0)]
+        burnin = BurnIn(duration_s=300, elapsed_s=300, ended="deadline", rounds=rounds)
+        verdict = burnin_checks.over_rounds(profile, facts_with(burnin=burnin), cases[case])
+        assert verdict.outcome is outcome and not verdict.transient, (case, verdict.message)
+        assert "deciding: round 2 of 4" in verdict.message
+    healthy = BurnIn(duration_s=300, elapsed_s=300, ended="deadline", rounds=[_round(i, 354.0) for i in (1, 2, 3)])
+    assert burnin_checks.over_rounds(profile, facts_with(burnin=healthy), cases["collective_correct-all_reduce-1GiB"]).outcome is (
+        Outcome.PASSED
+    )
 
 
 # -- the driver ----------------------------------------------------------------------------------------

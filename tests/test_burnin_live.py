@@ -152,3 +152,27 @@ def test_a_burn_in_with_nothing_to_load_is_refused_in_one_line(tmp_path):
         f"ERROR: gpu-accept: --level burn-in: profile {profile.stem} asks for no stage a burn-in runs (compute, copies, nccl): "
         "nothing would load the GPUs"
     )
+
+
+@pytest.mark.slow
+def test_a_recorded_burn_in_that_was_cut_short_exits_2_when_judged_again(tmp_path):
+    from gpuaccept.facts import save_facts
+    from gpuaccept.facts.model import BurnIn, BurnInRound, Measurements
+    from tests.helpers import example_facts
+
+    measured = example_facts("h200x4-measured")
+    one_round = BurnInRound(
+        index=1, started_s=0.0, wall_s=30.0, stages=["nccl"], measurements=Measurements(collectives=measured.measurements.collectives)
+    )
+    for ended, code in (("deadline", 0), ("interrupted", 2)):
+        burnin = BurnIn(duration_s=300, elapsed_s=20.0, ended=ended, rounds=[one_round])
+        facts = tmp_path / f"{ended}.json"
+        save_facts(measured.model_copy(update={"burnin": burnin}), facts)
+        command = [
+            sys.executable, "-m", "gpuaccept", "run", "--facts", str(facts), "--profile", "h200-4-nvswitch", "--level", "burn-in",
+            "--reports", str(tmp_path / ended), "-q", "-k", "test_burnin_value and busbw and not pair",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == code, done.stdout[-3000:] + done.stderr[-3000:]
+        said = "gpu-accept: the recorded burn-in was ended by a signal: 1 round(s) in 20s of 5m"
+        assert (said in done.stdout + done.stderr) is (ended == "interrupted")

@@ -144,3 +144,15 @@ def test_a_ddp_miss_measures_its_world_again_and_the_ab_measures_both_arms(tmp_p
     speedup = ddp.nvlink_speedup(PROFILE, facts, "4gpu-bs8")
     assert speedup.outcome is Outcome.PASSED and speedup.transient and len(speedup.attempts) == 2
     assert len(stages.asked) == 2  # everything passed after one round: no second
+
+
+def test_a_baseline_judges_the_attempt_the_verdict_took_not_the_dip_before_it(tmp_path, monkeypatch):
+    from gpuaccept.checks.baseline import no_regression
+    from gpuaccept.report.baseline import Baseline, Metric, measured_values
+
+    facts = measure(tmp_path, monkeypatch, FakeStages(nccl_with(250.0), nccl_with(336.1)))
+    key = "busbw-all_reduce-256MiB"
+    assert measured_values(facts)[key].value == 336.1  # the first attempt was 250
+    before = Baseline(path="base.json", machine={}, metrics={key: Metric(key, 340.0, "GB/s")})
+    verdict = no_regression(before, facts, key, 0.05, PROFILE.name)
+    assert verdict.outcome is Outcome.PASSED and verdict.measured == 336.1

@@ -17,10 +17,13 @@ from gpuaccept.checks.verdict import Outcome, Verdict
 from gpuaccept.facts import load_facts, save_facts
 from gpuaccept.facts.model import HealthFacts, KernelLog
 from gpuaccept.probe.health import (
+    AGGREGATE,
     EVENT_MASK,
     EVENT_RECOVERY_ACTION,
     EVENT_XID_CRITICAL,
+    NVLINK_RECOVERY,
     NVLINK_REPLAY,
+    SRAM,
     UNCORRECTED,
     VOLATILE,
     Field,
@@ -120,7 +123,7 @@ def test_a_rolled_over_pcie_replay_counter_fails_its_gpu_whatever_the_count_read
     after = healthy_h200x2()
     after.answer("field_value", 1, Field.PCIE_REPLAY_ROLLOVER, 0, value=1)  # the count itself reads 0 again
     verdict = fails_only(health.pcie_replay_rate, with_health(healthy_h200x2(), after, seconds=60), 1, 0)
-    assert verdict.message.startswith("gpu1: the PCIe replay counter rolled over 1 time(s) (0 replays in 60 s on Gen5 x16)")
+    assert verdict.message.startswith("gpu1: the PCIe replay counter rolled over 1 time(s) in 60 s on Gen5 x16")
 
 
 def test_a_burst_of_pcie_correctable_errors_fails_its_gpu():
@@ -185,6 +188,72 @@ def test_with_only_the_start_snapshot_no_delta_is_judged():
         verdict = judged(check, facts, 0)
         assert verdict.outcome is Outcome.NOT_APPLICABLE, check.__name__
         assert "no load ran: delta not judged" in verdict.message or "sets no limit" in verdict.message
+
+
+def start_only(facts):
+    """The facts as if every snapshot after the load had failed (a GPU that stopped answering NVML),
+    with the measurements of a real run: a load ran."""
+    kept = [s for s in facts.health.snapshots if s.label == "start"]
+    measured = example_facts("h200x2-measured").measurements
+    return facts.model_copy(update={"health": facts.health.model_copy(update={"snapshots": kept}), "measurements": measured})
+
+
+def test_a_critical_xid_fails_its_gpu_even_when_no_snapshot_after_the_load_was_taken():
+    after = healthy_h200x2()
+    xid(after, 1, 79)
+    facts = start_only(with_health(healthy_h200x2(), after))
+    verdict = judged(health.xid_during_run, facts, 1)
+    assert verdict.outcome is Outcome.FAILED and "XID 79 (nvml event" in verdict.message
+    # with no snapshot after the load nothing else of the run can be judged: never a pass, never a skip
+    for check in health.RUN_CHECKS:
+        if check is health.ecc_corrected_during_run:
+            continue  # the profile sets no limit on it
+        verdict = judged(check, facts, 0)
+        assert verdict.outcome is Outcome.ERROR, check.__name__
+        assert "no health snapshot after the load could be taken" in verdict.message
+
+
+def test_an_xid_listener_nvml_refused_is_an_error_and_one_it_does_not_support_is_skipped():
+    facts = with_health(healthy_h200x2(), healthy_h200x2())
+    unread_log = KernelLog(readable=False, note="/dev/kmsg: permission denied")
+
+    def listened(note: str):
+        return facts.model_copy(update={"health": facts.health.model_copy(update={"listener": note, "kernel_log": unread_log})})
+
+    refused = listened("no NVML event listener; not registered: gpu0: NO_PERMISSION No Permission; gpu1: NOT_SUPPORTED Not Supported")
+    verdict = judged(health.xid_during_run, refused, 0)
+    assert verdict.outcome is Outcome.ERROR and "nothing listened for XIDs on this GPU" in verdict.message
+    assert judged(health.xid_during_run, refused, 1).outcome is Outcome.NOT_APPLICABLE
+    one = listened("NVML events listened for on gpu1 from 10:00:00 to 10:01:00; not registered: gpu0: UNKNOWN Unknown Error")
+    assert judged(health.xid_during_run, one, 0).outcome is Outcome.ERROR
+    assert judged(health.xid_during_run, one, 1).outcome is Outcome.PASSED
+
+
+def test_a_reading_nvml_does_not_give_does_not_hide_a_failing_one_under_the_same_test():
+    start = healthy_h200x2()  # the recording has no SRAM ECC status: the threshold flag is not read
+    start.answer("memory_error_counter", 0, UNCORRECTED, AGGREGATE, SRAM, value=7)
+    verdict = judged(health.sram_ecc, with_health(start), 0)
+    assert verdict.outcome is Outcome.FAILED and "SRAM uncorrected ECC errors (aggregate) 7 errors > 0 errors" in verdict.message
+    after = healthy_h200x2()
+    after.answer("nvlink_error_counter", 0, 3, NVLINK_REPLAY, error="NOT_SUPPORTED")
+    after.answer("nvlink_error_counter", 0, 3, NVLINK_RECOVERY, value=5)
+    verdict = judged(health.nvlink_errors_during_run, with_health(healthy_h200x2(), after), (0, 3))
+    assert verdict.outcome is Outcome.FAILED and "new NVLink recovery errors 5 errors > 0 errors" in verdict.message
+
+
+def test_a_counter_that_went_down_is_not_judged_as_a_negative_count():
+    start, after = healthy_h200x2(), healthy_h200x2()
+    start.answer("pcie_replay_counter", 0, value=65000)
+    after.answer("pcie_replay_counter", 0, value=300)
+    after.answer("field_value", 0, Field.PCIE_REPLAY_ROLLOVER, 0, error="NOT_SUPPORTED")  # nothing says it rolled over
+    start.answer("field_value", 0, Field.PCIE_CORRECTABLE, 0, value=90000)
+    after.answer("field_value", 0, Field.PCIE_CORRECTABLE, 0, value=500)
+    facts = with_health(start, after)
+    for check in (health.pcie_replay_rate, health.pcie_correctable_rate):
+        verdict = judged(check, facts, 0)
+        assert verdict.outcome is Outcome.ERROR, verdict.message
+        assert "went down from" in verdict.message and "reset or rolled over" in verdict.message
+        assert judged(check, facts, 1).outcome is Outcome.PASSED
 
 
 def test_facts_without_health_readings_skip_every_health_check():
@@ -381,5 +450,10 @@ def test_the_start_snapshot_read_again_from_the_lent_machines_nvml_answers_is_th
     for gpu in facts.gpus:
         recorded = next(s for s in facts.health.snapshots if s.gpu == gpu.index and s.label == "start")
         again = take_snapshot(replay, Target.of(gpu), "start")
-        assert again.model_copy(update={"taken_at": recorded.taken_at}) == recorded
+        # the record was probed when retired pages were asked for with causes 1 and 2 (NVML's are 0,
+        # single-bit, and 1, double-bit): its answer to cause 1 is now the double-bit count's
+        retired = {"retired_pages_sbe", "retired_pages_dbe"}
+        assert again.model_copy(update={"taken_at": recorded.taken_at, **{k: getattr(recorded, k) for k in retired}}) == recorded
+        assert again.retired_pages_dbe.unavailable == "not_supported" and "retired_pages(" in again.retired_pages_dbe.detail
+        assert again.retired_pages_sbe.unavailable == "not_probed"  # cause 0 was never asked of that machine
         assert len(again.nvlink_errors) == 18  # every active link of an H200 read

@@ -195,6 +195,15 @@ def test_fleet_of_healthy_hosts_passes_and_an_incomplete_run_fails(tmp_path, cap
     assert f"FAIL vm ({stopped}): run incomplete (stopped before its end)" in capsys.readouterr().out.splitlines()
 
 
+def test_fleet_fails_a_host_whose_run_could_not_judge(tmp_path, capsys):
+    healthy = load_results(HEALTHY)
+    for status, said in ((5, "no test was judged"), (2, "interrupted (a signal, or a burn-in cut short)")):
+        unjudged = healthy.model_copy(update={"run": healthy.run.model_copy(update={"exit_status": status})})
+        path = written(tmp_path, f"status{status}.json", unjudged)
+        assert cli(["report", "fleet", str(HEALTHY), path]) == 1
+        assert f"FAIL vm ({path}): could not judge: {said} (exit status {status})" in capsys.readouterr().out.splitlines()
+
+
 def test_fleet_lists_hosts_by_transient_count(tmp_path, capsys):
     healthy = load_results(HEALTHY)
     once = with_verdict(healthy, "test_busbw[all_reduce-1GiB]", transient=True, attempts=[301.2, 353.35])

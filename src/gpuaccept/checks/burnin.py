@@ -4,7 +4,8 @@ A burn-in is a machine kept under load for its duration; a value that drops in t
 dropped, but one round alone is one sample, and no single noisy sample decides a failure (the same
 rule as confirm-before-failing in a standard run). So the second-worst round decides: a miss in one
 round among passing ones passes, marked transient, with the round named; a miss in two rounds
-fails; with one round, that round decides; wrong data in any round decides at once. Every round's
+fails; with one round, that round decides; wrong data, or a step that gave no value (a hang, a
+crash), in any round decides at once. Every round's
 value is kept in the verdict's context and message. Each round is judged by the stage's own check,
 against the same floor as a standard run.
 """
@@ -45,14 +46,21 @@ def burnin_cases(profile: Profile) -> list[BurninCase]:
     ]
 
 
+def _decides_alone(verdict: Verdict) -> bool:
+    """Wrong data, or a round whose step gave no value at all (it hung, crashed or could not be
+    read): not a noisy sample that another round may outvote."""
+    no_value = verdict.measured is None and verdict.outcome in (Outcome.FAILED, Outcome.ERROR)
+    return verdict.final or no_value
+
+
 def _worst_first(verdict: Verdict) -> tuple[int, float]:
-    """Sorts the worst verdict first: wrong data, then failures, errors, passes; lower values first
-    where higher is better (and the other way round)."""
+    """Sorts the worst verdict first: what decides alone, then failures, errors, passes; lower values
+    first where higher is better (and the other way round)."""
     value = verdict.measured
     number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
     closeness = number if verdict.better is Better.HIGHER else -number if verdict.better is Better.LOWER else 0.0
     standing = {Outcome.FAILED: 1, Outcome.ERROR: 2, Outcome.PASSED: 3}.get(verdict.outcome, 4)
-    return (0 if verdict.final else standing, closeness)
+    return (0 if _decides_alone(verdict) else standing, closeness)
 
 
 def over_rounds(profile: Profile, facts: Facts, case: BurninCase) -> Verdict:
@@ -72,7 +80,7 @@ def over_rounds(profile: Profile, facts: Facts, case: BurninCase) -> Verdict:
     worst_index = ranked[0]
     worst = verdicts[worst_index]
     # one round alone never fails a value: the next-worst round must miss as well
-    deciding_index = worst_index if worst.final or len(ranked) == 1 else ranked[1]
+    deciding_index = worst_index if _decides_alone(worst) or len(ranked) == 1 else ranked[1]
     deciding = verdicts[deciding_index]
     one_off = worst.outcome is Outcome.FAILED and deciding.outcome is not Outcome.FAILED
     values = [v.measured for v in verdicts]

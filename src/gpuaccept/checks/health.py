@@ -24,6 +24,8 @@ RECOVERY_ACTIONS = {0: "none", 1: "GPU reset", 2: "node reboot", 3: "drain P2P",
 # PCIe transfer rate per lane by generation, GT/s: DCGM's expected replay rate is lanes x this x 1e-12 x 60 per minute
 PCIE_GTPS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0, 7: 128.0}
 NO_LOAD = "no load ran: delta not judged (only the start snapshot was taken)"
+LISTENED_ON = "NVML events listened for on "  # how probe/health.py's XidListener notes where it listened
+NO_SNAPSHOT_AFTER_LOAD = "no health snapshot after the load could be taken (only the start snapshot is in the facts)"
 
 
 def _snapshots(facts: Facts, gpu: int) -> list[HealthSnapshot]:
@@ -51,8 +53,23 @@ def _first_and_last(judge: Judge, facts: Facts, gpu: int) -> tuple[HealthSnapsho
         return missing
     taken = _snapshots(facts, gpu)
     if len(taken) < 2:
-        return judge.not_applicable(gpu_key(gpu), NO_LOAD)
+        return _only_the_start(judge, facts, gpu)
     return taken[0], taken[-1]
+
+
+def _only_the_start(judge: Judge, facts: Facts, gpu: int) -> Verdict:
+    """One snapshot: no load ran (nothing to judge), or every snapshot after a load failed (a GPU
+    that stopped answering NVML, say after an XID 79): that is never a pass."""
+    if _a_load_ran(facts):
+        return judge.error(gpu_key(gpu), NO_SNAPSHOT_AFTER_LOAD)
+    return judge.not_applicable(gpu_key(gpu), NO_LOAD)
+
+
+def _a_load_ran(facts: Facts) -> bool:
+    measured = facts.measurements
+    return any(
+        getattr(measured, sweep) is not None for sweep in ("collectives", "pairwise", "copies", "ddp", "ddp_without_p2p", "compute")
+    )
 
 
 def _unreadable(judge: Judge, subject: str, what: str, reading: Unavailable, criterion: Criterion) -> Verdict:
@@ -170,14 +187,14 @@ def sram_ecc(profile: Profile, facts: Facts, gpu: int) -> Verdict:
 
 
 def _all_of(judge: Judge, subject: str, checks: list[tuple[str, Any, Criterion]], scope: str = "") -> Verdict:
-    """Several readings under one test: the first that breaks its rule decides; a reading that is
-    not there makes the whole not applicable (or an error), never a partial pass."""
+    """Several readings under one test: the first readable one that breaks its rule decides; else a
+    reading that is not there makes the whole not applicable (or an error), never a partial pass."""
+    for what, value, criterion in checks:
+        if not isinstance(value, Unavailable) and not criterion.holds(value):
+            return judge(subject, what, value, criterion, scope=scope)
     for what, value, criterion in checks:
         if isinstance(value, Unavailable):
             return _unreadable(judge, subject, what, value, criterion)
-    for what, value, criterion in checks:
-        if not criterion.holds(value):
-            return judge(subject, what, value, criterion, scope=scope)
     what, value, criterion = checks[0]
     others = "; ".join(f"{w} {v}" for w, v, _ in checks[1:])
     return judge(subject, what, value, criterion, note=others, scope=scope)
@@ -332,11 +349,6 @@ def xid_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     if facts.gpu(gpu) is None:
         return judge.not_applicable(subject, f"GPU not present ({facts.gpu_count} GPU(s) under test)")
     health = facts.health
-    if len(_snapshots(facts, gpu)) < 2:
-        missing = _none_taken(judge, facts, gpu)
-        return missing if missing is not None else judge.not_applicable(subject, NO_LOAD)
-    if not health.listener and (health.kernel_log is None or not health.kernel_log.readable):
-        return judge.not_applicable(subject, "nothing listened for XIDs during this run: no NVML event listener, no readable kernel log")
     seen = [e for e in health.events if e.gpu == gpu and e.during_run]
     critical = [e for e in seen if (e.kind == "xid" and e.xid in _critical(profile)) or e.kind == "double_bit_ecc"]
     others = [e for e in seen if e not in critical]
@@ -344,9 +356,33 @@ def xid_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     if health.kernel_log is not None:
         how += f"; kernel log: {health.kernel_log.note}"
     note = (f"{_describe(critical)}; " if critical else "") + (f"others reported: {_describe(others)}; " if others else "") + how
-    return judge(
-        subject, "critical XID / ECC events during the run", len(critical), criterion, note=note, context={"xids": [e.xid for e in seen]}
-    )
+
+    def verdict() -> Verdict:
+        xids = {"xids": [e.xid for e in seen]}
+        return judge(subject, "critical XID / ECC events during the run", len(critical), criterion, note=note, context=xids)
+
+    if critical:
+        return verdict()  # heard is heard: whatever else could not be read, a critical event fails
+    if len(_snapshots(facts, gpu)) < 2:
+        missing = _none_taken(judge, facts, gpu)
+        return missing if missing is not None else _only_the_start(judge, facts, gpu)
+    kernel_log_read = health.kernel_log is not None and health.kernel_log.readable
+    if not _nvml_listened(health.listener, gpu) and not kernel_log_read:
+        said = f"nothing listened for XIDs on this GPU during the run: {how}"
+        if not health.listener or f"{subject}: NOT_SUPPORTED" in health.listener:
+            return judge.not_applicable(subject, said)  # no listener asked for, or NVML has no events for this GPU
+        return judge.error(subject, said, criterion)  # asked for and refused (no permission, an error): never a pass
+    return verdict()
+
+
+def _nvml_listened(note: str, gpu: int) -> bool:
+    """Whether the NVML event listener was registered on this GPU, as its note says
+    ("NVML events listened for on gpu0, gpu1 (XID and ECC events only: ...) from ...")."""
+    heard = note.split(" from ", 1)[0]
+    if not heard.startswith(LISTENED_ON):
+        return False
+    registered = {part.strip().split(" ", 1)[0] for part in heard[len(LISTENED_ON) :].split(",")}
+    return gpu_key(gpu) in registered
 
 
 def ecc_errors_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
@@ -443,20 +479,21 @@ def _pcie_rate(
     rate = PCIE_GTPS.get(int(generation), 0.0)  # type: ignore[arg-type]
     allowed = int(width) * rate * 1e9 * 1e-12 * 60 * factor  # type: ignore[arg-type]
     criterion = AtMost(round(allowed, 2), f"{unit}/min")
-    count = _delta(getattr(first, counter), getattr(last, counter))
-    if isinstance(count, Unavailable):
-        return _unreadable(judge, subject, f"{what} counter", count, criterion)
     minutes = max(_seconds(first, last), 1.0) / 60
-    note = f"{count} {unit} in {minutes * 60:.0f} s on Gen{generation} x{width}"
+    on_link = f"in {minutes * 60:.0f} s on Gen{generation} x{width}"
     rollovers = _delta(getattr(first, rollovers_of), getattr(last, rollovers_of)) if rollovers_of else 0
     if isinstance(rollovers, int) and rollovers > 0:
         return judge.failed(
             subject,
-            f"the PCIe replay counter rolled over {rollovers} time(s) ({note}), expected {criterion}",
+            f"the PCIe replay counter rolled over {rollovers} time(s) {on_link}, expected {criterion}",
             rollovers,
             criterion,
             scope=_span(first, last),
         )
+    count = _delta(getattr(first, counter), getattr(last, counter))
+    if isinstance(count, Unavailable):
+        return _unreadable(judge, subject, f"{what} counter", count, criterion)
+    note = f"{count} {unit} {on_link}"
     return judge(subject, f"{what} rate", round(count / minutes, 2), criterion, note=note, scope=_span(first, last))
 
 
@@ -567,10 +604,14 @@ def memory_temperature(profile: Profile, facts: Facts, gpu: int) -> Verdict:
 
 
 def _delta(before: int | Unavailable, after: int | Unavailable) -> int | Unavailable:
+    """How much a counter grew. One that went down (the driver reset it, or it wrapped without a
+    rollover count to say so) tells nothing of the run: could not be established, never a pass."""
     if isinstance(before, Unavailable):
         return before
     if isinstance(after, Unavailable):
         return after
+    if after < before:
+        return Unavailable(unavailable="error", detail=f"the counter went down from {before} to {after} (reset or rolled over)")
     return after - before
 
 

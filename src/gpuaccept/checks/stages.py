@@ -75,7 +75,11 @@ STAGE_VALUES: dict[str, list[StageValue]] = {
         StageValue(compute.hbm_triad, _gpus_if_compute, gpu_key),
         StageValue(compute.memtest, _gpus_if_compute, gpu_key, measured_again=False),  # a mismatch is final
     ],
-    "nccl": [StageValue(fabric.busbw, _busbw_cases, _case_id), StageValue(fabric.pair_busbw, _pairs_if_pairwise, _pair_id)],
+    "nccl": [
+        StageValue(fabric.busbw, _busbw_cases, _case_id),
+        StageValue(fabric.collective_correct, _busbw_cases, _case_id, measured_again=False),  # wrong data is final
+        StageValue(fabric.pair_busbw, _pairs_if_pairwise, _pair_id),
+    ],
     "copies": [
         StageValue(fabric.local_copy, _copies("local", _gpus), gpu_key),
         StageValue(fabric.host_to_device, _copies("host_to_device", _gpus), gpu_key),

@@ -15,7 +15,7 @@ from gpuaccept.plugin.levels import module_of
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.session.burnin import BurninDriver
 from gpuaccept.session.telemetry import TelemetryLog
-from gpuaccept.vocabulary.telemetry import parse_duration
+from gpuaccept.vocabulary.telemetry import parse_duration, show_duration
 
 # the suites that read what the rounds measured: without one of them selected there is nothing to run rounds for
 READS_BURNIN = frozenset({"test_burnin", "test_telemetry"})
@@ -39,7 +39,17 @@ class BurninHooks:
     @pytest.hookimpl(tryfirst=True)  # before pytest's (or pytest-xdist's) loop runs the tests
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         options, context = self.run.options, self.run.context
-        if options.level != "burn-in" or not context.live or self.config.option.collectonly:
+        if options.level != "burn-in" or self.config.option.collectonly:
+            return
+        if not context.live:
+            # recorded facts are judged as they were when recorded: a burn-in cut short then is cut short now
+            recorded = context.facts.burnin
+            self.cut_short = recorded is not None and recorded.ended == "interrupted"
+            if recorded is not None and self.cut_short:
+                terminal_line(self.config)(
+                    f"gpu-accept: the recorded burn-in was ended by a signal: {len(recorded.rounds)} round(s) in "
+                    f"{show_duration(recorded.elapsed_s)} of {show_duration(recorded.duration_s)}"
+                )
             return
         # pytest-xdist's controller holds no items (its workers collect): it runs the rounds for them
         distributed = self.config.pluginmanager.hasplugin("dsession")

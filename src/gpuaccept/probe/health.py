@@ -41,7 +41,7 @@ from gpuaccept.probe.nvml import Nvml, NvmlCallError
 CORRECTED, UNCORRECTED = 0, 1  # nvmlMemoryErrorType_t
 VOLATILE, AGGREGATE = 0, 1  # nvmlEccCounterType_t
 DRAM, SRAM = 2, 7  # nvmlMemoryLocation_t
-RETIRED_SBE, RETIRED_DBE = 1, 2  # nvmlPageRetirementCause_t: multiple single-bit errors, double-bit error
+RETIRED_SBE, RETIRED_DBE = 0, 1  # nvmlPageRetirementCause_t: multiple single-bit ECC errors, a double-bit ECC error
 NVLINK_REPLAY, NVLINK_RECOVERY, NVLINK_CRC_FLIT, NVLINK_CRC_DATA = 0, 1, 2, 3  # nvmlNvLinkErrorCounter_t
 THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN, THRESHOLD_MEM_MAX, THRESHOLD_GPU_MAX = 0, 1, 2, 3
 CLOCK_SM = 1

@@ -69,7 +69,20 @@ class Metric:
 
 
 def measured_values(facts: Facts) -> dict[str, Metric]:
-    """Every number the measurements hold, keyed the same way in every run."""
+    """Every number the measurements hold, keyed the same way in every run; where a value was
+    measured again (a confirmation round), its best attempt, as the run's own verdict took it."""
+    found = _values_of(facts)
+    for index in range(len(facts.measurements.rounds)):
+        for key, again in _values_of(facts.at_attempt(index)).items():
+            first = found.get(key)
+            better = first is None or (again.value > first.value if again.higher_is_better else again.value < first.value)
+            if better:
+                found[key] = again
+    return found
+
+
+def _values_of(facts: Facts) -> dict[str, Metric]:
+    """The numbers of one attempt: the first measurement, or a confirmation round's in its place."""
     found: dict[str, Metric] = {}
 
     def add(key: str, value: float, unit: str, higher_is_better: bool = True) -> None:

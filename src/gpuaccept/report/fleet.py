@@ -33,6 +33,8 @@ MEDIAN_CHECKS = {
     "busbw", "pair_busbw", "p2p_copy", "p2p_copy_bidirectional", "local_copy", "host_to_device", "device_to_host",
     "ddp_scaling", "ddp_exposed_comm", "ddp_nvlink_speedup",
 }
+# pytest's exit statuses other than 0 (passed) and 1 (a test failed), as a fleet names them
+UNJUDGED = {2: "interrupted (a signal, or a burn-in cut short)", 3: "internal error", 4: "usage error", 5: "no test was judged"}
 MEDIAN_HOSTS = 3  # fewer hosts of a profile have no median to speak of: one slow host of two is half the fleet
 FAILURES_SHOWN = 3  # failures named per host, root causes first
 TRANSIENTS_SHOWN = 3  # transient test ids named per host
@@ -51,6 +53,14 @@ class HostResults:
     failures: tuple[tuple[str, str], ...] = ()  # (test id, message) of the first tests that did not pass, root causes first
     transients: tuple[str, ...] = ()  # tests that passed only when measured again, with their attempts
     marginal: int = 0  # tests that passed within the profile's marginal band of their limit
+    exit_status: int | None = None  # pytest's, as the run recorded it; None until the run ended
+
+    @property
+    def not_judged(self) -> str:
+        """Why the run could not judge the machine (its exit status was neither pass nor fail), or ''."""
+        if self.exit_status is None or self.exit_status in (0, 1):
+            return ""
+        return f"could not judge: {UNJUDGED.get(self.exit_status, 'exit status')} (exit status {self.exit_status})"
 
     @property
     def failed(self) -> int:
@@ -62,9 +72,11 @@ class HostResults:
 
     def verdict_line(self) -> str | None:
         """One line where this host fails its own profile: how many tests did not pass, and the first."""
-        if not self.failed and self.complete:
+        if not self.failed and self.complete and not self.not_judged:
             return None
-        stopped = "" if self.complete else "run incomplete (stopped before its end)" + (", " if self.failed else "")
+        said = [] if self.complete else ["run incomplete (stopped before its end)"]
+        said += [self.not_judged] if self.not_judged else []
+        stopped = ", ".join(said) + (", " if said and self.failed else "")
         if not self.failed:
             return f"FAIL {self.label}: {stopped}"
         shown = "; ".join(f"{test_id}: {message}" for test_id, message in self.failures)
@@ -90,7 +102,7 @@ def host_results(record: RunRecord, path: str, name: str | None = None) -> HostR
     host = record.environment.host
     return HostResults(
         path, host, record.run.profile.name, record.complete, values, suite(record, name, {"results_file": path}), failures,
-        transients, len(marginal_tests(record.tests)),
+        transients, len(marginal_tests(record.tests)), record.run.exit_status,
     )
 
 
