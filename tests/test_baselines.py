@@ -19,6 +19,7 @@ from gpuaccept.checks.verdict import Outcome
 from gpuaccept.cli import main as cli
 from gpuaccept.errors import InputFileError
 from gpuaccept.facts.run_record import load_results
+from gpuaccept.files import OutputError
 from gpuaccept.report.baseline import SPREAD_TOLERANCE_CAP, load_baseline, save_baseline
 from tests.helpers import EXAMPLES, ROOT, example_facts, mutated, results_data
 
@@ -137,9 +138,13 @@ def test_a_value_that_is_not_a_finite_number_above_0_is_refused_on_save(tmp_path
     path = written(tmp_path / "odd.json", document)
     target = tmp_path / "base.json"
     assert cli(["baseline", "save", str(HEALTHY), str(path), "-o", str(target)]) == 2
-    assert errors(capsys) == [
-        f"gpu-accept: {path}: busbw-all_reduce-1GiB: measured {bad!r} GB/s: a baseline holds only finite values above 0"
-    ]
+    if bad == 0.0:  # a number a measurement can give (one rank moves nothing), but no baseline
+        said = "busbw-all_reduce-1GiB: measured 0.0 GB/s: a baseline holds only finite values above 0"
+    else:  # not a measurement at all: the results file itself is refused
+        said = "facts.measurements.collectives.results[1].busbw_GBps: Input should be " + (
+            "greater than or equal to 0 (got -3.0)" if bad == -3.0 else f"a finite number (got {bad!r})"
+        )
+    assert errors(capsys) == [f"gpu-accept: {path}: {said}"]
     assert not target.exists()
 
 
@@ -172,7 +177,7 @@ def test_a_baseline_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(Path, "replace", interrupted)
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match="disk full"):
         save_baseline(target, example_facts("h200x4-measured"), "h200-4-nvswitch")
     assert target.read_text() == "the baseline kept so far\n"  # never half a file in its place
 

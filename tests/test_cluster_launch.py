@@ -77,6 +77,40 @@ def test_gpu_accept_torchrun_names_a_torchrun_option_it_does_not_know(tmp_path: 
     assert line.startswith("gpu-accept: torchrun options: unrecognized arguments: --nodes-please")
 
 
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--nnodes", "abc"], "invalid literal for int() with base 10: 'abc' (ValueError"),
+        (["--nproc-per-node", "0"], "an option it could not use (AssertionError"),
+        (["--rdzv-backend", "bogus"], "The rendezvous backend 'bogus' is not registered"),
+    ],
+)
+def test_a_torchrun_option_torchrun_refuses_only_as_it_starts_is_one_line(tmp_path: Path, capsys, options, said) -> None:
+    profile = Path(__file__).parents[1] / "examples" / "profiles" / "cluster-cpu-gloo.yaml"
+    code = main(["torchrun", *options, "--", "--profile", str(profile), "--out", str(tmp_path / "out")])
+    assert code == 2
+    lines = [line for line in capsys.readouterr().err.strip().splitlines() if line.startswith("gpu-accept:")]
+    assert len(lines) == 1 and lines[0].startswith(f"gpu-accept: torchrun options: {said}")
+
+
+@pytest.mark.parametrize(
+    ("environment", "said"),
+    [
+        ({"MASTER_PORT": "xyz"}, "MASTER_PORT='xyz' is not a number"),
+        ({"LOCAL_WORLD_SIZE": "0"}, "rank 0 of 2, local rank 0 of 0: not a rank of this job (the environment variables disagree)"),
+        ({"RANK": "5"}, "rank 5 of 2, local rank 0 of 1: not a rank of this job"),
+        ({"WORLD_SIZE": "-2"}, "WORLD_SIZE=-2 is below 0"),
+    ],
+)
+def test_launcher_variables_that_name_no_rank_of_the_job_are_one_line(environment: dict[str, str], said: str) -> None:
+    from gpuaccept.measure.cluster import RendezvousError, launch_from_environment
+
+    given = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    with pytest.raises(RendezvousError) as raised:
+        launch_from_environment({**given, **environment})
+    assert str(raised.value).startswith(said)
+
+
 def test_a_ranks_deadline_is_every_timeout_of_the_profile_together() -> None:
     from gpuaccept.profile import ProfileCatalog
     from gpuaccept.session.cluster import deadline_s

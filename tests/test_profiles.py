@@ -181,6 +181,19 @@ MALFORMED = {
     "yaml-on-is-a-bool": (MINIMAL + "  ecc: on\n", 5, "gpus.ecc", "'enabled' or 'disabled'"),
     "bad-link-type": (MINIMAL + "links:\n  all: NV\n", 6, "links.all", "should match pattern"),
     "bad-pair-key": (MINIMAL + "links:\n  pairs:\n    0-1: NV4\n", 7, "links.pairs.0-1", "a GPU pair is written gpuN-gpuM"),
+    # gpu01 would name no test: its rule would judge nothing, and a failing machine would pass
+    "leading-zero-pair-key": (
+        MINIMAL + "links:\n  pairs:\n    gpu00-gpu01: NV4\n", 7, "links.pairs.gpu00-gpu01", "a GPU pair is written gpuN-gpuM"
+    ),
+    "leading-zero-gpu-key": (
+        MINIMAL + "nvlink:\n  active_links: 18\n  active_links_per_gpu:\n    gpu01: 3\n",
+        8,
+        "nvlink.active_links_per_gpu.gpu01",
+        "a GPU is written gpuN",
+    ),
+    "no-ddp-world-size": (
+        MINIMAL + "ddp:\n  model: tiny\n  world_sizes: []\n  batches: [8]\n", 7, "ddp.world_sizes", "at least 1 item"
+    ),
     "pair-out-of-range": (
         MINIMAL + "links:\n  pairs:\n    gpu7-gpu0: NV4\n", 7, "links.pairs.gpu7-gpu0", "gpu7 is out of range: the profile has 4 GPU(s)"
     ),

@@ -30,7 +30,7 @@ def check_output_file(path: Path | str, option: str) -> None:
         raise OptionError(f"{where}: is a folder: name a file to write")
     if path.exists() and not path.is_file():
         return  # /dev/null, a pipe: written as given
-    target = path.resolve() if path.exists() else path  # a link is written where it points
+    target = path.resolve() if path.exists() or path.is_symlink() else path  # a link is written where it points
     _prove_writable(target.parent, where)
     if target.exists():
         try:

@@ -23,6 +23,12 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+# What a measurement gives: a finite number (NaN or infinity in a facts file is damage, not a value);
+# a time or a training rate is also above 0 (0 samples/s is no measurement, and would be divided by).
+Finite = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+AboveZero = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
 class Unavailable(Record):
     """A fact the machine did not give: `reason` is a short code, `detail` says which call and why."""
 
@@ -239,9 +245,9 @@ class CollectiveResult(Record):
     ranks: int
     warmup: int
     iterations: int
-    time_us: float  # one operation, the slowest rank's mean over the timed iterations
-    algbw_GBps: float
-    busbw_GBps: float
+    time_us: Finite  # one operation, the slowest rank's mean over the timed iterations
+    algbw_GBps: Finite
+    busbw_GBps: Finite
     wrong: IntReading  # elements differing from the expected result in the validation run
 
     @property
@@ -324,10 +330,10 @@ class DdpResult(Record):
     world: int
     batch: int  # per GPU, per micro-step
     accumulation: int  # micro-steps per optimizer step; DDP synchronizes on the last
-    step_s: float  # one optimizer step: the slowest rank's median over the timed steps
-    no_sync_step_s: float | None  # the same step without gradient synchronization
-    samples_per_s_per_gpu: float
-    tokens_per_s_per_gpu: float
+    step_s: AboveZero  # one optimizer step: the slowest rank's median over the timed steps
+    no_sync_step_s: AboveZero | None  # the same step without gradient synchronization
+    samples_per_s_per_gpu: AboveZero
+    tokens_per_s_per_gpu: AboveZero
     parameters: int
 
     @property

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -60,27 +61,41 @@ def first_host(nodelist: str) -> str:
 def launch_from_environment(env: dict[str, str] | None = None) -> Launch:
     env = dict(os.environ if env is None else env)
 
-    def number(name: str) -> int:
+    def number(name: str, default: int | None = None) -> int:
         try:
-            return int(env[name])
+            value = int(env[name]) if name in env or default is None else default
         except KeyError:
             raise RendezvousError(f"{name} is not set: start gpu-accept cluster under torchrun or srun") from None
         except ValueError:
             raise RendezvousError(f"{name}={env[name]!r} is not a number") from None
+        if value < 0:
+            raise RendezvousError(f"{name}={value} is below 0")
+        return value
 
+    launch = _launch(env, number)
+    if launch.world < 1 or launch.local_world < 1 or launch.rank >= launch.world or launch.local_rank >= launch.local_world:
+        raise RendezvousError(
+            f"rank {launch.rank} of {launch.world}, local rank {launch.local_rank} of {launch.local_world}: "
+            f"not a rank of this job (the {launch.launcher} variables disagree)"
+        )
+    return launch
+
+
+def _launch(env: dict[str, str], number: Callable[..., int]) -> Launch:
     if "RANK" in env and "GROUP_RANK" in env:
         return Launch(number("RANK"), number("WORLD_SIZE"), number("LOCAL_RANK"), number("LOCAL_WORLD_SIZE"), number("GROUP_RANK"),
-                      env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", DEFAULT_PORT)), "torchrun")
+                      env.get("MASTER_ADDR", "127.0.0.1"), number("MASTER_PORT", DEFAULT_PORT), "torchrun")
     if "SLURM_PROCID" in env:
-        tasks_per_node = env.get("SLURM_NTASKS_PER_NODE", "").split("(")[0] or str(number("SLURM_NTASKS") // number("SLURM_NNODES"))
+        given = env.get("SLURM_NTASKS_PER_NODE", "").split("(")[0]
+        tasks_per_node = int(given) if given.isdigit() else number("SLURM_NTASKS") // max(1, number("SLURM_NNODES"))
         master = env.get("MASTER_ADDR") or first_host(env.get("SLURM_JOB_NODELIST", ""))
-        return Launch(number("SLURM_PROCID"), number("SLURM_NTASKS"), number("SLURM_LOCALID"), int(tasks_per_node),
-                      number("SLURM_NODEID"), master, int(env.get("MASTER_PORT", DEFAULT_PORT)), "srun")
+        return Launch(number("SLURM_PROCID"), number("SLURM_NTASKS"), number("SLURM_LOCALID"), tasks_per_node,
+                      number("SLURM_NODEID"), master, number("MASTER_PORT", DEFAULT_PORT), "srun")
     if "RANK" in env:  # set by hand, as the tests do: nodes are consecutive blocks of LOCAL_WORLD_SIZE ranks
-        rank, local_world = number("RANK"), number("LOCAL_WORLD_SIZE")
-        return Launch(rank, number("WORLD_SIZE"), int(env.get("LOCAL_RANK", rank % local_world)), local_world,
-                      int(env.get("GROUP_RANK", rank // local_world)), env.get("MASTER_ADDR", "127.0.0.1"),
-                      int(env.get("MASTER_PORT", DEFAULT_PORT)), "environment")
+        rank, local_world = number("RANK"), max(1, number("LOCAL_WORLD_SIZE"))
+        return Launch(rank, number("WORLD_SIZE"), number("LOCAL_RANK", rank % local_world), number("LOCAL_WORLD_SIZE"),
+                      number("GROUP_RANK", rank // local_world), env.get("MASTER_ADDR", "127.0.0.1"),
+                      number("MASTER_PORT", DEFAULT_PORT), "environment")
     raise RendezvousError("no RANK or SLURM_PROCID in the environment: start gpu-accept cluster under torchrun or srun")
 
 

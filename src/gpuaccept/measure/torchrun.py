@@ -63,6 +63,11 @@ def run_torchrun(torchrun_args: list[str], program: list[str]) -> int:
     where = f"rendezvous {args.rdzv_backend} at {args.rdzv_endpoint or 'localhost'} (id {args.rdzv_id})"
     try:
         run(args)
+    except (ValueError, AssertionError) as error:
+        # torchrun checks some options only as it starts (--nnodes abc, --nproc-per-node 0, an
+        # endpoint or backend it cannot use), with a bare exception: before any rank ran
+        said = str(error).strip().splitlines()[0] if str(error).strip() else "an option it could not use"
+        raise TorchrunError(f"torchrun options: {said} ({type(error).__name__}; see torchrun --help)") from None
     except ChildFailedError as failed:
         codes = [failure.exitcode for failure in failed.failures.values()]
         ranks = ", ".join(f"rank {rank} exit {failure.exitcode}" for rank, failure in sorted(failed.failures.items()))

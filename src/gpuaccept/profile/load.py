@@ -19,6 +19,7 @@ from gpuaccept.profile.model import Profile
 from gpuaccept.profile.rules import semantic_problems
 from gpuaccept.profile.source import Document, Location, read_document
 from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.vocabulary.links import GPU_KEY_PATTERN
 
 
 def load_profile(path: Path, search_dirs: Sequence[Path] = ()) -> Profile:
@@ -172,6 +173,8 @@ def _problem_from_pydantic(error: ErrorDetails, doc: Document) -> Problem:
         message = REQUIRED_KEY_MISSING
     elif kind == "string_pattern_mismatch" and key_error:
         parent = next((p for p in reversed(path) if p in _PATTERN_HINTS), None)
+        if parent is None and (error.get("ctx") or {}).get("pattern") == GPU_KEY_PATTERN:
+            parent = "inactive_by_design"  # any per-GPU setting: the same hint
         message = f"key {path[-1]!r} is not valid: " + (_PATTERN_HINTS[parent] if parent else message)
     elif kind == "value_error":
         message = message.removeprefix("Value error, ")

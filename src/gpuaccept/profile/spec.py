@@ -271,8 +271,10 @@ class DdpSpec(Strict):
     )
     seq_len: Annotated[int, Field(ge=2, le=65536)] | None = Field(None, description="override the preset's sequence length")
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
-    world_sizes: list[Annotated[int, Field(ge=1, le=1024)]] = Field(description="GPU counts to train on; 1 is the baseline")
-    batches: list[Annotated[int, Field(ge=1)]] = Field(description="samples per GPU per micro-step")
+    world_sizes: list[Annotated[int, Field(ge=1, le=1024)]] = Field(
+        min_length=1, description="GPU counts to train on; 1 is the baseline"
+    )
+    batches: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="samples per GPU per micro-step")
     accumulation: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1], description="micro-steps per optimizer step")
     warmup_steps: Annotated[int, Field(ge=0)] = 3
     steps: Annotated[int, Field(ge=1)] = 10

@@ -24,8 +24,11 @@ _GPU_NAME = re.compile(r"^GPU(\d+)$")
 
 # `gpuN` is the CUDA ordinal as the run sees it: the subject of every per-GPU test and the key of
 # per-GPU profile settings; a pair is two of them, `gpu0-gpu1`.
-GPU_KEY_PATTERN = r"^gpu\d+$"
-PAIR_KEY_PATTERN = r"^gpu(\d+)-gpu(\d+)$"
+# One spelling per GPU (gpu3, never gpu03 or a non-ASCII digit): a key spelled otherwise would name no
+# test and its rule would silently judge nothing.
+_INDEX = "(0|[1-9][0-9]*)"
+GPU_KEY_PATTERN = rf"^gpu{_INDEX}$"
+PAIR_KEY_PATTERN = rf"^gpu{_INDEX}-gpu{_INDEX}$"
 _PAIR_KEY = re.compile(PAIR_KEY_PATTERN)
 
 # nvmlGpuTopologyLevel_t as nvidia-smi labels it. INTERNAL (two GPUs on one board) has no label of
