@@ -72,6 +72,17 @@ def test_a_run_that_did_not_finish_is_refused(tmp_path, capsys):
     ]
 
 
+def test_a_run_cut_short_or_that_measured_nothing_is_refused(tmp_path, capsys):
+    data = results_data(HEALTHY)
+    interrupted = written(tmp_path / "interrupted.json", {**data, "run": {**data["run"], "exit_status": 2}})
+    nothing = written(tmp_path / "quick.json", {**data, "facts": {**data["facts"], "measurements": {}}})
+    assert cli(["baseline", "save", str(interrupted), str(nothing), "-o", str(tmp_path / "base.json")]) == 2
+    assert errors(capsys) == [
+        f"gpu-accept: {interrupted}: the run ended with exit status 2, not a pass: a baseline is a picture of a healthy machine",
+        f"gpu-accept: {nothing}: the run measured nothing (a quick level, or recorded facts without measurements)",
+    ]
+
+
 def test_runs_of_other_profiles_or_gpu_counts_are_not_mixed(tmp_path, capsys):
     four = shipped_h200x4(tmp_path)[0]
     two = bench_results("h200x2-shipped-runs.tar.gz", "shipped1/results.json", tmp_path)

@@ -394,6 +394,11 @@ def test_a_bad_duration_is_one_line_and_exit_2_before_anything_runs(capsys, tmp_
     ]
     assert main(["run", "--duration", "5m", "--reports", str(tmp_path)]) == 2
     assert "only a burn-in has a duration (--level burn-in, not standard)" in capsys.readouterr().err
+    facts = str(ROOT / "examples" / "facts" / "h200x4-measured.json")
+    assert main(["run", "--facts", facts, "--level", "burn-in", "--duration", "30s", "--reports", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gpu-accept: --duration 30s: recorded facts are judged on the rounds they hold; nothing runs (leave out --facts)"
+    ]
     bad_profile = write(tmp_path / "p.yaml", "schema: 1\nextends: h200-4-nvswitch\nburnin: {duration: 30 minutes}\n")
     from gpuaccept.errors import ProfileError
 

@@ -288,7 +288,7 @@ def test_the_cluster_view_refuses_other_files_in_one_line(tmp_path: Path, capsys
     other.write_text("{}", encoding="utf-8")
     assert main(["report", "cluster", str(other)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"gpu-accept: {other}: not a cluster-results.json")
+    assert line.startswith(f"gpu-accept: {other}: not a readable cluster-results.json (KeyError: 'facts')")
 
 
 def test_ddp_scaling_from_one_node_to_all(tmp_path: Path) -> None:
@@ -332,3 +332,30 @@ def test_a_real_two_node_run_on_a_lent_2xh200_names_its_slowed_node_in_the_fleet
     assert rows[f"node{slowed}"][-1] == "SLOW"
     assert rows[f"node{1 - slowed}"][-1] != "SLOW"
     assert "transport" in out[1] and rows[f"node{slowed}"][-2] == "pass"  # NCCL used NET/Socket, as the profile said
+
+
+@pytest.mark.parametrize(
+    ("damage", "said", "commands"),
+    [
+        (lambda r: r["verdicts"][0].update(subject=True), "AttributeError", ("cluster", "fleet")),
+        (lambda r: r["facts"]["nodes"][0].update(host=None), "TypeError", ("cluster", "fleet")),
+        (lambda r: r["facts"]["nodes"].__setitem__(0, {}), "KeyError: 'node'", ("cluster", "fleet")),
+        (lambda r: r.update(summary=None), "AttributeError", ("cluster",)),  # the fleet judges the verdicts themselves
+    ],
+    ids=["subject-not-text", "host-null", "node-empty", "summary-null"],
+)
+def test_a_damaged_cluster_results_file_is_one_line_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage, said, commands
+) -> None:
+    archive = Path(__file__).parents[1] / "bench" / "runs" / "2026-11-23b" / "nodes-h200-2-injected.tar.gz"
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("injected/cluster-results.json")
+        assert member is not None
+        record = json.loads(member.read())
+    damage(record)
+    results = tmp_path / "cluster-results.json"
+    results.write_text(json.dumps(record), encoding="utf-8")
+    for command in commands:
+        assert main(["report", command, str(results)]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"gpu-accept: {results}: not a readable cluster-results.json (") and said in line

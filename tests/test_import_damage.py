@@ -1,6 +1,8 @@
 """Damaged outputs, made from the real ones the way tickets damage them: each is named as damaged
 in one line that says what does not fit, and what can still be read safely is used."""
 
+from pathlib import Path
+
 import pytest
 
 from gpuaccept.errors import ImportedTextError
@@ -161,6 +163,12 @@ def test_several_bad_files_are_all_named_at_once(tmp_path):
     with pytest.raises(ImportedTextError) as refused:
         import_files([empty, missing, IMPORTS / "l4-2-pcie-topo-p2p-r.txt"])
     assert refused.value.lines() == [f"{empty}: the file is empty", f"{missing}: cannot read it: No such file or directory"]
+
+
+def test_an_endless_stream_is_refused_after_64_mib_not_read_to_its_end():
+    with pytest.raises(ImportedTextError) as refused:
+        import_files([Path("/dev/zero")])  # read whole, it would fill the memory
+    assert refused.value.lines() == ["/dev/zero: larger than any command output this tool reads (64 MiB)"]
 
 
 def test_a_single_gpu_without_nics(tmp_path):

@@ -179,6 +179,22 @@ def test_floors_from_one_machine_say_they_may_not_hold_on_the_next(tmp_path, cap
     ]
 
 
+def test_a_run_that_failed_is_named_before_its_values_become_floors(tmp_path, capsys):
+    failed = ROOT / "examples" / "results" / "h200x4-nccl-p2p-disabled.json"
+    assert cli(["profile", "init", "--from", str(failed), "--name", "h200-4", "-o", str(tmp_path / "p.yaml")]) == 0
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith(f"gpu-accept: warning: {failed}: 25 test(s) did not pass (test_ddp_scaling[")
+    assert first.endswith("its values become floors; review them against what that run failed")
+
+
+@pytest.mark.parametrize("name", ["../escaped", "a/b", ".hidden", ""])
+def test_a_name_with_a_folder_in_it_is_refused(tmp_path, capsys, name):
+    assert cli(["profile", "init", "--from", str(REAL_RUN), "--name", name, "-o", str(tmp_path / "p.yaml")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"gpu-accept: --name {name!r}: a profile's name is a file name, without a folder (e.g. h200-4-nvswitch)"
+    ]
+
+
 def test_an_efficiency_floor_is_at_most_1_even_where_a_run_scaled_past_it(tmp_path):
     # a loaded machine's one-GPU baseline can be slower per GPU than two GPUs: E(2) = 3.8
     document = real_run()

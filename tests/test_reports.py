@@ -6,6 +6,7 @@ import json
 import signal
 import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -124,6 +125,19 @@ def junit_shape(junit) -> tuple[list[str], dict[str, tuple]]:
     return [p.get("name") for p in suite.iterfind("properties/property")], cases
 
 
+def workers_of(launcher: int) -> list[int]:
+    """The measurement workers a launcher started (their environment names it), alive now."""
+    mark = f"GPUACCEPT_LAUNCHER_PID={launcher}".encode()
+    found = []
+    for process in Path("/proc").iterdir():
+        try:
+            if process.name.isdigit() and mark in (process / "environ").read_bytes().split(b"\0"):
+                found.append(int(process.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
 @pytest.mark.slow
 def test_a_killed_run_leaves_valid_results_and_junit_of_what_finished(cpu_run, tmp_path):
     from lxml import etree
@@ -133,8 +147,15 @@ def test_a_killed_run_leaves_valid_results_and_junit_of_what_finished(cpu_run, t
     run = gpu_accept_run(tmp_path, "-p", "no:randomly", env={"GPUACCEPT_INJECT_HANG": "all_reduce 256 KiB"}, wait=False)
     results = tmp_path / "reports" / "results.json"
     when_quiet(results, 3 * IDLE_S, after="test_inventory")
+    hung = workers_of(run.pid)
+    assert hung, "the measurement workers of the hung step"
     run.send_signal(signal.SIGKILL)
     run.wait(timeout=30)
+    # nothing was left to stop them: they notice their launcher is gone, and end (within a heartbeat)
+    deadline = time.monotonic() + 30
+    while workers_of(run.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not workers_of(run.pid), f"workers outlived their launcher: {workers_of(run.pid)}"
     document = load_results(results)  # valid, whatever the moment of the kill
     assert document.complete is False and document.tests
     # the file alone is valid too: JSON of the published schema, holding every test that finished

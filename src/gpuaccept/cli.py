@@ -17,6 +17,7 @@ from pathlib import Path
 from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError
 from gpuaccept.facts import save_facts
+from gpuaccept.files import write_atomically
 from gpuaccept.outputs import check_output_file, check_output_folder
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
@@ -286,6 +287,10 @@ def _run(args, extra: list[str]) -> int:
     level = getattr(args, "level", DEFAULT_LEVEL)
     if args.duration is not None and level != "burn-in":
         raise OptionError(f"--duration {args.duration}: only a burn-in has a duration (--level burn-in, not {level})")
+    if args.duration is not None and args.facts is not None:
+        raise OptionError(
+            f"--duration {args.duration}: recorded facts are judged on the rounds they hold; nothing runs (leave out --facts)"
+        )
     pytest_args += ["--level", level]
     if args.duration is not None:
         pytest_args += ["--burn-in-duration", args.duration]
@@ -471,6 +476,8 @@ def _profile_init(args, extra: list[str]) -> int:
     def warn(line: str) -> None:
         print(f"gpu-accept: warning: {line}", file=sys.stderr)
 
+    if not args.name or Path(args.name).name != args.name or args.name.startswith("."):
+        raise OptionError(f"--name {args.name!r}: a profile's name is a file name, without a folder (e.g. h200-4-nvswitch)")
     try:
         if args.texts:
             golden = [_read_imports(args.texts).facts]
@@ -531,13 +538,15 @@ def _report_cluster(args, extra: list[str]) -> int:
 
     try:
         record = json.loads(args.results.read_text(encoding="utf-8"))
-        view = text(record)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise GpuAcceptError(f"{args.results}: not a cluster-results.json ({type(error).__name__}: {error})") from None
+        view, html = text(record), page(record)
+        summary = record["summary"]
+        failed = summary.get("failed", 0) or summary.get("error", 0)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+        said = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
+        raise GpuAcceptError(f"{args.results}: not a readable cluster-results.json ({said})") from None
     print(view, end="")
     if args.output:
-        args.output.write_text(page(record), encoding="utf-8")
-    failed = record.get("summary", {}).get("failed", 0) or record.get("summary", {}).get("error", 0)
+        write_atomically(args.output, html)
     return EXIT_CHECK_FAILED if failed else EXIT_OK
 
 

@@ -56,11 +56,12 @@ def refuse(name: str, line: int | None, message: str) -> ImportedTextError:
 def read_text_file(path: Path, name: str | None = None) -> TextFile:
     name = name or str(path)
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)  # never more: the path may be /dev/zero
     except OSError as exc:
         raise refuse(name, None, f"cannot read it: {exc.strerror or exc}") from None
     if len(raw) > MAX_BYTES:
-        raise refuse(name, None, f"{len(raw) // 2**20} MiB: larger than any command output this tool reads (64 MiB)")
+        raise refuse(name, None, f"larger than any command output this tool reads ({MAX_BYTES >> 20} MiB)")
     if b"\x00" in raw[:65536]:
         raise refuse(name, None, "a binary file (it holds NUL bytes), not the text of a command's output")
     try:

@@ -42,6 +42,7 @@ ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
 GO_FILE = "go"
 LAUNCHER_PID = "GPUACCEPT_LAUNCHER_PID"
 HEARTBEAT_S = 1.0  # how often each rank touches its heartbeat file, from a thread of its own
+ORPHANED_EXIT = 5  # a rank that outlived its launcher
 WAITING_MARK = "waiting for the go:"  # in the rank's log once a worker started ahead is ready
 WAIT_POLL_S = 0.02
 RECORDED_ENVIRONMENT = ("NCCL_", "TORCH_NCCL_", "CUDA_VISIBLE_DEVICES", "NVSHMEM_", "TORCH_SYMM_MEM_")
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     # the launcher names itself: a launcher that died before this line ran would otherwise leave
     # init as the parent this worker waits beside forever
     parent = int(os.environ.get(LAUNCHER_PID, os.getppid()))
-    start_heartbeat(heartbeat_file(args.out, rank))
+    start_heartbeat(heartbeat_file(args.out, rank), parent)
     try:
         began = time.perf_counter()
         warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -122,13 +123,18 @@ def heartbeat_file(out: Path, rank: int) -> Path:
     return out / f"heartbeat-rank{rank}"
 
 
-def start_heartbeat(path: Path) -> None:
+def start_heartbeat(path: Path, parent: int) -> None:
     """Touch `path` every HEARTBEAT_S from a daemon thread: the launcher tells a rank that is
     stopped (SIGSTOP), frozen or gone from one that is busy, whatever step it is in. torch and NCCL
-    release the GIL in their long calls, so a busy rank keeps beating."""
+    release the GIL in their long calls, so a busy rank keeps beating. A rank whose launcher is gone
+    (killed with SIGKILL: nothing could stop its workers) ends itself: left alone, a rank inside a
+    hung collective or a GPU load would hold its GPU and its memory for good."""
 
     def beat() -> None:
         while True:
+            if os.getppid() != parent:
+                print(f"{ERROR_MARK} pid {os.getpid()}: the launcher (pid {parent}) is gone: ending", file=sys.stderr, flush=True)
+                os._exit(ORPHANED_EXIT)
             with contextlib.suppress(OSError):  # the launcher removed the folder: the run is over
                 path.touch()
             time.sleep(HEARTBEAT_S)

@@ -86,6 +86,14 @@ def profile_from_results(
     if not 0 < margin <= 1:
         raise ValueError(f"margin {margin} must be above 0 and at most 1 (0.9 keeps 90% of each measured value)")
     runs = [run.facts if isinstance(run, RunRecord) else run for run in golden]
+    for run, source in zip(runs, sources, strict=True):
+        if not run.gpus:
+            raise ValueError(f"{source}: the facts hold no GPU: nothing to write a profile of")
+    for record, source in zip(golden, sources, strict=True):
+        bad = [test.id for test in record.tests if test.outcome in ("failed", "error")] if isinstance(record, RunRecord) else []
+        if bad:
+            warn(f"{source}: {len(bad)} test(s) did not pass ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}): "
+                 "its values become floors; review them against what that run failed")
     machines = machines_of(runs, sources)
     _agree(machines, margin)
     days = sorted({(run.run.started_at if isinstance(run, RunRecord) else run.recorded_at)[:10] for run in golden})

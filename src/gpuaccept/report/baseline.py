@@ -156,6 +156,12 @@ def baseline_runs(records: list[RunRecord], sources: list[str]) -> list[Facts]:
                 f"{len(bad)} test(s) did not pass ({named(bad, 3)}): {HEALTHY}; save one from runs that passed",
             ))
             continue
+        if record.run.exit_status not in (None, 0):  # passed tests, yet not a pass: interrupted, nothing judged
+            problems.append(Problem(source, None, "", f"the run ended with exit status {record.run.exit_status}, not a pass: {HEALTHY}"))
+            continue
+        if not measured_values(record.facts):
+            problems.append(Problem(source, None, "", "the run measured nothing (a quick level, or recorded facts without measurements)"))
+            continue
         environment = record.environment
         kind: dict[str, object] = {
             "profile": record.run.profile.name, "gpu_model": environment.gpu_model, "gpu_count": environment.gpu_count,
@@ -271,6 +277,8 @@ def load_baseline(path: Path) -> Baseline:
         raise problem(f"not a gpu-accept baseline: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise InputFileError([Problem(str(path), exc.lineno, "", f"invalid JSON: {exc.msg}")]) from None
+    except RecursionError:
+        raise problem("not a gpu-accept baseline: nested too deeply") from None
     if not isinstance(document, dict) or document.get("format") != BASELINE_FORMAT:
         raise problem(f"not a gpu-accept baseline (format {BASELINE_FORMAT!r} expected)", "format")
     if document.get("version") != BASELINE_VERSION:

@@ -180,8 +180,10 @@ def read_cluster(path: str) -> ClusterResults:
         facts = record["facts"]
         name = f"cluster {facts['profile']} ({Path(path).name})"
         suite = verdict_suite(name, record["verdicts"], {"results_file": path, "world": str(facts["world"])})
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise GpuAcceptError(f"{path}: not a readable cluster-results.json ({type(error).__name__}: {error})") from None
+        cluster_view.text(record)  # what the fleet report shows of it: damage found here, not halfway through the report
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+        said = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
+        raise GpuAcceptError(f"{path}: not a readable cluster-results.json ({said})") from None
     return ClusterResults(path, record, suite)
 
 
