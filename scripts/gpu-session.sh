@@ -27,6 +27,9 @@
 #   drills       fault drills with --profile auto: NCCL_P2P_DISABLE=1, NCCL_MAX_NCHANNELS=1, a GEMM
 #                load on the last GPU, CUDA_VISIBLE_DEVICES hiding the last GPU, a one-off dip
 #                (GPUACCEPT_INJECT_DIP), one measurement worker stopped with SIGSTOP
+#   killed       a run killed with SIGKILL while one GPU's GEMM load hangs: its measurement workers
+#                must end by themselves (and leave the GPU); then the retired-page and remapping
+#                readings of the quick level
 #   quick        the quick level (health readings, inventory, topology, P2P; no load) three times,
 #                each run's wall time into the log
 #   burnin       gpu-accept burn-in --duration ${BURNIN_DURATION:-5m} on every GPU lent; its reports
@@ -274,6 +277,33 @@ for stage in "$@"; do
     fi
     python3 scripts/run_digest.py $(ls "$work"/{nop2p,onechannel,hog,hidden,dip,stop}/results.json 2>/dev/null) | tee -a "$log"
     tar -czf "$OUT/drills-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d {nop2p,onechannel,hog,hidden,dip,stop}/results.json 2>/dev/null)
+    ;;
+  killed)
+    gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
+    say "a run killed with SIGKILL while gpu$last's GEMM load hangs (GPUACCEPT_INJECT_HANG): its workers must end by themselves"
+    GPUACCEPT_INJECT_HANG=load/gemm/gpu$last gpu-accept run --reports "$work/killed" -q -k test_compute > "$work/killed.out" 2>&1 &
+    victim=$!
+    for _ in $(seq 1 60); do grep -q "compute stage" "$work/killed.out" 2>/dev/null && break; sleep 1; done
+    sleep 10  # the other GPUs' loads finish; gpu$last's worker sits in its hang
+    workers() { pgrep -f "gpuaccept.measure.worker" | tr '\n' ' '; }
+    apps() { nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' '; }
+    say "before the kill: workers [$(workers)], compute processes on the GPUs [$(apps)]"
+    kill -9 "$victim"; wait "$victim" 2>/dev/null
+    sleep 5
+    say "5 s after the kill: workers [$(workers)], compute processes on the GPUs [$(apps)]"
+    grep -h "launcher .* is gone" /tmp/gpuaccept-measure-*/rank*.log 2>/dev/null | head -4 | tee -a "$log"
+    pkill -9 -f "gpuaccept.measure.worker" 2>/dev/null  # whatever the fix did not end, so later stages start clean
+    say "retired pages and the rest of the start snapshot, as the quick level reads them"
+    run_suite quickread --level quick -k "retired_pages or row_remapping or sram_ecc"
+    python3 - "$work/quickread/results.json" <<'PY' 2>&1 | tee -a "$log"
+import sys
+from gpuaccept.facts.run_record import load_results
+record = load_results(sys.argv[1])
+for t in record.tests:
+    print(f"{t.id}: {t.outcome}: {t.message[:160]}")
+for s in record.facts.health.snapshots[:1]:
+    print("retired_pages_sbe", s.retired_pages_sbe, "| retired_pages_dbe", s.retired_pages_dbe)
+PY
     ;;
   quick)
     for i in 1 2 3; do
