@@ -387,3 +387,32 @@ def test_a_binary_baseline_is_one_line(tmp_path):
     bad.write_bytes(bytes(range(256)))
     done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "reports"), "--baseline", str(bad))
     assert one_error_line(done) == f"ERROR: gpu-accept: {bad}: not a gpu-accept baseline: not UTF-8 text (invalid start byte at byte 128)"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["report", "fleet", str(EXAMPLES.parent / "results" / "h200x4.json"), "--tolerance", "abc"],
+         "--tolerance 'abc' is not a percentage (write 5% or 0.05)"),
+        (["run", "--level", "burn-in", "--duration", "abc"],
+         "--duration 'abc' is not a duration: write a number with s, m or h (90s, 30m, 2h)"),
+        (["record", "-o", "facts.json", "--confirm", "-1"], "--confirm -1: the number of measurements more to make, 0 or more"),
+    ],
+    ids=["tolerance", "duration-of-run", "record-confirm"],
+)
+def test_an_option_value_that_cannot_be_used_is_named_in_one_line(tmp_path, capsys, monkeypatch, arguments, said):
+    monkeypatch.chdir(tmp_path)
+    assert main(arguments) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"gpu-accept: {said}"]
+
+
+@pytest.mark.slow
+def test_pytests_own_options_are_not_taken_for_abbreviations_of_ours(tmp_path):
+    # --co is pytest's --collect-only, not gpu-accept's --confirm
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", "run", "--facts", str(EXAMPLES / "h200x4-measured.json"), "--profile", "h200-4-nvswitch",
+         "--reports", str(tmp_path), "--co", "-q"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "tests collected" in done.stdout and "passed" not in done.stdout

@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "output", None) is not None:  # every -o: a file to write at the end
             check_output_file(args.output, "-o")
+        if getattr(args, "nvml_log", None) is not None:
+            check_output_file(args.nvml_log, "--nvml-log")
         return args.handler(args, extra)
     except GpuAcceptError as error:
         for line in error.lines():
@@ -70,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run",
+        allow_abbrev=False,  # pytest's own options (--co, --lf) must reach pytest, not match one of ours
         help="run the acceptance suites (extra arguments go to pytest)",
         description="Run the acceptance suites against a profile. Arguments this command does not know "
         "(-k, -x, -n 4, ...) are passed to pytest.",
@@ -111,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
 
     burn = commands.add_parser(
         "burn-in",
+        allow_abbrev=False,
         help="load the GPUs for a duration, telemetry sampled throughout (gpu-accept run --level burn-in)",
         description="Burn-in: the inventory, topology and P2P checks, then the load stages round after round for the "
         "duration (the per-GPU loads every round, the NCCL stage at the profile's burnin.fabric_interval), each value "
@@ -287,6 +291,11 @@ def _run(args, extra: list[str]) -> int:
     level = getattr(args, "level", DEFAULT_LEVEL)
     if args.duration is not None and level != "burn-in":
         raise OptionError(f"--duration {args.duration}: only a burn-in has a duration (--level burn-in, not {level})")
+    if args.duration is not None:
+        try:
+            parse_duration(args.duration)
+        except ValueError as error:
+            raise OptionError(f"--duration {error}") from None
     if args.duration is not None and args.facts is not None:
         raise OptionError(
             f"--duration {args.duration}: recorded facts are judged on the rounds they hold; nothing runs (leave out --facts)"
@@ -359,6 +368,8 @@ def _record(args, extra: list[str]) -> int:
     from gpuaccept.facts import save_facts
     from gpuaccept.probe import probe_machine
 
+    if args.confirm < 0:
+        raise OptionError(f"--confirm {args.confirm}: the number of measurements more to make, 0 or more")
     facts = probe_machine(nvml_log=args.nvml_log)
     if args.measure:
         facts = _measure(facts, args)
@@ -557,7 +568,7 @@ def _report_fleet(args, extra: list[str]) -> int:
     try:
         tolerance = parse_percent(args.tolerance)
     except ValueError as error:
-        raise GpuAcceptError(str(error)) from None
+        raise OptionError(f"--tolerance {error}") from None
     clusters = [read_cluster(path) for path in args.results if is_cluster_results(path)]
     single = [path for path in args.results if not any(cluster.path == path for cluster in clusters)]
     hosts = read_fleet(single) if single or not clusters else []
