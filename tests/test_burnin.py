@@ -173,7 +173,7 @@ def test_temperature_against_nvml_slowdown_and_clocks_against_the_profile(tmp_pa
     hot = facts_with(telemetry([sample(t, 0, temperature=70 + t) for t in range(25)]))
     verdict = telemetry_checks.max_temperature(profile, hot, 0)
     assert verdict.outcome is Outcome.FAILED and verdict.measured == 94
-    assert "hottest GPU temperature 94 °C > 89 °C (NVML's slowdown temperature" in verdict.message
+    assert "hottest GPU temperature 94 °C > 88 °C (NVML's slowdown temperature" in verdict.message  # reaching 89 slows it
     cool = telemetry_checks.max_temperature(profile, facts_with(telemetry([sample(t, 0) for t in range(5)])), 0)
     assert cool.outcome is Outcome.PASSED
     floor = write(tmp_path / "p.yaml", "schema: 1\nextends: h200-4-nvswitch\nburnin: {min_sm_clock_mhz: 1700}\n")

@@ -126,7 +126,8 @@ def test_a_pair_whose_data_arrived_wrong_fails_however_fast_it_was():
     assert [pair for pair, verdict in verdicts.items() if not verdict.ok] == [(0, 2)]
     wrong = verdicts[(0, 2)]
     assert wrong.outcome is Outcome.FAILED and wrong.final  # wrong data is never noise: not measured again
-    assert wrong.measured == pytest.approx(304.681, abs=1e-3)  # well above the 253.5 GB/s floor
+    # judged on the wrong count (its speed, 304.7 GB/s, met the 253.5 GB/s floor: not the value that failed)
+    assert wrong.measured == 5 and wrong.expected == "== 0 wrong elements"
     assert wrong.message == "gpu0-gpu2: 5 elements arrived wrong in the send/receive check (profile h200-4-nvswitch)"
 
 

@@ -131,10 +131,9 @@ def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict
     result = sweep.result(*pair)
     if result is None:
         return judge.failed(subject, f"pair not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)
-    if result.wrong:
-        return judge.failed(
-            subject, f"{result.wrong} elements arrived wrong in the send/receive check", result.busbw_GBps, criterion, final=True
-        )
+    if result.wrong:  # judged on the wrong count, not on a speed that may well meet its floor
+        wrong = Equals(0, "wrong elements")
+        return judge.failed(subject, f"{result.wrong} elements arrived wrong in the send/receive check", result.wrong, wrong, final=True)
     note, context = _with_peak(result.busbw_GBps, pair_peak(facts, *pair))
     how = "concurrently with the other pairs of its round" if sweep.concurrent else "alone"
     note = "; ".join(part for part in (note, f"each way, {human_size(result.size_bytes)}, {how}") if part)
@@ -160,7 +159,8 @@ def _copy_verdict(check: str, profile: Profile, facts: Facts, what: CopyKind, gp
     if result is None:
         return judge.failed(subject, f"not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)
     if result.wrong:
-        return judge.failed(subject, f"{result.wrong} bytes differ from the source after the copy", result.GBps, criterion, final=True)
+        message = f"{result.wrong} bytes differ from the source after the copy"
+        return judge.failed(subject, message, result.wrong, Equals(0, "bytes"), final=True)
     note, context = _with_peak(result.GBps, peak)
     return judge(subject, what.replace("_", " "), result.GBps, criterion, note=note, context=context)
 
