@@ -16,6 +16,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,33 +29,31 @@ from gpuaccept.profile.spec import GemmSpec
 WARM_S = 5.0
 
 
-def plain_gemm_tflops(device: torch.device, n: int, repeats: int, dtype: torch.dtype) -> float:
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    for _ in range(5):
-        torch.matmul(a, b)
+def host_seconds(operation: Callable[[], object], repeats: int, device: torch.device, warmup: int) -> float:
+    """Seconds of `repeats` back-to-back runs of `operation` after `warmup` more, by the host clock
+    around synchronizations: how a plain torch loop is usually timed."""
+    for _ in range(warmup):
+        operation()
     torch.cuda.synchronize(device)
     began = time.perf_counter()
     for _ in range(repeats):
-        torch.matmul(a, b)
+        operation()
     torch.cuda.synchronize(device)
-    return 2 * n**3 * repeats / (time.perf_counter() - began) / 1e12
+    return time.perf_counter() - began
+
+
+def plain_gemm_tflops(device: torch.device, n: int, repeats: int, dtype: torch.dtype) -> float:
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    return 2 * n**3 * repeats / host_seconds(lambda: torch.matmul(a, b), repeats, device, warmup=5) / 1e12
 
 
 def plain_hbm_GBps(device: torch.device, size_bytes: int, iterations: int) -> tuple[float, float]:
     elements = size_bytes // 4
     a, b, c = (torch.rand(elements, device=device) for _ in range(3))
-    results = []
-    for operation, moved in ((lambda: a.copy_(b), 2), (lambda: torch.add(b, c, alpha=3.0, out=a), 3)):
-        for _ in range(3):
-            operation()
-        torch.cuda.synchronize(device)
-        began = time.perf_counter()
-        for _ in range(iterations):
-            operation()
-        torch.cuda.synchronize(device)
-        results.append(moved * elements * 4 * iterations / (time.perf_counter() - began) / 1e9)
-    return results[0], results[1]
+    copy = host_seconds(lambda: a.copy_(b), iterations, device, warmup=3)
+    triad = host_seconds(lambda: torch.add(b, c, alpha=3.0, out=a), iterations, device, warmup=3)
+    return 2 * elements * 4 * iterations / copy / 1e9, 3 * elements * 4 * iterations / triad / 1e9
 
 
 def warm(device: torch.device, n: int) -> None:

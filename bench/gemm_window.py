@@ -27,6 +27,7 @@ from types import SimpleNamespace
 
 import torch
 
+from bench.gemm_reference import host_seconds
 from gpuaccept.measure.load_steps import measure_gemm
 from gpuaccept.measure.plan import GemmStep
 
@@ -53,14 +54,7 @@ def main() -> int:
         def product() -> None:
             torch.matmul(a, b) if out is None else torch.matmul(a, b, out=out)
 
-        for _ in range(5):
-            product()
-        torch.cuda.synchronize(device)
-        began = time.perf_counter()
-        for _ in range(repeats):
-            product()
-        torch.cuda.synchronize(device)
-        return 2 * n**3 * repeats / (time.perf_counter() - began) / 1e12
+        return 2 * n**3 * repeats / host_seconds(product, repeats, device, warmup=5) / 1e12
 
     def unseeded() -> tuple[torch.Tensor, torch.Tensor]:
         return torch.randn(n, n, device=device, dtype=torch.bfloat16), torch.randn(n, n, device=device, dtype=torch.bfloat16)
