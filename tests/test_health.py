@@ -457,3 +457,14 @@ def test_the_start_snapshot_read_again_from_the_lent_machines_nvml_answers_is_th
         assert again.retired_pages_dbe.unavailable == "not_supported" and "retired_pages(" in again.retired_pages_dbe.detail
         assert again.retired_pages_sbe.unavailable == "not_probed"  # cause 0 was never asked of that machine
         assert len(again.nvlink_errors) == 18  # every active link of an H200 read
+
+
+def test_pcie_errors_are_allowed_at_the_rate_of_the_generation_the_link_runs_at_under_load():
+    after = healthy_h200x2()
+    after.answer("pcie_replay_counter", 0, value=10)  # 10 replays in 60 s
+    facts = with_health(healthy_h200x2(), after, seconds=60)
+    # a card that idles at Gen1 (read so at the start) and runs at Gen4: 16 x 16 GT/s x 1e-12 x 60 = 15.36 a minute
+    idling = facts.gpus[0].pcie.model_copy(update={"generation_current": 1, "generation_max": 4})
+    gpus = [facts.gpus[0].model_copy(update={"pcie": idling}), *facts.gpus[1:]]
+    verdict = judged(health.pcie_replay_rate, facts.model_copy(update={"gpus": gpus}), 0)
+    assert verdict.outcome is Outcome.PASSED and verdict.expected == "<= 15.36 replays/min", verdict.message

@@ -471,7 +471,11 @@ def _pcie_rate(
     subject = gpu_key(gpu)
     me = facts.gpu(gpu)
     assert me is not None  # _first_and_last checked
-    generation, width = me.pcie.generation_current, me.pcie.width_current
+    # the rate the link runs at under load: a GPU that idles at a lower generation (GeForce parts
+    # save power so) read at the start would be held to a limit a sixteenth as high
+    known = [g for g in (me.pcie.generation_current, me.pcie.generation_max) if not isinstance(g, Unavailable)]
+    generation = max(known) if known else me.pcie.generation_current
+    width = me.pcie.width_current
     placeholder = Described(f"{unit} per minute within the link's expected rate")
     for name, value in (("PCIe generation", generation), ("PCIe width", width)):
         if isinstance(value, Unavailable):
