@@ -66,10 +66,9 @@ def _only_the_start(judge: Judge, facts: Facts, gpu: int) -> Verdict:
 
 
 def _a_load_ran(facts: Facts) -> bool:
+    """Whether any measurement stage left a sweep in the facts (the confirmation bookkeeping aside)."""
     measured = facts.measurements
-    return any(
-        getattr(measured, sweep) is not None for sweep in ("collectives", "pairwise", "copies", "ddp", "ddp_without_p2p", "compute")
-    )
+    return any(getattr(measured, name) is not None for name in type(measured).model_fields if name not in ("rounds", "unconfirmed"))
 
 
 def _unreadable(judge: Judge, subject: str, what: str, reading: Unavailable, criterion: Criterion) -> Verdict:
