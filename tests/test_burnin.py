@@ -22,8 +22,6 @@ from gpuaccept.facts.model import (
     Measurements,
     StepFailure,
     Telemetry,
-    TelemetryLimits,
-    TelemetrySample,
     Unavailable,
 )
 from gpuaccept.probe.nvml import ReplayNvml
@@ -35,29 +33,11 @@ from gpuaccept.session.telemetry import LOADS_FILE, TELEMETRY_FILE, read_telemet
 from gpuaccept.vocabulary.steps import CollectiveKey
 from gpuaccept.vocabulary.telemetry import parse_duration, reason_names, show_duration
 from tests.helpers import ROOT, example_facts, write
-from tests.telemetry_nvml import HW_SLOWDOWN, SW_POWER_CAP, telemetry_recording
+from tests.telemetry_nvml import HW_SLOWDOWN, SW_POWER_CAP, sample, telemetry, telemetry_recording
 
 
 def h200x4_profile():
     return ProfileCatalog.with_shipped().load("h200-4-nvswitch")
-
-
-def sample(
-    t: float, gpu: int, reasons: int = SW_POWER_CAP, temperature: int = 60, sm: int = 1980, busy: int = 100
-) -> TelemetrySample:
-    return TelemetrySample(
-        t_s=t, gpu=gpu, sm_clock_mhz=sm, memory_clock_mhz=3201, temperature_c=temperature,
-        memory_temperature_c=Unavailable(unavailable="not_supported", detail="memory_temperature_c(0): NOT_SUPPORTED"),
-        power_w=650.0, clock_event_reasons=reasons, utilization_pct=busy,
-    )
-
-
-def telemetry(samples: list[TelemetrySample], loads=((0.0, 200.0),), gpus: int = 4) -> Telemetry:
-    return Telemetry(
-        started_at="2026-11-22T23:00:00+00:00", period_s=1.0,
-        limits=[TelemetryLimits(gpu=g, slowdown_temperature_c=89, max_sm_clock_mhz=1980, power_limit_w=700.0) for g in range(gpus)],
-        samples=samples, loads=[LoadWindow(stage="nccl", started_s=a, ended_s=b) for a, b in loads],
-    )
 
 
 def facts_with(telemetry_: Telemetry | None = None, burnin: BurnIn | None = None):

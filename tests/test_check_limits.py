@@ -9,7 +9,7 @@ import pytest
 from gpuaccept.checks import ddp, fabric, health, telemetry, topology
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts import load_facts
-from gpuaccept.facts.model import LoadWindow, Telemetry, TelemetryLimits, TelemetrySample
+from gpuaccept.facts.model import Telemetry
 from gpuaccept.probe.health import (
     AGGREGATE,
     EVENT_DOUBLE_BIT_ECC,
@@ -24,6 +24,8 @@ from gpuaccept.probe.health import (
 from gpuaccept.profile import ProfileCatalog
 from tests.health_data import healthy_h200x2, with_health
 from tests.helpers import DATA, example_facts, mutated
+from tests.telemetry_nvml import sample
+from tests.telemetry_nvml import telemetry as telemetry_of
 
 CATALOG = ProfileCatalog.with_shipped()
 H200X2 = CATALOG.load("h200-2-nvswitch")  # nvlink_crc_max_per_s 100, sram_uncorrected_max 0, retired_pages_max 62
@@ -160,25 +162,15 @@ def test_exposed_communication_just_over_the_profiles_maximum_fails_just_under_p
     assert under.outcome is Outcome.PASSED and under.measured == pytest.approx(0.239) and under.marginal
 
 
-def busy_samples(gpu: int, clocks: list[int]) -> Telemetry:
-    """One sample a second of `gpu` fully busy at each SM clock, all inside one nccl load."""
-    samples = [
-        TelemetrySample(
-            t_s=float(t), gpu=gpu, sm_clock_mhz=clock, memory_clock_mhz=3201, temperature_c=60, memory_temperature_c=50,
-            power_w=650.0, clock_event_reasons=0, utilization_pct=100,
-        )
-        for t, clock in enumerate(clocks)
-    ]
-    return Telemetry(
-        started_at="2026-11-22T23:00:00+00:00", period_s=1.0,
-        limits=[TelemetryLimits(gpu=gpu, slowdown_temperature_c=89, max_sm_clock_mhz=1980, power_limit_w=700.0)],
-        samples=samples, loads=[LoadWindow(stage="nccl", started_s=0.0, ended_s=len(clocks))],
-    )
+def busy_samples(clocks: list[int]) -> Telemetry:
+    """One sample a second of gpu0 fully busy at each SM clock, all inside one nccl load."""
+    samples = [sample(float(t), 0, reasons=0, sm=clock) for t, clock in enumerate(clocks)]
+    return telemetry_of(samples, loads=((0.0, float(len(clocks))),), gpus=1)
 
 
 def test_the_sm_clock_under_load_is_judged_on_the_median_of_the_busy_samples():
     # four of five samples under the 1700 MHz floor, one at full boost: the median (1600) fails it
-    facts = example_facts("h200x4").model_copy(update={"telemetry": busy_samples(0, [1300, 1500, 1600, 1650, 1980])})
+    facts = example_facts("h200x4").model_copy(update={"telemetry": busy_samples([1300, 1500, 1600, 1650, 1980])})
     verdict = telemetry.sm_clock_under_load(H200X4, facts, 0)
     assert verdict.outcome is Outcome.FAILED and verdict.measured == 1600
     assert verdict.message == (
