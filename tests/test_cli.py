@@ -416,3 +416,25 @@ def test_pytests_own_options_are_not_taken_for_abbreviations_of_ours(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "tests collected" in done.stdout and "passed" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["report", "html", "{pipe}", "-o", "{tmp}/r.html"], "{pipe}: the file is empty: expected the results.json"),
+        (["report", "fleet", "{pipe}"], "{pipe}: the file is empty: expected the results.json"),
+        (["profile", "validate", "{pipe}"], "{pipe}:1: the file is empty"),
+        (["import", "{pipe}", "-o", "{tmp}/f.json"], "{pipe}: the file is empty"),
+        (["run", "--profile", "h200-4-nvswitch", "--facts", "{pipe}", "--reports", "{tmp}/r"], "{pipe}: the file is empty"),
+        (["run", *RECORDED, "--reports", "{tmp}/r", "--baseline", "{pipe}"], "{pipe}: the file is empty: expected the baseline"),
+    ],
+    ids=["report-html", "report-fleet", "profile-validate", "import", "run-facts", "run-baseline"],
+)
+def test_a_named_pipe_that_nothing_writes_to_is_one_line_not_a_wait(tmp_path, command, said):
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", *(part.format(pipe=pipe, tmp=tmp_path) for part in command)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert said.format(pipe=pipe) in one_error_line(done)

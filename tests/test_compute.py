@@ -36,11 +36,14 @@ def profile(tmp_path):
     return load_profile(write(tmp_path / "loads.yaml", PROFILE_TEXT), [shipped_dir("profiles")])
 
 
-def gemm(gpu: int, tflops: float = 750.0, mismatches: int = 0, nonfinite: int = 0, reference_wrong: int = 0) -> GemmResult:
+def gemm(
+    gpu: int, tflops: float = 750.0, mismatches: int = 0, nonfinite: int = 0, reference_wrong: int = 0,
+    reference_max_error: float | None = 0.003,
+) -> GemmResult:
     return GemmResult(
         gpu=gpu, size=8192, dtype="bfloat16", repeats=50, verify_repeats=3, time_us=2 * 8192**3 / tflops / 1e6,
         tflops=tflops, mismatches=mismatches, nonfinite=nonfinite, reference_wrong=reference_wrong,
-        reference_elements=65536, reference_max_error=0.003,
+        reference_elements=65536, reference_max_error=reference_max_error,
     )
 
 
@@ -121,6 +124,7 @@ def test_a_gpu_within_ten_percent_of_the_best_passes_and_one_just_outside_fails(
     [
         ({"mismatches": 1}, "1 element(s) differing from the first result"),
         ({"nonfinite": 4}, "4 NaN/Inf"),
+        ({"nonfinite": 4, "reference_wrong": 4, "reference_max_error": None}, "largest error not a number: the block held NaN or Inf"),
         ({"reference_wrong": 2}, "2 of 65536 outside the float32 reference's tolerance"),
     ],
 )

@@ -6,7 +6,7 @@ import pytest
 
 from gpuaccept.errors import FactsError
 from gpuaccept.facts import dump_facts, load_facts, parse_facts
-from tests.helpers import EXAMPLES
+from tests.helpers import DATA, EXAMPLES
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.json"))
 
@@ -51,6 +51,42 @@ def test_broken_facts_name_the_file_and_key(tmp_path, change, expected):
     lines = str(caught.value).splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"{path}: ") and expected in lines[0], lines[0]
+
+
+MEASURED = DATA / "facts" / "h200x2-health-measured.json"
+
+
+@pytest.mark.parametrize(
+    "section, field, value",
+    [
+        ("pairwise", "busbw_GBps", "NaN"),
+        ("pairwise", "time_us", "Infinity"),
+        ("copies", "GBps", "NaN"),
+        ("compute", "tflops", "Infinity"),
+        ("compute", "time_us", "NaN"),
+    ],
+)
+def test_a_measured_value_that_is_not_a_number_is_damage(tmp_path, section, field, value):
+    # NaN compares false with every floor: read as a value, it would pass any check
+    text = MEASURED.read_text()
+    data = json.loads(text)
+    results = data["measurements"][section]["results"]
+    index = next(i for i, result in enumerate(results) if field in result)
+    results[index][field] = 123.0
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps(data).replace("123.0", value, 1))
+    with pytest.raises(FactsError) as caught:
+        load_facts(path)
+    message = str(caught.value)
+    assert f"measurements.{section}.results[{index}]" in message and field in message and "finite number" in message, message
+
+
+def test_a_gemm_whose_block_held_nan_keeps_its_facts_readable():
+    from gpuaccept.facts.model import GemmResult
+
+    fields = {"gpu": 0, "size": 8, "dtype": "bfloat16", "repeats": 1, "verify_repeats": 1, "time_us": 1.0, "tflops": 1.0}
+    sick = GemmResult(**fields, mismatches=0, nonfinite=3, reference_wrong=2, reference_elements=4, reference_max_error=None)
+    assert GemmResult.model_validate_json(sick.model_dump_json()) == sick
 
 
 def test_truncated_json_gives_its_line(tmp_path):

@@ -181,3 +181,19 @@ def test_a_one_gpu_profile_without_fabric_sections_runs_the_nccl_stage_as_nothin
     assert h100.spec.nccl is None and h100.spec.pairwise is None
     facts = MeasurementStore(tmp_path, live=True).with_stage("nccl", example_facts("h100x1"), h100)
     assert facts.measurements.collectives is None and facts.measurements.pairwise is None
+
+
+def test_a_value_a_worker_measured_as_nan_fails_its_key_and_keeps_the_others():
+    from gpuaccept.measure.launch import _Attempt, _take
+    from gpuaccept.measure.plan import HbmStep
+    from gpuaccept.vocabulary.steps import LoadKey
+
+    step = HbmStep(gpu=1, size_bytes=1024, warmup=1, iterations=2, timeout_s=5)
+    attempt = _Attempt()
+    record = {"load": "hbm_copy", "gpu": 1, "size_bytes": 1024, "iterations": 2, "wrong": 0}
+    _take(step, {"key": "load/hbm_copy/gpu1", **record, "time_us": 0.0, "GBps": float("inf")}, attempt)
+    _take(step, {"key": "load/hbm_triad/gpu1", **record, "load": "hbm_triad", "time_us": 2.0, "GBps": 1.5}, attempt)
+    assert list(attempt.values) == [LoadKey("hbm_triad", 1)]
+    [refused] = attempt.refused
+    assert refused.keys == [LoadKey("hbm_copy", 1)] and refused.reason == "error"
+    assert refused.message == "HBM bandwidth on gpu1: the worker measured GBps = inf for load/hbm_copy/gpu1, not a finite number"

@@ -17,7 +17,7 @@ from pathlib import Path
 from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError
 from gpuaccept.facts import save_facts
-from gpuaccept.files import write_atomically
+from gpuaccept.files import read_input_text, write_atomically
 from gpuaccept.outputs import check_output_file, check_output_folder
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
@@ -548,7 +548,7 @@ def _report_cluster(args, extra: list[str]) -> int:
     from gpuaccept.report.cluster_view import page, text
 
     try:
-        record = json.loads(args.results.read_text(encoding="utf-8"))
+        record = json.loads(read_input_text(args.results))
         view, html = text(record), page(record)
         summary = record["summary"]
         failed = summary.get("failed", 0) or summary.get("error", 0)

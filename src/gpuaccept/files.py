@@ -1,12 +1,35 @@
-"""Writing a file whole or not at all."""
+"""Reading a file given to this tool without waiting or swallowing forever; writing a file whole or not at all."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from pathlib import Path
 
 from gpuaccept.errors import GpuAcceptError
+
+# Facts and results of a day-long burn-in on 8 GPUs (1 Hz telemetry) stay far below this.
+MAX_INPUT_BYTES = 1 << 30
+
+
+def read_input_bytes(path: Path | str, count: int) -> bytes:
+    """At most `count` bytes from the start of a file a user gave. A named pipe that nothing writes
+    to reads as empty instead of waiting for a writer forever."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(descriptor, "rb") as handle:
+        os.set_blocking(descriptor, True)  # a pipe with a writer: wait for what it writes
+        return handle.read(count)
+
+
+def read_input_text(path: Path | str, limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of a file a user gave (read as `read_input_bytes` reads). More than `limit`
+    bytes (the path may be /dev/zero) is an OSError whose strerror says so, as is every other reason
+    it cannot be read. Text that is not UTF-8 raises UnicodeDecodeError."""
+    data = read_input_bytes(path, limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB, more than this tool reads")
+    return data.decode("utf-8")
 
 
 class OutputError(GpuAcceptError):

@@ -49,6 +49,10 @@ def _result(judge: Judge, profile: Profile, facts: Facts, key: LoadKey, criterio
     return result
 
 
+def _error_text(error: float | None) -> str:
+    return "not a number: the block held NaN or Inf" if error is None else f"{error:.2g}"
+
+
 def _gemm_note(result: GemmResult) -> str:
     return f"{result.dtype} {result.size}x{result.size}x{result.size}, {result.repeats} products, {result.time_us:.0f} us each"
 
@@ -111,7 +115,7 @@ def gemm_correct(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     detail = (
         f"{result.mismatches} element(s) differing from the first result over {result.verify_repeats + 1} compared product(s), "
         f"{result.nonfinite} NaN/Inf, {result.reference_wrong} of {result.reference_elements} outside the float32 reference's "
-        f"tolerance (largest error {result.reference_max_error:.2g})"
+        f"tolerance (largest error {_error_text(result.reference_max_error)})"
     )
     context = {
         "mismatches": result.mismatches,

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from gpuaccept.errors import FactsError, Problem, format_path
 from gpuaccept.facts.model import FACTS_VERSION, Facts
-from gpuaccept.files import write_atomically
+from gpuaccept.files import read_input_text, write_atomically
 
 
 def dump_facts(facts: Facts) -> str:
@@ -30,7 +30,7 @@ _NOT_FACTS = {
 def load_facts(path: Path) -> Facts:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input_text(path)
     except OSError as exc:
         raise FactsError([Problem(str(path), None, "", f"cannot read facts: {exc.strerror or exc}")]) from None
     except UnicodeDecodeError as exc:

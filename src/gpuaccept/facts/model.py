@@ -276,8 +276,8 @@ class PairResult(Record):
     gpus: tuple[int, int]
     size_bytes: int
     iterations: int
-    time_us: float  # one exchange in both directions, the slower of the two ranks
-    busbw_GBps: float  # bytes one way per second: what each direction carried
+    time_us: Finite  # one exchange in both directions, the slower of the two ranks
+    busbw_GBps: Finite  # bytes one way per second: what each direction carried
     wrong: int
     round: int  # pairs of one round ran at the same time
 
@@ -306,7 +306,7 @@ class CopyResult(Record):
     gpus: tuple[int, ...]  # (src, dst) for p2p; (gpu,) otherwise
     size_bytes: int
     iterations: int
-    GBps: float  # bytes moved per second; bidirectional counts both directions, local counts bytes once
+    GBps: Finite  # bytes moved per second; bidirectional counts both directions, local counts bytes once
     wrong: int
 
     @property
@@ -382,13 +382,15 @@ class GemmResult(Record):
     dtype: str
     repeats: int
     verify_repeats: int
-    time_us: float  # one product, the mean over the timed repeats
-    tflops: float  # 2 n^3 per product
+    time_us: Finite  # one product, the mean over the timed repeats
+    tflops: Finite  # 2 n^3 per product
     mismatches: int  # elements of later products that differ from the first, bit for bit
     nonfinite: int  # NaN or Inf elements in the first product
     reference_wrong: int  # elements of the checked block outside the tolerance of a float32 product
     reference_elements: int
-    reference_max_error: float  # the largest error in the block, relative to |ref| + rms(ref)
+    # the largest error in the block, relative to |ref| + rms(ref); None where the block held NaN or
+    # Inf, which has no error to give (and which `reference_wrong` counts)
+    reference_max_error: Finite | None
 
     @property
     def key(self) -> LoadKey:
@@ -400,8 +402,8 @@ class HbmResult(Record):
     gpu: int
     size_bytes: int  # of each array
     iterations: int
-    time_us: float
-    GBps: float  # bytes read and written per second: 2 arrays for the copy, 3 for the triad
+    time_us: Finite
+    GBps: Finite  # bytes read and written per second: 2 arrays for the copy, 3 for the triad
     wrong: int  # elements of the result that differ from what was copied or computed
 
     @property
@@ -420,7 +422,7 @@ class MemtestResult(Record):
     passes_done: int  # passes finished before the time cap
     mismatches: int  # words read back different from what was written, over every pass
     capped: bool  # the time cap ended the test before its last pass
-    seconds: float
+    seconds: Finite
 
     @property
     def key(self) -> LoadKey:

@@ -36,6 +36,7 @@ from pydantic import (
 
 from gpuaccept.errors import InputFileError, Problem, format_path
 from gpuaccept.facts.model import Facts, Record, Unavailable
+from gpuaccept.files import read_input_text
 
 RESULTS_FORMAT: Literal["gpu-accept-results"] = "gpu-accept-results"
 RESULTS_VERSION: Literal[1] = 1
@@ -384,7 +385,7 @@ def load_results(path: Path | str) -> RunRecord:
     except (OSError, UnicodeDecodeError) as exc:
         raise _problem(journal, f"cannot read the journal of a run that did not finish: {exc}") from None
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input_text(path)
     except OSError as exc:
         raise _problem(path, f"cannot read results: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -396,6 +397,8 @@ def load_results(path: Path | str) -> RunRecord:
 
 
 def parse_results(text: str, name: str) -> RunRecord:
+    if not text.strip():
+        raise _problem(Path(name), "the file is empty: expected the results.json that gpu-accept run writes")
     try:
         record = RunRecord.model_validate_json(text)
     except ValidationError as exc:

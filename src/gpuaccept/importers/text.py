@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuaccept.errors import ImportedTextError, Problem
+from gpuaccept.files import read_input_bytes
 
 # CSI sequences (colours, underline: ESC [ ... letter) and OSC sequences (ESC ] ... BEL)
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
@@ -56,8 +57,7 @@ def refuse(name: str, line: int | None, message: str) -> ImportedTextError:
 def read_text_file(path: Path, name: str | None = None) -> TextFile:
     name = name or str(path)
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)  # never more: the path may be /dev/zero
+        raw = read_input_bytes(path, MAX_BYTES + 1)  # never more: the path may be /dev/zero
     except OSError as exc:
         raise refuse(name, None, f"cannot read it: {exc.strerror or exc}") from None
     if len(raw) > MAX_BYTES:

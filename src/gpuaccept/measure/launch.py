@@ -16,6 +16,7 @@ wait, so they cannot disturb it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import socket
@@ -70,6 +71,7 @@ def run_plan(
         attempt = attempt_workers.run(attempt_plan, on_event)
         outcome.ready = outcome.ready or attempt.ready
         outcome.values.update(attempt.values)
+        outcome.failures.extend(attempt.refused)
         stop = attempt.stop
         if stop is None:
             break
@@ -115,6 +117,7 @@ class _Stop:
 class _Attempt:
     ready: dict | None = None
     values: dict[StepKey, dict] = field(default_factory=dict)
+    refused: list[StepFailure] = field(default_factory=list)  # values that came back as NaN or infinity
     finished: set[int] = field(default_factory=set)  # steps whose results came back
     stop: _Stop | None = None
 
@@ -207,7 +210,7 @@ def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: Ev
                 current = _Running(event["step"], [parse_step_key(key) for key in event["keys"]], last_event, event["timeout_s"])
             elif kind == "result":
                 for record in event["results"]:
-                    attempt.values[parse_step_key(record["key"])] = {name: value for name, value in record.items() if name != "key"}
+                    _take(plan.steps[event["step"]], record, attempt)
                 attempt.finished.add(event["step"])
                 current = None
             elif kind == "done":
@@ -238,6 +241,19 @@ def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: Ev
                 attempt.stop = _Stop(None, "timeout", f"{what} did not finish within {limit:.0f} s")
                 return
         time.sleep(POLL_S)
+
+
+def _take(step: Step, record: dict, attempt: _Attempt) -> None:
+    """Keep one measured record under its key; one holding NaN or infinity (a timer that read 0, a
+    broken kernel) fails its key instead: no check could judge it, and JSON could not keep it."""
+    key = parse_step_key(record["key"])
+    values = {name: value for name, value in record.items() if name != "key"}
+    broken = [f"{name} = {value}" for name, value in values.items() if isinstance(value, float) and not math.isfinite(value)]
+    if broken:
+        message = f"{step.label}: the worker measured {', '.join(broken)} for {key}, not a finite number"
+        attempt.refused.append(StepFailure(step=step.label, reason="error", message=message, keys=[key]))
+    else:
+        attempt.values[key] = values
 
 
 class _ProgressReader:

@@ -16,6 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpuaccept.errors import GpuAcceptError
+from gpuaccept.files import read_input_text
+
 NVML_RECORDING_VERSION = 1
 
 # Queries whose answers come one after another (each wait returns the next event): recorded in
@@ -262,10 +265,14 @@ class ReplayNvml(Nvml):
 
     @classmethod
     def from_file(cls, path: Path) -> ReplayNvml:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-        if document.get("nvml_recording") != NVML_RECORDING_VERSION:
-            raise ValueError(f"{path}: not an NVML recording of version {NVML_RECORDING_VERSION}")
-        return cls(document["answers"])
+        try:
+            document = json.loads(read_input_text(path))
+            if document.get("nvml_recording") != NVML_RECORDING_VERSION:
+                raise ValueError(f"not an NVML recording of version {NVML_RECORDING_VERSION}")
+            return cls(document["answers"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+            said = error.strerror if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
+            raise GpuAcceptError(f"{path}: not a readable NVML recording ({said})") from None
 
     def query(self, name: str, *args: int) -> Any:
         if name in SEQUENCED_QUERIES:

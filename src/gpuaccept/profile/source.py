@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from gpuaccept.errors import KeyPath, Problem, format_path
+from gpuaccept.files import read_input_bytes
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,7 @@ def read_document(path: Path, display_name: str | None = None) -> Document:
         return Document(name, {}, problems=[Problem(name, None, "", message)])
 
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_PROFILE_BYTES + 1)  # never more: the path may be /dev/zero
+        data = read_input_bytes(path, MAX_PROFILE_BYTES + 1)  # never more: the path may be /dev/zero
     except OSError as exc:
         return refused(f"cannot read: {exc.strerror or exc}")
     if len(data) > MAX_PROFILE_BYTES:

@@ -17,7 +17,7 @@ from pathlib import Path
 from gpuaccept.errors import InputFileError, Problem
 from gpuaccept.facts import Facts
 from gpuaccept.facts.run_record import Environment, RunRecord
-from gpuaccept.files import write_atomically
+from gpuaccept.files import read_input_text, write_atomically
 from gpuaccept.report.results import now
 from gpuaccept.report.summary import did_not_pass
 from gpuaccept.vocabulary.links import gpu_key, pair_key
@@ -270,7 +270,10 @@ def load_baseline(path: Path) -> Baseline:
         return InputFileError([Problem(str(path), None, key, message)])
 
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        text = read_input_text(path)
+        if not text.strip():
+            raise problem("the file is empty: expected the baseline that gpu-accept baseline save writes")
+        document = json.loads(text)
     except OSError as exc:
         raise problem(f"cannot read baseline: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

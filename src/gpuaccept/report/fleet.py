@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts.run_record import RunRecord, load_results
+from gpuaccept.files import read_input_bytes, read_input_text
 from gpuaccept.report import cluster_view
 from gpuaccept.report.junit import Suite, failing_suite, suite, verdict_suite, write_junit, xml_attribute
 from gpuaccept.report.summary import attempts_of, did_not_pass, marginal_tests, transient_tests
@@ -139,8 +140,7 @@ CLUSTER_KIND = '"kind": "gpu-accept cluster"'  # how cluster-results.json begins
 def is_cluster_results(path: str) -> bool:
     """Whether `path` is a cluster run's cluster-results.json: its first bytes say so (no whole read)."""
     try:
-        with open(path, "rb") as file:
-            head = file.read(256).decode("utf-8", errors="replace")
+        head = read_input_bytes(path, 256).decode("utf-8", errors="replace")
     except OSError:
         return False  # read_fleet says what is wrong with it
     return CLUSTER_KIND + "," in head
@@ -176,7 +176,7 @@ class ClusterResults:
 
 def read_cluster(path: str) -> ClusterResults:
     try:
-        record = json.loads(Path(path).read_text(encoding="utf-8"))
+        record = json.loads(read_input_text(path))
         facts = record["facts"]
         name = f"cluster {facts['profile']} ({Path(path).name})"
         suite = verdict_suite(name, record["verdicts"], {"results_file": path, "world": str(facts["world"])})
