@@ -93,6 +93,37 @@ def test_a_sampler_without_nvml_says_why_and_samples_nothing():
     assert moments == [] and "no NVIDIA driver found" in sampler.error
 
 
+def test_a_live_run_whose_telemetry_could_not_start_errs_on_every_telemetry_test(tmp_path, monkeypatch):
+    from gpuaccept.session import telemetry as session_telemetry
+
+    def no_nvml():
+        raise RuntimeError("NVML could not start: Driver Not Loaded")
+
+    monkeypatch.setattr(session_telemetry, "nvml_of_this_machine", no_nvml)
+    log = session_telemetry.TelemetryLog(tmp_path, example_facts("h200x4"), 0.05)
+    log.start()
+    log.stop()
+    record_load(tmp_path, "compute", log.sampler.started, log.sampler.started + 30.0)
+    found = read_telemetry(tmp_path)  # what a pytest-xdist worker reads: the reason is in the file
+    assert found is not None and found.samples == [] and found.not_sampled == "NVML could not start: Driver Not Loaded"
+    profile, facts = h200x4_profile(), facts_with(found)
+    for check in (telemetry_checks.clock_slowdown, telemetry_checks.max_temperature, telemetry_checks.sm_clock_under_load):
+        verdict = check(profile, facts, 1)
+        assert verdict.outcome is Outcome.ERROR, verdict
+        assert verdict.message.startswith("gpu1: telemetry could not be sampled: NVML could not start: Driver Not Loaded")
+
+
+def test_loads_long_enough_to_sample_without_a_sample_are_an_error_not_a_skip():
+    profile = h200x4_profile()
+    stalled = facts_with(telemetry([sample(0.5, 0)], loads=((2.0, 32.0),)))  # one sample, before a 30 s load
+    verdict = telemetry_checks.clock_slowdown(profile, stalled, 0)
+    assert verdict.outcome is Outcome.ERROR
+    assert "no telemetry sample of gpu0 was taken while a stage loaded the GPUs (1 load stage(s), 30 s)" in verdict.message
+    assert "the sampler stopped" in verdict.message
+    brief = facts_with(telemetry([sample(0.5, 0)], loads=((2.0, 2.8),)))  # a load shorter than a period
+    assert telemetry_checks.clock_slowdown(profile, brief, 0).outcome is Outcome.NOT_APPLICABLE
+
+
 def test_telemetry_files_give_one_series_with_load_windows_and_drop_a_cut_line(tmp_path):
     header = {"started": 1000.0, "started_at": "2026-11-22T23:00:00+00:00", "period_s": 1.0,
               "limits": [{"gpu": 0, "slowdown_temperature_c": 89, "max_sm_clock_mhz": 1980, "power_limit_w": 700.0}]}

@@ -9,6 +9,8 @@
   more) at least `burnin.min_sm_clock_mhz`, where the profile sets one.
 
 Readings NVML does not give are not counted as zeros: a GPU with none skips with NVML's reason.
+A live run whose telemetry could not be sampled, or held no sample while loads ran long enough to
+have been sampled (a sampler stuck in the driver), could not judge: an error, not a skip.
 """
 
 from __future__ import annotations
@@ -25,15 +27,28 @@ BUSY_PCT = 50  # NVML's GPU utilization at or above which a sample counts as the
 NO_TELEMETRY = "the facts hold no telemetry (it is sampled while a live run measures)"
 
 
-def _load_samples(facts: Facts, gpu: int) -> list[TelemetrySample] | str:
-    """The GPU's samples taken while a stage loaded the GPUs, or why there are none."""
+# loads that ran this many sampling periods and more were sampled, unless the sampler failed
+SAMPLED_PERIODS = 3
+
+
+def _samples(judge: Judge, facts: Facts, gpu: int, under_load: bool) -> list[TelemetrySample] | Verdict:
+    """The GPU's samples (those taken while a stage loaded the GPUs, if `under_load`), or the verdict
+    where there are none: a skip where nothing was to be sampled, an error where sampling failed."""
+    subject = gpu_key(gpu)
     telemetry = facts.telemetry
     if telemetry is None:
-        return NO_TELEMETRY
-    samples = [s for s in telemetry.of_gpu(gpu) if telemetry.under_load(s)]
-    if not samples:
-        return f"no telemetry sample of {gpu_key(gpu)} was taken while a stage loaded the GPUs ({len(telemetry.loads)} stage(s) ran)"
-    return samples
+        return judge.not_applicable(subject, NO_TELEMETRY)
+    if telemetry.not_sampled:
+        return judge.error(subject, f"telemetry could not be sampled: {telemetry.not_sampled}")
+    samples = [s for s in telemetry.of_gpu(gpu) if not under_load or telemetry.under_load(s)]
+    if samples:
+        return samples
+    loaded_s = sum(window.ended_s - window.started_s for window in telemetry.loads)
+    when = " while a stage loaded the GPUs" if under_load else ""
+    reason = f"no telemetry sample of {subject} was taken{when} ({len(telemetry.loads)} load stage(s), {loaded_s:.0f} s)"
+    if loaded_s >= SAMPLED_PERIODS * telemetry.period_s:
+        return judge.error(subject, f"{reason}: the sampler stopped, every {telemetry.period_s:g} s was due")
+    return judge.not_applicable(subject, reason)
 
 
 def _none_read(samples: list[TelemetrySample], field: str) -> str:
@@ -45,9 +60,9 @@ def clock_slowdown(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     limit = profile.spec.burnin.max_slowdown_share
     judge = Judge("clock_slowdown", profile.name)
     subject = gpu_key(gpu)
-    samples = _load_samples(facts, gpu)
-    if isinstance(samples, str):
-        return judge.not_applicable(subject, samples)
+    samples = _samples(judge, facts, gpu, under_load=True)
+    if isinstance(samples, Verdict):
+        return samples
     read = [s for s in samples if isinstance(s.clock_event_reasons, int)]
     if not read:
         return judge.not_applicable(subject, _none_read(samples, "clock_event_reasons"))
@@ -63,13 +78,11 @@ def clock_slowdown(profile: Profile, facts: Facts, gpu: int) -> Verdict:
 def max_temperature(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     judge = Judge("max_temperature", profile.name)
     subject = gpu_key(gpu)
-    telemetry = facts.telemetry
-    if telemetry is None:
-        return judge.not_applicable(subject, NO_TELEMETRY)
-    samples = telemetry.of_gpu(gpu)
-    if not samples:
-        return judge.not_applicable(subject, f"no telemetry sample of {subject}")
-    limits = telemetry.limits_of(gpu)
+    samples = _samples(judge, facts, gpu, under_load=False)
+    if isinstance(samples, Verdict):
+        return samples
+    assert facts.telemetry is not None  # there are samples
+    limits = facts.telemetry.limits_of(gpu)
     threshold = limits.slowdown_temperature_c if limits is not None else Unavailable(unavailable="not_probed")
     if isinstance(threshold, Unavailable):
         return judge.not_applicable(subject, f"NVML gives no slowdown temperature to judge against: {threshold}")
@@ -89,9 +102,9 @@ def sm_clock_under_load(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     subject = gpu_key(gpu)
     if floor is None:
         return judge.not_applicable(subject, f"profile {profile.name} sets no burnin.min_sm_clock_mhz")
-    samples = _load_samples(facts, gpu)
-    if isinstance(samples, str):
-        return judge.not_applicable(subject, samples)
+    samples = _samples(judge, facts, gpu, under_load=True)
+    if isinstance(samples, Verdict):
+        return samples
     # a stage's window holds this GPU's idle moments too (its worker starting; under -n N, waiting
     # for another GPU's longer load): the clock is judged where NVML saw the GPU itself busy
     utilization_read = [s for s in samples if isinstance(s.utilization_pct, int)]

@@ -573,6 +573,7 @@ class Telemetry(Record):
 
     started_at: str  # ISO 8601, UTC: the moment `t_s` counts from
     period_s: float
+    not_sampled: str = ""  # why sampling could not start (NVML would not open for it); no samples then
     limits: list[TelemetryLimits] = Field(default_factory=list)
     samples: list[TelemetrySample] = Field(default_factory=list)
     loads: list[LoadWindow] = Field(default_factory=list)

@@ -66,12 +66,14 @@ class TelemetrySampler:
         on_limits: Callable[[list[TelemetryLimits]], None],
         on_samples: Callable[[list[TelemetrySample]], None],
         started: float | None = None,
+        on_error: Callable[[str], None] | None = None,
     ):
         self.open_nvml = open_nvml
         self.gpus = gpus
         self.period_s = period_s
         self.on_limits = on_limits
         self.on_samples = on_samples
+        self.on_error = on_error
         self.started = time.time() if started is None else started  # what t_s counts from
         self.error = ""  # why sampling could not start, where it could not
         self._stop = threading.Event()
@@ -91,6 +93,8 @@ class TelemetrySampler:
             nvml = self.open_nvml()
         except Exception as error:  # no driver, a recording that does not read: said, and no samples
             self.error = f"telemetry not sampled: {error}"
+            if self.on_error:
+                self.on_error(str(error))
             return
         try:
             self.on_limits([read_limits(nvml, gpu, index) for gpu, index in self.gpus])

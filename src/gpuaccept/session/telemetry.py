@@ -54,7 +54,7 @@ class TelemetryLog:
         self.path = Path(folder) / TELEMETRY_FILE
         self._lock = threading.Lock()
         gpus = [(gpu.index, gpu.nvml_index) for gpu in facts.gpus]
-        self.sampler = TelemetrySampler(nvml_of_this_machine, gpus, period_s, self._limits, self._samples)
+        self.sampler = TelemetrySampler(nvml_of_this_machine, gpus, period_s, self._limits, self._samples, on_error=self._not_sampled)
 
     def start(self) -> None:
         self.sampler.start()
@@ -63,11 +63,15 @@ class TelemetryLog:
         self.sampler.stop()
 
     def _limits(self, limits: list[TelemetryLimits]) -> None:
+        self._header(limits=[limit.model_dump(mode="json") for limit in limits])
+
+    def _not_sampled(self, why: str) -> None:
+        # said in the file, so that the processes judging (pytest-xdist workers) see it too
+        self._header(limits=[], not_sampled=why)
+
+    def _header(self, **fields: Any) -> None:
         started = datetime.datetime.fromtimestamp(self.sampler.started, datetime.timezone.utc).isoformat(timespec="milliseconds")
-        header = {
-            "started": self.sampler.started, "started_at": started, "period_s": self.sampler.period_s,
-            "limits": [limit.model_dump(mode="json") for limit in limits],
-        }
+        header = {"started": self.sampler.started, "started_at": started, "period_s": self.sampler.period_s, **fields}
         with self._lock:
             _append(self.path, header)
 
@@ -90,6 +94,7 @@ def read_telemetry(folder: Path) -> Telemetry | None:
     return Telemetry(
         started_at=header["started_at"],
         period_s=header["period_s"],
+        not_sampled=header.get("not_sampled", ""),
         limits=[TelemetryLimits.model_validate(limit) for limit in header["limits"]],
         samples=[TelemetrySample.model_validate(line["sample"]) for line in lines[1:] if "sample" in line],
         loads=loads,
