@@ -1,8 +1,8 @@
 """A node's network as read from a fake /sys tree and real NCCL INFO lines, and the checks of it.
 
 The tree in tests/data/sysfs/two-rails is laid out as the kernel lays out /sys; the NCCL lines are
-public logs (each file names its source). The lent GPU machines have no InfiniBand: the checks of
-a node without /sys/class/infiniband are skipped with that reason, never passed or failed.
+public logs (each file names its source). A node without /sys/class/infiniband fails what its
+profile requires of its adapters: the lent GPU machines, which have no InfiniBand, would.
 """
 
 from __future__ import annotations
@@ -200,13 +200,30 @@ def test_nccl_on_sockets_fails_where_ib_is_required(profile: Profile) -> None:
     assert "NCCL used NET/Socket, expected NCCL channels between nodes via NET/IB" in verdict.message
 
 
-def test_a_node_without_infiniband_skips_with_the_reason(profile: Profile, tmp_path: Path) -> None:
+def test_a_node_without_infiniband_fails_what_the_profile_requires_of_it(profile: Profile, tmp_path: Path) -> None:
+    # no /sys/class/infiniband: no adapter, or its driver did not load; the profile states two NDR ports
     bare = node(tmp_path, Unavailable(unavailable="not_found", detail="no NCCL INFO output to read"))
-    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=4,
-                         gpus_per_node=2, nodes=[bare])
-    verdicts = node_verdicts(profile, bare, facts.gpus_per_node)
-    assert [v.outcome for v in verdicts] == [Outcome.NOT_APPLICABLE] * len(verdicts)
-    assert "no /sys/class/infiniband" in verdicts[0].message
+    verdicts = {(v.check, v.subject): v for v in node_verdicts(profile, bare, 2)}
+    assert {key: v.outcome for key, v in verdicts.items()} == {
+        ("rdma_ports", "node0"): Outcome.FAILED,
+        ("rdma_rate", "node0"): Outcome.FAILED,
+        ("gpu_nic_affinity", "node0-gpu0"): Outcome.FAILED,
+        ("gpu_nic_affinity", "node0-gpu1"): Outcome.FAILED,
+        ("gpudirect_rdma", "node0"): Outcome.FAILED,
+        ("nccl_transport", "node0"): Outcome.ERROR,  # NCCL's lines were not read: could not judge
+    }
+    ports = verdicts["rdma_ports", "node0"]
+    assert ports.message.startswith("node0: host0: no RDMA adapter (no /sys/class/infiniband") and "expected >= 2 ports" in ports.message
+    assert ports.criterion == {"op": ">=", "limit": 2, "unit": "ports"}
+    transport = verdicts["nccl_transport", "node0"]
+    assert "which transport NCCL used is unknown: not found (no NCCL INFO output to read)" in transport.message
+
+
+def test_adapters_that_could_not_be_read_are_an_error(profile: Profile, tmp_path: Path) -> None:
+    unreadable = Unavailable(unavailable="no_permission", detail="/sys/class/infiniband: Permission denied")
+    facts = node(TREE).model_copy(update={"adapters": unreadable})
+    verdict = rdma_ports(profile, facts)
+    assert verdict.outcome is Outcome.ERROR and "Permission denied" in verdict.message
 
 
 def test_the_cluster_floor_names_the_slow_node(profile: Profile) -> None:

@@ -2,14 +2,15 @@
 every GPU of every node, a missed floor carrying the node the localization named.
 
 Per node (subject `node1`, the host in the message): RDMA ports ACTIVE and LinkUp, their rate,
-each GPU's closest adapter, GPUDirect RDMA, the transport NCCL used. A node without any RDMA
-adapter (no /sys/class/infiniband) cannot be judged on them: those verdicts are not applicable,
-with that reason, and are reported as skipped; a node whose adapters are there but down fails.
+each GPU's closest adapter, GPUDirect RDMA, the transport NCCL used, each where the profile states
+it. A node without any RDMA adapter (no /sys/class/infiniband: no adapter, or its driver not
+loaded) lacks what the profile requires and fails, as does one whose adapters are there but down;
+adapters that could not be read, or NCCL lines that were not, are an error: never a skip.
 """
 
 from __future__ import annotations
 
-from gpuaccept.checks.verdict import AtLeast, Described, Judge, Verdict
+from gpuaccept.checks.verdict import AtLeast, Criterion, Described, Judge, Verdict
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NodeFacts
 from gpuaccept.facts.model import Unavailable
 from gpuaccept.profile.model import Profile
@@ -27,8 +28,12 @@ def _spec(profile: Profile) -> ClusterSpec | None:
     return profile.spec.cluster
 
 
-def _no_adapters(judge: Judge, node: NodeFacts, reading: Unavailable) -> Verdict:
-    return judge.not_applicable(node_key(node.node), f"{node.host}: {reading.detail or reading}")
+def _no_adapters(judge: Judge, subject: str, node: NodeFacts, reading: Unavailable, criterion: Criterion) -> Verdict:
+    """The profile states RDMA adapters and the node gave none: none there fails, unreadable errs."""
+    if reading.unavailable == "not_found":
+        detail = f"{node.host}: no RDMA adapter ({reading.detail or reading}), expected {criterion}"
+        return judge.failed(subject, detail, "none", criterion)
+    return judge.unavailable(subject, f"{node.host}: RDMA adapters", reading, criterion)
 
 
 def rdma_ports(profile: Profile, node: NodeFacts) -> Verdict:
@@ -36,17 +41,18 @@ def rdma_ports(profile: Profile, node: NodeFacts) -> Verdict:
     spec = _spec(profile)
     if spec is None or spec.nics is None:
         return judge.not_applicable(node_key(node.node), "the profile states no RDMA adapters")
-    if isinstance(node.adapters, Unavailable):
-        return _no_adapters(judge, node, node.adapters)
     wanted_layer = spec.nics.link_layer
+    layer = f" {wanted_layer}" if wanted_layer else ""
+    criterion = AtLeast(spec.nics.count, "ports")
+    if isinstance(node.adapters, Unavailable):
+        return _no_adapters(judge, node_key(node.node), node, node.adapters, criterion)
     up = [
         p for p in node.adapters
         if p.state == "ACTIVE" and p.phys_state == "LinkUp" and (wanted_layer is None or p.link_layer == wanted_layer)
     ]
     down = [f"{p.adapter}/{p.port} {p.state}/{p.phys_state}/{p.link_layer}" for p in node.adapters if p not in up]
     note = f"{node.host}" + (f"; not counted: {', '.join(down)}" if down else "")
-    layer = f" {wanted_layer}" if wanted_layer else ""
-    return judge(node_key(node.node), f"ports ACTIVE, LinkUp{layer}:", len(up), AtLeast(spec.nics.count, "ports"), note=note)
+    return judge(node_key(node.node), f"ports ACTIVE, LinkUp{layer}:", len(up), criterion, note=note)
 
 
 def rdma_rate(profile: Profile, node: NodeFacts) -> Verdict:
@@ -54,9 +60,9 @@ def rdma_rate(profile: Profile, node: NodeFacts) -> Verdict:
     spec = _spec(profile)
     if spec is None or spec.nics is None:
         return judge.not_applicable(node_key(node.node), "the profile states no RDMA adapters")
-    if isinstance(node.adapters, Unavailable):
-        return _no_adapters(judge, node, node.adapters)
     criterion = AtLeast(spec.nics.rate_gbps, "Gb/s")
+    if isinstance(node.adapters, Unavailable):
+        return _no_adapters(judge, node_key(node.node), node, node.adapters, criterion)
     active = [p for p in node.adapters if p.state == "ACTIVE"]
     if not active:
         return judge.failed(node_key(node.node), f"{node.host}: no ACTIVE port to read a rate from", "no port", criterion)
@@ -77,8 +83,7 @@ def gpu_nic_affinity(profile: Profile, node: NodeFacts, gpu: int) -> Verdict:
     rule = f"an RDMA adapter at {wanted.link} or closer" + (f", {wanted.nic}" if wanted.nic else "")
     criterion = Described(rule)
     if isinstance(node.affinity, Unavailable):
-        return _no_adapters(judge, node, node.affinity) if node.affinity.unavailable == "not_found" else judge.unavailable(
-            subject, "GPU-NIC affinity:", node.affinity, criterion)
+        return _no_adapters(judge, subject, node, node.affinity, criterion)
     known = [(a.adapter, a.level) for a in node.affinity if a.gpu == gpu and isinstance(a.level, str)]
     if not known:
         return judge.error(subject, f"{node.host}: the PCI path of {gpu_key(gpu)} to the adapters could not be read", criterion)
@@ -96,9 +101,9 @@ def gpudirect_rdma(profile: Profile, node: NodeFacts) -> Verdict:
     spec = _spec(profile)
     if spec is None or not spec.gpudirect_rdma:
         return judge.not_applicable(node_key(node.node), "the profile does not require GPUDirect RDMA")
-    if isinstance(node.adapters, Unavailable):
-        return _no_adapters(judge, node, node.adapters)
     criterion = Described("nvidia_peermem loaded, or GDRDMA in NCCL's network channels (dma-buf)")
+    if isinstance(node.adapters, Unavailable):
+        return _no_adapters(judge, node_key(node.node), node, node.adapters, criterion)
     transport = node.transport
     gdr_channels = 0 if isinstance(transport, Unavailable) else transport.gdrdma_channels
     evidence = []
@@ -119,8 +124,8 @@ def nccl_transport(profile: Profile, node: NodeFacts) -> Verdict:
         return judge.not_applicable(node_key(node.node), "the profile names no NCCL network transport")
     criterion = Described(f"NCCL channels between nodes via NET/{' or NET/'.join(spec.transport)}")
     transport = node.transport
-    if isinstance(transport, Unavailable):
-        return judge.not_applicable(node_key(node.node), f"{node.host}: {transport.detail or transport}")
+    if isinstance(transport, Unavailable):  # NCCL's INFO lines of the run were not there to read
+        return judge.error(node_key(node.node), f"{node.host}: which transport NCCL used is unknown: {transport}", criterion)
     if not transport.networks:
         detail = f"{node.host}: no NCCL channel went through a network, expected {criterion}"
         return judge.failed(node_key(node.node), detail, "none", criterion)
