@@ -309,6 +309,31 @@ def test_kernel_log_xids_are_mapped_to_gpus_by_bus_id():
     assert "Operation not permitted" in reading.note and str(log) in reading.note
 
 
+SYSLOG_XID = "Nov 23 07:{minute} gpu-17 kernel: [ {seconds}] NVRM: Xid (PCI:0000:00:07): 79, pid=1234, GPU has fallen off the bus."
+BARE_XID = "NVRM: Xid (PCI:0000:00:07): 79, pid=1234, GPU has fallen off the bus."  # a log without timestamps
+
+
+def test_an_xid_during_the_run_is_new_even_where_the_same_xid_came_before(tmp_path):
+    from gpuaccept.session.health import with_health as session_health
+
+    buses = {"00000000:00:06": 0, "00000000:00:07": 1}
+    before = [SYSLOG_XID.format(minute="00:01", seconds="61.250000"), BARE_XID]
+    after = [*before, SYSLOG_XID.format(minute="30:00", seconds="1860.000000"), BARE_XID]
+    start_events = parse_kernel_xids("\n".join(before), buses)
+    assert [e.time for e in start_events] == ["boot+61.250000s", "since boot"]  # the kernel's time after syslog's prefix
+    facts = with_health(healthy_h200x2(), healthy_h200x2())  # a load ran, and no NVML event was heard
+    facts = facts.model_copy(update={"health": facts.health.model_copy(update={"events": start_events})})
+    reading = HealthFacts(snapshots=[], events=parse_kernel_xids("\n".join(after), buses), kernel_log=KernelLog(readable=True, note="kern.log"))
+    for number in range(2):  # every reading holds the whole log again: a line is new once
+        (tmp_path / f"health-{number:03d}.json").write_text(reading.model_dump_json(), encoding="utf-8")
+    merged = session_health(facts, tmp_path).health.events
+    assert [(e.time, e.during_run) for e in merged] == [
+        ("boot+61.250000s", False), ("since boot", False), ("boot+1860.000000s", True), ("since boot", True)
+    ]
+    verdict = fails_only(health.xid_during_run, facts.model_copy(update={"health": facts.health.model_copy(update={"events": merged})}), 1, 0)
+    assert "2 critical events > 0 critical events" in verdict.message, verdict.message
+
+
 def test_a_critical_xid_since_boot_fails_its_gpu_or_is_reported():
     facts = with_health(healthy_h200x2())
     events = parse_kernel_xids(KERNEL_LOG, {"00000000:00:06": 0, "00000000:00:07": 1})

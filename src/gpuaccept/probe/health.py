@@ -229,8 +229,10 @@ def take_snapshots(nvml: Nvml, targets: list[Target], label: str, own_pids: froz
 
 # --- the kernel log ---------------------------------------------------------------------------
 
-# "[ 1234.567890] NVRM: Xid (PCI:0000:18:00): 79, pid=..., GPU has fallen off the bus."
-XID_LINE = re.compile(r"^(?:\[\s*(?P<seconds>\d+\.\d+)\]\s*)?.*?NVRM: Xid \(PCI:(?P<bus>[0-9A-Fa-f:.]+)\): (?P<xid>\d+),")
+# "[ 1234.567890] NVRM: Xid (PCI:0000:18:00): 79, pid=..., GPU has fallen off the bus.", as dmesg
+# prints it; a log file puts syslog's date and host before it ("Nov 23 07:00:01 gpu-17 kernel: [...")
+XID_LINE = re.compile(r"^(?P<prefix>.*?)NVRM: Xid \(PCI:(?P<bus>[0-9A-Fa-f:.]+)\): (?P<xid>\d+),")
+KERNEL_SECONDS = re.compile(r"\[\s*(?P<seconds>\d+\.\d+)\]")
 
 
 def parse_kernel_xids(text: str, gpus_by_bus: dict[str, int], during_run: bool = False) -> list[XidEvent]:
@@ -244,7 +246,8 @@ def parse_kernel_xids(text: str, gpus_by_bus: dict[str, int], during_run: bool =
         gpu = gpus_by_bus.get(bus)
         if gpu is None:
             continue  # a GPU not under test
-        when = f"boot+{found['seconds']}s" if found["seconds"] else "since boot"
+        stamp = KERNEL_SECONDS.search(found["prefix"])
+        when = f"boot+{stamp['seconds']}s" if stamp else "since boot"
         events.append(
             XidEvent(gpu=gpu, xid=int(found["xid"]), time=when, source="kernel_log", during_run=during_run, text=line.strip()[:300])
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 from gpuaccept.errors import GpuAcceptError
@@ -57,21 +58,27 @@ class SnapshotAfterStage:
 
 def with_health(facts: Facts, folder: Path) -> Facts:
     """`facts` with the readings taken after stages and the events heard so far: snapshots in the
-    order taken, kernel log Xid lines not in the first reading marked as seen during the run."""
+    order taken, kernel log Xid lines not in the first reading marked as seen during the run.
+
+    Each reading holds the whole log again. A line is new where a reading holds more lines like it
+    than any reading before: lines without a time of their own (a log file whose lines carry no
+    kernel timestamp) look alike, so they are counted, not only matched."""
     folder = Path(folder)
     health = facts.health
     snapshots = list(health.snapshots)
     events = list(health.events)
-    known = {(e.source, e.gpu, e.xid, e.time) for e in events}
+    known = Counter(_line_of(event) for event in events)
     kernel_log = health.kernel_log
     for path in sorted(folder.glob("health-*.json")):
         reading = HealthFacts.model_validate_json(path.read_text(encoding="utf-8"))
         snapshots.extend(reading.snapshots)
         kernel_log = reading.kernel_log or kernel_log
+        here: Counter[tuple] = Counter()
         for event in reading.events:
-            key = (event.source, event.gpu, event.xid, event.time)
-            if key not in known:
-                known.add(key)
+            line = _line_of(event)
+            here[line] += 1
+            if here[line] > known[line]:
+                known[line] += 1
                 events.append(event.model_copy(update={"during_run": True}))
     heard = folder / EVENTS_FILE
     if heard.exists():
@@ -82,6 +89,10 @@ def with_health(facts: Facts, folder: Path) -> Facts:
     listener = listener_note.read_text(encoding="utf-8") if listener_note.exists() else health.listener
     merged = HealthFacts(snapshots=snapshots, events=events, listener=listener, kernel_log=kernel_log)
     return facts.model_copy(update={"health": merged})
+
+
+def _line_of(event: XidEvent) -> tuple:
+    return (event.source, event.gpu, event.xid, event.time, event.text)
 
 
 def keep_event(folder: Path, event: XidEvent) -> None:
