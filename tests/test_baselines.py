@@ -18,7 +18,7 @@ from gpuaccept.checks.baseline import no_regression
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.cli import main as cli
 from gpuaccept.errors import InputFileError
-from gpuaccept.facts.run_record import load_results
+from gpuaccept.facts.run_record import load_results, parse_results
 from gpuaccept.files import OutputError
 from gpuaccept.report.baseline import SPREAD_TOLERANCE_CAP, load_baseline, save_baseline
 from tests.helpers import EXAMPLES, ROOT, example_facts, mutated, results_data
@@ -242,3 +242,24 @@ def test_the_same_gpus_on_another_host_are_judged(tmp_path):
     assert golden.differences(other) == ["host vm -> node17"]
     other_model = mutated(example_facts("h200x4-measured"), lambda d: d["gpus"][0].update(name="NVIDIA H100 80GB HBM3"))
     assert golden.mismatch(other_model, "h200-4-nvswitch") == ["gpu_model NVIDIA H200 -> NVIDIA H100 80GB HBM3"]
+
+
+def test_a_gemm_that_lost_eight_percent_above_its_floor_fails_its_regression_test(tmp_path):
+    # five healthy compute runs on a lent 2xH200 (bench/runs/2026-11-23c): GEMM 677.7-689.3 TFLOP/s, floor 594
+    archive = ROOT / "bench" / "runs" / "2026-11-23c" / "loads-h200-2.tar.gz"
+    with tarfile.open(archive) as tar:
+        runs = [parse_results(tar.extractfile(f"loads{i}/results.json").read().decode(), f"loads{i}").facts for i in range(1, 6)]
+    base = tmp_path / "base.json"
+    save_baseline(base, runs[0], "h200-2-nvswitch", more_runs=runs[1:])
+    golden = load_baseline(base)
+    assert {"gemm-gpu0", "gemm-gpu1", "hbm_copy-gpu1", "hbm_triad-gpu0"} <= set(golden.metrics)
+
+    def gemm_slower(data):
+        for load in data["measurements"]["compute"]["results"]:
+            if load["load"] == "gemm" and load["gpu"] == 1:
+                load["tflops"] *= 0.92  # still above the floor of 594: only the baseline can see it
+
+    after_update = mutated(runs[0], gemm_slower)
+    verdicts = {key: no_regression(golden, after_update, key, 0.05, "h200-2-nvswitch") for key in golden.metrics}
+    assert [key for key, v in verdicts.items() if v.outcome is not Outcome.PASSED] == ["gemm-gpu1"]
+    assert "TFLOP/s" in verdicts["gemm-gpu1"].message

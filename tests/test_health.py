@@ -323,14 +323,16 @@ def test_an_xid_during_the_run_is_new_even_where_the_same_xid_came_before(tmp_pa
     assert [e.time for e in start_events] == ["boot+61.250000s", "since boot"]  # the kernel's time after syslog's prefix
     facts = with_health(healthy_h200x2(), healthy_h200x2())  # a load ran, and no NVML event was heard
     facts = facts.model_copy(update={"health": facts.health.model_copy(update={"events": start_events})})
-    reading = HealthFacts(snapshots=[], events=parse_kernel_xids("\n".join(after), buses), kernel_log=KernelLog(readable=True, note="kern.log"))
+    log = KernelLog(readable=True, note="kern.log")
+    reading = HealthFacts(snapshots=[], events=parse_kernel_xids("\n".join(after), buses), kernel_log=log)
     for number in range(2):  # every reading holds the whole log again: a line is new once
         (tmp_path / f"health-{number:03d}.json").write_text(reading.model_dump_json(), encoding="utf-8")
     merged = session_health(facts, tmp_path).health.events
     assert [(e.time, e.during_run) for e in merged] == [
         ("boot+61.250000s", False), ("since boot", False), ("boot+1860.000000s", True), ("since boot", True)
     ]
-    verdict = fails_only(health.xid_during_run, facts.model_copy(update={"health": facts.health.model_copy(update={"events": merged})}), 1, 0)
+    during = facts.model_copy(update={"health": facts.health.model_copy(update={"events": merged})})
+    verdict = fails_only(health.xid_during_run, during, 1, 0)
     assert "2 critical events > 0 critical events" in verdict.message, verdict.message
 
 

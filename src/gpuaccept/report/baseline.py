@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gpuaccept.errors import InputFileError, Problem
 from gpuaccept.facts import Facts
+from gpuaccept.facts.model import GemmResult, HbmResult
 from gpuaccept.facts.run_record import Environment, RunRecord
 from gpuaccept.files import read_input_text, write_atomically
 from gpuaccept.report.results import now
@@ -108,6 +109,13 @@ def _values_of(facts: Facts) -> dict[str, Metric]:
             speedup = measured.ddp_speedup(r.world, r.batch, r.accumulation)
             if speedup is not None:
                 add(f"ddp_nvlink_speedup-{case}", speedup, "x")
+    if measured.compute:
+        # the per-GPU loads: a driver that costs GEMM 8% can still clear a floor set 10% below healthy
+        for load in measured.compute.results:
+            if isinstance(load, GemmResult):
+                add(f"gemm-{gpu_key(load.gpu)}", load.tflops, "TFLOP/s")
+            elif isinstance(load, HbmResult):
+                add(f"{load.load}-{gpu_key(load.gpu)}", load.GBps, "GB/s")
     return found
 
 
