@@ -195,6 +195,17 @@ def test_fleet_of_healthy_hosts_passes_and_an_incomplete_run_fails(tmp_path, cap
     assert f"FAIL vm ({stopped}): run incomplete (stopped before its end)" in capsys.readouterr().out.splitlines()
 
 
+def test_a_results_file_named_twice_is_one_host_of_the_fleet(tmp_path, capsys):
+    link = tmp_path / "same.json"
+    link.symlink_to(HEALTHY)
+    assert cli(["report", "fleet", str(HEALTHY), str(HEALTHY), str(link), "-o", str(tmp_path / "fleet.xml")]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-1].startswith("1 host(s), 0 did not pass their profile")
+    assert err.splitlines() == [
+        f"gpu-accept: note: {HEALTHY} is {HEALTHY} again: read once", f"gpu-accept: note: {link} is {HEALTHY} again: read once"
+    ]
+
+
 def test_fleet_fails_a_host_whose_run_could_not_judge(tmp_path, capsys):
     healthy = load_results(HEALTHY)
     for status, said in ((5, "no test was judged"), (2, "interrupted (a signal, or a burn-in cut short)")):

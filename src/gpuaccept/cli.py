@@ -530,7 +530,7 @@ def _report_html(args, extra: list[str]) -> int:
     from gpuaccept.facts.run_record import load_results
     from gpuaccept.report.html import render_html
 
-    args.output.write_text(render_html(load_results(args.results)), encoding="utf-8")
+    write_atomically(args.output, render_html(load_results(args.results)))
     print(f"wrote {args.output}")
     return EXIT_OK
 
@@ -538,7 +538,7 @@ def _report_html(args, extra: list[str]) -> int:
 def _report_junit(args, extra: list[str]) -> int:
     from gpuaccept.report.fleet import read_fleet, write_fleet_junit
 
-    hosts = read_fleet(args.results)
+    hosts = read_fleet(_each_once(args.results))
     cases = write_fleet_junit(hosts, args.output)
     print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
     return EXIT_OK
@@ -561,6 +561,19 @@ def _report_cluster(args, extra: list[str]) -> int:
     return EXIT_CHECK_FAILED if failed else EXIT_OK
 
 
+def _each_once(paths: list[str]) -> list[str]:
+    """The results files given, a file named twice (overlapping globs) read once: counted twice, one
+    host would weigh double in the fleet's medians."""
+    kept: dict[str, str] = {}
+    for path in paths:
+        same = os.path.realpath(path)
+        if same in kept:
+            print(f"gpu-accept: note: {path} is {kept[same]} again: read once", file=sys.stderr)
+        else:
+            kept[same] = path
+    return list(kept.values())
+
+
 def _report_fleet(args, extra: list[str]) -> int:
     from gpuaccept.report.baseline import parse_percent
     from gpuaccept.report.fleet import is_cluster_results, judge_fleet, read_cluster, read_fleet, write_fleet_junit
@@ -569,8 +582,9 @@ def _report_fleet(args, extra: list[str]) -> int:
         tolerance = parse_percent(args.tolerance)
     except ValueError as error:
         raise OptionError(f"--tolerance {error}") from None
-    clusters = [read_cluster(path) for path in args.results if is_cluster_results(path)]
-    single = [path for path in args.results if not any(cluster.path == path for cluster in clusters)]
+    paths = _each_once(args.results)
+    clusters = [read_cluster(path) for path in paths if is_cluster_results(path)]
+    single = [path for path in paths if not any(cluster.path == path for cluster in clusters)]
     hosts = read_fleet(single) if single or not clusters else []
     verdict = judge_fleet(hosts, tolerance) if hosts else None
     for line in verdict.lines if verdict else []:
