@@ -180,6 +180,38 @@ def test_a_negative_spread_is_refused_on_load(tmp_path):
         load_baseline(tmp_path / "b.json")
 
 
+def _drop_machine(document):
+    del document["machine"]
+
+
+def _drop_count(document):
+    del document["machine"]["gpu_count"]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (_drop_machine, "machine: expected the machine the baseline was saved on (missing): without it any machine would be judged"),
+        (_drop_count, "machine.gpu_count: expected the number of GPUs, got None"),
+        (lambda d: d["machine"].update(profile=7), "machine.profile: expected the profile's name, got 7"),
+        (lambda d: d.update(values=[]), "values: expected the list of measured values a baseline gates on (it is empty)"),
+        (lambda d: d.pop("values"), "values: expected the list of measured values a baseline gates on (missing)"),
+        (lambda d: d["values"].append(dict(d["values"][0])), "values[63]: busbw-all_reduce-256MiB is given twice"),
+        (lambda d: d["values"][1].update(higher_is_better="false"), "values[1]: malformed entry (TypeError: higher_is_better is 'false'"),
+    ],
+    ids=["no-machine", "no-gpu-count", "profile-not-text", "no-values", "values-missing", "key-twice", "direction-as-text"],
+)
+def test_a_baseline_that_could_judge_the_wrong_machine_or_nothing_is_refused_on_load(tmp_path, change, said):
+    save_baseline(tmp_path / "b.json", example_facts("h200x4-measured"), "h200-4-nvswitch")
+    document = json.loads((tmp_path / "b.json").read_text())
+    change(document)
+    written(tmp_path / "b.json", document)
+    with pytest.raises(InputFileError) as caught:
+        load_baseline(tmp_path / "b.json")
+    [line] = caught.value.lines()
+    assert line.startswith(f"{tmp_path / 'b.json'}: {said}"), line
+
+
 def test_a_baseline_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     target = tmp_path / "b.json"
     target.write_text("the baseline kept so far\n")

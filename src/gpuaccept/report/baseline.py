@@ -294,24 +294,37 @@ def load_baseline(path: Path) -> Baseline:
         raise problem(f"not a gpu-accept baseline (format {BASELINE_FORMAT!r} expected)", "format")
     if document.get("version") != BASELINE_VERSION:
         raise problem(f"baseline version {document.get('version')!r} is not {BASELINE_VERSION}", "version")
-    values = document.get("values", [])
-    if not isinstance(values, list):
-        raise problem(f"expected a list of values, got {type(values).__name__}", "values")
-    metrics = {}
+    values = document.get("values")
+    if not isinstance(values, list) or not values:
+        said = "missing" if values is None else f"got {type(values).__name__}" if not isinstance(values, list) else "it is empty"
+        raise problem(f"expected the list of measured values a baseline gates on ({said})", "values")
+    metrics: dict[str, Metric] = {}
     for index, entry in enumerate(values):
         try:
             key, value, unit = str(entry["key"]), float(entry["value"]), str(entry["unit"])
-            metric = Metric(key, value, unit, bool(entry["higher_is_better"]), float(entry.get("spread", 0.0)))
+            if not isinstance(entry["higher_is_better"], bool):
+                raise TypeError(f"higher_is_better is {entry['higher_is_better']!r}, not true or false")
+            metric = Metric(key, value, unit, entry["higher_is_better"], float(entry.get("spread", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise problem(f"malformed entry ({type(exc).__name__}: {exc})", f"values[{index}]") from None
+        if key in metrics:
+            raise problem(f"{key} is given twice: which value would gate is not clear", f"values[{index}]")
         if not _usable(metric.value):
             raise problem(f"{metric.key}: value {entry['value']!r} is not a finite number above 0", f"values[{index}]")
         if not (math.isfinite(metric.spread) and metric.spread >= 0):
             raise problem(f"{metric.key}: spread {entry.get('spread')!r} is not a finite number of at least 0", f"values[{index}]")
         metrics[metric.key] = metric
-    machine = document.get("machine", {})
+    machine = document.get("machine")
     if not isinstance(machine, dict):
-        raise problem(f"expected an object, got {type(machine).__name__}", "machine")
+        said = "missing" if machine is None else f"got {type(machine).__name__}"
+        raise problem(f"expected the machine the baseline was saved on ({said}): without it any machine would be judged", "machine")
+    # what decides whether it may judge a run (`mismatch`); a GPU model NVML did not name is saved as null
+    if "gpu_model" not in machine or not isinstance(machine["gpu_model"], (str, type(None))):
+        raise problem(f"expected the GPU model's name, got {machine.get('gpu_model')!r}", "machine.gpu_model")
+    if not isinstance(machine.get("gpu_count"), int) or isinstance(machine.get("gpu_count"), bool):
+        raise problem(f"expected the number of GPUs, got {machine.get('gpu_count')!r}", "machine.gpu_count")
+    if not isinstance(machine.get("profile"), str):
+        raise problem(f"expected the profile's name, got {machine.get('profile')!r}", "machine.profile")
     return Baseline(str(path), machine, metrics)
 
 
