@@ -3,7 +3,10 @@ outliers, baselines, profiles from a golden machine. The run they read is a real
 live path."""
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -19,7 +22,7 @@ from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit
 from gpuaccept.report.html import FAIL, render_html
 from gpuaccept.report.results import IDLE_S
 from gpuaccept.resources import shipped_dir
-from tests.helpers import DATA, ROOT
+from tests.helpers import DATA, EXAMPLES, ROOT, write
 from tests.live_cpu import gpu_accept_run
 from tests.report_page import Page, traces, values
 
@@ -369,3 +372,47 @@ def test_fleet_reads_which_way_a_value_improves_from_its_verdict(tmp_path):
     # the same numbers where higher is better: the one more than 10% below the median 0.09 is
     hosts = [host("a", 0.08, "higher"), host("b", 0.09, "higher"), host("c", 0.30, "higher")]
     assert [o.host for o in fleet_outliers(hosts, 0.1)] == ["a"]
+
+
+DISK_FULL = """
+    import errno, os
+    from gpuaccept.files import OutputError
+    from gpuaccept.report import results
+
+    first, last = (int(n) for n in os.environ["DISK_FULL_WRITES"].split("-"))
+    written = results.write_atomically
+    calls = [0]
+
+    def full(path, text):
+        calls[0] += 1
+        if first <= calls[0] <= last:  # the disk fills up mid-run, and is freed (or not) before its end
+            raise OutputError(f"{path}: cannot write it ({os.strerror(errno.ENOSPC)})")
+        written(path, text)
+
+    results.write_atomically = full
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("writes", "code"), [("3-3", 0), ("3-999999", 2)], ids=["freed-before-the-end", "full-to-the-end"])
+def test_a_disk_that_fills_up_mid_run_is_one_line_and_an_honest_exit(tmp_path, writes, code):
+    shim = write(tmp_path / "shim" / "sitecustomize.py", DISK_FULL)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shim.parent), os.environ.get("PYTHONPATH")])),
+           "DISK_FULL_WRITES": writes}
+    reports = tmp_path / "reports"
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", "run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"),
+         "--reports", str(reports), "-p", "no:randomly"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == code, output
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    said = [line for line in output.splitlines() if "No space left on device" in line]
+    assert said[0].startswith(f"gpu-accept: {reports}/") and "the run goes on and tries again at its end" in said[0]
+    if code == 0:  # written whole at the end: every test, and no journal left
+        record = load_results(reports / "results.json")
+        assert record.complete and len(record.tests) == 342 and not (reports / "results.json.journal").exists()
+        assert len(said) == 1
+    else:
+        assert any(line.startswith("report not written: ") for line in said[1:]), output

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -17,7 +18,9 @@ from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts, save_facts
 from gpuaccept.facts.model import STAGE_SWEEPS, Measurements
 from gpuaccept.facts.run_record import RunInfo, RunProfile, RunRecord, TestRecord
+from gpuaccept.files import write_atomically
 from gpuaccept.plugin.context import GpuAcceptRun
+from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import test_record
 from gpuaccept.report.baseline import named, save_baseline
 from gpuaccept.report.html import render_html
@@ -31,12 +34,22 @@ from gpuaccept.session.telemetry import read_telemetry
 NOTHING_JUDGED_KEY = pytest.StashKey[str]()
 
 
+def _written(write: Callable[[], object]) -> list[str]:
+    """Why `write` could not write its file, or nothing where it did."""
+    try:
+        write()
+    except GpuAcceptError as error:
+        return [str(error)]
+    return []
+
+
 class RunRecording:
     def __init__(self, config: pytest.Config, run: GpuAcceptRun):
         self.config = config
         self.run = run
         self.recorded: set[str] = set()  # node ids of the tests recorded
         self.notes: list[str] = []
+        self.unwritten = ""  # why a report could not be written, once said
         context = run.context
         profile = context.profile
         info = RunInfo(
@@ -67,6 +80,11 @@ class RunRecording:
             return  # a teardown error after a recorded call keeps the call's outcome
         self.recorded.add(test.nodeid)
         self.writer.add_test(test, self.facts())
+        if self.writer.write_error and not self.unwritten:
+            self.unwritten = self.writer.write_error
+            terminal_line(self.config)(
+                f"gpu-accept: {self.unwritten}: the run goes on and tries again at its end; until then its record is in memory only"
+            )
 
     def finish(self, session: pytest.Session) -> None:
         exitstatus = int(session.exitstatus)
@@ -84,14 +102,21 @@ class RunRecording:
         if telemetry is not None:
             facts = facts.model_copy(update={"telemetry": telemetry})
         outputs = self.run.options.outputs
-        if outputs.facts is not None:
-            save_facts(facts, outputs.facts)
+        unwritten = []
+        if (facts_path := outputs.facts) is not None:
+            unwritten += _written(lambda: save_facts(facts, facts_path))
         record = self.writer.finish(exitstatus, facts)
-        if outputs.html is not None:
-            outputs.html.write_text(render_html(record), encoding="utf-8")
+        unwritten += [self.writer.write_error] if self.writer.write_error else []
+        if (html_path := outputs.html) is not None:
+            unwritten += _written(lambda: write_atomically(html_path, render_html(record)))
         if outputs.baseline is not None:
             self.notes.extend(self._save_baseline(record, exitstatus))
         shutil.rmtree(self.run.store.folder, ignore_errors=True)
+        if unwritten:
+            # the verdicts stand, but a gate reading the reports would read old ones or none
+            self.notes.extend(f"report not written: {why}" for why in unwritten)
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def _save_baseline(self, record: RunRecord, exitstatus: int) -> list[str]:
         target = self.run.options.outputs.baseline

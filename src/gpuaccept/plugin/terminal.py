@@ -18,8 +18,15 @@ def terminal_line(config: pytest.Config) -> Callable[[str], None]:
             return
         if capture is not None:
             with capture.global_and_fixture_disabled():
-                reporter.write_line(text)
+                _own_line(reporter, text)
         else:
-            reporter.write_line(text)
+            _own_line(reporter, text)
 
     return say
+
+
+def _own_line(reporter: pytest.TerminalReporter, text: str) -> None:
+    # under -q the progress dots share one line, and write_line does not end it first
+    if reporter._tw.width_of_current_line:
+        reporter._tw.line()
+    reporter.write_line(text)
