@@ -236,8 +236,9 @@ def test_run_on_a_file_that_is_not_facts_is_one_line(tmp_path, facts, expected):
         ("/proc", "--reports /proc: cannot write in /proc (No such file or directory)"),
         ("/proc/gpu-accept", "--reports /proc/gpu-accept: cannot create the folder /proc/gpu-accept (No such file or directory)"),
         ("/sys/kernel", "--reports /sys/kernel: cannot write in /sys/kernel ("),
+        ("", "--reports: the folder's name is empty"),
     ],
-    ids=["a-file", "under-a-file", "proc", "under-proc", "sys"],
+    ids=["a-file", "under-a-file", "proc", "under-proc", "sys", "empty"],
 )
 def test_run_refuses_a_reports_folder_it_cannot_write_before_anything_runs(tmp_path, capsys, reports, expected):
     (tmp_path / "a-file").write_text("not a folder")
@@ -438,3 +439,10 @@ def test_a_named_pipe_that_nothing_writes_to_is_one_line_not_a_wait(tmp_path, co
         capture_output=True, text=True, timeout=120,
     )
     assert said.format(pipe=pipe) in one_error_line(done)
+
+
+def test_a_folder_given_as_the_profile_is_named_as_a_folder(capsys):
+    assert main(["profile", "show", str(shipped_dir("profiles"))]) == 2
+    assert capsys.readouterr().err == (
+        f"gpu-accept: {shipped_dir('profiles')} is a folder, not a profile file (a folder of profiles goes to --profile-dir)\n"
+    )

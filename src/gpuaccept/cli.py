@@ -256,8 +256,8 @@ def _catalog(args) -> ProfileCatalog:
 def _run(args, extra: list[str]) -> int:
     import pytest
 
+    check_output_folder(args.reports, "--reports")  # the name as given: Path("") would be "."
     reports = Path(args.reports)
-    check_output_folder(reports, "--reports")
     suites = shipped_dir("suites")
     pytest_args = [
         str(suites),

@@ -15,6 +15,8 @@ from gpuaccept.errors import OptionError
 
 def check_output_folder(folder: Path | str, option: str) -> None:
     """A folder to write into, created if missing."""
+    if not str(folder).strip():
+        raise OptionError(f"{option}: the folder's name is empty")
     folder = Path(folder)
     where = f"{option} {folder}"
     if folder.exists() and not folder.is_dir():
@@ -24,6 +26,8 @@ def check_output_folder(folder: Path | str, option: str) -> None:
 
 def check_output_file(path: Path | str, option: str) -> None:
     """A file to write (or replace), its folder created if missing."""
+    if not str(path).strip():
+        raise OptionError(f"{option}: the file's name is empty")
     path = Path(path)
     where = f"{option} {path}"
     if path.is_dir():

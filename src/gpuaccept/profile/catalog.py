@@ -48,6 +48,8 @@ class ProfileCatalog:
         if candidate.suffix in (".yaml", ".yml") or "/" in name_or_path:
             if candidate.is_file():
                 return candidate
+            if candidate.is_dir():
+                raise ProfileNotFound(f"{name_or_path} is a folder, not a profile file (a folder of profiles goes to --profile-dir)")
             raise ProfileNotFound(f"profile file {name_or_path} does not exist")
         for name, path in self.names():
             if name == name_or_path:
