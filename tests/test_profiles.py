@@ -242,6 +242,9 @@ MALFORMED = {
         MINIMAL + "pairwise:\n  concurrent: true\n  min_busbw: .nan\n", 7, "pairwise.min_busbw", "Input should be a finite number (got nan)"
     ),
     "infinite-memory": (MINIMAL + "  memory_min_gib: .inf\n", 5, "gpus.memory_min_gib", "finite number"),
+    "exponent-yaml-reads-as-text": (
+        MINIMAL + "copies:\n  p2p_min: 4e2\n", 6, "copies.p2p_min", "(got '4e2'): YAML reads 4e2 as text, write it as 400 or 4.0e+02"
+    ),
     "terminal-escape-codes": (
         MINIMAL + "links:\n  matrix: |\n    \x1b[1m        GPU0    GPU1\x1b[0m\n    \x1b[1mGPU0\x1b[0m     X      NV4\n",
         7,
