@@ -137,7 +137,21 @@ def test_hardware_slowdown_time_fails_its_gpu():
     after = healthy_h200x2()
     after.answer("field_value", 0, Field.HW_THERMAL_NS, 0, value=3 * 10**9)  # 3 s of a 60 s run: 5%
     verdict = fails_only(health.clock_slowdown_during_run, with_health(healthy_h200x2(), after, seconds=60), 0, 1)
-    assert "HW slowdown time (thermal + power brake) 5 % > 1 %" in verdict.message and "hw thermal 3.00 s" in verdict.message
+    assert "HW slowdown time (thermal + power brake) of the run 5 % > 1 %" in verdict.message and "hw thermal 3.00 s" in verdict.message
+
+
+def test_a_slowdown_is_a_share_of_the_time_under_load_where_the_telemetry_tells():
+    from gpuaccept.facts.model import LoadWindow, Telemetry
+
+    after = healthy_h200x2()
+    after.answer("field_value", 0, Field.HW_THERMAL_NS, 0, value=int(0.4 * 10**9))  # 0.4 s of a 60 s run: 0.67%
+    facts = with_health(healthy_h200x2(), after, seconds=60)
+    assert judged(health.clock_slowdown_during_run, facts, 0).outcome is Outcome.PASSED  # no telemetry: a share of the run
+    # stages loaded the GPUs for 20 s of the 60 (two overlapping windows count once): 0.4 s of them is 2%
+    windows = [LoadWindow(stage="nccl", started_s=5.0, ended_s=15.0), LoadWindow(stage="compute", started_s=10.0, ended_s=25.0)]
+    sampled = facts.model_copy(update={"telemetry": Telemetry(started_at="2026-11-23T08:00:00+00:00", period_s=1.0, loads=windows)})
+    verdict = fails_only(health.clock_slowdown_during_run, sampled, 0, 1)
+    assert verdict.measured == 2.0 and "HW slowdown time (thermal + power brake) of 20 s under load 2 % > 1 %" in verdict.message
 
 
 def test_software_power_capping_is_normal():

@@ -11,6 +11,7 @@ recording) makes the check not applicable, with the reason: never a pass, never 
 from __future__ import annotations
 
 import datetime
+import math
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -531,9 +532,23 @@ def nvlink_errors_during_run(profile: Profile, facts: Facts, gpu_link: tuple[int
     return _all_of(judge, subject, checks, scope=_span(first, last))
 
 
+def _load_seconds(facts: Facts) -> float | None:
+    """How long the stages loaded the GPUs, where the telemetry's load windows tell (their union)."""
+    telemetry = facts.telemetry
+    if telemetry is None or not telemetry.loads:
+        return None
+    total, reached = 0.0, -math.inf
+    for started, ended in sorted((window.started_s, window.ended_s) for window in telemetry.loads):
+        total += max(0.0, ended - max(started, reached))
+        reached = max(reached, ended)
+    return total
+
+
 def clock_slowdown_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """Time the clocks were held down by the hardware (HW thermal slowdown, HW power brake) as a
-    share of the run; software power capping and idle are how a GPU normally runs, and are only reported."""
+    share of the time the stages loaded the GPUs (of the whole run where no telemetry tells when
+    they did): a minute of idle between stages does not thin out a slowdown under load. Software
+    power capping and idle are how a GPU normally runs, and are only reported."""
     judge = Judge("clock_slowdown_during_run", profile.name)
     criterion = AtMost(profile.spec.health.hw_slowdown_max_percent, "%")
     pair = _first_and_last(judge, facts, gpu)
@@ -549,13 +564,17 @@ def clock_slowdown_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdi
         value = deltas[name]
         if isinstance(value, Unavailable):
             return _unreadable(judge, subject, f"{name.replace('_', ' ')} time", value, criterion)
-    span_ns = max(_seconds(first, last), 1.0) * 1e9
+    span_s = max(_seconds(first, last), 1.0)
+    loaded_s = _load_seconds(facts)
+    under_load = loaded_s is not None and 1.0 <= loaded_s < span_s
+    base_s = loaded_s if under_load and loaded_s is not None else span_s
     held_ns = sum(value for name, value in deltas.items() if name.startswith("hw_") and isinstance(value, int))
-    share = round(100 * held_ns / span_ns, 3)
+    share = round(100 * held_ns / (base_s * 1e9), 3)
     shown = ", ".join(
         f"{name.replace('_', ' ')} {v / 1e9:.2f} s" if isinstance(v, int) else f"{name.replace('_', ' ')} {v}" for name, v in deltas.items()
     )
-    return judge(subject, "HW slowdown time (thermal + power brake)", share, criterion, note=shown, scope=_span(first, last))
+    of = f"of {base_s:.0f} s under load" if under_load else "of the run"
+    return judge(subject, f"HW slowdown time (thermal + power brake) {of}", share, criterion, note=shown, scope=_span(first, last))
 
 
 def _temperature(

@@ -15,6 +15,7 @@ import pytest
 from gpuaccept.facts import Facts
 from gpuaccept.plugin.context import RUN_KEY, run_of
 from gpuaccept.session.health import SessionListener, with_health
+from gpuaccept.session.telemetry import read_telemetry
 
 LISTENER_KEY = pytest.StashKey[SessionListener]()
 
@@ -54,4 +55,8 @@ def facts_after_load(request: pytest.FixtureRequest, facts_after_loads: Facts) -
     XID events heard so far (replayed facts carry theirs). At the quick level no stage runs: the
     run checks see the start snapshot alone and say that no load ran."""
     run = run_of(request.config)
-    return with_health(facts_after_loads, run.store.folder) if run.context.live else facts_after_loads
+    if not run.context.live:
+        return facts_after_loads
+    facts = with_health(facts_after_loads, run.store.folder)
+    telemetry = read_telemetry(run.store.folder)  # when the stages loaded the GPUs: what a slowdown's share is of
+    return facts.model_copy(update={"telemetry": telemetry}) if telemetry is not None else facts
