@@ -113,6 +113,31 @@ def test_a_live_run_whose_telemetry_could_not_start_errs_on_every_telemetry_test
         assert verdict.message.startswith("gpu1: telemetry could not be sampled: NVML could not start: Driver Not Loaded")
 
 
+def test_a_sampler_stuck_opening_nvml_leaves_a_series_whose_tests_err(tmp_path, monkeypatch):
+    import threading
+
+    from gpuaccept.session import telemetry as session_telemetry
+
+    released = threading.Event()
+
+    def stuck_driver():
+        released.wait(30)  # a driver call that does not return
+        raise RuntimeError("gave up")
+
+    monkeypatch.setattr(session_telemetry, "nvml_of_this_machine", stuck_driver)
+    log = session_telemetry.TelemetryLog(tmp_path, example_facts("h200x4"), 1.0)
+    log.start()
+    try:
+        record_load(tmp_path, "nccl", log.sampler.started + 1.0, log.sampler.started + 31.0)
+        found = read_telemetry(tmp_path)
+        assert found is not None and found.samples == [] and found.not_sampled == ""
+        verdict = telemetry_checks.max_temperature(h200x4_profile(), facts_with(found), 2)
+        assert verdict.outcome is Outcome.ERROR and "the sampler stopped" in verdict.message
+    finally:
+        released.set()
+        log.stop()
+
+
 def test_loads_long_enough_to_sample_without_a_sample_are_an_error_not_a_skip():
     profile = h200x4_profile()
     stalled = facts_with(telemetry([sample(0.5, 0)], loads=((2.0, 32.0),)))  # one sample, before a 30 s load

@@ -243,7 +243,7 @@ MALFORMED = {
     ),
     "infinite-memory": (MINIMAL + "  memory_min_gib: .inf\n", 5, "gpus.memory_min_gib", "finite number"),
     "exponent-yaml-reads-as-text": (
-        MINIMAL + "copies:\n  p2p_min: 4e2\n", 6, "copies.p2p_min", "(got '4e2'): YAML reads 4e2 as text, write it as 400 or 4.0e+02"
+        MINIMAL + "copies:\n  p2p_min: 3.125e2\n", 6, "copies.p2p_min", "(got '3.125e2'): YAML reads 3.125e2 as text, write it as 3.125e+2"
     ),
     "terminal-escape-codes": (
         MINIMAL + "links:\n  matrix: |\n    \x1b[1m        GPU0    GPU1\x1b[0m\n    \x1b[1mGPU0\x1b[0m     X      NV4\n",

@@ -377,19 +377,19 @@ def test_fleet_reads_which_way_a_value_improves_from_its_verdict(tmp_path):
 DISK_FULL = """
     import errno, os
     from gpuaccept.files import OutputError
-    from gpuaccept.report import results
+    from gpuaccept.report import baseline, junit, results
 
     first, last = (int(n) for n in os.environ["DISK_FULL_WRITES"].split("-"))
     written = results.write_atomically
-    calls = [0]
+    rewrites = [0]  # of results.json; junit.xml is written after it
 
     def full(path, text):
-        calls[0] += 1
-        if first <= calls[0] <= last:  # the disk fills up mid-run, and is freed (or not) before its end
+        rewrites[0] += str(path).endswith("results.json")
+        if first <= rewrites[0] <= last:  # the disk fills up mid-run, and is freed (or not) before its end
             raise OutputError(f"{path}: cannot write it ({os.strerror(errno.ENOSPC)})")
         written(path, text)
 
-    results.write_atomically = full
+    results.write_atomically = junit.write_atomically = baseline.write_atomically = full
 """
 
 
@@ -402,7 +402,7 @@ def test_a_disk_that_fills_up_mid_run_is_one_line_and_an_honest_exit(tmp_path, w
     reports = tmp_path / "reports"
     done = subprocess.run(
         [sys.executable, "-m", "gpuaccept", "run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"),
-         "--reports", str(reports), "-p", "no:randomly"],
+         "--reports", str(reports), "--save-baseline", str(reports / "base.json"), "-p", "no:randomly"],
         capture_output=True, text=True, env=env, timeout=300,
     )
     output = done.stdout + done.stderr
@@ -413,6 +413,9 @@ def test_a_disk_that_fills_up_mid_run_is_one_line_and_an_honest_exit(tmp_path, w
     if code == 0:  # written whole at the end: every test, and no journal left
         record = load_results(reports / "results.json")
         assert record.complete and len(record.tests) == 342 and not (reports / "results.json.journal").exists()
-        assert len(said) == 1
-    else:
-        assert any(line.startswith("report not written: ") for line in said[1:]), output
+        assert len(said) == 1 and (reports / "base.json").is_file()
+    else:  # each report named, at the time and in the summary
+        assert f"{reports}/junit.xml: cannot write it" in said[0]
+        unwritten = [line for line in said[1:] if line.startswith("report not written: ")]
+        named = [line.split(": ")[1] for line in unwritten]
+        assert named == [str(reports / "results.json"), str(reports / "junit.xml"), str(reports / "base.json")], output

@@ -195,5 +195,15 @@ def test_a_value_a_worker_measured_as_nan_fails_its_key_and_keeps_the_others():
     _take(step, {"key": "load/hbm_triad/gpu1", **record, "load": "hbm_triad", "time_us": 2.0, "GBps": 1.5}, attempt)
     assert list(attempt.values) == [LoadKey("hbm_triad", 1)]
     [refused] = attempt.refused
-    assert refused.keys == [LoadKey("hbm_copy", 1)] and refused.reason == "error"
+    assert refused.keys == [LoadKey("hbm_copy", 1)] and refused.reason == "not_a_number"
     assert refused.message == "HBM bandwidth on gpu1: the worker measured GBps = inf for load/hbm_copy/gpu1, not a finite number"
+    # its test could not judge (exit 2): a measurement that gave no number is no evidence against the GPU
+    from gpuaccept.checks import compute
+    from gpuaccept.facts.model import ComputeSweep, HbmResult
+
+    triad = HbmResult(**{**attempt.values[LoadKey("hbm_triad", 1)], "load": "hbm_triad"})
+    sweep = ComputeSweep(backend="cuda", torch_version="2.11", gpus=[1], wall_s=1.0, results=[triad], failures=[refused])
+    facts = example_facts("h200x2").model_copy(update={"measurements": Measurements(compute=sweep)})
+    profile = ProfileCatalog.with_shipped().load("h200-2-nvswitch")
+    verdict = compute.hbm_copy(profile, facts, 1)
+    assert verdict.outcome is Outcome.ERROR and verdict.message.startswith("gpu1: HBM bandwidth on gpu1: the worker measured GBps = inf")

@@ -42,7 +42,7 @@ def _result(judge: Judge, profile: Profile, facts: Facts, key: LoadKey, criterio
         return judge.not_applicable(subject, NO_MEASUREMENT.format(profile=profile.name))
     failure = sweep.failure(key)
     if failure:
-        return judge.failed(subject, failure.message, None, criterion, context={"reason": failure.reason})
+        return judge.step_failed(subject, failure, criterion)
     result = sweep.result(key)
     if result is None:
         return judge.failed(subject, f"not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)

@@ -38,7 +38,7 @@ def _throughput(
         return judge.error(case, NO_SWEEP.format(what="", profile=profile), criterion)
     failure = sweep.failure(DdpKey(world, batch, accumulation, sweep.p2p_disabled))
     if failure:
-        return judge.failed(case, failure.message, None, criterion, context={"reason": failure.reason})
+        return judge.step_failed(case, failure, criterion)
     result = sweep.result(world, batch, accumulation)
     if result is None:
         return judge.error(case, f"no result for {world} GPU(s), batch {batch}, accumulation {accumulation}", criterion)

@@ -53,10 +53,8 @@ def _collective_result(
     if sweep is None:
         return judge.error(label, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
     failure = sweep.failure(key)
-    if failure and failure.reason == "not_in_log":
-        return judge.error(label, f"could not be established: {failure.message}", criterion, context={"reason": failure.reason})
     if failure:
-        return judge.failed(label, failure.message, None, criterion, context={"reason": failure.reason})
+        return judge.step_failed(label, failure, criterion)
     result = sweep.result(key.collective, key.nominal_size)
     if result is None:
         return judge.error(label, "no result for this collective and size in the sweep", criterion)
@@ -127,7 +125,7 @@ def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict
         return judge.error(subject, NO_MEASUREMENT.format(what="pairwise sweep", profile=profile.name), criterion)
     failure = sweep.failure(PairKey.between(*pair))
     if failure:
-        return judge.failed(subject, failure.message, None, criterion, context={"reason": failure.reason})
+        return judge.step_failed(subject, failure, criterion)
     result = sweep.result(*pair)
     if result is None:
         return judge.failed(subject, f"pair not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)
@@ -154,7 +152,7 @@ def _copy_verdict(check: str, profile: Profile, facts: Facts, what: CopyKind, gp
         return judge.error(subject, NO_MEASUREMENT.format(what="copy bandwidth", profile=profile.name), criterion)
     failure = sweep.failure(CopyKey(what, gpus))
     if failure:
-        return judge.failed(subject, failure.message, None, criterion, context={"reason": failure.reason})
+        return judge.step_failed(subject, failure, criterion)
     result = sweep.result(what, gpus)
     if result is None:
         return judge.failed(subject, f"not measured ({facts.gpu_count} GPU(s) under test)", None, criterion)

@@ -13,7 +13,7 @@ import fnmatch
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuaccept.facts.model import Unavailable
+from gpuaccept.facts.model import StepFailure, Unavailable
 from gpuaccept.vocabulary.display import show, show_apart
 
 Context = dict[str, Any]  # a verdict's evidence as data, for reports: {"peak_GBps": 478.12}
@@ -314,6 +314,17 @@ class Judge:
         self, subject: str, detail: str, measured: Any, criterion: Criterion, *, scope: str = "", context: Context | None = None
     ) -> Verdict:
         return self._verdict(subject, Outcome.PASSED, measured, criterion, detail, scope, context)
+
+    def step_failed(self, subject: str, failure: StepFailure, criterion: Criterion) -> Verdict:
+        """A value its step did not give. A step that hung, crashed or was not run fails the value; one
+        whose outcome the measurement itself could not establish (a log cut short, a timer that gave no
+        number) could not judge it."""
+        context = {"reason": failure.reason}
+        if failure.reason == "not_in_log":
+            return self.error(subject, f"could not be established: {failure.message}", criterion, context=context)
+        if failure.reason == "not_a_number":
+            return self.error(subject, failure.message, criterion, context=context)
+        return self.failed(subject, failure.message, None, criterion, context=context)
 
     def error(
         self, subject: str, detail: str, criterion: Criterion | None = None, *, scope: str = "", context: Context | None = None

@@ -205,7 +205,7 @@ class SystemFacts(Record):
 
 
 # not_in_log: an imported log that ends before this step (cut short): nothing is known of it
-FailureReason = Literal["timeout", "crashed", "not_run", "unsupported", "error", "not_in_log"]
+FailureReason = Literal["timeout", "crashed", "not_run", "unsupported", "error", "not_in_log", "not_a_number"]
 
 
 class StepFailure(Record):

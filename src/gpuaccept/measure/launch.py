@@ -245,13 +245,14 @@ def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: Ev
 
 def _take(step: Step, record: dict, attempt: _Attempt) -> None:
     """Keep one measured record under its key; one holding NaN or infinity (a timer that read 0, a
-    broken kernel) fails its key instead: no check could judge it, and JSON could not keep it."""
+    broken kernel) is kept as the key's failure instead, which its check reports as could not judge:
+    no number to judge, and JSON could not keep it."""
     key = parse_step_key(record["key"])
     values = {name: value for name, value in record.items() if name != "key"}
     broken = [f"{name} = {value}" for name, value in values.items() if isinstance(value, float) and not math.isfinite(value)]
     if broken:
         message = f"{step.label}: the worker measured {', '.join(broken)} for {key}, not a finite number"
-        attempt.refused.append(StepFailure(step=step.label, reason="error", message=message, keys=[key]))
+        attempt.refused.append(StepFailure(step=step.label, reason="not_a_number", message=message, keys=[key]))
     else:
         attempt.values[key] = values
 

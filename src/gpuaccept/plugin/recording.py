@@ -18,7 +18,7 @@ from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts, save_facts
 from gpuaccept.facts.model import STAGE_SWEEPS, Measurements
 from gpuaccept.facts.run_record import RunInfo, RunProfile, RunRecord, TestRecord
-from gpuaccept.files import write_atomically
+from gpuaccept.files import OutputError, write_atomically
 from gpuaccept.plugin.context import GpuAcceptRun
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import test_record
@@ -80,8 +80,8 @@ class RunRecording:
             return  # a teardown error after a recorded call keeps the call's outcome
         self.recorded.add(test.nodeid)
         self.writer.add_test(test, self.facts())
-        if self.writer.write_error and not self.unwritten:
-            self.unwritten = self.writer.write_error
+        if self.writer.write_errors and not self.unwritten:
+            self.unwritten = "; ".join(self.writer.write_errors)
             terminal_line(self.config)(
                 f"gpu-accept: {self.unwritten}: the run goes on and tries again at its end; until then its record is in memory only"
             )
@@ -106,11 +106,13 @@ class RunRecording:
         if (facts_path := outputs.facts) is not None:
             unwritten += _written(lambda: save_facts(facts, facts_path))
         record = self.writer.finish(exitstatus, facts)
-        unwritten += [self.writer.write_error] if self.writer.write_error else []
+        unwritten += self.writer.write_errors
         if (html_path := outputs.html) is not None:
             unwritten += _written(lambda: write_atomically(html_path, render_html(record)))
         if outputs.baseline is not None:
-            self.notes.extend(self._save_baseline(record, exitstatus))
+            notes, unsaved = self._save_baseline(record, exitstatus)
+            self.notes.extend(notes)
+            unwritten += unsaved
         shutil.rmtree(self.run.store.folder, ignore_errors=True)
         if unwritten:
             # the verdicts stand, but a gate reading the reports would read old ones or none
@@ -118,7 +120,8 @@ class RunRecording:
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.INTERRUPTED
 
-    def _save_baseline(self, record: RunRecord, exitstatus: int) -> list[str]:
+    def _save_baseline(self, record: RunRecord, exitstatus: int) -> tuple[list[str], list[str]]:
+        """The summary's notes on --save-baseline, and why its file could not be written (a full disk)."""
         target = self.run.options.outputs.baseline
         assert target is not None
         bad = [t.id for t in did_not_pass(record.tests)]
@@ -126,14 +129,16 @@ class RunRecording:
             return [
                 f"baseline not saved to {target}: {len(bad)} test(s) did not pass ({named(bad, 3)}); "
                 "a baseline is a picture of a healthy machine"
-            ]
+            ], []
         if exitstatus != pytest.ExitCode.OK:
-            return [f"baseline not saved to {target}: the run did not end cleanly (pytest exit status {exitstatus})"]
+            return [f"baseline not saved to {target}: the run did not end cleanly (pytest exit status {exitstatus})"], []
         try:
             saved = save_baseline(target, record.facts, self.run.context.profile.name)
+        except OutputError as error:
+            return [], [str(error)]
         except GpuAcceptError as error:
-            return [f"baseline not saved to {target}: {line}" for line in error.lines()]
-        return [f"saved {saved.values} measured values as a baseline to {target}", *saved.notes()]
+            return [f"baseline not saved to {target}: {line}" for line in error.lines()], []
+        return [f"saved {saved.values} measured values as a baseline to {target}", *saved.notes()], []
 
     def nothing_judged(self, exitstatus: int) -> str:
         """Why a finished run judged nothing, or '' when it judged something (or did not run tests)."""

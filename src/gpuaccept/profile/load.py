@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import re
 import types
 import typing
@@ -183,13 +184,16 @@ def _problem_from_pydantic(error: ErrorDetails, doc: Document) -> Problem:
         got = error.get("input")
         if isinstance(got, (str, int, float, bool)) or got is None:
             message += f" (got {got!r})"
-        if isinstance(got, str) and _YAML_TEXT_NUMBER.fullmatch(got.strip()):
+        number = _YAML_TEXT_NUMBER.fullmatch(got.strip()) if isinstance(got, str) else None
+        if number and math.isfinite(float(number[0])):
             # YAML 1.1, which PyYAML reads, takes 6e2 for text: it wants a dot and a signed exponent
-            message += f": YAML reads {got.strip()} as text, write it as {float(got):g} or {float(got):.1e}"
+            sign, digits, fraction, e, exponent_sign, exponent = number.groups()
+            written = f"{sign}{digits or ''}{fraction or '.0'}{e}{exponent_sign or '+'}{exponent}"
+            message += f": YAML reads {number[0]} as text, write it as {written}"
     return Problem(location.file, location.line, format_path(path), message)
 
 
-_YAML_TEXT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+_YAML_TEXT_NUMBER = re.compile(r"([-+]?)(?=\.?\d)(\d*)(\.\d*)?([eE])([-+]?)(\d+)")  # a digit before the e
 
 
 def _known_keys(loc: KeyPath) -> list[str]:

@@ -44,7 +44,7 @@ from typing import TextIO
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts
 from gpuaccept.facts.run_record import JournalEntry, RunRecord, TestRecord, journal_of
-from gpuaccept.files import OutputError, write_atomically
+from gpuaccept.files import write_atomically
 from gpuaccept.report.junit import suite, write_junit
 
 IDLE_S = 1.0  # a run quiet this long with tests not yet in results.json and junit.xml gets them rewritten
@@ -57,6 +57,15 @@ def now() -> str:
 def _append(journal: TextIO, line: str) -> None:
     journal.write(line)
     journal.flush()  # to the operating system: a killed process loses nothing written
+
+
+def _unwritten(write: Callable[..., object], *args: object) -> list[str]:
+    """Why `write(*args)` wrote no file (one line, naming it), or nothing where it did."""
+    try:
+        write(*args)
+    except GpuAcceptError as error:  # OutputError
+        return [str(error)]
+    return []
 
 
 class ResultsWriter:
@@ -80,9 +89,9 @@ class ResultsWriter:
         self._pending = False  # tests or facts that the last rewrite does not hold
         self._last_change = clock()
         self._closed = False
-        # why the files could not be written (a full disk): the run goes on, its record kept in
-        # memory, and the end tries once more; "" while they could
-        self.write_error = ""
+        # why files could not be written (a full disk), one line each: the run goes on, its record
+        # kept in memory, and the end tries once more; empty while they could
+        self.write_errors: list[str] = []
         if self.results is not None:
             self.results.parent.mkdir(parents=True, exist_ok=True)
             # emptied before the first rewrite: a journal of an earlier run never joins this one
@@ -122,55 +131,57 @@ class ResultsWriter:
                 self._record = self._record.with_facts(facts)
             run = self._record.run.model_copy(update={"finished_at": now(), "exit_status": exit_status})
             self._record = self._record.model_copy(update={"run": run, "complete": True})
-            self.write_error = ""  # space freed meanwhile: the whole record is still here to write
+            self.write_errors = []  # space freed meanwhile: the whole record is still here to write
             self._rewrite()
-            if self._journal is not None and self.results is not None and not self.write_error:
+            if self._journal is not None and self.results is not None and not self.write_errors:
                 self._journal.close()
                 self._journal = None
                 journal_of(self.results).unlink(missing_ok=True)
             return self._record.with_tests(self._tests)
 
     def _log(self, entry: JournalEntry) -> None:
-        if self._journal is not None and not self.write_error:
+        if self._journal is not None and not self.write_errors:
             line = entry.to_line()
             try:
                 _append(self._journal, line)
             except OSError as error:
-                self.write_error = f"{self._journal.name}: cannot write it ({error.strerror or error})"
+                self.write_errors = [f"{self._journal.name}: cannot write it ({error.strerror or error})"]
                 return
             self._journal_bytes += len(line.encode("utf-8"))
 
     def _rewrite(self) -> None:
         """results.json and the JUnit files, whole, from the record as it is; then an empty journal.
-        A file that cannot be written stops the writing until the end (`write_error` says why)."""
-        if not self.write_error:
-            try:
-                self._write_files()
-            except GpuAcceptError as error:  # OutputError: one line, naming the file
-                self.write_error = str(error)
+        Each file is tried on its own; one that cannot be written stops the writing until the end
+        (`write_errors` names each)."""
+        if not self.write_errors:
+            self._write_files()
         self._pending = False  # written, or not to be tried again before the end
 
     def _write_files(self) -> None:
         record = self._record.with_tests(self._tests)
         written = 0
+        errors: list[str] = []
         if self.results is not None:
             text = record.to_json()
-            write_atomically(self.results, text)
+            errors += _unwritten(write_atomically, self.results, text)
             written += len(text.encode("utf-8"))
         if self.junit:
             run_suite = suite(record)
             for target in self.junit:
-                write_junit(target, [run_suite])
+                errors += _unwritten(write_junit, target, [run_suite])
             written += len(run_suite.xml.encode("utf-8")) * len(self.junit)
+        if errors:
+            self.write_errors = errors  # the journal keeps what the last good rewrite lacks
+            return
         self._journal_bytes = 0
         if self._journal is not None:
             try:
                 self._journal.truncate(0)
             except OSError as error:
-                raise OutputError(f"{self._journal.name}: cannot write it ({error.strerror or error})") from None
+                self.write_errors = [f"{self._journal.name}: cannot write it ({error.strerror or error})"]
+                return
             self._log(JournalEntry(run=record.run))  # whose journal it is: never merged into another run's file
         self._rewrite_bytes = written
-        self._pending = False
 
     def _rewrite_when_idle(self, idle_s: float) -> None:
         with self._changed:

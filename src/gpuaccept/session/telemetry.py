@@ -2,8 +2,9 @@
 (the controller that samples, pytest-xdist workers that judge) reads the same series.
 
 Two append-only JSON Lines files in the session folder:
-- `telemetry.jsonl`: a first line with when sampling began, its period and each GPU's limits, then
-  one line per sample;
+- `telemetry.jsonl`: a first line with when sampling began and its period (written before NVML is
+  opened: a sampler stuck opening it still leaves a series, with no samples), then a line with each
+  GPU's limits, or with why sampling could not start, then one line per sample;
 - `loads.jsonl`: one line per measurement stage that ran, with its start and end (epoch seconds),
   written by the process that ran it (session/store.py's hook after a stage ran).
 A line cut by a killed process is left out when read.
@@ -57,23 +58,22 @@ class TelemetryLog:
         self.sampler = TelemetrySampler(nvml_of_this_machine, gpus, period_s, self._limits, self._samples, on_error=self._not_sampled)
 
     def start(self) -> None:
+        started = datetime.datetime.fromtimestamp(self.sampler.started, datetime.timezone.utc).isoformat(timespec="milliseconds")
+        with self._lock:
+            _append(self.path, {"started": self.sampler.started, "started_at": started, "period_s": self.sampler.period_s})
         self.sampler.start()
 
     def stop(self) -> None:
         self.sampler.stop()
 
     def _limits(self, limits: list[TelemetryLimits]) -> None:
-        self._header(limits=[limit.model_dump(mode="json") for limit in limits])
+        with self._lock:
+            _append(self.path, {"limits": [limit.model_dump(mode="json") for limit in limits]})
 
     def _not_sampled(self, why: str) -> None:
         # said in the file, so that the processes judging (pytest-xdist workers) see it too
-        self._header(limits=[], not_sampled=why)
-
-    def _header(self, **fields: Any) -> None:
-        started = datetime.datetime.fromtimestamp(self.sampler.started, datetime.timezone.utc).isoformat(timespec="milliseconds")
-        header = {"started": self.sampler.started, "started_at": started, "period_s": self.sampler.period_s, **fields}
         with self._lock:
-            _append(self.path, header)
+            _append(self.path, {"not_sampled": why})
 
     def _samples(self, samples: list[TelemetrySample]) -> None:
         with self._lock, open(self.path, "a", encoding="utf-8") as out:
@@ -91,11 +91,12 @@ def read_telemetry(folder: Path) -> Telemetry | None:
         LoadWindow(stage=load["stage"], started_s=round(load["began"] - started, 3), ended_s=round(load["ended"] - started, 3))
         for load in _lines(Path(folder) / LOADS_FILE)
     ]
+    limits = next((line["limits"] for line in lines if "limits" in line), [])
     return Telemetry(
         started_at=header["started_at"],
         period_s=header["period_s"],
-        not_sampled=header.get("not_sampled", ""),
-        limits=[TelemetryLimits.model_validate(limit) for limit in header["limits"]],
+        not_sampled=next((line["not_sampled"] for line in lines if "not_sampled" in line), ""),
+        limits=[TelemetryLimits.model_validate(limit) for limit in limits],
         samples=[TelemetrySample.model_validate(line["sample"]) for line in lines[1:] if "sample" in line],
         loads=loads,
     )
