@@ -295,3 +295,10 @@ def test_a_gemm_that_lost_eight_percent_above_its_floor_fails_its_regression_tes
     verdicts = {key: no_regression(golden, after_update, key, 0.05, "h200-2-nvswitch") for key in golden.metrics}
     assert [key for key, v in verdicts.items() if v.outcome is not Outcome.PASSED] == ["gemm-gpu1"]
     assert "TFLOP/s" in verdicts["gemm-gpu1"].message
+
+
+def test_one_run_named_twice_is_one_run_of_the_baseline(tmp_path, capsys):
+    assert cli(["baseline", "save", str(HEALTHY), str(HEALTHY), "-o", str(tmp_path / "b.json")]) == 0
+    out, err = capsys.readouterr()
+    assert "values from 1 run(s)" in out and err == f"gpu-accept: note: {HEALTHY} is {HEALTHY} again: read once\n"
+    assert all(metric.spread == 0.0 for metric in load_baseline(tmp_path / "b.json").metrics.values())

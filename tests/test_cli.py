@@ -446,3 +446,29 @@ def test_a_folder_given_as_the_profile_is_named_as_a_folder(capsys):
     assert capsys.readouterr().err == (
         f"gpu-accept: {shipped_dir('profiles')} is a folder, not a profile file (a folder of profiles goes to --profile-dir)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["cluster", "--out", "", "--profile", "x"], "gpu-accept cluster: argument --out: the name is empty"),
+        (["report", "html", str(EXAMPLES.parent / "results" / "h200x4.json"), "-o", ""], "gpu-accept report html: argument -o/--output"),
+        (["baseline", "save", "", "-o", "b.json"], "gpu-accept baseline save: argument results: the name is empty"),
+    ],
+    ids=["cluster-out", "report-output", "baseline-results"],
+)
+def test_an_empty_path_is_refused_not_taken_for_the_current_folder(capsys, arguments, said):
+    with pytest.raises(SystemExit) as ended:
+        main(arguments)
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(said), err
+
+
+@pytest.mark.parametrize(
+    "command", [["baseline", "save", "{dir}", "-o", "{dir}/b.json"], ["report", "html", "{dir}", "-o", "{dir}/r.html"]]
+)
+def test_a_folder_given_as_a_results_file_is_one_line_naming_the_file_inside(tmp_path, capsys, command):
+    (tmp_path / "results.json").write_text("{}")
+    assert main([part.format(dir=tmp_path) for part in command]) == 2
+    assert capsys.readouterr().err == f"gpu-accept: {tmp_path}: a folder, not a results file: pass {tmp_path / 'results.json'}\n"

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.cli import main
+from gpuaccept.facts.model import Unavailable
 from gpuaccept.measure.cluster import Launch, join_failure
 from gpuaccept.measure.torchrun import exit_code_of_ranks, with_join_timeout
+from tests.helpers import DATA
 
 LAUNCH = Launch(rank=1, world=4, local_rank=1, local_world=2, node=0, master_addr="head", master_port=29400, launcher="torchrun")
 
@@ -129,3 +131,25 @@ def test_a_rank_past_its_deadline_ends_in_one_line_with_exit_2() -> None:
         "gpu-accept: rank 3 of 8: no verdict after 0.5 s, longer than every timeout of the profile allows together "
         "(a peer or a collective hung past its own timeout)"
     ]
+
+
+def test_nccl_lines_the_user_sends_elsewhere_are_read_there_only_this_runs(tmp_path: Path, monkeypatch) -> None:
+    from gpuaccept.measure import cluster as measure_cluster
+    from gpuaccept.probe.network import read_nccl_logs
+
+    monkeypatch.setattr(measure_cluster, "_CAPTURE_BEGAN", [])
+    monkeypatch.setenv("NCCL_DEBUG", "WARN")
+    monkeypatch.setenv("NCCL_DEBUG_FILE", str(tmp_path / "mine" / "debug-%h-%p.txt"))
+    (tmp_path / "mine").mkdir()
+    host = socket.gethostname()
+    earlier = tmp_path / "mine" / f"debug-{host}-17.txt"  # an earlier job's, left behind
+    earlier.write_text((DATA / "nccl-info" / "socket.log").read_text(encoding="utf-8"), encoding="utf-8")
+    os.utime(earlier, (1_000_000_000, 1_000_000_000))
+    assert measure_cluster.capture_nccl_info(tmp_path / "ours") == []  # before NCCL started
+    assert os.environ["NCCL_DEBUG"] == "INFO" and os.environ["NCCL_DEBUG_FILE"] == str(tmp_path / "mine" / "debug-%h-%p.txt")
+    this_run = tmp_path / "mine" / f"debug-{host}-4242.txt"
+    this_run.write_text((DATA / "nccl-info" / "ib-gdrdma.log").read_text(encoding="utf-8"), encoding="utf-8")
+    found = measure_cluster.capture_nccl_info(tmp_path / "ours")
+    assert found == [this_run] and not (tmp_path / "ours").exists()
+    transport = read_nccl_logs(found)
+    assert not isinstance(transport, Unavailable) and transport.networks == ["IB"]

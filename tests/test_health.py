@@ -341,6 +341,10 @@ def test_an_xid_during_the_run_is_new_even_where_the_same_xid_came_before(tmp_pa
     reading = HealthFacts(snapshots=[], events=parse_kernel_xids("\n".join(after), buses), kernel_log=log)
     for number in range(2):  # every reading holds the whole log again: a line is new once
         (tmp_path / f"health-{number:03d}.json").write_text(reading.model_dump_json(), encoding="utf-8")
+    # a third reading from dmesg (no syslog prefix): the same lines, by the kernel's time
+    dmesg = [line.split("kernel: ", 1)[-1] for line in after]
+    again = HealthFacts(snapshots=[], events=parse_kernel_xids("\n".join(dmesg), buses), kernel_log=KernelLog(readable=True, note="dmesg"))
+    (tmp_path / "health-002.json").write_text(again.model_dump_json(), encoding="utf-8")
     merged = session_health(facts, tmp_path).health.events
     assert [(e.time, e.during_run) for e in merged] == [
         ("boot+61.250000s", False), ("since boot", False), ("boot+1860.000000s", True), ("since boot", True)

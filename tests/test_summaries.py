@@ -206,6 +206,17 @@ def test_a_results_file_named_twice_is_one_host_of_the_fleet(tmp_path, capsys):
     ]
 
 
+def test_a_results_file_given_through_a_pipe_is_read_whole():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m gpuaccept report fleet <(cat "{HEALTHY}")'], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("1 host(s), 0 did not pass their profile")
+
+
 def test_fleet_fails_a_host_whose_run_could_not_judge(tmp_path, capsys):
     healthy = load_results(HEALTHY)
     for status, said in ((5, "no test was judged"), (2, "interrupted (a signal, or a burn-in cut short)")):

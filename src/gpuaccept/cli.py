@@ -31,6 +31,13 @@ from gpuaccept.vocabulary.telemetry import parse_duration
 _PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_CHECK_FAILED}
 
 
+def _path(text: str) -> Path:
+    """A path option's value: an empty one is refused (as a Path it would be ".", the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the name is empty")
+    return Path(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `gpu-accept profile list | head` ends quietly
@@ -136,8 +143,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Read what nvidia-smi and nccl-tests printed, as kept in files, logs and tickets, into the facts "
         "`gpu-accept run --facts` judges. Prints what each file held and every damaged part, one line each.",
     )
-    imports.add_argument("files", nargs="+", type=Path, metavar="FILE")
-    imports.add_argument("-o", "--output", type=Path, help="facts file to write (default: only say what was read)")
+    imports.add_argument("files", nargs="+", type=_path, metavar="FILE")
+    imports.add_argument("-o", "--output", type=_path, help="facts file to write (default: only say what was read)")
     imports.set_defaults(handler=_import)
 
     record = commands.add_parser("record", help="probe this machine and write its facts as JSON")
@@ -161,9 +168,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     cluster.add_argument("--profile", required=True, help="profile name or YAML path; it needs a cluster: section")
     cluster.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
-    cluster.add_argument("--out", type=Path, default=Path("reports/cluster"), help="folder for the reports (default reports/cluster)")
+    cluster.add_argument("--out", type=_path, default=Path("reports/cluster"), help="folder for the reports (default reports/cluster)")
     cluster.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto", help="auto: NCCL where CUDA is, gloo elsewhere")
-    cluster.add_argument("--sys-root", type=Path, default=Path("/"), help="where /sys is read from (a fake tree in tests)")
+    cluster.add_argument("--sys-root", type=_path, default=Path("/"), help="where /sys is read from (a fake tree in tests)")
     cluster.set_defaults(handler=_cluster)
 
     torchrun = commands.add_parser(
@@ -186,7 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--profile-dir", action="append", default=[])
     listing.set_defaults(handler=_profile_list)
     validate = profile_commands.add_parser("validate", help="check profile files; every problem, one line each")
-    validate.add_argument("files", nargs="+", type=Path)
+    validate.add_argument("files", nargs="+", type=_path)
     validate.add_argument("--profile-dir", action="append", default=[])
     validate.set_defaults(handler=_profile_validate)
     show = profile_commands.add_parser("show", help="a profile with its `extends` applied")
@@ -198,16 +205,16 @@ def _parser() -> argparse.ArgumentParser:
     init = profile_commands.add_parser("init", help="a profile from a golden machine's results.json, or its command outputs")
     origin = init.add_mutually_exclusive_group(required=True)
     origin.add_argument(
-        "--from", dest="sources", type=Path, nargs="+",
+        "--from", dest="sources", type=_path, nargs="+",
         help="results.json of runs on the golden machine: floors come from the lowest run, widened by their spread",
     )
     origin.add_argument(
-        "--from-text", dest="texts", type=Path, nargs="+", metavar="FILE",
+        "--from-text", dest="texts", type=_path, nargs="+", metavar="FILE",
         help="the golden machine's command outputs: nvidia-smi topo -m, topo -p2p, nvlink -s, nccl-tests logs",
     )
     init.add_argument("--margin", type=float, default=0.9, help="floors are measured values times this (default 0.9)")
     init.add_argument("--name", required=True, help="the profile's name (e.g. the SKU)")
-    init.add_argument("-o", "--output", type=Path, help="file to write (default: print)")
+    init.add_argument("-o", "--output", type=_path, help="file to write (default: print)")
     init.set_defaults(handler=_profile_init)
 
     baseline = commands.add_parser("baseline", help="baselines from results.json files")
@@ -215,19 +222,19 @@ def _parser() -> argparse.ArgumentParser:
     save = baseline_commands.add_parser(
         "save", help="a baseline from one or more runs: the median of each value, and how much the runs varied"
     )
-    save.add_argument("results", nargs="+", type=Path)
-    save.add_argument("-o", "--output", type=Path, required=True)
+    save.add_argument("results", nargs="+", type=_path)
+    save.add_argument("-o", "--output", type=_path, required=True)
     save.set_defaults(handler=_baseline_save)
 
     report = commands.add_parser("report", help="reports from results.json files (no hardware touched)")
     report_commands = report.add_subparsers(dest="report_command", metavar="KIND", required=True)
     html_report = report_commands.add_parser("html", help="the self-contained HTML report of one run")
-    html_report.add_argument("results", type=Path)
-    html_report.add_argument("-o", "--output", type=Path, required=True)
+    html_report.add_argument("results", type=_path)
+    html_report.add_argument("-o", "--output", type=_path, required=True)
     html_report.set_defaults(handler=_report_html)
     junit = report_commands.add_parser("junit", help="one JUnit file, a testsuite per host, from many results files")
     junit.add_argument("results", nargs="+")
-    junit.add_argument("-o", "--output", type=Path, required=True)
+    junit.add_argument("-o", "--output", type=_path, required=True)
     junit.set_defaults(handler=_report_junit)
     fleet = report_commands.add_parser(
         "fleet",
@@ -238,11 +245,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     fleet.add_argument("results", nargs="+", help="results.json of each host, and any cluster-results.json")
     fleet.add_argument("--tolerance", default="10%", help="how far below the median is an outlier (default 10%%)")
-    fleet.add_argument("-o", "--output", type=Path, help="also write fleet JUnit, outliers as failing test cases")
+    fleet.add_argument("-o", "--output", type=_path, help="also write fleet JUnit, outliers as failing test cases")
     fleet.set_defaults(handler=_report_fleet)
     cluster_view = report_commands.add_parser("cluster", help="a cluster run's nodes x tests, the slow node marked")
-    cluster_view.add_argument("results", type=Path, help="cluster-results.json, as gpu-accept cluster writes it")
-    cluster_view.add_argument("-o", "--output", type=Path, help="also write the view as an HTML page")
+    cluster_view.add_argument("results", type=_path, help="cluster-results.json, as gpu-accept cluster writes it")
+    cluster_view.add_argument("-o", "--output", type=_path, help="also write the view as an HTML page")
     cluster_view.set_defaults(handler=_report_cluster)
     results_schema = report_commands.add_parser("schema", help="the JSON Schema of results.json, for tools that read it")
     results_schema.set_defaults(handler=_report_schema)
@@ -515,8 +522,8 @@ def _baseline_save(args, extra: list[str]) -> int:
     from gpuaccept.facts.run_record import load_results
     from gpuaccept.report.baseline import baseline_runs, save_baseline
 
-    records = [load_results(path) for path in args.results]
-    sources = [str(path) for path in args.results]
+    sources = _each_once([str(path) for path in args.results])  # one run given twice would narrow its spread
+    records = [load_results(path) for path in sources]
     runs = baseline_runs(records, sources)
     profile = records[0].run.profile.name
     saved = save_baseline(args.output, runs[0], profile, runs[1:], sources)
@@ -563,7 +570,7 @@ def _report_cluster(args, extra: list[str]) -> int:
 
 def _each_once(paths: list[str]) -> list[str]:
     """The results files given, a file named twice (overlapping globs) read once: counted twice, one
-    host would weigh double in the fleet's medians."""
+    host would weigh double in a fleet's medians, one run in a baseline's spread."""
     kept: dict[str, str] = {}
     for path in paths:
         same = os.path.realpath(path)

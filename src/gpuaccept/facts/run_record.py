@@ -377,6 +377,10 @@ def load_results(path: Path | str) -> RunRecord:
     """A results file as its typed record, with the journal a killed run left merged in; one line per
     problem otherwise, naming the file and the key."""
     path = Path(path)
+    if path.is_dir():
+        inside = path / "results.json"
+        hint = f": pass {inside}" if inside.is_file() else ": pass the results.json gpu-accept run wrote"
+        raise _problem(path, "a folder, not a results file" + hint)
     # the journal before the file: a run rewrites the file, then empties the journal, so a reader
     # of a run in progress gets a file at least as new as the journal it read
     journal = journal_of(path)

@@ -14,10 +14,13 @@ process group is collective: global rank 0 decides what to measure and broadcast
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
 import re
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -99,15 +102,28 @@ def _launch(env: dict[str, str], number: Callable[..., int]) -> Launch:
     raise RendezvousError("no RANK or SLURM_PROCID in the environment: start gpu-accept cluster under torchrun or srun")
 
 
+_CAPTURE_BEGAN: list[float] = []  # when this process first asked for NCCL's lines
+
+
 def capture_nccl_info(folder: Path) -> list[Path]:
-    """Ask NCCL for its INFO lines in `folder`, one file per process, unless the user already
-    sends them elsewhere; the files the node's ranks will write there."""
+    """Ask NCCL for its INFO lines, one file per process: in `folder`, unless the user already sends
+    them elsewhere (NCCL_DEBUG_FILE), whose files are kept where they are and read there. Returns
+    the files this node's ranks wrote so far: of this host, and begun since the first call."""
+    if not _CAPTURE_BEGAN:
+        _CAPTURE_BEGAN.append(time.time())
     if "NCCL_DEBUG_FILE" not in os.environ:
         folder.mkdir(parents=True, exist_ok=True)
         os.environ["NCCL_DEBUG_FILE"] = str(folder / "nccl.%h.%p.log")
-        if os.environ.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
-            os.environ["NCCL_DEBUG"] = "INFO"
-    return sorted(folder.glob("nccl.*.log"))
+    if os.environ.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
+        os.environ["NCCL_DEBUG"] = "INFO"  # the transport NCCL chose is in its INFO lines only
+    # NCCL's %h is the host, %p the process; any other % code matches anything
+    pattern = re.sub(r"%[a-zA-Z]", "*", os.environ["NCCL_DEBUG_FILE"].replace("%h", socket.gethostname()))
+    found = []
+    for name in sorted(glob.glob(pattern)):
+        with contextlib.suppress(OSError):  # a file another job removed meanwhile
+            if os.stat(name).st_mtime >= _CAPTURE_BEGAN[0]:
+                found.append(Path(name))
+    return found
 
 
 def gpu_bus_ids(count: int) -> list[str]:

@@ -138,7 +138,10 @@ CLUSTER_KIND = '"kind": "gpu-accept cluster"'  # how cluster-results.json begins
 
 
 def is_cluster_results(path: str) -> bool:
-    """Whether `path` is a cluster run's cluster-results.json: its first bytes say so (no whole read)."""
+    """Whether `path` is a cluster run's cluster-results.json: its first bytes say so (no whole read).
+    A pipe (`<(...)`) is not looked into: what this read took, the whole read would miss."""
+    if not os.path.isfile(path):
+        return False
     try:
         head = read_input_bytes(path, 256).decode("utf-8", errors="replace")
     except OSError:

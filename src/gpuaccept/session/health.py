@@ -92,7 +92,10 @@ def with_health(facts: Facts, folder: Path) -> Facts:
 
 
 def _line_of(event: XidEvent) -> tuple:
-    return (event.source, event.gpu, event.xid, event.time, event.text)
+    # a line with the kernel's own time is the same line however it was read (dmesg, or a log file
+    # that puts syslog's prefix before it); one without is told from others by its text
+    stamped = event.time.startswith("boot+")
+    return (event.source, event.gpu, event.xid, event.time, "" if stamped else event.text)
 
 
 def keep_event(folder: Path, event: XidEvent) -> None:
