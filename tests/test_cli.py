@@ -472,3 +472,14 @@ def test_a_folder_given_as_a_results_file_is_one_line_naming_the_file_inside(tmp
     (tmp_path / "results.json").write_text("{}")
     assert main([part.format(dir=tmp_path) for part in command]) == 2
     assert capsys.readouterr().err == f"gpu-accept: {tmp_path}: a folder, not a results file: pass {tmp_path / 'results.json'}\n"
+
+
+@pytest.mark.parametrize(
+    "command", [["report", "html", "{bad}", "-o", "{tmp}/r.html"], ["baseline", "save", "{bad}", "-o", "{tmp}/b.json"]]
+)
+def test_a_number_too_long_to_read_is_one_line(tmp_path, capsys, command):
+    bad = tmp_path / "results.json"
+    bad.write_text('{"format": "gpu-accept-results", "version": ' + "1" * 5000 + "}")
+    assert main([part.format(bad=bad, tmp=tmp_path) for part in command]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gpu-accept: {bad}: invalid JSON: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits\n"

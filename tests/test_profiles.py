@@ -242,6 +242,12 @@ MALFORMED = {
         MINIMAL + "pairwise:\n  concurrent: true\n  min_busbw: .nan\n", 7, "pairwise.min_busbw", "Input should be a finite number (got nan)"
     ),
     "infinite-memory": (MINIMAL + "  memory_min_gib: .inf\n", 5, "gpus.memory_min_gib", "finite number"),
+    "integer-too-long-to-read": (
+        MINIMAL + "  memory_min_gib: " + "9" * 5000 + "\n", 5, "gpus.memory_min_gib", "not a number this tool reads: Exceeds the limit"
+    ),
+    "hex-integer-too-long-to-show": (
+        MINIMAL + "  memory_min_gib: 0x" + "f" * 5000 + "\n", 5, "gpus.memory_min_gib", "(got an integer of 20000 bits)"
+    ),
     "exponent-yaml-reads-as-text": (
         MINIMAL + "copies:\n  p2p_min: 3.125e2\n", 6, "copies.p2p_min", "(got '3.125e2'): YAML reads 3.125e2 as text, write it as 3.125e+2"
     ),

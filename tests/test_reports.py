@@ -419,3 +419,17 @@ def test_a_disk_that_fills_up_mid_run_is_one_line_and_an_honest_exit(tmp_path, w
         unwritten = [line for line in said[1:] if line.startswith("report not written: ")]
         named = [line.split(": ")[1] for line in unwritten]
         assert named == [str(reports / "results.json"), str(reports / "junit.xml"), str(reports / "base.json")], output
+
+
+def test_a_damaged_file_among_eight_read_in_parallel_is_named_as_when_read_alone(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "gpu-accept-results", "version": 1}')
+    assert cli(["report", "fleet", str(bad)]) == 2
+    alone = capsys.readouterr().err
+    # eight files and more are read by a process pool: the error crosses back as its problems
+    copies = [tmp_path / f"host{i}.json" for i in range(7)]
+    for copy in copies:
+        copy.write_bytes((ROOT / "examples" / "results" / "h200x4.json").read_bytes())
+    assert cli(["report", "fleet", str(bad), *map(str, copies)]) == 2
+    assert capsys.readouterr().err.splitlines()[-len(alone.splitlines()):] == alone.splitlines()
+    assert alone.startswith(f"gpu-accept: {bad}: complete: required key is missing\n")

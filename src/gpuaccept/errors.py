@@ -56,6 +56,11 @@ class InputFileError(GpuAcceptError):
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
 
+    def __reduce__(self) -> tuple[type, tuple[list[Problem]]]:
+        # rebuilt from its problems where it crosses processes (a fleet read by a process pool):
+        # from its joined text, each character would be taken for a problem
+        return (type(self), (self.problems,))
+
 
 class ProfileError(InputFileError):
     pass

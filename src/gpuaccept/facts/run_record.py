@@ -417,6 +417,8 @@ def _why_not_results(text: str, name: str, exc: ValidationError) -> list[Problem
         raw = json.loads(text)
     except json.JSONDecodeError as error:
         return [Problem(name, error.lineno, "", f"invalid JSON: {error.msg}")]
+    except ValueError as error:  # an integer of thousands of digits, which Python will not read
+        return [Problem(name, None, "", f"invalid JSON: {str(error).split(';')[0]}")]
     except RecursionError:
         return [Problem(name, None, "", "invalid JSON: nested too deeply to be results")]
     if not isinstance(raw, dict) or raw.get("format") != RESULTS_FORMAT:

@@ -216,7 +216,12 @@ def _convert(node: yaml.Node, path: KeyPath, loader: _ProfileLoader, doc: Docume
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_convert(item, path + (i,), loader, doc) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+    try:
+        return loader.construct_object(node, deep=True)
+    except ValueError as error:  # an integer of thousands of digits, which Python will not read
+        why = str(error).split(";")[0]
+        doc.problems.append(Problem(doc.file, node.start_mark.line + 1, format_path(path), f"not a number this tool reads: {why}"))
+        return None
 
 
 def _comments(text: str, locations: dict[KeyPath, Location]) -> dict[KeyPath, str]:

@@ -288,6 +288,8 @@ def load_baseline(path: Path) -> Baseline:
         raise problem(f"not a gpu-accept baseline: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise InputFileError([Problem(str(path), exc.lineno, "", f"invalid JSON: {exc.msg}")]) from None
+    except ValueError as exc:  # an integer of thousands of digits, which Python will not read
+        raise problem(f"invalid JSON: {str(exc).split(';')[0]}") from None
     except RecursionError:
         raise problem("not a gpu-accept baseline: nested too deeply") from None
     if not isinstance(document, dict) or document.get("format") != BASELINE_FORMAT:
@@ -305,7 +307,7 @@ def load_baseline(path: Path) -> Baseline:
             if not isinstance(entry["higher_is_better"], bool):
                 raise TypeError(f"higher_is_better is {entry['higher_is_better']!r}, not true or false")
             metric = Metric(key, value, unit, entry["higher_is_better"], float(entry.get("spread", 0.0)))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise problem(f"malformed entry ({type(exc).__name__}: {exc})", f"values[{index}]") from None
         if key in metrics:
             raise problem(f"{key} is given twice: which value would gate is not clear", f"values[{index}]")
