@@ -483,3 +483,18 @@ def test_a_number_too_long_to_read_is_one_line(tmp_path, capsys, command):
     assert main([part.format(bad=bad, tmp=tmp_path) for part in command]) == 2
     err = capsys.readouterr().err
     assert err == f"gpu-accept: {bad}: invalid JSON: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits\n"
+
+
+@pytest.mark.parametrize("option", ["--facts", "--baseline", "--save-baseline", "--max-regression", "--profile"])
+def test_an_empty_value_of_a_run_option_is_refused_not_ignored(tmp_path, capsys, option):
+    arguments = ["run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json")]
+    arguments += ["--reports", str(tmp_path / "r"), option, ""]
+    assert main(arguments) == 2
+    assert capsys.readouterr().err == f"gpu-accept: {option}: the value is empty\n"
+
+
+def test_a_file_whose_name_begins_with_a_dash_is_a_value_not_an_option(tmp_path):
+    (tmp_path / "-facts.json").write_bytes((EXAMPLES / "h200x4-measured.json").read_bytes())
+    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts=-facts.json", "--reports=-reports", "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "-reports" / "junit.xml").is_file()

@@ -357,9 +357,8 @@ def test_a_real_two_node_run_on_a_lent_2xh200_names_its_slowed_node_in_the_fleet
         (lambda r: r["verdicts"][0].update(subject=True), "AttributeError", ("cluster", "fleet")),
         (lambda r: r["facts"]["nodes"][0].update(host=None), "TypeError", ("cluster", "fleet")),
         (lambda r: r["facts"]["nodes"].__setitem__(0, {}), "KeyError: 'node'", ("cluster", "fleet")),
-        (lambda r: r.update(summary=None), "AttributeError", ("cluster",)),  # the fleet judges the verdicts themselves
     ],
-    ids=["subject-not-text", "host-null", "node-empty", "summary-null"],
+    ids=["subject-not-text", "host-null", "node-empty"],
 )
 def test_a_damaged_cluster_results_file_is_one_line_with_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], damage, said, commands
@@ -376,3 +375,16 @@ def test_a_damaged_cluster_results_file_is_one_line_with_exit_2(
         assert main(["report", command, str(results)]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert line.startswith(f"gpu-accept: {results}: not a readable cluster-results.json (") and said in line
+
+
+def test_the_cluster_view_exits_by_the_verdicts_not_the_summary_as_the_fleet_does(profile: Profile, tmp_path: Path) -> None:
+    facts = three_nodes_one_slow(profile, [node(TREE, index=i) for i in range(3)], slow=1)
+    record = cluster_record(facts, cluster_verdicts(profile, facts))
+    record["summary"] = {key: 0 for key in record["summary"]}  # a summary that says nothing failed
+    results = tmp_path / "cluster-results.json"
+    results.write_text(json.dumps(record), encoding="utf-8")
+    assert main(["report", "cluster", str(results)]) == 1 == main(["report", "fleet", str(results)])
+    # a verdict that could not judge: exit 2, from both
+    record["verdicts"] = [{**v, "outcome": "error"} if v["outcome"] == "failed" else v for v in record["verdicts"]]
+    results.write_text(json.dumps(record), encoding="utf-8")
+    assert main(["report", "cluster", str(results)]) == 2 == main(["report", "fleet", str(results)])

@@ -42,3 +42,15 @@ def test_a_write_that_fails_is_one_line_and_leaves_no_partial_file(tmp_path: Pat
     with pytest.raises(OutputError, match=r"results\.json: cannot write it \(No space left on device\)"):
         write_atomically(tmp_path / "results.json", "x" * 100)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_a_loop_of_links_is_one_line_for_the_option_and_for_the_writer(tmp_path):
+    from gpuaccept.errors import OptionError
+    from gpuaccept.outputs import check_output_file
+
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(OptionError, match=r"^-o .*/a: a symbolic link that loops, or cannot be followed$"):
+        check_output_file(tmp_path / "a", "-o")
+    with pytest.raises(OutputError, match=r"/a: cannot write it \(a symbolic link that loops"):
+        write_atomically(tmp_path / "a", "text")

@@ -17,7 +17,7 @@ from pathlib import Path
 from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError
 from gpuaccept.facts import save_facts
-from gpuaccept.files import read_input_text, write_atomically
+from gpuaccept.files import write_atomically
 from gpuaccept.outputs import check_output_file, check_output_folder
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
@@ -264,25 +264,26 @@ def _run(args, extra: list[str]) -> int:
     import pytest
 
     check_output_folder(args.reports, "--reports")  # the name as given: Path("") would be "."
+    for option, given in (("--profile", args.profile), ("--facts", args.facts), ("--baseline", args.baseline),
+                          ("--save-baseline", args.save_baseline), ("--max-regression", args.max_regression)):
+        if given is not None and not str(given).strip():
+            raise OptionError(f"{option}: the value is empty")  # an empty --facts would probe this machine instead
     reports = Path(args.reports)
     suites = shipped_dir("suites")
+    # each option and its value as one word: a value that begins with "-" is not taken for an option
     pytest_args = [
         str(suites),
         "-c",
         str(suites / "pytest.ini"),
         "--rootdir",
         str(suites),
-        "--profile",
-        args.profile,
-        "--junit-report",
-        str(reports / "junit.xml"),
-        "--results",
-        str(reports / "results.json"),
-        "--html-report",
-        str(reports / "report.html"),
+        f"--profile={args.profile}",
+        f"--junit-report={reports / 'junit.xml'}",
+        f"--results={reports / 'results.json'}",
+        f"--html-report={reports / 'report.html'}",
     ]
     for folder in args.profile_dir:
-        pytest_args += ["--profile-dir", folder]
+        pytest_args += [f"--profile-dir={folder}"]
     if args.imports:
         imported = _read_imports(args.imports)
         if args.profile == "auto" and not all(isinstance(gpu.name, str) for gpu in imported.facts.gpus):
@@ -290,11 +291,11 @@ def _run(args, extra: list[str]) -> int:
                               "do; topo -m does not), so --profile auto cannot choose: name the profile with --profile")
         facts_file = reports / "facts.json"
         save_facts(imported.facts, facts_file)
-        pytest_args += ["--facts", str(facts_file)]
-    elif args.facts:
-        pytest_args += ["--facts", args.facts]
+        pytest_args += [f"--facts={facts_file}"]
+    elif args.facts is not None:
+        pytest_args += [f"--facts={args.facts}"]
     else:
-        pytest_args += ["--facts-out", str(reports / "facts.json")]
+        pytest_args += [f"--facts-out={reports / 'facts.json'}"]
     level = getattr(args, "level", DEFAULT_LEVEL)
     if args.duration is not None and level != "burn-in":
         raise OptionError(f"--duration {args.duration}: only a burn-in has a duration (--level burn-in, not {level})")
@@ -307,9 +308,9 @@ def _run(args, extra: list[str]) -> int:
         raise OptionError(
             f"--duration {args.duration}: recorded facts are judged on the rounds they hold; nothing runs (leave out --facts)"
         )
-    pytest_args += ["--level", level]
+    pytest_args += [f"--level={level}"]
     if args.duration is not None:
-        pytest_args += ["--burn-in-duration", args.duration]
+        pytest_args += [f"--burn-in-duration={args.duration}"]
     for option, value in (
         ("--baseline", args.baseline),
         ("--save-baseline", args.save_baseline),
@@ -317,7 +318,7 @@ def _run(args, extra: list[str]) -> int:
         ("--confirm", args.confirm),
     ):
         if value is not None:
-            pytest_args += [option, str(value)]
+            pytest_args += [f"{option}={value}"]
     if extra[:1] == ["--"]:
         extra = extra[1:]
     outcome = _Outcome()
@@ -553,19 +554,20 @@ def _report_junit(args, extra: list[str]) -> int:
 
 def _report_cluster(args, extra: list[str]) -> int:
     from gpuaccept.report.cluster_view import page, text
+    from gpuaccept.report.fleet import read_cluster
 
+    cluster = read_cluster(str(args.results))  # judged by its verdicts, as the fleet report judges it
     try:
-        record = json.loads(read_input_text(args.results))
-        view, html = text(record), page(record)
-        summary = record["summary"]
-        failed = summary.get("failed", 0) or summary.get("error", 0)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+        view, html = text(cluster.record), page(cluster.record)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         said = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
         raise GpuAcceptError(f"{args.results}: not a readable cluster-results.json ({said})") from None
     print(view, end="")
     if args.output:
         write_atomically(args.output, html)
-    return EXIT_CHECK_FAILED if failed else EXIT_OK
+    if cluster.errors:
+        return EXIT_USAGE  # a verdict that could not judge
+    return EXIT_CHECK_FAILED if cluster.failed else EXIT_OK
 
 
 def _each_once(paths: list[str]) -> list[str]:

@@ -41,8 +41,10 @@ def write_atomically(path: Path | str, text: str) -> None:
     killed mid-write, never sees half a file. The folder is created where missing. A link is written
     where it points; a device or a pipe (/dev/null, /dev/stdout) is written as given, never replaced."""
     path = Path(path)
-    if path.is_symlink():
-        path = path.resolve()
+    try:
+        path = path.resolve() if path.is_symlink() else path
+    except (RuntimeError, OSError):  # Python 3.11 says RuntimeError for a loop of links, later ones OSError
+        raise OutputError(f"{path}: cannot write it (a symbolic link that loops, or cannot be followed)") from None
     try:
         if path.exists() and not path.is_file() and not path.is_dir():
             with open(path, "w", encoding="utf-8") as device:

@@ -34,7 +34,10 @@ def check_output_file(path: Path | str, option: str) -> None:
         raise OptionError(f"{where}: is a folder: name a file to write")
     if path.exists() and not path.is_file():
         return  # /dev/null, a pipe: written as given
-    target = path.resolve() if path.exists() or path.is_symlink() else path  # a link is written where it points
+    try:
+        target = path.resolve() if path.exists() or path.is_symlink() else path  # a link is written where it points
+    except (RuntimeError, OSError):  # Python 3.11 says RuntimeError for a loop of links, later ones OSError
+        raise OptionError(f"{where}: a symbolic link that loops, or cannot be followed") from None
     _prove_writable(target.parent, where)
     if target.exists():
         try:
