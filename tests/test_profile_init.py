@@ -187,11 +187,12 @@ def test_a_run_that_failed_is_named_before_its_values_become_floors(tmp_path, ca
     assert first.endswith("its values become floors; review them against what that run failed")
 
 
-@pytest.mark.parametrize("name", ["../escaped", "a/b", ".hidden", ""])
-def test_a_name_with_a_folder_in_it_is_refused(tmp_path, capsys, name):
+@pytest.mark.parametrize("name", ["../escaped", "a/b", ".hidden", "", "-", "a b", "ü", "a\nb", "a" * 101])
+def test_a_name_that_is_no_file_name_is_refused_before_any_work(tmp_path, capsys, name):
     assert cli(["profile", "init", "--from", str(REAL_RUN), "--name", name, "-o", str(tmp_path / "p.yaml")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"gpu-accept: --name {name!r}: a profile's name is a file name, without a folder (e.g. h200-4-nvswitch)"
+        f"gpu-accept: --name {name!r}: a profile's name is its file's name: letters, digits, '.', '_' and '-', beginning with "
+        "a letter or digit, at most 100 characters, without a folder (e.g. h200-4-nvswitch)"
     ]
 
 

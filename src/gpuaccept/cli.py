@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -22,7 +23,7 @@ from gpuaccept.outputs import check_output_file, check_output_folder
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
 from gpuaccept.profile.render import render_yaml
-from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.profile.spec import PROFILE_NAME_MAX, PROFILE_NAME_PATTERN, ProfileSpec
 from gpuaccept.resources import shipped_dir
 from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
 from gpuaccept.vocabulary.telemetry import parse_duration
@@ -495,8 +496,11 @@ def _profile_init(args, extra: list[str]) -> int:
     def warn(line: str) -> None:
         print(f"gpu-accept: warning: {line}", file=sys.stderr)
 
-    if not args.name or Path(args.name).name != args.name or args.name.startswith("."):
-        raise OptionError(f"--name {args.name!r}: a profile's name is a file name, without a folder (e.g. h200-4-nvswitch)")
+    if not re.fullmatch(PROFILE_NAME_PATTERN, args.name) or len(args.name) > PROFILE_NAME_MAX:
+        raise OptionError(
+            f"--name {args.name!r}: a profile's name is its file's name: letters, digits, '.', '_' and '-', beginning with a "
+            f"letter or digit, at most {PROFILE_NAME_MAX} characters, without a folder (e.g. h200-4-nvswitch)"
+        )
     try:
         if args.texts:
             golden = [_read_imports(args.texts).facts]

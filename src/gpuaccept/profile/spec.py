@@ -54,6 +54,9 @@ def _nvlink_version(value: Any) -> Any:
     return value
 
 
+# a profile's name is also its file's name: no folders, nothing a shell or a file system trips on
+PROFILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+PROFILE_NAME_MAX = 100
 VersionText = Annotated[str, BeforeValidator(_version_text), StringConstraints(pattern=r"^\d+(\.\d+)*$")]
 ModelPatterns = Annotated[
     list[Annotated[str, StringConstraints(min_length=1)]], BeforeValidator(_one_or_many), Field(min_length=1)
@@ -488,7 +491,7 @@ class HealthSpec(Strict):
 
 class ProfileSpec(Strict):
     schema_version: int = Field(alias="schema", description="profile format version; this release reads 1")
-    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] | None = None
+    name: Annotated[str, StringConstraints(pattern=PROFILE_NAME_PATTERN, max_length=PROFILE_NAME_MAX)] | None = None
     description: str | None = None
     extends: str | None = Field(None, description="a base profile: a path relative to this file, or a shipped name")
     match: MatchRule | None = None
