@@ -1,6 +1,7 @@
 """Facts files: an exact JSON round trip, and a clear one-line error for each kind of broken file."""
 
 import json
+import re
 
 import pytest
 
@@ -20,12 +21,22 @@ def test_recorded_facts_round_trip_exactly(path):
     assert parse_facts(again, "again") == facts
 
 
-def _broken(tmp_path, change):
-    data = json.loads((EXAMPLES / "h200x4.json").read_text())
+def _broken(tmp_path, change, source="h200x4.json"):
+    data = json.loads((EXAMPLES / source).read_text())
     change(data)
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(data))
     return path
+
+
+def _one_line(path):
+    """The load's refusal: exactly one line, naming the file."""
+    with pytest.raises(FactsError) as caught:
+        load_facts(path)
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"{path}"), lines[0]
+    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -51,6 +62,119 @@ def test_broken_facts_name_the_file_and_key(tmp_path, change, expected):
     lines = str(caught.value).splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"{path}: ") and expected in lines[0], lines[0]
+
+
+def _at(*keys):
+    """A change that sets the value at `keys` (the last item of `keys` is the value)."""
+    *where, last, value = keys
+
+    def change(data):
+        for key in where:
+            data = data[key]
+        data[last] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        # a value of the wrong kind where the key takes a value or the reason there is none: one
+        # line, in the file's keys, saying both (not one line per branch, under internal class names)
+        (_at("cuda", "cuda_runtime", None), 'cuda.cuda_runtime: Input should be a valid string or {"unavailable": "<reason>"} (got None)'),
+        (_at("cuda", "peer_access", 0, 1, "x"), "cuda.peer_access[0][1]: Input should be a valid boolean (got 'x')"),
+        (_at("gpus", 1, "nvlinks", 0, "version", "x"), "gpus[1].nvlinks[0].version: Input should be a valid integer or {"),
+        (_at("gpus", 1, "fabric", "state", None), "gpus[1].fabric.state: Input should be a valid integer (got None)"),
+        (_at("gpus", 0, "serial", {"unavailable": "lost"}), "gpus[0].serial.unavailable: Input should be 'not_supported'"),
+        (_at("cuda", "device_count", -1), "cuda.device_count: Input should be greater than or equal to 0 (got -1)"),
+    ],
+)
+def test_a_bad_value_in_a_union_is_one_line_in_the_files_keys(tmp_path, change, expected):
+    line = _one_line(_broken(tmp_path, change))
+    assert expected in line, line
+    assert not any(name in line for name in ("CudaFacts", "Unavailable", "FabricFacts", "list[", ".int", ".str")), line
+
+
+@pytest.mark.parametrize(
+    "sweep, keys, value, expected",
+    [
+        ("collectives", ("results", 0, "size_bytes"), -1, "greater than or equal to 0 (got -1)"),
+        ("pairwise", ("results", 0, "size_bytes"), -1, "greater than or equal to 0 (got -1)"),
+        ("copies", ("results", 0, "size_bytes"), -1, "greater than or equal to 0 (got -1)"),
+        ("collectives", ("results", 0, "iterations"), -1, "greater than or equal to 1 (got -1)"),
+        ("pairwise", ("results", 0, "iterations"), 0, "greater than or equal to 1 (got 0)"),
+        ("copies", ("results", 0, "iterations"), -1, "greater than or equal to 1 (got -1)"),
+        ("collectives", ("results", 0, "wrong"), -1, "must not be negative (got -1)"),
+        ("ddp", ("steps",), -1, "greater than or equal to 1 (got -1)"),
+        ("ddp", ("warmup_steps",), -1, "greater than or equal to 0 (got -1)"),
+        ("ddp", ("model", "layers"), -1, "greater than or equal to 1 (got -1)"),
+        ("ddp_without_p2p", ("model", "heads"), 0, "greater than or equal to 1 (got 0)"),
+        ("ddp", ("results", 0, "world"), 0, "greater than or equal to 1 (got 0)"),
+        ("collectives", ("wall_s",), float("nan"), "finite number (got nan)"),
+        ("pairwise", ("wall_s",), float("inf"), "finite number (got inf)"),
+        ("copies", ("wall_s",), float("nan"), "finite number (got nan)"),
+        ("ddp", ("wall_s",), -1.0, "greater than or equal to 0 (got -1.0)"),
+        ("ddp_without_p2p", ("wall_s",), float("nan"), "finite number (got nan)"),
+        ("collectives", ("results", 0, "nominal_size"), "1GB", "'1GB' is not a size: write bytes with a binary unit"),
+    ],
+)
+def test_a_measurement_the_hardware_cannot_give_is_refused_at_load(tmp_path, sweep, keys, value, expected):
+    # read as they are, these pass every check (a negative size, NaN seconds) or end the run with a
+    # traceback where a check reads them ('1GB'): damage, refused naming the key
+    path = _broken(tmp_path, _at("measurements", sweep, *keys, value), "h200x4-measured.json")
+    key = "measurements." + sweep + "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys)
+    line = _one_line(path)
+    assert f": {key}: " in line and expected in line, line
+
+
+def test_a_sweep_that_took_no_time_still_loads():
+    # a stage that could not run records wall_s 0.0 and no ranks: recorded files hold such sweeps
+    data = json.loads((EXAMPLES / "h200x4-measured.json").read_text())
+    data["measurements"]["collectives"].update(wall_s=0.0, ranks=0)
+    assert parse_facts(json.dumps(data), "f").measurements.collectives.wall_s == 0.0
+
+
+@pytest.mark.parametrize("where", [("gpus", 2, "memory_total_bytes"), ("environment", "X"), ("facts_version",)])
+def test_a_number_too_long_for_python_is_refused_naming_its_key(tmp_path, where):
+    # Python will not turn a string of over 4300 digits into an int: json.loads raised ValueError
+    path = _broken(tmp_path, _at(*where, 918273645546372819))
+    path.write_text(path.read_text().replace("918273645546372819", "9" * 5000))
+    key = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in where).lstrip(".")
+    assert _one_line(path) == f"{path}: {key}: a number too long to be a fact"
+
+
+def _nested(depth):
+    value = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _at("environment", "X", _nested(300)),  # json.loads reads it; pydantic's parser stops at its limit
+        _at("environment", "X", _nested(900)),
+        _at("gpus", 0, "pcie", "width_current", "7" * 100_000),
+        _at("measurements", "collectives", "results", 0, "nominal_size", "G" * 100_000),
+        _at("system", "k" * 100_000, 1),
+        _at("gpus", 0, "index", 10**4000),
+        _at("gpus", 0, "memory_total_bytes", -(10**4000)),
+        _at("measurements", "compute", {"backend": "x", "torch_version": "", "gpus": [0], "wall_s": 1.0, "failures": [],
+                                        "results": [{"load": "q" * 100_000}]}),
+    ],
+    ids=["nested-300", "nested-900", "long-string", "long-size", "long-key", "long-index", "long-negative", "long-tag"],
+)
+def test_no_message_quotes_more_than_an_excerpt_of_the_input(tmp_path, change):
+    line = _one_line(_broken(tmp_path, change, "h200x4-measured.json"))
+    assert len(line) < 400, line[:500]
+
+
+def test_json_nested_past_pydantics_limit_says_so_with_its_line(tmp_path):
+    path = _broken(tmp_path, _at("environment", "X", _nested(300)))
+    text = json.dumps(json.loads(path.read_text()), indent=1)
+    path.write_text(text)
+    assert re.fullmatch(rf"{re.escape(str(path))}:\d+: invalid JSON: nested too deeply to be facts", _one_line(path))
 
 
 MEASURED = DATA / "facts" / "h200x2-health-measured.json"

@@ -38,6 +38,13 @@ class Problem:
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 
+def excerpt(value: object, limit: int = 60) -> str:
+    """An input value as a message quotes it: its repr, cut to `limit` characters with an ellipsis.
+    A file may hold anything, a whole document in one string, and a message must stay a line to read."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def format_path(path: KeyPath) -> str:
     """('nccl', 'busbw', 'all_reduce') -> 'nccl.busbw.all_reduce'; list indices as [0]."""
     text = ""

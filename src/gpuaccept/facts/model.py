@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator, model_serializer
 
+from gpuaccept.errors import excerpt
 from gpuaccept.facts.migration import FailureKey, WholeStep, earlier_failures
 from gpuaccept.vocabulary.copies import CopyKind
 from gpuaccept.vocabulary.sizes import parse_size
@@ -27,6 +28,10 @@ class Record(BaseModel):
 # a time or a training rate is also above 0 (0 samples/s is no measurement, and would be divided by).
 Finite = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 AboveZero = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# Counts and sizes: no hardware gives a negative one. What a measurement is taken over (iterations,
+# timed steps) and what a model is made of (layers, heads...) is at least 1: with 0 there is no measurement.
+Count = Annotated[int, Field(ge=0)]
+AtLeastOne = Annotated[int, Field(ge=1)]
 
 
 class Unavailable(Record):
@@ -49,7 +54,7 @@ def is_known(value: object) -> bool:
 def not_negative(cls: type[BaseModel], value: object) -> object:
     """A field validator for counts, sizes and indices (an `Unavailable` passes as it is)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-        raise ValueError(f"must not be negative (got {value})")
+        raise ValueError(f"must not be negative (got {excerpt(value)})")
     return value
 
 
@@ -172,7 +177,7 @@ class P2PFacts(Record):
 class CudaFacts(Record):
     torch_version: str
     cuda_runtime: StrReading
-    device_count: int
+    device_count: Count
     visible_devices: str | None  # CUDA_VISIBLE_DEVICES as set, None when unset
     uuids: list[str]  # in CUDA ordinal order
     peer_access: list[list[bool | None]]  # [i][j], None on the diagonal
@@ -239,16 +244,28 @@ class Sweep(Record):
 
 class CollectiveResult(Record):
     collective: str
-    size_bytes: int  # S as nccl-tests prints it
+    size_bytes: Count  # S as nccl-tests prints it
     nominal_size: str  # the size the profile asked for: the test id ("1GiB")
     dtype: str
-    ranks: int
-    warmup: int
-    iterations: int
+    ranks: Count
+    warmup: Count
+    iterations: AtLeastOne
     time_us: Finite  # one operation, the slowest rank's mean over the timed iterations
     algbw_GBps: Finite
     busbw_GBps: Finite
     wrong: IntReading  # elements differing from the expected result in the validation run
+
+    _not_negative = field_validator("wrong")(not_negative)
+
+    @field_validator("nominal_size")
+    @classmethod
+    def _a_size(cls, value: str) -> str:
+        # refused here, naming the key, rather than where a check reads the size and fails mid-run
+        try:
+            parse_size(value)
+        except ValueError:
+            raise ValueError(f"{excerpt(value)} is not a size: write bytes with a binary unit, e.g. 256MiB, 1GiB") from None
+        return value
 
     @property
     def key(self) -> CollectiveKey:
@@ -259,9 +276,9 @@ class CollectiveSweep(Sweep):
     backend: str
     nccl_version: str | None
     torch_version: str
-    ranks: int
+    ranks: Count  # 0 where the stage could not run
     environment: dict[str, str]  # NCCL_* and friends, as the workers saw them
-    wall_s: float
+    wall_s: Finite
     results: list[CollectiveResult]
     failures: list[StepFailure] = Field(default_factory=list)
 
@@ -274,12 +291,12 @@ class CollectiveSweep(Sweep):
 
 class PairResult(Record):
     gpus: tuple[int, int]
-    size_bytes: int
-    iterations: int
+    size_bytes: Count
+    iterations: AtLeastOne
     time_us: Finite  # one exchange in both directions, the slower of the two ranks
     busbw_GBps: Finite  # bytes one way per second: what each direction carried
-    wrong: int
-    round: int  # pairs of one round ran at the same time
+    wrong: Count
+    round: Count  # pairs of one round ran at the same time
 
     @property
     def key(self) -> PairKey:
@@ -289,7 +306,7 @@ class PairResult(Record):
 class PairSweep(Sweep):
     backend: str
     concurrent: bool
-    wall_s: float
+    wall_s: Finite
     results: list[PairResult]
     failures: list[StepFailure] = Field(default_factory=list)
 
@@ -304,10 +321,10 @@ class PairSweep(Sweep):
 class CopyResult(Record):
     what: CopyKind
     gpus: tuple[int, ...]  # (src, dst) for p2p; (gpu,) otherwise
-    size_bytes: int
-    iterations: int
+    size_bytes: Count
+    iterations: AtLeastOne
     GBps: Finite  # bytes moved per second; bidirectional counts both directions, local counts bytes once
-    wrong: int
+    wrong: Count
 
     @property
     def key(self) -> CopyKey:
@@ -315,7 +332,7 @@ class CopyResult(Record):
 
 
 class CopySweep(Sweep):
-    wall_s: float
+    wall_s: Finite
     results: list[CopyResult]
     failures: list[StepFailure] = Field(default_factory=list)
 
@@ -327,14 +344,14 @@ class CopySweep(Sweep):
 
 
 class DdpResult(Record):
-    world: int
-    batch: int  # per GPU, per micro-step
-    accumulation: int  # micro-steps per optimizer step; DDP synchronizes on the last
+    world: AtLeastOne
+    batch: AtLeastOne  # per GPU, per micro-step
+    accumulation: AtLeastOne  # micro-steps per optimizer step; DDP synchronizes on the last
     step_s: AboveZero  # one optimizer step: the slowest rank's median over the timed steps
     no_sync_step_s: AboveZero | None  # the same step without gradient synchronization
     samples_per_s_per_gpu: AboveZero
     tokens_per_s_per_gpu: AboveZero
-    parameters: int
+    parameters: Count
 
     @property
     def case(self) -> str:
@@ -352,14 +369,14 @@ class DdpSweep(Sweep):
     backend: str
     nccl_version: str | None
     torch_version: str
-    model: dict[str, int]  # layers, d_model, heads, vocab, seq_len
-    parameters: int
+    model: dict[str, AtLeastOne]  # layers, d_model, heads, vocab, seq_len
+    parameters: Count
     dtype: str
-    warmup_steps: int
-    steps: int
+    warmup_steps: Count
+    steps: AtLeastOne
     p2p_disabled: bool  # the NVLink A/B's other arm: NCCL_P2P_DISABLE=1
     environment: dict[str, str]
-    wall_s: float
+    wall_s: Finite
     results: list[DdpResult]
     failures: list[StepFailure] = Field(default_factory=list)
 
@@ -439,7 +456,7 @@ class ComputeSweep(Sweep):
     backend: str  # "cuda", or "cpu" where the loads ran on the CPU device
     torch_version: str
     gpus: list[int]  # the GPUs these loads were measured on
-    wall_s: float
+    wall_s: Finite
     results: list[LoadResult]
     failures: list[StepFailure] = Field(default_factory=list)
 
@@ -476,7 +493,7 @@ class ConfirmationRound(Record):
     stage: Stage
     keys: list[AnyStepKey]
     measurements: Measurements
-    wall_s: float
+    wall_s: Finite
 
 
 class Measurements(OmitsLaterDefaults):
@@ -593,7 +610,7 @@ class BurnInRound(Record):
 
     index: int  # 1, 2, ...
     started_s: float
-    wall_s: float
+    wall_s: Finite
     stages: list[str]
     measurements: Measurements
 
@@ -751,9 +768,9 @@ class Facts(OmitsLaterDefaults):
         for position, gpu in enumerate(gpus):
             earlier = next((i for i, g in enumerate(gpus[:position]) if g.index == gpu.index), None)
             if earlier is not None:
-                raise ValueError(f"index {gpu.index} is given twice (gpus[{earlier}] and gpus[{position}]): {rule}")
+                raise ValueError(f"index {excerpt(gpu.index)} is given twice (gpus[{earlier}] and gpus[{position}]): {rule}")
             if gpu.index != position:
-                raise ValueError(f"gpus[{position}] has index {gpu.index}: {rule}")
+                raise ValueError(f"gpus[{position}] has index {excerpt(gpu.index)}: {rule}")
         return gpus
 
     @property
