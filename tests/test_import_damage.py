@@ -177,3 +177,76 @@ def test_a_single_gpu_without_nics(tmp_path):
     one.write_text("\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-63\t0\t\tN/A\n")
     facts = import_files([one]).facts
     assert facts.gpu_count == 1 and facts.links == [] and facts.gpu(0).cpu_affinity == "0-63" and facts.gpu(0).nics == []
+
+
+H100_LOG = "h100-2x8-ib-nccl-tests-all_reduce_perf.txt"
+
+
+@pytest.mark.parametrize("cell", ["-1", "nan"])
+def test_a_row_with_a_negative_or_nan_bandwidth_is_not_used(tmp_path, cell):
+    row = "  8589934592    2147483648     float     sum      -1    34381  "
+    damaged = variant(tmp_path, H100_LOG, lambda t: t.replace(f"{row}249.84", f"{row}{cell}"))
+    imported = import_files([damaged])
+    assert f"{damaged}:76: damaged: the row for 8589934592 bytes reads '34381 {cell} 468.46' as its time, algbw and busbw: " \
+        "a negative or not-a-number figure is no measurement: not used" in imported.lines()
+    sizes = {r.size_bytes for r in imported.facts.measurements.collectives.results}
+    assert 8 << 30 not in sizes and {4 << 30, 16 << 30} <= sizes  # the rows either side are still used
+
+
+def test_a_bus_id_that_is_not_hex_is_not_used(tmp_path):
+    domain = variant(tmp_path, H100_LOG, lambda t: t.replace("[0000:19:00]", "[00g0:19:00]", 1))
+    facts = import_files([domain]).facts
+    assert f"{domain}:25: damaged: rank 0's bus id [00g0:19:00] is not a PCI bus id: it is not used" in lines_of(domain)
+    assert facts.gpu(0).pci_bus_id == "" and facts.gpu(1).pci_bus_id == "00000000:3B:00.0"
+    older = variant(tmp_path, "rtx5090-2-nccl-tests-all_reduce_perf-crashed.txt", lambda t: t.replace("[0x21]", "[0xg]"))
+    facts = import_files([older]).facts
+    assert f"{older}:5: damaged: rank 0's bus id [0xg] is not a PCI bus id: it is not used" in lines_of(older)
+    assert facts.gpu(0).pci_bus_id == "" and facts.gpu(1).pci_bus_id == "00000000:61:00.0"
+
+
+# 1024 is the first index past the bound: a fix that lets it through builds 1025 GPUs and fails here
+# quickly, where 999999999 (as found) would hang the test
+def test_a_gpu_index_beyond_any_machine_is_not_believed(tmp_path):
+    listing = variant(tmp_path, "rtxa6000-3-bridged-pair-topo-m-nvlink-s.txt",
+                      lambda t: t.replace("GPU 1: NVIDIA RTX A6000", "GPU 1024: NVIDIA RTX A6000"))
+    assert f"{listing}:26: damaged: GPU 1024 is beyond any machine (GPU indices stop at 1023 here): a damaged line; " \
+        "its links are not used" in lines_of(listing)
+    facts = import_files([listing]).facts
+    assert facts.gpu_count == 3 and isinstance(facts.gpu(1).nvlinks, Unavailable) and len(facts.gpu(0).nvlinks) == 4
+    log = variant(tmp_path, H100_LOG, lambda t: t.replace("on bm-h100-01 device  3 [", "on bm-h100-01 device  1024 ["))
+    assert f"{log}:28: damaged: rank 3 is on device 1024, beyond any machine (GPU indices stop at 1023 here): a damaged " \
+        "line; this rank line is not used" in lines_of(log)
+    assert import_files([log]).facts.gpu_count == 8
+
+
+def test_a_gpu_count_beyond_any_machine_is_refused(tmp_path):
+    def one_process_of_1025_gpus(text):
+        text = text.replace("nGpus 2 ", "nGpus 1025 ")
+        return "\n".join(line for line in text.splitlines() if "Rank " not in line) + "\n"
+
+    damaged = variant(tmp_path, "rtx5090-2-nccl-tests-all_reduce_perf-crashed.txt", one_process_of_1025_gpus)
+    with pytest.raises(ImportedTextError) as refused:
+        import_files([damaged])
+    assert refused.value.lines() == [f"{damaged}:2: all_reduce_perf on one host has 1025 GPUs, beyond any machine (this tool "
+                                     "reads at most 1024): a damaged output"]
+
+
+def test_a_header_of_no_timed_iterations_is_refused(tmp_path):
+    damaged = variant(tmp_path, H100_LOG, lambda t: t.replace("warmup iters: 5 iters: 20", "warmup iters: 5 iters: 0"))
+    with pytest.raises(ImportedTextError) as refused:
+        import_files([damaged])
+    assert refused.value.lines() == [f"{damaged}:20: the header says iters: 0: a run that timed nothing; its rows are no measurement"]
+
+
+def test_damaged_rows_reach_every_command_as_lines_not_tracebacks(tmp_path, capsys):
+    from gpuaccept.cli import main as cli
+
+    row = "  8589934592    2147483648     float     sum      -1    34381  "
+    damaged = variant(tmp_path, H100_LOG, lambda t: t.replace(f"{row}249.84", f"{row}-1"))
+    assert cli(["import", str(damaged), "-o", str(tmp_path / "facts.json")]) == 0
+    assert cli(["profile", "init", "--from-text", str(damaged), "--name", "z", "-o", str(tmp_path / "z.yaml")]) == 0
+    assert f"{damaged}:76: damaged: the row for 8589934592 bytes" in capsys.readouterr().err
+    refused = variant(tmp_path, H100_LOG, lambda t: t.replace("iters: 20", "iters: 0"), "refused.txt")
+    assert cli(["profile", "init", "--from-text", str(refused), "--name", "z", "-o", str(tmp_path / "y.yaml")]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"gpu-accept: {refused}:20: the header says iters: 0: a run that timed "
+                                                    "nothing; its rows are no measurement"]

@@ -35,7 +35,7 @@ from gpuaccept.facts.model import (
 from gpuaccept.importers.nccl_tests import Device, NcclRun, find_nccl_runs, untagged
 from gpuaccept.importers.nvlink_status import GpuLinks, NvLinkStatus, find_nvlink_status
 from gpuaccept.importers.p2p_grid import UNTOLD, P2PGrid, find_p2p_grids
-from gpuaccept.importers.text import Finding, TextFile, read_text_file
+from gpuaccept.importers.text import MAX_GPU_INDEX, Finding, TextFile, read_text_file
 from gpuaccept.importers.topo_matrix import TopoMatrix, find_topo_matrices
 from gpuaccept.vocabulary.links import pair_key
 from gpuaccept.vocabulary.sizes import format_size, human_size
@@ -142,6 +142,11 @@ def _gpu_count(files: list[FileOutputs]) -> int:
             on_first_host = [d.device for d in run.devices if d.host == run.hosts[0]] if run.devices else []
             host = run.hosts[0] if run.hosts else "one host"
             said.append((max(on_first_host) + 1 if on_first_host else run.ranks, run.file, run.line, f"{run.collective}_perf on {host}"))
+    # a record is made per GPU: a count no machine has (nGpus 999999999) is damage, never allocated
+    beyond = next((s for s in said if s[0] > MAX_GPU_INDEX + 1), None)
+    if beyond:
+        raise _refuse([(beyond[1], beyond[2], f"{beyond[3]} has {beyond[0]} GPUs, beyond any machine (this tool reads at most "
+                        f"{MAX_GPU_INDEX + 1}): a damaged output")])
     counts = {count for count, *_ in said}
     if len(counts) > 1:
         first, other = said[0], next(s for s in said if s[0] != said[0][0])
@@ -231,13 +236,15 @@ def _gpu(i: int, matrix: TopoMatrix | None, statuses: dict[int, Listed], devices
 
 
 def _bus_id(text: str) -> str:
-    """nccl-tests' [0000:19:00] or [0x19] as NVML writes bus ids: 00000000:19:00.0."""
+    """nccl-tests' [0000:19:00] or [0x19] as NVML writes bus ids: 00000000:19:00.0. The reader has
+    checked the text is hex (or made it "")."""
     text = text.strip().lower()
     if text.startswith("0x"):
         return f"00000000:{int(text, 16):02X}:00.0" if int(text, 16) else ""
     parts = text.split(":")
     if len(parts) == 3:
-        return f"{int(parts[0], 16):08X}:{parts[1].upper()}:{parts[2].upper()}.0"
+        domain, bus, device = (int(part, 16) for part in parts)
+        return f"{domain:08X}:{bus:02X}:{device:02X}.0"
     return ""
 
 

@@ -12,11 +12,12 @@ unknown where the log only ends early: a log cut by a ticket's size limit says n
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuaccept.importers.text import Finding, TextFile
+from gpuaccept.importers.text import MAX_GPU_INDEX, Finding, TextFile, refuse
 from gpuaccept.vocabulary.collectives import COLLECTIVES
 
 _TAGS = re.compile(r"\[\d+(?:,\d+)*\](?:<std(?:out|err)>)?:?")
@@ -26,6 +27,8 @@ _HEADER = re.compile(
     r"warmup iters: (\d+)\s+iters: (\d+)"
 )
 _RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$")
+# a bus id as nccl-tests prints it: [domain:bus:device] (%04x:%02x:%02x), or [0x19] (the bus alone) in older versions
+_BUS = re.compile(r"0x[0-9a-f]{1,2}|[0-9a-f]{1,8}:[0-9a-f]{1,2}:[0-9a-f]{1,2}", re.IGNORECASE)
 _PERF = re.compile(r"\b([a-z_]+?)_perf(?:_mpi)?\b")
 _STARTING = re.compile(r"Collective test starting: ([a-z_]+?)_perf")
 _FILE_COLLECTIVE = re.compile(r"(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|send_?recv)")
@@ -63,7 +66,7 @@ class Device:
     rank: int
     host: str
     device: int
-    bus: str
+    bus: str  # as the log prints it, checked against _BUS; "" where the log's is unreadable
     name: str
 
 
@@ -156,6 +159,8 @@ def _start(
     text: TextFile, number: int, header: re.Match[str], command: tuple[str, str] | None, version: str | None
 ) -> NcclRun:
     threads, gpus, low, high, step, kind, warmup, iterations = header.groups()
+    if int(iterations) < 1:
+        raise refuse(text.name, number, f"the header says iters: {iterations}: a run that timed nothing; its rows are no measurement")
     run = NcclRun(text.name, number, n_threads=int(threads), n_gpus=int(gpus), warmup=int(warmup), iterations=int(iterations),
                   sizes=(int(low), int(high), int(step), kind), nccl_version=version)
     if command:
@@ -166,7 +171,7 @@ def _start(
 def _read_line(run: NcclRun, number: int, clean: str, name: str) -> None:
     rank = _RANK.match(clean.strip())
     if rank:
-        run.devices.append(Device(int(rank.group(1)), rank.group(2), int(rank.group(3)), rank.group(4), rank.group(5).strip()))
+        _read_rank(run, number, rank, name)
         return
     stripped = clean.strip()
     if stripped.startswith("#") and "size" in stripped and ("count" in stripped or "bytes" in stripped):
@@ -190,6 +195,18 @@ def _read_line(run: NcclRun, number: int, clean: str, name: str) -> None:
         _read_row(run, number, tokens, name)
 
 
+def _read_rank(run: NcclRun, number: int, rank: re.Match[str], name: str) -> None:
+    index, host, device, bus, model = rank.groups()
+    if int(device) > MAX_GPU_INDEX:
+        run.findings.append(Finding(name, number, f"rank {index} is on device {device}, beyond any machine (GPU indices stop at "
+                                    f"{MAX_GPU_INDEX} here): a damaged line; this rank line is not used"))
+        return
+    if not _BUS.fullmatch(bus.strip()):
+        run.findings.append(Finding(name, number, f"rank {index}'s bus id [{bus}] is not a PCI bus id: it is not used"))
+        bus = ""
+    run.devices.append(Device(int(index), host, int(device), bus, model.strip()))
+
+
 def _number(text: str) -> float | None:
     try:
         return float(text)
@@ -211,6 +228,10 @@ def _read_row(run: NcclRun, number: int, tokens: list[str], name: str) -> None:
         return
     if size == 0:
         return  # nccl-tests' empty warm-up sizes: nothing measured
+    if not all(math.isfinite(value) and value >= 0 for value in values):
+        run.findings.append(Finding(name, number, f"the row for {size} bytes reads {' '.join(rest[:3])!r} as its time, algbw "
+                                    "and busbw: a negative or not-a-number figure is no measurement: not used"))
+        return
     wrong = [_wrong(v, run.old_layout) for v in (rest[3], rest[7] if len(rest) >= 8 else "N/A")]
     known = [w for w in wrong if w is not None]
     if any(r.size == size for r in run.rows):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuaccept.importers.text import Finding, TextFile
+from gpuaccept.importers.text import MAX_GPU_INDEX, Finding, TextFile
 
 _GPU = re.compile(r"^\s*GPU (\d+): (.+?)\s*\(UUID: ([^)]*)\)\s*$")
 _LINK = re.compile(r"^\s*Link (\d+):\s*(.+?)\s*$")
@@ -47,6 +47,11 @@ def find_nvlink_status(text: TextFile) -> list[NvLinkStatus]:
     current: GpuLinks | None = None
     for line in text.lines:
         gpu = _GPU.match(line.text)
+        if gpu and int(gpu.group(1)) > MAX_GPU_INDEX:
+            status.findings.append(Finding(text.name, line.number, f"GPU {gpu.group(1)} is beyond any machine (GPU indices "
+                                           f"stop at {MAX_GPU_INDEX} here): a damaged line; its links are not used"))
+            current = None
+            continue
         if gpu:
             current = GpuLinks(int(gpu.group(1)), gpu.group(2).strip(), gpu.group(3).strip(), line.number)
             if current.index in status.gpus and (status.gpus[current.index].links or status.gpus[current.index].all_down):

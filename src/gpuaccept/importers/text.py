@@ -17,6 +17,10 @@ from gpuaccept.files import read_input_bytes
 # CSI sequences (colours, underline: ESC [ ... letter) and OSC sequences (ESC ] ... BEL)
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
 MAX_BYTES = 64 * 2**20
+# The highest GPU index an output may name. A record is made for every index up to the highest
+# named, so a damaged index (GPU 999999999) must not be believed: no machine comes near this many
+# GPUs (an NVL72 rack holds 72), and 1024 records are still cheap.
+MAX_GPU_INDEX = 1023
 
 
 @dataclass(frozen=True)
