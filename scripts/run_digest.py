@@ -28,7 +28,7 @@ def digest(path: str) -> list[str]:
     for name, sweep in sweeps.items():
         if sweep is not None:
             walls.append(f"{name} {sweep.wall_s:.1f}s")
-    rounds = [f"{r.stage}: {', '.join(r.keys)} ({r.wall_s:.1f}s)" for r in measured.rounds]
+    rounds = [f"{r.stage}: {', '.join(str(key) for key in r.keys)} ({r.wall_s:.1f}s)" for r in measured.rounds]
     counts = f"passed {summary.passed} failed {summary.failed} error {summary.error} skipped {summary.skipped}"
     wall = _seconds(run)
     lines = [
