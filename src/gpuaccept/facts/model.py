@@ -156,7 +156,7 @@ class GpuFacts(OmitsLaterDefaults):
 class LinkFacts(OmitsLaterDefaults):
     """How two GPUs are connected, as `nvidia-smi topo -m` shows it, with the evidence."""
 
-    gpus: tuple[int, int]
+    gpus: tuple[Count, Count]
     link_type: StrReading  # NV18, PIX, SYS ...
     direct_nvlinks: int  # links from the first GPU whose far end is the second
     topology_level: IntReading  # nvmlDeviceGetTopologyCommonAncestor
@@ -169,7 +169,7 @@ class LinkFacts(OmitsLaterDefaults):
 class P2PFacts(Record):
     """Peer-to-peer capability of an ordered pair: NVML status per capability, and CUDA's answer."""
 
-    gpus: tuple[int, int]
+    gpus: tuple[Count, Count]
     nvml: dict[str, StrReading]  # read/write/nvlink/atomics/pci (topo -p2p's "prop") -> OK, NOT_SUPPORTED, ...
     cuda_can_access_peer: BoolReading
 
@@ -290,7 +290,7 @@ class CollectiveSweep(Sweep):
 
 
 class PairResult(Record):
-    gpus: tuple[int, int]
+    gpus: tuple[Count, Count]
     size_bytes: Count
     iterations: AtLeastOne
     time_us: Finite  # one exchange in both directions, the slower of the two ranks
@@ -320,7 +320,7 @@ class PairSweep(Sweep):
 
 class CopyResult(Record):
     what: CopyKind
-    gpus: tuple[int, ...]  # (src, dst) for p2p; (gpu,) otherwise
+    gpus: tuple[Count, ...]  # (src, dst) for p2p; (gpu,) otherwise
     size_bytes: Count
     iterations: AtLeastOne
     GBps: Finite  # bytes moved per second; bidirectional counts both directions, local counts bytes once
@@ -394,7 +394,7 @@ class GemmResult(Record):
     """Sustained matrix products on one GPU, and how their results compared with the reference."""
 
     load: Literal["gemm"] = "gemm"
-    gpu: int
+    gpu: Count
     size: int  # n of the n x n x n product
     dtype: str
     repeats: int
@@ -416,7 +416,7 @@ class GemmResult(Record):
 
 class HbmResult(Record):
     load: Literal["hbm_copy", "hbm_triad"]
-    gpu: int
+    gpu: Count
     size_bytes: int  # of each array
     iterations: int
     time_us: Finite
@@ -430,7 +430,7 @@ class HbmResult(Record):
 
 class MemtestResult(Record):
     load: Literal["memtest"] = "memtest"
-    gpu: int
+    gpu: Count
     bytes_tested: int
     free_bytes: int  # free when the test began
     total_bytes: int
@@ -455,7 +455,7 @@ class ComputeSweep(Sweep):
 
     backend: str  # "cuda", or "cpu" where the loads ran on the CPU device
     torch_version: str
-    gpus: list[int]  # the GPUs these loads were measured on
+    gpus: list[Count]  # the GPUs these loads were measured on
     wall_s: Finite
     results: list[LoadResult]
     failures: list[StepFailure] = Field(default_factory=list)
@@ -558,7 +558,7 @@ class TelemetrySample(Record):
     """One GPU's readings at one moment of a run. `t_s` is seconds since sampling began."""
 
     t_s: float
-    gpu: int  # the CUDA ordinal: gpuN
+    gpu: Count  # the CUDA ordinal: gpuN
     sm_clock_mhz: IntReading
     memory_clock_mhz: IntReading
     temperature_c: IntReading
@@ -571,7 +571,7 @@ class TelemetrySample(Record):
 class TelemetryLimits(Record):
     """What NVML says a GPU's readings may reach, read once when sampling starts."""
 
-    gpu: int
+    gpu: Count
     slowdown_temperature_c: IntReading
     max_sm_clock_mhz: IntReading
     power_limit_w: FloatReading
@@ -668,7 +668,7 @@ class HealthSnapshot(Record):
     """What NVML says about one GPU's health at one moment: `label` says when ("start",
     "after nccl"); every counter a reading, so "not supported" is never read as 0."""
 
-    gpu: int  # the CUDA ordinal, as in GpuFacts
+    gpu: Count  # the CUDA ordinal, as in GpuFacts
     label: str
     taken_at: str  # ISO 8601, UTC
     ecc: EccCounts
@@ -714,7 +714,7 @@ class XidEvent(Record):
     """An XID (or ECC / recovery-action event) seen for one GPU. `during_run`: seen while this
     run went on, not found already in the kernel log when it began."""
 
-    gpu: int  # the CUDA ordinal
+    gpu: Count  # the CUDA ordinal
     xid: int  # the XID number; for NVML's double-bit-ECC and recovery-action events, their data
     kind: Literal["xid", "double_bit_ecc", "recovery_action"] = "xid"
     time: str  # ISO 8601 for NVML events; "boot+SECONDS" for kernel log lines
