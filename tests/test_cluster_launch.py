@@ -48,7 +48,8 @@ def test_a_rank_that_never_met_the_others_says_where_and_how_long_it_waited() ->
 
 def test_ranks_that_met_but_nccl_could_not_connect_say_ncclss_own_words(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("NCCL_DEBUG_FILE", str(tmp_path / "nccl.%h.%p.log"))
-    log = tmp_path / f"nccl.{socket.gethostname()}.{os.getpid()}.log"
+    monkeypatch.setattr(socket, "gethostname", lambda: "node1.cluster.example.com")
+    log = tmp_path / f"nccl.node1.{os.getpid()}.log"  # NCCL's %h: the host name up to its first dot
     log.write_text(
         "vm:1:1 [1] NCCL INFO Channel 00/01 : 0 1\n"
         "vm:1:1 [1] init.cc:1204 NCCL WARN Mismatched number of channels across ranks: 1 on this rank, 8 on rank 0\n",
@@ -141,7 +142,8 @@ def test_nccl_lines_the_user_sends_elsewhere_are_read_there_only_this_runs(tmp_p
     monkeypatch.setenv("NCCL_DEBUG", "WARN")
     monkeypatch.setenv("NCCL_DEBUG_FILE", str(tmp_path / "mine" / "debug-%h-%p.txt"))
     (tmp_path / "mine").mkdir()
-    host = socket.gethostname()
+    monkeypatch.setattr(socket, "gethostname", lambda: "node1.cluster.example.com")
+    host = "node1"  # as NCCL writes %h
     earlier = tmp_path / "mine" / f"debug-{host}-17.txt"  # an earlier job's, left behind
     earlier.write_text((DATA / "nccl-info" / "socket.log").read_text(encoding="utf-8"), encoding="utf-8")
     os.utime(earlier, (1_000_000_000, 1_000_000_000))
@@ -153,3 +155,20 @@ def test_nccl_lines_the_user_sends_elsewhere_are_read_there_only_this_runs(tmp_p
     assert found == [this_run] and not (tmp_path / "ours").exists()
     transport = read_nccl_logs(found)
     assert not isinstance(transport, Unavailable) and transport.networks == ["IB"]
+
+
+def test_our_own_nccl_files_are_this_runs_an_earlier_runs_in_the_folder_removed(tmp_path: Path, monkeypatch) -> None:
+    from gpuaccept.measure import cluster as measure_cluster
+
+    monkeypatch.setattr(measure_cluster, "_CAPTURE_BEGAN", [])
+    monkeypatch.delenv("NCCL_DEBUG_FILE", raising=False)
+    monkeypatch.setenv("NCCL_DEBUG", "WARN")  # both are set by the call: restored after the test
+    monkeypatch.setattr(socket, "gethostname", lambda: "gpu-17.example.com")
+    folder = tmp_path / "node0-gpu-17"
+    folder.mkdir()
+    (folder / "nccl.gpu-17.99.log").write_text("an earlier run's lines\n", encoding="utf-8")
+    assert measure_cluster.capture_nccl_info(folder) == []
+    assert os.environ["NCCL_DEBUG_FILE"] == str(folder / "nccl.%h.%p.log")
+    written = folder / "nccl.gpu-17.4242.log"  # what NCCL writes for %h on gpu-17.example.com
+    written.write_text("lines\n", encoding="utf-8")
+    assert measure_cluster.capture_nccl_info(folder) == [written]

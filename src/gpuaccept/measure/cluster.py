@@ -103,25 +103,42 @@ def _launch(env: dict[str, str], number: Callable[..., int]) -> Launch:
 
 
 _CAPTURE_BEGAN: list[float] = []  # when this process first asked for NCCL's lines
+# an earlier file in a folder the user chose counts as this run's if written this close to its
+# start: the folder may be on another machine (NFS), whose clock runs apart from this one's
+CLOCK_SLACK_S = 60.0
+OUR_NCCL_FILES = "nccl.%h.%p.log"
+
+
+def nccl_host() -> str:
+    """The host as NCCL writes it for %h in NCCL_DEBUG_FILE: the name up to its first dot."""
+    return socket.gethostname().split(".")[0]
 
 
 def capture_nccl_info(folder: Path) -> list[Path]:
     """Ask NCCL for its INFO lines, one file per process: in `folder`, unless the user already sends
     them elsewhere (NCCL_DEBUG_FILE), whose files are kept where they are and read there. Returns
-    the files this node's ranks wrote so far: of this host, and begun since the first call."""
-    if not _CAPTURE_BEGAN:
+    the files this node's ranks wrote so far: of this host, and of this run."""
+    first_call = not _CAPTURE_BEGAN
+    if first_call:
         _CAPTURE_BEGAN.append(time.time())
+    ours = str(folder / OUR_NCCL_FILES)
     if "NCCL_DEBUG_FILE" not in os.environ:
         folder.mkdir(parents=True, exist_ok=True)
-        os.environ["NCCL_DEBUG_FILE"] = str(folder / "nccl.%h.%p.log")
+        os.environ["NCCL_DEBUG_FILE"] = ours
     if os.environ.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
         os.environ["NCCL_DEBUG"] = "INFO"  # the transport NCCL chose is in its INFO lines only
     # NCCL's %h is the host, %p the process; any other % code matches anything
-    pattern = re.sub(r"%[a-zA-Z]", "*", os.environ["NCCL_DEBUG_FILE"].replace("%h", socket.gethostname()))
+    pattern = re.sub(r"%[a-zA-Z]", "*", os.environ["NCCL_DEBUG_FILE"].replace("%h", nccl_host()))
+    if os.environ["NCCL_DEBUG_FILE"] == ours:
+        if first_call:  # an earlier run's files in the same reports folder: never this run's
+            for stale in glob.glob(pattern):
+                with contextlib.suppress(OSError):
+                    os.unlink(stale)
+        return sorted(Path(name) for name in glob.glob(pattern))
     found = []
     for name in sorted(glob.glob(pattern)):
         with contextlib.suppress(OSError):  # a file another job removed meanwhile
-            if os.stat(name).st_mtime >= _CAPTURE_BEGAN[0]:
+            if os.stat(name).st_mtime >= _CAPTURE_BEGAN[0] - CLOCK_SLACK_S:
                 found.append(Path(name))
     return found
 
@@ -279,7 +296,7 @@ def nccl_warning(pid: int) -> str | None:
     pattern = os.environ.get("NCCL_DEBUG_FILE")
     if not pattern:
         return None
-    path = Path(pattern.replace("%h", socket.gethostname()).replace("%p", str(pid)))
+    path = Path(pattern.replace("%h", nccl_host()).replace("%p", str(pid)))
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
