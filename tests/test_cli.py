@@ -498,3 +498,9 @@ def test_a_file_whose_name_begins_with_a_dash_is_a_value_not_an_option(tmp_path)
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts=-facts.json", "--reports=-reports", "-q", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "-reports" / "junit.xml").is_file()
+
+
+@pytest.mark.parametrize("command", [["profile", "list"], ["run", "--facts", str(EXAMPLES / "h200x4-measured.json")]])
+def test_an_empty_profile_dir_is_refused_not_taken_for_the_current_folder(tmp_path, capsys, command):
+    assert main([*command, "--profile-dir", "", *(["--reports", str(tmp_path)] if command[0] == "run" else [])]) == 2
+    assert capsys.readouterr().err == "gpu-accept: --profile-dir: the folder's name is empty\n"

@@ -118,6 +118,9 @@ def test_a_bad_value_in_a_union_is_one_line_in_the_files_keys(tmp_path, change, 
         ("collectives", ("results", 0, "nominal_size"), "1GB", "'1GB' is not a size: write bytes with a binary unit"),
         ("pairwise", ("results", 0, "gpus", 0), -1, "greater than or equal to 0 (got -1)"),
         ("copies", ("results", 0, "gpus", 0), -2, "greater than or equal to 0 (got -2)"),
+        ("copies", ("results", 0, "gpus"), [], "a copy is on one GPU or between two, not 0"),
+        ("collectives", ("results", 0, "collective"), "<script>", "should match pattern"),
+        ("collectives", ("results", 0, "nominal_size"), "0KiB", "'0KiB' is no bytes at all"),
     ],
 )
 def test_a_measurement_the_hardware_cannot_give_is_refused_at_load(tmp_path, sweep, keys, value, expected):

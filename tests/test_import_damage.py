@@ -145,8 +145,12 @@ def test_an_nvlink_listing_with_a_link_down(tmp_path):
          b"#  Rank  0 Group  0 Pid 1 on h device  0 [0x21] NVIDIA GeForce RTX 5090\n",
          "an nccl-tests log that does not say which collective ran (no `Collective test starting` line or *_perf command in it): "
          "name the file after it, e.g. all_reduce_perf.log"),
+        (b"# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1\n"
+         b"#  Rank  0 Group  0 Pid 1 on h device  " + b"9" * 5000 + b" [0x21] NVIDIA H100\n",
+         "a number of more than 100 digits: not the output of a command this tool reads"),
     ],
-    ids=["empty", "binary", "nvidia-smi-table", "p2p-grid-of-unknown-capability", "nccl-log-of-unknown-collective"],
+    ids=["empty", "binary", "nvidia-smi-table", "p2p-grid-of-unknown-capability", "nccl-log-of-unknown-collective",
+         "number-python-will-not-read"],
 )
 def test_files_that_cannot_be_read_are_refused_in_one_line(tmp_path, content, message):
     path = tmp_path / "output.txt"

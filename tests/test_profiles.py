@@ -243,7 +243,7 @@ MALFORMED = {
     ),
     "infinite-memory": (MINIMAL + "  memory_min_gib: .inf\n", 5, "gpus.memory_min_gib", "finite number"),
     "integer-too-long-to-read": (
-        MINIMAL + "  memory_min_gib: " + "9" * 5000 + "\n", 5, "gpus.memory_min_gib", "not a number this tool reads: Exceeds the limit"
+        MINIMAL + "  memory_min_gib: " + "9" * 5000 + "\n", 5, "gpus.memory_min_gib", "not a value this tool reads: Exceeds the limit"
     ),
     "hex-integer-too-long-to-show": (
         MINIMAL + "  memory_min_gib: 0x" + "f" * 5000 + "\n", 5, "gpus.memory_min_gib", "(got an integer of 20000 bits)"

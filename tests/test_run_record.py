@@ -138,8 +138,12 @@ def test_an_older_verdict_reads_with_what_it_did_not_record():
             "{path}: tests[0].verdict.colour: Extra inputs are not permitted (got 'red')",
         ),
         (lambda d: d.update(version=2), "{path}: version: results version 2 is not 1"),
+        (
+            lambda d: d["facts"]["cuda"].update(device_count="x" * 1000),  # one line, the input cut, no union branches
+            "{path}: facts.cuda.device_count: Input should be a valid integer (got '" + "x" * 56 + "...)",
+        ),
     ],
-    ids=["outcome", "missing", "unknown-key", "version"],
+    ids=["outcome", "missing", "unknown-key", "version", "wrong-kind-in-the-facts"],
 )
 def test_a_results_file_that_does_not_fit_is_one_line_naming_the_key(tmp_path, change, expected):
     data = results_data(EXAMPLE_RESULTS[0])

@@ -258,17 +258,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _catalog(args) -> ProfileCatalog:
-    return ProfileCatalog.with_shipped([Path(d) for d in getattr(args, "profile_dir", [])])
+    return ProfileCatalog.with_shipped(list(getattr(args, "profile_dir", [])))  # as given: Path("") would be "."
 
 
 def _run(args, extra: list[str]) -> int:
     import pytest
 
-    check_output_folder(args.reports, "--reports")  # the name as given: Path("") would be "."
     for option, given in (("--profile", args.profile), ("--facts", args.facts), ("--baseline", args.baseline),
                           ("--save-baseline", args.save_baseline), ("--max-regression", args.max_regression)):
         if given is not None and not str(given).strip():
             raise OptionError(f"{option}: the value is empty")  # an empty --facts would probe this machine instead
+    if any(not folder.strip() for folder in args.profile_dir):
+        raise OptionError("--profile-dir: the folder's name is empty")
+    check_output_folder(args.reports, "--reports")  # the name as given: Path("") would be "."
     reports = Path(args.reports)
     suites = shipped_dir("suites")
     # each option and its value as one word: a value that begins with "-" is not taken for an option

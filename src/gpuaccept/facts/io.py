@@ -66,7 +66,7 @@ def parse_facts(text: str, name: str) -> Facts:
     try:
         return Facts.model_validate_json(text)
     except ValidationError as exc:
-        raise FactsError(_problems(exc, raw, name)) from None
+        raise FactsError(validation_problems(exc, raw, name)) from None
 
 
 class _TooLong:
@@ -104,7 +104,7 @@ def _key(path: KeyPath) -> str:
 _OR_UNAVAILABLE = ' or {"unavailable": "<reason>"}'
 
 
-def _problems(exc: ValidationError, raw: object, name: str) -> list[Problem]:
+def validation_problems(exc: ValidationError, raw: object, name: str) -> list[Problem]:
     """One line per key. Where a value fits no branch of a union (`int | Unavailable`,
     `CudaFacts | Unavailable`) pydantic gives every branch's errors, under paths with the branches'
     names in them: only the branch the value was meant as is kept (a JSON object with an

@@ -243,7 +243,7 @@ class Sweep(Record):
 
 
 class CollectiveResult(Record):
-    collective: str
+    collective: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]  # as a test id holds it: all_reduce
     size_bytes: Count  # S as nccl-tests prints it
     nominal_size: str  # the size the profile asked for: the test id ("1GiB")
     dtype: str
@@ -262,9 +262,11 @@ class CollectiveResult(Record):
     def _a_size(cls, value: str) -> str:
         # refused here, naming the key, rather than where a check reads the size and fails mid-run
         try:
-            parse_size(value)
+            size = parse_size(value)
         except ValueError:
             raise ValueError(f"{excerpt(value)} is not a size: write bytes with a binary unit, e.g. 256MiB, 1GiB") from None
+        if size <= 0:
+            raise ValueError(f"{excerpt(value)} is no bytes at all")
         return value
 
     @property
@@ -325,6 +327,13 @@ class CopyResult(Record):
     iterations: AtLeastOne
     GBps: Finite  # bytes moved per second; bidirectional counts both directions, local counts bytes once
     wrong: Count
+
+    @field_validator("gpus")
+    @classmethod
+    def _one_gpu_or_two(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not 1 <= len(value) <= 2:
+            raise ValueError(f"a copy is on one GPU or between two, not {len(value)}")
+        return value
 
     @property
     def key(self) -> CopyKey:

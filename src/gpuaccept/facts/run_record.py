@@ -17,7 +17,6 @@ format is `schemas/results.schema.json` (`gpu-accept report schema` writes it).
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -34,7 +33,8 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from gpuaccept.errors import InputFileError, Problem, format_path
+from gpuaccept.errors import InputFileError, Problem
+from gpuaccept.facts.io import validation_problems
 from gpuaccept.facts.model import Facts, Record, Unavailable
 from gpuaccept.files import read_input_text
 
@@ -425,7 +425,7 @@ def _why_not_results(text: str, name: str, exc: ValidationError) -> list[Problem
         return [Problem(name, None, "format", f"not a gpu-accept results file (format {RESULTS_FORMAT!r} expected)")]
     if raw.get("version") != RESULTS_VERSION:
         return [Problem(name, None, "version", f"results version {raw.get('version')!r} is not {RESULTS_VERSION}")]
-    return _problems(name, exc)
+    return validation_problems(exc, raw, name)
 
 
 def merge_journal(record: RunRecord, journal: Path, text: str) -> RunRecord:
@@ -442,7 +442,12 @@ def merge_journal(record: RunRecord, journal: Path, text: str) -> RunRecord:
         try:
             entry = JournalEntry.model_validate_json(line)
         except ValidationError as exc:
-            raise InputFileError([Problem(str(journal), number, p.path, p.message) for p in _problems(str(journal), exc)[:1]]) from None
+            try:
+                raw: object = json.loads(line)
+            except (ValueError, RecursionError):  # not JSON at all: pydantic's own error says where
+                raw = None
+            first = validation_problems(exc, raw, str(journal))[:1]
+            raise InputFileError([Problem(str(journal), number, p.path, p.message) for p in first]) from None
         if entry.run is not None and entry.run != record.run:
             return record
         if entry.test is not None and entry.test.nodeid not in seen:  # a rewrite may already hold it
@@ -456,35 +461,3 @@ def merge_journal(record: RunRecord, journal: Path, text: str) -> RunRecord:
 
 def _problem(path: Path, message: str) -> InputFileError:
     return InputFileError([Problem(str(path), None, "", message)])
-
-
-def _problems(name: str, exc: ValidationError) -> list[Problem]:
-    problems: list[Problem] = []
-    seen: set[str] = set()
-    for error in exc.errors():
-        # a value that fits no branch of a union gives one error per branch: the first per key
-        location = tuple(part for part in error["loc"] if part not in _branch_names())
-        key = format_path(location)
-        if key in seen:
-            continue
-        seen.add(key)
-        message = "required key is missing" if error["type"] == "missing" else error["msg"]
-        got = error.get("input")
-        if error["type"] != "missing" and (isinstance(got, str | int | float | bool) or got is None):
-            message += f" (got {got!r})"
-        problems.append(Problem(name, None, key, message))
-    return problems
-
-
-@functools.cache
-def _branch_names() -> frozenset[str | int]:
-    """The names pydantic gives the branches of a union in an error's location: the records', the
-    plain types' and the criteria's tags. Never keys of the file."""
-    names: set[str | int] = {"int", "float", "str", "bool", "none", "function-before[_source_from_text(), union[LiveMachine,FactsFile]]"}
-    names |= {">=", "<=", "==", "in", "matches", ">=version", "rule"}
-    todo: list[type[Record]] = [Record]
-    while todo:
-        model = todo.pop()
-        names.add(model.__name__)
-        todo.extend(model.__subclasses__())
-    return frozenset(names)

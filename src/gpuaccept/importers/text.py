@@ -89,4 +89,11 @@ def text_file(text: str, name: str) -> TextFile:
         lines.pop()
     if not lines:
         raise refuse(name, None, "the file is empty")
+    too_long = next((line for line in lines if _TOO_MANY_DIGITS.search(line.text)), None)
+    if too_long is not None:  # Python will not read it (4300 digits and more), and no output holds one
+        raise refuse(name, too_long.number, f"a number of more than {MAX_DIGITS} digits: not the output of a command this tool reads")
     return TextFile(name, tuple(lines), tuple(cleaned))
+
+
+MAX_DIGITS = 100  # more than any count, size, id or time these commands print
+_TOO_MANY_DIGITS = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")

@@ -24,6 +24,8 @@ class ProfileCatalog:
     @classmethod
     def with_shipped(cls, extra: Sequence[Path | str] = ()) -> ProfileCatalog:
         """The shipped profiles behind the folders of --profile-dir, each of which must exist."""
+        if any(not str(folder).strip() for folder in extra):
+            raise OptionError("--profile-dir: the folder's name is empty")  # as a Path it would be ".", the current folder
         for folder in map(Path, extra):
             if not folder.is_dir():
                 problem = "is a file, not a folder of profiles" if folder.exists() else "no such folder"

@@ -218,9 +218,9 @@ def _convert(node: yaml.Node, path: KeyPath, loader: _ProfileLoader, doc: Docume
         return [_convert(item, path + (i,), loader, doc) for i, item in enumerate(node.value)]
     try:
         return loader.construct_object(node, deep=True)
-    except ValueError as error:  # an integer of thousands of digits, which Python will not read
+    except ValueError as error:  # an integer of thousands of digits Python will not read, a date of month 13
         why = str(error).split(";")[0]
-        doc.problems.append(Problem(doc.file, node.start_mark.line + 1, format_path(path), f"not a number this tool reads: {why}"))
+        doc.problems.append(Problem(doc.file, node.start_mark.line + 1, format_path(path), f"not a value this tool reads: {why}"))
         return None
 
 
