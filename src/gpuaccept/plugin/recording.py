@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Callable
 
 import pytest
 
@@ -24,7 +23,7 @@ from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import test_record
 from gpuaccept.report.baseline import named, save_baseline
 from gpuaccept.report.html import render_html
-from gpuaccept.report.results import ResultsWriter, now
+from gpuaccept.report.results import ResultsWriter, now, unwritten
 from gpuaccept.report.summary import did_not_pass, summary_lines
 from gpuaccept.session.burnin import read_burnin
 from gpuaccept.session.health import with_health
@@ -32,15 +31,6 @@ from gpuaccept.session.store import merge
 from gpuaccept.session.telemetry import read_telemetry
 
 NOTHING_JUDGED_KEY = pytest.StashKey[str]()
-
-
-def _written(write: Callable[[], object]) -> list[str]:
-    """Why `write` could not write its file, or nothing where it did."""
-    try:
-        write()
-    except GpuAcceptError as error:
-        return [str(error)]
-    return []
 
 
 class RunRecording:
@@ -102,21 +92,21 @@ class RunRecording:
         if telemetry is not None:
             facts = facts.model_copy(update={"telemetry": telemetry})
         outputs = self.run.options.outputs
-        unwritten = []
+        not_written: list[str] = []
         if (facts_path := outputs.facts) is not None:
-            unwritten += _written(lambda: save_facts(facts, facts_path))
+            not_written += unwritten(save_facts, facts, facts_path)
         record = self.writer.finish(exitstatus, facts)
-        unwritten += self.writer.write_errors
+        not_written += self.writer.write_errors
         if (html_path := outputs.html) is not None:
-            unwritten += _written(lambda: write_atomically(html_path, render_html(record)))
+            not_written += unwritten(write_atomically, html_path, render_html(record))
         if outputs.baseline is not None:
             notes, unsaved = self._save_baseline(record, exitstatus)
             self.notes.extend(notes)
-            unwritten += unsaved
+            not_written += unsaved
         shutil.rmtree(self.run.store.folder, ignore_errors=True)
-        if unwritten:
+        if not_written:
             # the verdicts stand, but a gate reading the reports would read old ones or none
-            self.notes.extend(f"report not written: {why}" for why in unwritten)
+            self.notes.extend(f"report not written: {why}" for why in not_written)
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.INTERRUPTED
 

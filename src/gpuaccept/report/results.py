@@ -59,7 +59,7 @@ def _append(journal: TextIO, line: str) -> None:
     journal.flush()  # to the operating system: a killed process loses nothing written
 
 
-def _unwritten(write: Callable[..., object], *args: object) -> list[str]:
+def unwritten(write: Callable[..., object], *args: object) -> list[str]:
     """Why `write(*args)` wrote no file (one line, naming it), or nothing where it did."""
     try:
         write(*args)
@@ -163,12 +163,12 @@ class ResultsWriter:
         errors: list[str] = []
         if self.results is not None:
             text = record.to_json()
-            errors += _unwritten(write_atomically, self.results, text)
+            errors += unwritten(write_atomically, self.results, text)
             written += len(text.encode("utf-8"))
         if self.junit:
             run_suite = suite(record)
             for target in self.junit:
-                errors += _unwritten(write_junit, target, [run_suite])
+                errors += unwritten(write_junit, target, [run_suite])
             written += len(run_suite.xml.encode("utf-8")) * len(self.junit)
         if errors:
             self.write_errors = errors  # the journal keeps what the last good rewrite lacks
