@@ -41,7 +41,10 @@ class Problem:
 def excerpt(value: object, limit: int = 60) -> str:
     """An input value as a message quotes it: its repr, cut to `limit` characters with an ellipsis.
     A file may hold anything, a whole document in one string, and a message must stay a line to read."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an integer too long for Python to print
+        return f"an integer of {value.bit_length()} bits" if isinstance(value, int) else "a value too long to show"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

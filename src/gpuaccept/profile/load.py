@@ -16,7 +16,7 @@ from typing import Any, Literal, overload
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from gpuaccept.errors import KeyPath, Problem, ProfileError, format_path
+from gpuaccept.errors import KeyPath, Problem, ProfileError, excerpt, format_path
 from gpuaccept.profile.model import Profile
 from gpuaccept.profile.rules import semantic_problems
 from gpuaccept.profile.source import Document, Location, read_document
@@ -183,7 +183,7 @@ def _problem_from_pydantic(error: ErrorDetails, doc: Document) -> Problem:
     else:
         got = error.get("input")
         if isinstance(got, (str, int, float, bool)) or got is None:
-            message += f" (got {_shown(got)})"
+            message += f" (got {excerpt(got)})"
         number = _YAML_TEXT_NUMBER.fullmatch(got.strip()) if isinstance(got, str) else None
         if number and math.isfinite(float(number[0])):
             # YAML 1.1, which PyYAML reads, takes 6e2 for text: it wants a dot and a signed exponent
@@ -191,17 +191,6 @@ def _problem_from_pydantic(error: ErrorDetails, doc: Document) -> Problem:
             written = f"{sign}{digits or ''}{fraction or '.0'}{e}{exponent_sign or '+'}{exponent}"
             message += f": YAML reads {number[0]} as text, write it as {written}"
     return Problem(location.file, location.line, format_path(path), message)
-
-
-SHOWN_CHARACTERS = 60  # of a value quoted in a message: a pasted blob stays a line
-
-
-def _shown(value: object) -> str:
-    try:
-        text = repr(value)
-    except ValueError:  # an integer too long for Python to print
-        return f"an integer of {value.bit_length()} bits" if isinstance(value, int) else "a value too long to show"
-    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 1] + "…"
 
 
 _YAML_TEXT_NUMBER = re.compile(r"([-+]?)(?=\.?\d)(\d*)(\.\d*)?([eE])([-+]?)(\d+)")  # a digit before the e
