@@ -17,9 +17,10 @@ from typing import Any
 
 from gpuaccept.checks.stages import STAGE_VALUES, Check
 from gpuaccept.checks.verdict import Better, Judge, Outcome, Verdict
-from gpuaccept.facts.model import Facts
+from gpuaccept.facts.model import BurnInRound, Facts
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.display import show
+from gpuaccept.vocabulary.steps import LoadKey, StepKey
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class BurninCase:
     check: Check
     subject: Any
     name: str
+    judged_beside_load: bool = True
+    key: StepKey | None = None  # where some rounds of the stage do not measure the value
 
     @property
     def id(self) -> str:
@@ -38,12 +41,21 @@ class BurninCase:
 
 def burnin_cases(profile: Profile) -> list[BurninCase]:
     return [
-        BurninCase(stage, value.check, subject, value.name_of(subject))
+        BurninCase(
+            stage, value.check, subject, value.name_of(subject), value.judged_beside_load,
+            value.key_of(subject) if value.key_of else None,
+        )
         for stage, values in STAGE_VALUES.items()
         for value in values
         if value.in_burnin
         for subject in value.subjects(profile)
     ]
+
+
+def _measured(burnin_round: BurnInRound, key: StepKey) -> bool:
+    """Whether the round measured the per-GPU load `key` (or tried and failed)."""
+    sweep = burnin_round.measurements.compute
+    return isinstance(key, LoadKey) and sweep is not None and (sweep.result(key) is not None or sweep.failure(key) is not None)
 
 
 def _decides_alone(verdict: Verdict) -> bool:
@@ -70,12 +82,20 @@ def over_rounds(profile: Profile, facts: Facts, case: BurninCase) -> Verdict:
     burnin = facts.burnin
     if burnin is None:
         return judge.error(case.name, "the facts hold no burn-in (run `gpu-accept burn-in --duration 30m`)")
-    rounds = burnin.rounds_with(case.stage)
+    rounds = [r for r in burnin.rounds_with(case.stage) if case.key is None or _measured(r, case.key)]
     if not rounds:
-        return judge.error(case.name, f"no burn-in round ran the {case.stage} stage ({len(burnin.rounds)} round(s) in all)")
-    verdicts = [case.check(profile, facts.model_copy(update={"measurements": r.measurements}), case.subject) for r in rounds]
-    if all(v.outcome is Outcome.NOT_APPLICABLE for v in verdicts):
-        return verdicts[0]
+        what = f"the {case.stage} stage" if case.key is None else str(case.key)
+        return judge.error(case.name, f"no burn-in round measured {what} ({len(burnin.rounds)} round(s) in all)")
+    every = [case.check(profile, facts.model_copy(update={"measurements": r.measurements}), case.subject) for r in rounds]
+    if all(v.outcome is Outcome.NOT_APPLICABLE for v in every):
+        return every[0]
+    # beside the sustained load a bandwidth is shared with the products: only its wrong data and hangs count
+    kept = [i for i, r in enumerate(rounds) if case.judged_beside_load or not r.beside_load or _decides_alone(every[i])]
+    if not kept:
+        return judge.error(case.name, f"every burn-in round that measured {case.stage} ran beside the sustained load: no unloaded value")
+    beside = [show(v.measured) for i, v in enumerate(every) if i not in kept and v.measured is not None]
+    verdicts = [every[i] for i in kept]
+    rounds = [rounds[i] for i in kept]
     ranked = sorted(range(len(verdicts)), key=lambda i: _worst_first(verdicts[i]))
     worst_index = ranked[0]
     worst = verdicts[worst_index]
@@ -93,11 +113,14 @@ def over_rounds(profile: Profile, facts: Facts, case: BurninCase) -> Verdict:
         )
     else:
         note = f"deciding: round {rounds[deciding_index].index} of {len(rounds)}; every round: {shown}{unit}"
+    if beside:
+        note += f"; beside the sustained load (not judged): {', '.join(beside)}{unit}"
     context = {
         **deciding.context,
         "burnin_rounds": [r.index for r in rounds],
         "burnin_values": [v if isinstance(v, (int, float, str, bool)) or v is None else str(v) for v in values],
         "burnin_worst_round": rounds[worst_index].index,
         "burnin_deciding_round": rounds[deciding_index].index,
+        "burnin_beside_load_values": beside,
     }
     return replace(deciding, message=f"{deciding.message} [{note}]", context=context, transient=deciding.transient or one_off)

@@ -614,7 +614,7 @@ class Telemetry(Record):
         return any(window.started_s <= sample.t_s <= window.ended_s for window in self.loads)
 
 
-class BurnInRound(Record):
+class BurnInRound(OmitsLaterDefaults):
     """One round of a burn-in: the stages it ran, what they measured, when (seconds since the start)."""
 
     index: int  # 1, 2, ...
@@ -622,15 +622,28 @@ class BurnInRound(Record):
     wall_s: Finite
     stages: list[str]
     measurements: Measurements
+    # the stages ran while the sustained load held every GPU (the fabric at its interval): their
+    # results are checked for wrong data and hangs, their bandwidth is not held to an unloaded floor
+    beside_load: bool = False
+
+    later_fields: ClassVar[dict[str, Any]] = {"beside_load": False}
 
 
-class BurnIn(Record):
-    """A burn-in: the load stages run round after round until the duration ran out (or it was ended)."""
+class BurnIn(OmitsLaterDefaults):
+    """A burn-in: a sustained load on every GPU for the duration (or until it was ended), judged in
+    rounds, with the fabric stages run before it and beside it."""
 
     duration_s: float  # asked for
     elapsed_s: float  # what ran
     ended: Literal["deadline", "interrupted"]
     rounds: list[BurnInRound] = Field(default_factory=list)
+    # when the burn-in began (ISO 8601, UTC), and when its sustained load began and ended in
+    # seconds from then: what places the rounds on the telemetry's time line
+    started_at: str = ""
+    load_started_s: float | None = None
+    load_ended_s: float | None = None
+
+    later_fields: ClassVar[dict[str, Any]] = {"started_at": "", "load_started_s": None, "load_ended_s": None}
 
     def rounds_with(self, stage: str) -> list[BurnInRound]:
         return [r for r in self.rounds if stage in r.stages]

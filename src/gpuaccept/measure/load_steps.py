@@ -79,11 +79,8 @@ def measure_gemm(step: GemmStep, me: Any) -> dict:
     import torch
 
     n, device = step.size, me.device
-    dtype = getattr(torch, step.dtype)
-    generator = _generator(device, 1234 + step.gpu)
-    a = torch.randn(n, n, generator=generator, device=device).to(dtype)
-    b = torch.randn(n, n, generator=generator, device=device).to(dtype)
-    out = torch.empty(n, n, dtype=dtype, device=device)
+    a, b = gemm_operands(step.gpu, n, step.dtype, device)
+    out = torch.empty(n, n, dtype=a.dtype, device=device)
 
     def product() -> None:
         torch.matmul(a, b, out=out)
@@ -107,15 +104,6 @@ def measure_gemm(step: GemmStep, me: Any) -> dict:
             flat = out.view(-1)
             flat[0] += flat[0].abs() + 1  # the injected fault: one element of one result is off
         mismatches += int((out != first).sum().item())
-    nonfinite = int((~torch.isfinite(first)).sum().item())
-    block = min(n, REFERENCE_BLOCK)
-    reference = a[:block].float() @ b[:, :block].float()
-    got = first[:block, :block].float()
-    scale = float(reference.pow(2).mean().sqrt().item())
-    error = (got - reference).abs()
-    allowed = REFERENCE_RTOL * reference.abs() + REFERENCE_ATOL * scale
-    reference_wrong = int((~(error <= allowed)).sum().item())  # NaN counts as wrong
-    worst = float((error / (reference.abs() + scale)).max().item()) if scale > 0 else 0.0
     return {
         "key": str(LoadKey("gemm", step.gpu)),
         "load": "gemm",
@@ -127,6 +115,38 @@ def measure_gemm(step: GemmStep, me: Any) -> dict:
         "time_us": seconds * 1e6,
         "tflops": 2 * n**3 / seconds / 1e12,
         "mismatches": mismatches,
+        **check_first_product(a, b, first),
+    }
+
+
+def gemm_operands(gpu: int, n: int, dtype_name: str, device: Any) -> tuple[Any, Any]:
+    """The two factors of a GPU's products: seeded by the GPU, the same on every run."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    generator = _generator(device, 1234 + gpu)
+    a = torch.randn(n, n, generator=generator, device=device).to(dtype)
+    b = torch.randn(n, n, generator=generator, device=device).to(dtype)
+    return a, b
+
+
+def check_first_product(a: Any, b: Any, first: Any) -> dict[str, Any]:
+    """The first product against the inputs: NaN and Inf counted over all of it, and a block
+    compared with a float32 product of the same inputs within a tolerance that covers rounding to
+    the output type. Every later product is compared with this one, bit for bit."""
+    import torch
+
+    n = first.shape[0]
+    nonfinite = int((~torch.isfinite(first)).sum().item())
+    block = min(n, REFERENCE_BLOCK)
+    reference = a[:block].float() @ b[:, :block].float()
+    got = first[:block, :block].float()
+    scale = float(reference.pow(2).mean().sqrt().item())
+    error = (got - reference).abs()
+    allowed = REFERENCE_RTOL * reference.abs() + REFERENCE_ATOL * scale
+    reference_wrong = int((~(error <= allowed)).sum().item())  # NaN counts as wrong
+    worst = float((error / (reference.abs() + scale)).max().item()) if scale > 0 else 0.0
+    return {
         "nonfinite": nonfinite,
         "reference_wrong": reference_wrong,
         "reference_elements": block * block,

@@ -201,6 +201,40 @@ class MemtestStep(Step):
         return load_label("memtest", self.gpu)
 
 
+class SustainedRoundStep(Step):
+    """One round of a burn-in's sustained load on one GPU: matrix products back to back until
+    `ends_at`, every product compared with the first; then the HBM copy and triad where `hbm` is
+    set, and the memory test where `memtest` is. A worker runs its GPU's rounds one after another
+    and keeps its matrices and first product between them, so the GPU is not let go between rounds."""
+
+    kind: Literal["sustained"] = "sustained"
+    gpu: int = Field(ge=0)
+    round: int = Field(ge=1)
+    ends_at: float  # epoch seconds: the products of this round stop then (every GPU's round ends together)
+    size: int = Field(ge=16)
+    dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    chunk: int = Field(8, ge=1, le=64)  # products timed together, then each compared with the first
+    hbm: HbmStep | None = None
+    memtest: MemtestStep | None = None
+    # the driver's flags: `stop` ends the round at once; while `fabric` exists, a memory test waits
+    # (products go on) so that it cannot take the memory a fabric stage beside the load needs
+    control_dir: str
+    memtest_wait_s: float = Field(600.0, ge=0)
+
+    @property
+    def keys(self) -> list[StepKey]:
+        keys: list[StepKey] = [LoadKey("gemm", self.gpu)]
+        if self.hbm is not None:
+            keys += self.hbm.keys
+        if self.memtest is not None:
+            keys += self.memtest.keys
+        return keys
+
+    @property
+    def label(self) -> str:
+        return f"sustained load on gpu{self.gpu}, round {self.round}"
+
+
 def _each_once(keys: list) -> list:
     repeated = sorted({str(key) for key in keys if keys.count(key) > 1})
     if repeated:
@@ -209,9 +243,11 @@ def _each_once(keys: list) -> list:
 
 
 AnyStep = Annotated[
-    CollectiveStep | PairwiseStep | CopyStep | DdpStep | GemmStep | HbmStep | MemtestStep, Field(discriminator="kind")
+    CollectiveStep | PairwiseStep | CopyStep | DdpStep | GemmStep | HbmStep | MemtestStep | SustainedRoundStep,
+    Field(discriminator="kind"),
 ]
 LOAD_STEPS = (GemmStep, HbmStep, MemtestStep)  # one GPU each, no process group
+ONE_GPU_STEPS = (CopyStep, *LOAD_STEPS, SustainedRoundStep)  # steps of a worker that needs no process group
 
 
 class Plan(BaseModel):

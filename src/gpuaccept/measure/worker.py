@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.measure.plan import LOAD_STEPS, CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
+from gpuaccept.measure.plan import LOAD_STEPS, ONE_GPU_STEPS, CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan, SustainedRoundStep
 
 INJECT_HANG = "GPUACCEPT_INJECT_HANG"
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
@@ -167,7 +167,7 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s:
     backend = "nccl" if use_cuda else "gloo"
     me = Rank(rank, world, local_rank, device, backend)
     progress = Progress(out, enabled=rank == 0)
-    needs_group = any(not isinstance(step, (CopyStep, *LOAD_STEPS)) for step in plan.steps)
+    needs_group = any(not isinstance(step, ONE_GPU_STEPS) for step in plan.steps)
     if needs_group:
         options = {"device_id": device} if use_cuda else {}
         dist.init_process_group(backend, rank=rank, world_size=world, **options)
@@ -226,6 +226,10 @@ def run_step(step, me: Rank) -> list[dict]:
         from gpuaccept.measure.load_steps import measure_load
 
         return measure_load(step, me)
+    if isinstance(step, SustainedRoundStep):
+        from gpuaccept.measure.sustained import sustained_round
+
+        return sustained_round(step, me)
     raise ValueError(f"unknown step {step!r}")
 
 

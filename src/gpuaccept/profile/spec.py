@@ -447,6 +447,35 @@ class BurninSpec(Strict):
     min_sm_clock_mhz: Annotated[int, Field(gt=0)] | None = Field(
         None, description="lowest median SM clock of a GPU under load, MHz; left out, clocks are recorded and not judged"
     )
+    round_s: Annotated[float, Field(ge=1, le=3600)] = Field(
+        30.0,
+        description="the sustained load is judged in rounds of this many seconds: each round gives every GPU's GEMM TFLOP/s "
+        "and wrong elements, and its HBM copy and triad",
+    )
+    memtest_interval: DurationText = Field(
+        "5m", description="the memory test runs in the first round of the sustained load and then at most this often"
+    )
+    steady_window_s: Annotated[float, Field(ge=10, le=3600)] = Field(
+        60.0, description="thermal steady state: the temperature's fitted slope over this many seconds of samples"
+    )
+    steady_slope_c_per_min: Annotated[float, Field(gt=0, le=60)] = Field(
+        1.0, description="thermal steady state: a GPU whose temperature rises slower than this (°C a minute) is at steady state"
+    )
+    hot_throughput_min: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        0.9,
+        description="GEMM TFLOP/s of each GPU at thermal steady state, as a share of its first round of the sustained load "
+        "(0.9: at most 10% lost to heat)",
+    )
+    min_power_share: Annotated[float, Field(gt=0, le=1.2)] | None = Field(
+        None,
+        description="median power of each GPU under the sustained load after its first minute, as a share of NVML's power "
+        "limit; left out, power is judged against the GPU's siblings only",
+    )
+    power_within_best: Annotated[float, Field(gt=0, lt=1)] | None = Field(
+        0.1,
+        description="each GPU's median power share under the sustained load at most this fraction below the best GPU's "
+        "(0.1: within 10%)",
+    )
 
 
 # XIDs that fail a GPU: the union of DCGM's "devastating" XIDs (48, 74, 79, 119, 120, 140) and

@@ -1,103 +1,199 @@
-"""A burn-in: the load stages run round after round until the duration is spent, every round kept.
+"""A burn-in: the GPUs held under a sustained load for the whole duration, judged in rounds.
 
-The stage store measures each stage once per session (measure once, check many); a burn-in
-measures again and again, so it runs the stages through the store's `measure_stage` (the same
-lock, the same workers, the same hook after a stage ran) and keeps each round's measurements
-apart. Then the suites judge: each burn-in value over every round (checks/burnin.py), the
-telemetry over the whole time. Ctrl-C or SIGTERM ends the rounds; what ran is kept and judged.
+What runs, in order:
+1. The fabric stages (NCCL collectives and pairs, copies) once on a machine at rest: the values
+   held to the profile's floors, as a standard run measures them.
+2. The sustained load (session/sustained.py): every GPU under matrix products, each product
+   checked, from then to the end of the duration, with no gap; each `burnin.round_s` of it is a
+   round with every GPU's GEMM throughput and wrong elements, HBM copy and triad, and the memory
+   test at `burnin.memtest_interval`.
+3. Beside the load, every `burnin.fabric_interval`: the fabric stages again, so the links and the
+   power stage are loaded together as in training. Those rounds are checked for wrong data and
+   hangs; their bandwidth, shared with the products, is shown and not held to an unloaded floor.
+
+A profile without `compute.gemm` has no load to sustain: its fabric stages run at their interval
+for the duration. Every round is kept; the suites judge each value over its rounds
+(checks/burnin.py) and the heat (checks/heat.py) over the telemetry. Ctrl-C or SIGTERM ends the
+burn-in: the load's round under way ends, and what ran is kept and judged.
 """
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import BurnIn, BurnInRound, Measurements
+from gpuaccept.facts.model import BurnIn, BurnInRound, CudaFacts, Measurements, TelemetrySample
 from gpuaccept.files import write_atomically
 from gpuaccept.profile import Profile
 from gpuaccept.session.store import MeasurementStore
+from gpuaccept.session.sustained import LoadRound, SustainedLoad
+from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.telemetry import parse_duration, show_duration
 
-# The per-GPU loads, run every round, and the fabric stages, run in the first round and then at the
-# profile's burnin.fabric_interval.
-LOAD_STAGES: tuple[str, ...] = ("compute", "copies")
-FABRIC_STAGES: tuple[str, ...] = ("nccl",)
+# The sustained load (the compute stage's GEMM, HBM and memory test, run as one load) and the
+# fabric stages, run before the load and beside it at the profile's burnin.fabric_interval.
+LOAD_STAGES: tuple[str, ...] = ("compute",)
+FABRIC_STAGES: tuple[str, ...] = ("nccl", "copies")
+SUSTAINED = "sustained"  # the load's window in the telemetry's loads and its health snapshot
 BURNIN_FILE = "burnin.json"
+POLL_S = 0.5
+
+Readings = Callable[[], dict[int, TelemetrySample]]  # each GPU's latest telemetry sample
 
 
 def stages_asked(profile: Profile) -> list[str]:
     """The burn-in stages this profile has something to measure in."""
     spec = profile.spec
     asks = {
-        "compute": spec.compute is not None,
-        "copies": spec.copies is not None,
+        "compute": spec.compute is not None and spec.compute.gemm is not None,
         "nccl": spec.nccl is not None or spec.pairwise is not None,
+        "copies": spec.copies is not None,
     }
-    return [stage for stage in (*LOAD_STAGES, *FABRIC_STAGES) if asks.get(stage, True)]
+    return [stage for stage in (*LOAD_STAGES, *FABRIC_STAGES) if asks[stage]]
 
 
 class BurninDriver:
     def __init__(
         self, store: MeasurementStore, facts: Facts, profile: Profile, duration_s: float,
-        say: Callable[[str], None] = lambda text: None, clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        say: Callable[[str], None] = lambda text: None, readings: Readings = dict,
     ):
         self.store, self.facts, self.profile = store, facts, profile
         self.duration_s = duration_s
         self.fabric_interval_s = parse_duration(profile.spec.burnin.fabric_interval)
         self.say = say
-        self.clock = clock
-        self.sleep = sleep
+        self.readings = readings
+        self.rounds: list[BurnInRound] = []
+        self.start = 0.0
 
     def run(self) -> BurnIn:
-        """Rounds until the duration is spent (a round that has begun finishes), or until Ctrl-C or
-        SIGTERM: then the round under way keeps the stages it finished. Written to the session folder."""
+        """The burn-in, until the duration is spent or until Ctrl-C or SIGTERM; written to the
+        session folder. A fabric stage that has begun finishes, so a burn-in can run past its
+        duration by one."""
         stages = stages_asked(self.profile)
-        rounds: list[BurnInRound] = []
-        start = self.clock()
-        last_fabric: float | None = None
+        fabric = [stage for stage in FABRIC_STAGES if stage in stages]
+        started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+        self.start = time.time()
+        load: SustainedLoad | None = None
         ended: Literal["deadline", "interrupted"] = "deadline"
+        load_window: tuple[float, float] | None = None
         try:
-            while stages and (not rounds or self.clock() - start < self.duration_s):
-                began = self.clock() - start
-                fabric_due = last_fabric is None or began - last_fabric >= self.fabric_interval_s
-                planned = [s for s in stages if s in LOAD_STAGES or (s in FABRIC_STAGES and fabric_due)]
-                if not planned:
-                    # only fabric stages, not due yet: wait for them (or the end) without a busy loop
-                    assert last_fabric is not None
-                    self.sleep(max(0.0, min(last_fabric + self.fabric_interval_s, self.duration_s) - began))
-                    continue
-                if fabric_due:
-                    last_fabric = began
-                done: list[str] = []
-                measured = Measurements()
-                index = len(rounds) + 1
-                try:
-                    for stage in planned:
-                        self.say(f"gpu-accept: burn-in round {index}: {stage} stage; {self._left(began)}")
-                        found = self.store.measure_stage(stage, self.facts, self.profile)
-                        sweeps = {name: sweep for name, sweep in found if sweep is not None and name not in ("rounds", "unconfirmed")}
-                        measured = measured.model_copy(update=sweeps)
-                        done.append(stage)
-                finally:
-                    if done:
-                        wall = self.clock() - start - began
-                        rounds.append(
-                            BurnInRound(index=index, started_s=round(began, 3), wall_s=round(wall, 3), stages=done, measurements=measured)
-                        )
+            if "compute" in stages:
+                cuda = isinstance(self.facts.cuda, CudaFacts) and self.facts.cuda.device_count > 0
+                load = SustainedLoad(
+                    self.profile.spec, list(range(self.facts.gpu_count)), self.duration_s, require_cuda=cuda, on_round=self._round_done
+                )
+            if fabric:
+                self._fabric_round(fabric, beside_load=False)
+            if load is not None:
+                load.duration_s = max(1.0, self.duration_s - self._elapsed())
+                self.say(
+                    f"gpu-accept: burn-in: sustained load on {self.facts.gpu_count} GPU(s) for {show_duration(load.duration_s)}, "
+                    f"in rounds of {show_duration(self.profile.spec.burnin.round_s)} (profile {self.profile.name})"
+                )
+                load.start()
+                load_window = (load.began, load.ends)
+            self._beside(load, fabric)
         except KeyboardInterrupt:
             ended = "interrupted"
-        elapsed = self.clock() - start
-        burnin = BurnIn(duration_s=self.duration_s, elapsed_s=round(elapsed, 3), ended=ended, rounds=rounds)
+            if load is not None:
+                load.stop()
+        finally:
+            if load is not None:
+                ended = self._finish(load, ended) if load_window else ended
+                load.close()
+        elapsed = self._elapsed()
+        burnin = BurnIn(
+            duration_s=self.duration_s, elapsed_s=round(elapsed, 3), ended=ended, rounds=self._numbered(), started_at=started_at,
+            load_started_s=round(load_window[0] - self.start, 3) if load_window else None,
+            load_ended_s=round(min(time.time(), load_window[1]) - self.start, 3) if load_window else None,
+        )
         write_atomically(Path(self.store.folder) / BURNIN_FILE, burnin.model_dump_json())
         how = "ended by a signal" if ended == "interrupted" else "done"
-        self.say(f"gpu-accept: burn-in {how}: {len(rounds)} round(s) in {show_duration(elapsed)} of {show_duration(self.duration_s)}")
+        spent = f"{show_duration(elapsed)} of {show_duration(self.duration_s)}"
+        self.say(f"gpu-accept: burn-in {how}: {len(burnin.rounds)} round(s) in {spent}")
         return burnin
 
-    def _left(self, elapsed: float) -> str:
+    def _beside(self, load: SustainedLoad | None, fabric: list[str]) -> None:
+        """Until the end: the fabric stages every fabric_interval (beside the load, where there is one)."""
+        last_fabric = self._elapsed() if self.rounds else None
+        while self._elapsed() < self.duration_s and (load is None or load.running):
+            due = last_fabric is None or self._elapsed() - last_fabric >= self.fabric_interval_s
+            if fabric and due and self.duration_s - self._elapsed() > 1.0:
+                last_fabric = self._elapsed()
+                if load is None:
+                    self._fabric_round(fabric, beside_load=False)
+                else:
+                    with load.fabric_beside():
+                        self._fabric_round(fabric, beside_load=True)
+                continue
+            time.sleep(POLL_S)
+
+    def _finish(self, load: SustainedLoad, ended: Literal["deadline", "interrupted"]) -> Literal["deadline", "interrupted"]:
+        """The load's rounds, once every GPU is done with them (a Ctrl-C meanwhile stops them)."""
+        try:
+            load.wait()
+        except KeyboardInterrupt:
+            ended = "interrupted"
+            load.stop()
+            load.wait()
+        self.store.stage_ran(SUSTAINED, load.began, self.facts)
+        self.rounds += [self._load_round(found) for found in load.rounds()]
+        return ended
+
+    def _load_round(self, found: LoadRound) -> BurnInRound:
+        return BurnInRound(
+            index=0, started_s=round(found.began - self.start, 3), wall_s=round(found.ended - found.began, 3), stages=["compute"],
+            measurements=Measurements(compute=found.sweep),
+        )
+
+    def _fabric_round(self, stages: list[str], beside_load: bool) -> None:
+        """The fabric stages once; the round keeps the stages it finished, Ctrl-C or not."""
+        began = self._elapsed()
+        measured = Measurements()
+        done: list[str] = []
+        where = " beside the sustained load" if beside_load else ""
+        try:
+            for stage in stages:
+                self.say(f"gpu-accept: burn-in: {stage} stage{where}; {self._left()}")
+                found = self.store.measure_stage(stage, self.facts, self.profile)
+                sweeps = {name: sweep for name, sweep in found if sweep is not None and name not in ("rounds", "unconfirmed")}
+                measured = measured.model_copy(update=sweeps)
+                done.append(stage)
+        finally:
+            if done:
+                self.rounds.append(
+                    BurnInRound(
+                        index=0, started_s=round(began, 3), wall_s=round(self._elapsed() - began, 3), stages=done,
+                        measurements=measured, beside_load=beside_load,
+                    )
+                )
+
+    def _round_done(self, gpu: int, index: int) -> None:
+        """A GPU finished round `index` of the load: the last GPU to do so says where the burn-in stands."""
+        if gpu != max(range(self.facts.gpu_count)):
+            return
+        readings = self.readings()
+        shown = []
+        for number, sample in sorted(readings.items()):
+            power = f"{show(sample.power_w, 'W')}" if isinstance(sample.power_w, float) else "power not read"
+            heat = f"{sample.temperature_c} °C" if isinstance(sample.temperature_c, int) else "temperature not read"
+            shown.append(f"gpu{number} {power} {heat}")
+        now = f": {'; '.join(shown)}" if shown else ""
+        self.say(f"gpu-accept: burn-in: load round {index} done; {self._left()}{now}")
+
+    def _numbered(self) -> list[BurnInRound]:
+        ordered = sorted(self.rounds, key=lambda r: r.started_s)
+        return [r.model_copy(update={"index": number}) for number, r in enumerate(ordered, start=1)]
+
+    def _elapsed(self) -> float:
+        return time.time() - self.start
+
+    def _left(self) -> str:
+        elapsed = self._elapsed()
         left = max(0.0, self.duration_s - elapsed)
         return f"{show_duration(elapsed)} of {show_duration(self.duration_s)} done, {show_duration(left)} left"
 

@@ -139,7 +139,7 @@ def run_compute_stage(
             continue
         for key, record in outcome.values.items():
             if isinstance(key, LoadKey):
-                results.append(_result(key, record))
+                results.append(load_result(key, record))
         failures.extend(outcome.failures)
     return ComputeSweep(
         backend=backend,
@@ -151,7 +151,7 @@ def run_compute_stage(
     )
 
 
-def _result(key: LoadKey, record: dict) -> GemmResult | HbmResult | MemtestResult:
+def load_result(key: LoadKey, record: dict) -> GemmResult | HbmResult | MemtestResult:
     if key.what == "gemm":
         return GemmResult(**record)
     if key.what == "memtest":

@@ -72,7 +72,7 @@ class MeasurementStore:
                 began = time.time()
                 measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile))
                 write_atomically(path, measured.model_dump_json())
-                self._after_stage(stage, began, facts)
+                self.stage_ran(stage, began, facts)
         return merge(facts, Measurements.model_validate_json(path.read_text(encoding="utf-8")))
 
     def measure_stage(self, stage: str, facts: Facts, profile: Profile) -> Measurements:
@@ -86,9 +86,9 @@ class MeasurementStore:
                     return self._measure(stage, facts, profile, gpus=list(range(facts.gpu_count)))
                 return self._measure(stage, facts, profile)
             finally:
-                self._after_stage(stage, began, facts)
+                self.stage_ran(stage, began, facts)
 
-    def _after_stage(self, stage: str, began: float, facts: Facts) -> None:
+    def stage_ran(self, stage: str, began: float, facts: Facts) -> None:
         """The one place that follows every stage that ran (in whichever process ran it), still
         holding the GPUs: the telemetry learns when the GPUs were under load, then each hook runs
         (a health snapshot)."""
@@ -118,7 +118,7 @@ class MeasurementStore:
                     measured = self._measure("compute", facts, profile, gpus=[gpu])
                     measured = self._confirmed("compute", facts, profile, measured, gpus=[gpu])
                     write_atomically(path, measured.model_dump_json())
-                    self._after_stage("compute", began, facts)
+                    self.stage_ran("compute", began, facts)
         found = Measurements()
         for gpu in sorted(set(gpus)):
             path = self.folder / COMPUTE_FILE.format(gpu=gpu)

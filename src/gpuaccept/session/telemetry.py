@@ -54,6 +54,7 @@ class TelemetryLog:
     def __init__(self, folder: Path, facts: Facts, period_s: float):
         self.path = Path(folder) / TELEMETRY_FILE
         self._lock = threading.Lock()
+        self._latest: dict[int, TelemetrySample] = {}
         gpus = [(gpu.index, gpu.nvml_index) for gpu in facts.gpus]
         self.sampler = TelemetrySampler(nvml_of_this_machine, gpus, period_s, self._limits, self._samples, on_error=self._not_sampled)
 
@@ -75,8 +76,14 @@ class TelemetryLog:
         with self._lock:
             _append(self.path, {"not_sampled": why})
 
+    def latest(self) -> dict[int, TelemetrySample]:
+        """Each GPU's latest sample: what the terminal shows while a burn-in runs."""
+        with self._lock:
+            return dict(self._latest)
+
     def _samples(self, samples: list[TelemetrySample]) -> None:
         with self._lock, open(self.path, "a", encoding="utf-8") as out:
+            self._latest.update({sample.gpu: sample for sample in samples})
             out.write("".join(json.dumps({"sample": sample.model_dump(mode="json")}) + "\n" for sample in samples))
 
 

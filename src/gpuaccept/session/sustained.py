@@ -1,0 +1,227 @@
+"""A burn-in's sustained load: every GPU under matrix products from the load's start to its end,
+with no gap between rounds, judged in rounds of `burnin.round_s`.
+
+One worker process per GPU (the GPU alone visible to it, as in the compute stage) runs that GPU's
+rounds one after another (measure/sustained.py); its plan is fixed when the load starts, each
+round ending at the same moment on every GPU, so round N of every GPU covers the same stretch of
+time and the GPUs are judged against each other round by round. A worker that hangs or crashes
+fails its round by name (the launcher's watchdog), and a fresh worker goes on with the rounds left.
+
+The driver talks to the workers through flags in a folder of its own: `stop` (Ctrl-C, SIGTERM:
+the round under way ends, the rounds left give nothing), and `fabric` (a fabric stage runs beside
+the load: a memory test waits, products go on). `fabric_beside()` raises `fabric` and then waits
+until no worker is inside a memory test, so that the memory a fabric stage needs is free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, MemtestResult, StepFailure
+from gpuaccept.measure.launch import Workers, run_plan
+from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, SustainedRoundStep
+from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, memtest_flag
+from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.session.compute import MIN_LOAD_STEP_S, compute_steps, gpu_environment, load_result
+from gpuaccept.vocabulary.steps import parse_step_key
+from gpuaccept.vocabulary.telemetry import parse_duration
+
+# how long a memory test may wait for a fabric stage beside the load before it runs anyway (on the
+# memory that is free then); the fabric stages have their own time limits, far below this
+MEMTEST_WAIT_S = 600.0
+# how long a fabric stage waits for the memory tests under way to end: their time cap and this
+MEMTEST_END_ALLOWANCE_S = 60.0
+POLL_S = 0.05
+
+
+@dataclass
+class LoadRound:
+    """Round `index` of the sustained load: every GPU's values in it, and when it ran (epoch seconds)."""
+
+    index: int
+    began: float
+    ended: float
+    sweep: ComputeSweep
+
+
+@dataclass
+class _Gathered:
+    records: dict[int, dict[int, list[dict]]] = field(default_factory=dict)  # round -> gpu -> records
+    times: dict[int, list[float]] = field(default_factory=dict)  # round -> moments its steps began and ended
+    failures: dict[int, list[StepFailure]] = field(default_factory=dict)  # round -> steps that gave nothing
+    backend: str = ""
+    torch_version: str = ""
+
+
+def rounds_of(duration_s: float, round_s: float) -> int:
+    """Rounds of about `round_s` that fill `duration_s` (at least one)."""
+    return max(1, round(duration_s / round_s))
+
+
+def memtest_rounds(rounds: int, round_s: float, interval_s: float) -> set[int]:
+    """The rounds that end with a memory test: the first, then the first round that begins at
+    least `interval_s` after the one before."""
+    chosen, due = set(), 0.0
+    for index in range(1, rounds + 1):
+        begins = (index - 1) * round_s
+        if begins >= due:
+            chosen.add(index)
+            due = begins + interval_s
+    return chosen
+
+
+class SustainedLoad:
+    """Every GPU of `gpus` under the sustained load for `duration_s` from `start()`."""
+
+    def __init__(
+        self,
+        spec: ProfileSpec,
+        gpus: list[int],
+        duration_s: float,
+        *,
+        env: dict[str, str] | None = None,
+        require_cuda: bool = False,
+        on_round: Callable[[int, int], None] = lambda gpu, index: None,
+    ):
+        assert spec.compute is not None and spec.compute.gemm is not None, "the sustained load is the profile's compute.gemm"
+        self.spec, self.gpus, self.duration_s = spec, sorted(gpus), duration_s
+        self.require_cuda = require_cuda
+        self.on_round = on_round
+        self.control = Path(tempfile.mkdtemp(prefix="gpuaccept-sustained-"))
+        base = dict(os.environ if env is None else env)
+        self.envs = {gpu: gpu_environment(base, gpu) for gpu in self.gpus}
+        # the workers import torch now, while whatever runs before the load runs; they touch no GPU until their plan comes
+        self._ahead = {gpu: Workers(1, self.envs[gpu]) for gpu in self.gpus}
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._gathered = _Gathered()
+        self._labels: dict[str, tuple[int, int]] = {}  # a step's label -> (gpu, round)
+        self.began = self.ends = 0.0
+
+    def plan(self, gpu: int, began: float) -> Plan:
+        spec, burnin = self.spec, self.spec.burnin
+        assert spec.compute is not None and spec.compute.gemm is not None
+        gemm = spec.compute.gemm
+        loads = compute_steps(spec, gpu)
+        hbm = next((step for step in loads if isinstance(step, HbmStep)), None)
+        memtest = next((step for step in loads if isinstance(step, MemtestStep)), None)
+        gemm_step = next(step for step in loads if isinstance(step, GemmStep))
+        count = rounds_of(self.duration_s, burnin.round_s)
+        length = self.duration_s / count
+        with_memtest = memtest_rounds(count, length, parse_duration(burnin.memtest_interval)) if memtest else set()
+        steps = []
+        for index in range(1, count + 1):
+            tested = memtest if index in with_memtest else None
+            # the round's own length, then what its HBM step and memory test may take, and a memory
+            # test's wait for a fabric stage; the first round also sets up the operands
+            limit = length + gemm_step.timeout_s + (hbm.timeout_s if hbm else 0.0)
+            limit += (tested.timeout_s + MEMTEST_WAIT_S) if tested else 0.0
+            steps.append(
+                SustainedRoundStep(
+                    gpu=gpu, round=index, ends_at=began + index * length, size=gemm.size, dtype=gemm.dtype, hbm=hbm,
+                    memtest=tested, control_dir=str(self.control), memtest_wait_s=MEMTEST_WAIT_S,
+                    timeout_s=max(MIN_LOAD_STEP_S, limit),
+                )
+            )
+        backend = "nccl" if self.require_cuda else "auto"
+        return Plan(steps=steps, backend=backend, startup_timeout_s=spec.timeouts.startup_s, stalled_s=spec.timeouts.stalled_s)
+
+    def start(self) -> None:
+        self.began = time.time()
+        self.ends = self.began + self.duration_s
+        for gpu in self.gpus:
+            plan = self.plan(gpu, self.began)
+            self._labels.update({step.label: (gpu, step.round) for step in plan.steps})  # type: ignore[union-attr]
+            thread = threading.Thread(target=self._run, args=(gpu, plan), name=f"gpu-accept sustained gpu{gpu}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _run(self, gpu: int, plan: Plan) -> None:
+        outcome = run_plan(plan, 1, env=self.envs[gpu], on_event=self._event, workers=self._ahead.pop(gpu))
+        with self._lock:
+            for failure in outcome.failures:
+                _, index = self._labels.get(failure.step, (gpu, 1))
+                self._gathered.failures.setdefault(index, []).append(failure)
+
+    def _event(self, event: dict) -> None:
+        kind = event.get("event")
+        with self._lock:
+            if kind == "ready":
+                used = "cuda" if event.get("backend") == "nccl" else "cpu"
+                self._gathered.backend = self._gathered.backend or used
+                self._gathered.torch_version = self._gathered.torch_version or event.get("torch", "")
+                return
+            if kind not in ("start", "result") or event.get("label") not in self._labels:
+                return
+            gpu, index = self._labels[event["label"]]
+            if kind == "result":
+                measured = [record for record in event["results"] if not record.get("skipped")]
+                if not measured:
+                    return  # a round planned after the burn-in was ended
+                self._gathered.records.setdefault(index, {})[gpu] = measured
+            self._gathered.times.setdefault(index, []).append(float(event["time"]))
+        if kind == "result":
+            self.on_round(gpu, index)
+
+    @property
+    def running(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
+
+    def stop(self) -> None:
+        """End the round under way on every GPU, and every round after it."""
+        (self.control / STOP_FLAG).touch()
+
+    def wait(self) -> None:
+        """Until every GPU's rounds are done: in short waits, so Ctrl-C reaches the caller."""
+        while self.running:
+            for thread in self._threads:
+                thread.join(POLL_S)
+
+    @contextlib.contextmanager
+    def fabric_beside(self) -> Iterator[None]:
+        """A fabric stage beside the load: memory tests held back while it runs, and those under
+        way when it is asked for run to their end first."""
+        flag = self.control / FABRIC_FLAG
+        flag.touch()  # raised before looking at the workers' flags: one of the two sees the other
+        try:
+            cap = self.spec.compute.memtest.time_cap_s if self.spec.compute and self.spec.compute.memtest else 0.0
+            deadline = time.monotonic() + cap + MEMTEST_END_ALLOWANCE_S
+            while any(memtest_flag(self.control, gpu).exists() for gpu in self.gpus) and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+            yield
+        finally:
+            flag.unlink(missing_ok=True)
+
+    def rounds(self) -> list[LoadRound]:
+        """Every round that measured something or failed, in order."""
+        gathered = self._gathered
+        found = []
+        for index in sorted(set(gathered.records) | set(gathered.failures)):
+            results: list[GemmResult | HbmResult | MemtestResult] = [
+                load_result(parse_step_key(record["key"]), {k: v for k, v in record.items() if k != "key"})  # type: ignore[arg-type]
+                for records in gathered.records.get(index, {}).values()
+                for record in records
+            ]
+            times = gathered.times.get(index) or [self.began, self.began]
+            began, ended = min(times), max(times)
+            sweep = ComputeSweep(
+                backend=gathered.backend, torch_version=gathered.torch_version, gpus=self.gpus,
+                wall_s=round(max(0.0, ended - began), 3), results=results, failures=gathered.failures.get(index, []),
+            )
+            found.append(LoadRound(index, began, ended, sweep))
+        return found
+
+    def close(self) -> None:
+        for workers in self._ahead.values():
+            workers.close()  # started ahead for a load that never began
+        self._ahead.clear()
+        shutil.rmtree(self.control, ignore_errors=True)
+
