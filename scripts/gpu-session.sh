@@ -36,6 +36,13 @@
 #                checked (scripts/check_reports.py) and report.html copied to $OUT for a screenshot
 #   burnin-kill  a burn-in of 30m ended with SIGTERM at minute ${BURNIN_KILL_AT:-3}: exit code, and
 #                its reports checked as valid (junit parses, results.json validates, HTML written)
+#   burn-compare gpu-burn (built here from .gpu-burn, its public source, carried and git-ignored),
+#                gpu-burn -tc and gpu-accept burn-in, BURN_S (default 120) seconds each, every GPU
+#                sampled: power median and 10th percentile against the limit, hottest temperature,
+#                time to thermal steady state, throughput (bench/burnin_power.py)
+#   burn-drills  burn-ins of DRILL_S (default 60) seconds with rounds of 15 s: healthy, then a
+#                competing GEMM load, a slow GEMM, a corrupted product and a flipped memory bit, each
+#                on the last GPU: the failed tests of each
 #   (burnin and burnin-kill each take one device call: 5 and 3 minutes of load, and the suites)
 #   nodes        the machine split into two torchrun "nodes" of GPUS/2 GPUs each on localhost, with
 #                a different NCCL_HOSTID per node so NCCL goes between them through its network
@@ -519,6 +526,48 @@ PY
       only_last_failed "one bit flipped" memflip test_memtest
     fi
     tar -czf "$OUT/loads-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d loads*/results.json loads*/facts.json loadhog/results.json memflip/results.json 2>/dev/null)
+    ;;
+  burn-compare)
+    if [ -f .gpu-burn/Makefile ] && enough 60 "building gpu-burn"; then
+      say "building gpu-burn from .gpu-burn (COMPUTE=90)"
+      cuda=$(dirname "$(dirname "$(command -v nvcc)")")
+      (cd .gpu-burn && make COMPUTE=90 CUDAPATH="$cuda" > "$work/gpu-burn-build.log" 2>&1) || tail -5 "$work/gpu-burn-build.log" | tee -a "$log"
+    fi
+    seconds=${BURN_S:-120}
+    if enough $((3 * seconds + 60)) "gpu-accept burn-in beside gpu-burn"; then
+      say "gpu-burn, gpu-burn -tc and gpu-accept burn-in, ${seconds}s each (bench/burnin_power.py)"
+      python3 bench/burnin_power.py --duration "$seconds" --gpu-burn .gpu-burn/gpu_burn --out "$work/burn" 2>&1 | tee -a "$log"
+      grep -E "gpu-accept: burn-in" "$work/burn/gpu-accept.log" | tail -6 >> "$log"
+      grep -E "passed|failed|error" "$work/burn/gpu-accept.log" | tail -1 >> "$log"
+      sed -n '/gpu-accept summary/,$p' "$work/burn/gpu-accept.log" | grep -E "^(FAILED|ERROR)" | head -20 >> "$log"
+      cp "$work/burn/burnin-power.json" "$OUT/burnin-power-$tag.json" 2>/dev/null
+      gzip -c "$work/burn/gpu-accept/results.json" > "$OUT/results-burn-$tag.json.gz" 2>/dev/null
+      cp "$work/burn/gpu-accept/report.html" "$OUT/report-burn-$tag.html" 2>/dev/null
+      tar -czf "$OUT/burn-logs-$tag.tar.gz" -C "$work/burn" $(cd "$work/burn" && ls *.log) "$work/gpu-burn-build.log" 2>/dev/null
+    fi
+    ;;
+  burn-drills)
+    gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
+    seconds=${DRILL_S:-60}
+    base=${DRILL_PROFILE:-$(gpu-accept profile list 2>/dev/null | awk -v t="$tag" '$1 == t || $1 == t"-nvswitch" {print $1; exit}')}
+    printf 'schema: 1\nextends: %s\nburnin: {round_s: 15, steady_window_s: 20}\n' "$base" > "$work/drill.yaml"
+    say "drill profile: $(tr '\n' ' ' < "$work/drill.yaml")"
+    burn() { local name=$1; shift; LINES_PER_RUN=${LINES_PER_RUN:-30} run_suite "$name" --level burn-in --duration "${seconds}s" --profile "$work/drill.yaml" "$@"; }
+    if enough $((seconds + 40)) "healthy burn-in"; then say "healthy burn-in, ${seconds}s"; burn burn-healthy; fi
+    if enough $((seconds + 40)) "competing load"; then
+      say "a competing GEMM load on gpu$last under the burn-in: gpu$last's tests must fail"
+      python3 scripts/gemm_load.py --gpu "$last" > "$work/gemm.out" 2>&1 &
+      hog=$!; sleep 5
+      burn burn-hog
+      kill $hog; wait $hog 2>/dev/null
+    fi
+    for drill in SLOW_GEMM CORRUPT_GEMM MEMTEST_FLIP; do
+      if enough $((seconds + 40)) "$drill"; then
+        say "GPUACCEPT_INJECT_$drill=gpu$last under the burn-in"
+        export "GPUACCEPT_INJECT_$drill=gpu$last"; burn "burn-$drill"; unset "GPUACCEPT_INJECT_$drill"
+      fi
+    done
+    tar -czf "$OUT/burn-drills-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d burn-*/results.json 2>/dev/null)
     ;;
   *) say "unknown stage $stage" ;;
   esac
