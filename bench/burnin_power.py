@@ -42,7 +42,7 @@ def _gpus() -> list[tuple[int, int]]:
         nvml.close()
 
 
-def sampled(command: list[str], seconds: float, log: Path) -> tuple[Telemetry, float, float]:
+def sampled(command: list[str], seconds: float, log: Path, cwd: Path | None = None) -> tuple[Telemetry, float, float]:
     """Run `command` with every GPU sampled at 1 Hz; its output to `log`."""
     limits: list[TelemetryLimits] = []
     samples: list[TelemetrySample] = []
@@ -51,7 +51,7 @@ def sampled(command: list[str], seconds: float, log: Path) -> tuple[Telemetry, f
     sampler.start()
     began = time.time() - started
     with open(log, "w", encoding="utf-8") as out:
-        subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=seconds + 120, check=False)
+        subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=seconds + 120, check=False, cwd=cwd)
     ended = time.time() - started
     sampler.stop()
     at = datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="milliseconds")
@@ -86,7 +86,8 @@ def gpu_burn(binary: Path, seconds: int, tensor: bool, out: Path) -> list[dict]:
     if not binary.exists():
         return [{"tool": name, "missing": f"{binary} was not built"}]
     command = [str(binary.resolve()), *(["-tc"] if tensor else []), str(seconds)]
-    telemetry, began, ended = sampled(command, seconds, log)
+    # gpu-burn reads its compare kernel (compare.fatbin) from the folder it runs in
+    telemetry, began, ended = sampled(command, seconds, log.resolve(), cwd=binary.parent)
     # gpu-burn prints every GPU's rate as it goes, "(12345 Gflop/s)" per GPU in order: the median of the later half
     readings = [float(x) for x in GFLOPS.findall(log.read_text(errors="replace"))]
     gpus = len(telemetry.limits) or 1

@@ -198,8 +198,8 @@ def hot_gemm_throughput(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     conditions = window_conditions(timeline, gpu, timeline.round_span(deciding_round))
     values = ", ".join(show(g.tflops) for _, g in hot)
     note = (
-        f"at least {share:g} of round {cool_round.index}'s {show(cool.tflops, 'TFLOP/s')} (the load's first); deciding hot round "
-        f"{deciding_round.index} of {len(hot)} at steady state: {conditions}; every hot round: {values}"
+        f"at least {share:g} of round {cool_round.index}'s {show(cool.tflops, 'TFLOP/s')} (the load's first); deciding: round "
+        f"{deciding_round.index}, {conditions}; {len(hot)} round(s) at steady state: {values}"
     )
     context = {
         "cool_round": cool_round.index, "cool_tflops": round(cool.tflops, 2), "deciding_round": deciding_round.index,
