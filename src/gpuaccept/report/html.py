@@ -27,6 +27,7 @@ at the end of the page hand each figure to Plotly. The figures are data a test c
 
 from __future__ import annotations
 
+import datetime
 import functools
 import math
 import re
@@ -107,7 +108,7 @@ def render_html(record: RunRecord) -> str:
         pairs=_pairs(facts, verdicts),
         copies=_copies(facts, verdicts),
         ddp=_ddp(facts, verdicts),
-        telemetry=_telemetry(facts),
+        telemetry=_telemetry(facts, _steady_points(verdicts)),
         tests=_all_tests(tests),
         heat_legend=_heat_legend(),
     )
@@ -159,6 +160,7 @@ def timeseries_chart(
     height: int = 320,
     span_s: float | None = None,
     markers: bool = False,
+    marks: Sequence[tuple[float, str]] = (),
 ) -> str:
     """A per-GPU time series (telemetry: clocks, temperature, power over a burn-in), one line per
     GPU, with a dashed limit line, the values of every GPU at the cursor's time on hover, and zoom.
@@ -166,7 +168,8 @@ def timeseries_chart(
     `series` is {gpu: [(t, value), ...]}, t in seconds since the start; the time axis reads in s,
     min or h by the span (`span_s` where charts of one run must read alike, else the data's own).
     `markers` draws each point: a series of rounds may hold a single one, which a line alone would
-    not show. Returns the chart's HTML (a card with its title), for a page from
+    not show. `marks` are moments drawn as dotted vertical lines with their labels (where the
+    sustained load began and ended, where each GPU reached thermal steady state). Returns the chart's HTML (a card with its title), for a page from
     render_page, which inlines plotly.js once however many charts the page holds."""
     import plotly.graph_objects as go
 
@@ -199,6 +202,13 @@ def timeseries_chart(
             name=label, x=[at(min(times)), at(max(times))], y=[limit, limit], mode="lines", meta="limit",
             line={"color": FAIL, "width": 2.5, "dash": "dash"}, hovertemplate=f"{label}<extra></extra>",
         ))
+    for height_step, (t, label) in enumerate(sorted(marks)):
+        figure.add_vline(
+            x=at(t), line={"color": "#57606a", "width": 1, "dash": "dot"},
+            annotation={"text": label, "font": {"size": 9}, "yshift": -12 * (height_step % 3)},
+            # a mark near the end is labelled on its left, inside the chart
+            annotation_position="top left" if span and t - min(times, default=0.0) > 0.9 * span else "top right",
+        )
     return _templates().get_template("card.html.j2").render(title=title, note=note, content=chart_html(chart_id, figure, height=height))
 
 
@@ -537,14 +547,32 @@ def _ddp_figure(bars: list[dict]):
     return figure
 
 
-def _telemetry(facts: Facts) -> dict | None:
+def _steady_points(verdicts: Sequence[VerdictRecord]) -> list[tuple[float, str]]:
+    """Where each GPU reached thermal steady state, as its verdict recorded it (telemetry time)."""
+    points = []
+    for verdict in verdicts:
+        at = verdict.context.get("steady_at_s") if verdict.check == "thermal_steady_state" else None
+        if isinstance(at, (int, float)):
+            points.append((float(at), f"{verdict.subject} steady"))
+    return points
+
+
+def _telemetry(facts: Facts, steady: Sequence[tuple[float, str]] = ()) -> dict | None:
     """Per-GPU telemetry over time (SM clock, temperature, power) with NVML's limits, and where a
-    burn-in ran, each burn-in value per round; None where nothing was sampled or burned in."""
+    burn-in ran, each burn-in value per round; None where nothing was sampled or burned in. The
+    power and temperature charts mark the sustained load and each GPU's thermal steady state."""
     telemetry, burnin = facts.telemetry, facts.burnin
     charts = []
+    # the burn-in's rounds on the telemetry's time line, where both were recorded
+    offset = 0.0
+    if telemetry is not None and burnin is not None and burnin.started_at:
+        offset = _moment(burnin.started_at) - _moment(telemetry.started_at)
+    load_marks: list[tuple[float, str]] = []
+    if burnin is not None and burnin.load_started_s is not None and burnin.load_ended_s is not None:
+        load_marks = [(offset + burnin.load_started_s, "sustained load"), (offset + burnin.load_ended_s, "load ends")]
     # one time unit for every chart of the run: the longer of the sampling and the burn-in
     sampled = [sample.t_s for sample in telemetry.samples] if telemetry is not None else []
-    span_s = max([0.0, *sampled, *([burnin.elapsed_s] if burnin is not None else [])])
+    span_s = max([0.0, *sampled, *([offset + burnin.elapsed_s] if burnin is not None else [])])
     if telemetry is not None and telemetry.samples:
         def series(field: str) -> dict[str, list[tuple[float, float]]]:
             found: dict[str, list[tuple[float, float]]] = {}
@@ -569,25 +597,25 @@ def _telemetry(facts: Facts) -> dict | None:
             points = series(field)
             if points:
                 chart_id = "telemetry-" + field.replace("_", "-")
+                marks = [*load_marks, *steady] if field in ("temperature_c", "power_w") else []
                 charts.append(timeseries_chart(
-                    points, title=title, unit=unit, limit=limit, limit_label=label, chart_id=chart_id, span_s=span_s,
+                    points, title=title, unit=unit, limit=limit, limit_label=label, chart_id=chart_id, span_s=span_s, marks=marks,
                 ))
     if burnin is not None:
         per_round: dict[str, dict[str, list[tuple[float, float]]]] = {}
         units = {"GEMM per round": "TFLOP/s"}  # GB/s otherwise
         for burn_round in burnin.rounds:
             measured = burn_round.measurements
+            at = offset + burn_round.started_s
             for load in measured.compute.results if measured.compute else []:
                 if isinstance(load, GemmResult):
-                    per_round.setdefault("GEMM per round", {}).setdefault(f"gpu{load.gpu}", []).append((burn_round.started_s, load.tflops))
+                    per_round.setdefault("GEMM per round", {}).setdefault(f"gpu{load.gpu}", []).append((at, load.tflops))
             for result in measured.collectives.results if measured.collectives else []:
                 label = f"{result.collective} {human_size(result.size_bytes)}"
-                per_round.setdefault("busbw per round", {}).setdefault(label, []).append((burn_round.started_s, result.busbw_GBps))
+                per_round.setdefault("busbw per round", {}).setdefault(label, []).append((at, result.busbw_GBps))
             for copy in measured.copies.results if measured.copies else []:
                 if copy.what == "local":
-                    per_round.setdefault("local copy per round", {}).setdefault(f"gpu{copy.gpus[0]}", []).append(
-                        (burn_round.started_s, copy.GBps)
-                    )
+                    per_round.setdefault("local copy per round", {}).setdefault(f"gpu{copy.gpus[0]}", []).append((at, copy.GBps))
         for index, (title, points) in enumerate(per_round.items()):
             charts.append(timeseries_chart(
                 points, title=title, unit=units.get(title, "GB/s"), chart_id=f"burnin-round-{index}", span_s=span_s, markers=True,
@@ -600,6 +628,10 @@ def _telemetry(facts: Facts) -> dict | None:
     if burnin is not None:
         note += f"{'; ' if note else ''}burn-in: {len(burnin.rounds)} round(s) in {burnin.elapsed_s:.0f} s of {burnin.duration_s:.0f} s ({burnin.ended})"
     return {"charts": charts, "note": note}
+
+
+def _moment(text: str) -> float:
+    return datetime.datetime.fromisoformat(text).timestamp()
 
 
 def _judged_cell(value: float | None, verdict: VerdictRecord | None, unit: str = "") -> dict | None:
