@@ -4,6 +4,7 @@ only), the burn-in driver's rounds and its end by a signal, levels, and the HTML
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -18,6 +19,7 @@ from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts.model import (
     BurnIn,
     BurnInRound,
+    ComputeSweep,
     LoadWindow,
     Measurements,
     StepFailure,
@@ -29,6 +31,7 @@ from gpuaccept.probe.telemetry import TelemetrySampler
 from gpuaccept.profile import ProfileCatalog, load_profile
 from gpuaccept.report.html import render_html
 from gpuaccept.session.burnin import BurninDriver
+from gpuaccept.session.sustained import LoadRound
 from gpuaccept.session.telemetry import LOADS_FILE, TELEMETRY_FILE, read_telemetry, record_load
 from gpuaccept.vocabulary.steps import CollectiveKey
 from gpuaccept.vocabulary.telemetry import parse_duration, reason_names, show_duration
@@ -316,14 +319,18 @@ class FakeStore:
         self.folder = clock.folder
         self.clock = clock
         self.ran: list[tuple[float, str]] = []
+        self.loads: list[str] = []
         self.interrupt_at = interrupt_at
 
     def measure_stage(self, stage, facts, profile):
         if self.interrupt_at is not None and len(self.ran) == self.interrupt_at:
             raise KeyboardInterrupt("signal 15")
         self.ran.append((self.clock.now, stage))
-        self.clock.now += {"compute": 30.0, "copies": 20.0, "nccl": 40.0}[stage]
+        self.clock.now += {"copies": 20.0, "nccl": 40.0}[stage]
         return Measurements()
+
+    def stage_ran(self, stage, began, facts):
+        self.loads.append(stage)
 
 
 class FakeClock:
@@ -338,56 +345,116 @@ class FakeClock:
         self.now += seconds
 
 
-def _driver(
-    tmp_path, duration_s, interrupt_at=None, profile_text="schema: 1\nextends: h200-4-nvswitch\nburnin: {fabric_interval: 2m}\n",
-    per_gpu_loads=False,
-):
+class FakeLoad:
+    """Stands in for SustainedLoad on the fake clock: runs until its duration is spent, a round every 30 s;
+    records which fabric stages ran beside it."""
+
+    def __init__(self, clock: FakeClock, spec, gpus, duration_s, **_):
+        self.clock, self.gpus, self.duration_s = clock, gpus, duration_s
+        self.began = 0.0
+        self.beside: list[float] = []
+        self.stopped = self.closed = False
+
+    def start(self) -> None:
+        self.began = self.clock.now
+
+    @property
+    def running(self) -> bool:
+        return not self.stopped and self.clock.now < self.began + self.duration_s
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def wait(self) -> None:
+        self.clock.now = max(self.clock.now, self.began + self.duration_s) if not self.stopped else self.clock.now
+
+    @contextlib.contextmanager
+    def fabric_beside(self):
+        self.beside.append(self.clock.now)
+        yield
+
+    def rounds(self) -> list[LoadRound]:
+        ended = min(self.clock.now, self.began + self.duration_s)
+        count = max(1, int((ended - self.began) // 30))
+        sweep = ComputeSweep(backend="cuda", torch_version="2.11", gpus=self.gpus, wall_s=30.0, results=[])
+        return [LoadRound(i, self.began + 30 * (i - 1), self.began + 30 * i, sweep) for i in range(1, count + 1)]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _driver(tmp_path, duration_s, interrupt_at=None, profile_text="schema: 1\nextends: h200-4-nvswitch\nburnin: {fabric_interval: 2m}\n",
+            sustained=False):
     path = write(tmp_path / "p.yaml", profile_text)
     profile = load_profile(path, ProfileCatalog.with_shipped().base_folders())
-    if not per_gpu_loads:  # the schedule of the copies and the fabric alone
+    if not sustained:  # the schedule of the copies and the fabric alone
         profile = dataclasses.replace(profile, spec=profile.spec.model_copy(update={"compute": None}))
     clock = FakeClock(tmp_path)
     store = FakeStore(clock, interrupt_at)
     lines: list[str] = []
-    driver = BurninDriver(store, example_facts("h200x4"), profile, duration_s, say=lines.append, clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
-    return driver, store, lines
+    loads: list[FakeLoad] = []
+
+    def start_load(*args, **kwargs):
+        loads.append(FakeLoad(clock, *args, **kwargs))
+        return loads[-1]
+
+    driver = BurninDriver(
+        store, example_facts("h200x4"), profile, duration_s, say=lines.append, clock=clock, sleep=clock.sleep,  # type: ignore[arg-type]
+        start_load=start_load,  # type: ignore[arg-type]
+    )
+    return driver, store, lines, loads
 
 
-def test_rounds_repeat_the_loads_until_the_deadline_and_the_fabric_at_its_interval(tmp_path):
-    driver, store, lines = _driver(tmp_path, 300)
+def test_without_a_sustained_load_the_fabric_stages_run_at_their_interval_until_the_deadline(tmp_path):
+    driver, store, lines, loads = _driver(tmp_path, 300)
     burnin = driver.run()
-    # copies every round (20 s); nccl in the first round and then once 2 minutes have passed since it last ran
-    fabric = [(at, stage) for at, stage in store.ran if stage == "nccl"]
-    assert fabric == [(20.0, "nccl"), (140.0, "nccl"), (260.0, "nccl")]
-    assert [stage for _, stage in store.ran].count("copies") == 9
-    assert burnin.ended == "deadline" and len(burnin.rounds) == 9 and burnin.rounds[0].stages == ["copies", "nccl"]
-    assert [r.index for r in burnin.rounds] == list(range(1, 10)) and burnin.rounds[1].stages == ["copies"]
-    assert "gpu-accept: burn-in round 2: copies stage; 1m00s of 5m00s done, 4m00s left" in lines
-    assert lines[-1] == "gpu-accept: burn-in done: 9 round(s) in 5m00s of 5m00s"
+    assert store.ran == [(0.0, "nccl"), (40.0, "copies"), (120.0, "nccl"), (160.0, "copies"), (240.0, "nccl"), (280.0, "copies")]
+    assert not loads and burnin.load_started_s is None
+    assert burnin.ended == "deadline" and [r.stages for r in burnin.rounds] == [["nccl", "copies"]] * 3
+    assert not any(r.beside_load for r in burnin.rounds)
+    assert "gpu-accept: burn-in: copies stage; 2m40s of 5m00s done, 2m20s left" in lines
+    assert lines[-1] == "gpu-accept: burn-in done: 3 round(s) in 5m00s of 5m00s"
     assert json.loads((tmp_path / "burnin.json").read_text())["ended"] == "deadline"
 
 
-def test_the_per_gpu_loads_run_every_round_before_the_copies(tmp_path):
-    driver, store, _ = _driver(tmp_path, 300, per_gpu_loads=True)
+def test_the_sustained_load_follows_the_fabric_at_rest_and_the_fabric_runs_again_beside_it(tmp_path):
+    driver, store, lines, loads = _driver(tmp_path, 300, sustained=True)
     burnin = driver.run()
-    assert burnin.rounds[0].stages == ["compute", "copies", "nccl"] and burnin.rounds[1].stages == ["compute", "copies"]
-    assert [stage for _, stage in store.ran].count("compute") == len(burnin.rounds)
+    (load,) = loads
+    # the fabric once at rest (0-60 s), then the load for what is left of the duration, the fabric beside it every 2 minutes
+    assert load.began == 60.0 and load.duration_s == 240.0 and load.closed
+    assert load.beside == [120.0, 240.0] and [at for at, stage in store.ran if stage == "nccl"] == [0.0, 120.0, 240.0]
+    assert burnin.load_started_s == 60.0 and burnin.load_ended_s == 300.0 and store.loads == ["sustained"]
+    fabric = [r for r in burnin.rounds if r.stages == ["nccl", "copies"]]
+    assert [r.beside_load for r in fabric] == [False, True, True]
+    load_rounds = [r for r in burnin.rounds if r.stages == ["compute"]]
+    assert len(load_rounds) == 8 and load_rounds[0].started_s == 60.0
+    # numbered in the order they began
+    assert [r.index for r in burnin.rounds] == list(range(1, 12))
+    assert [r.started_s for r in burnin.rounds] == sorted(r.started_s for r in burnin.rounds)
+    assert "gpu-accept: burn-in: nccl stage beside the sustained load; 2m00s of 5m00s done, 3m00s left" in lines
 
 
-def test_a_signal_ends_the_rounds_and_keeps_what_ran(tmp_path):
-    driver, _, lines = _driver(tmp_path, 3600, interrupt_at=3)
+def test_a_signal_ends_the_load_and_keeps_what_ran(tmp_path):
+    driver, _, lines, loads = _driver(tmp_path, 3600, interrupt_at=3, sustained=True)
     burnin = driver.run()
-    assert burnin.ended == "interrupted"
-    assert [r.stages for r in burnin.rounds] == [["copies", "nccl"], ["copies"]]  # round 3 had finished no stage
-    assert lines[-1].startswith("gpu-accept: burn-in ended by a signal: 2 round(s)")
+    assert burnin.ended == "interrupted" and loads[0].stopped and loads[0].closed
+    # the fabric at rest, then beside the load its nccl stage finished and the signal came in its copies stage
+    fabric = [r for r in burnin.rounds if "compute" not in r.stages]
+    assert [(r.stages, r.beside_load) for r in fabric] == [(["nccl", "copies"], False), (["nccl"], True)]
+    assert any(r.stages == ["compute"] for r in burnin.rounds)
+    assert lines[-1].startswith("gpu-accept: burn-in ended by a signal:")
 
 
 def test_a_burn_in_of_fabric_stages_only_waits_for_them_instead_of_spinning(tmp_path):
-    text = "schema: 1\nextends: h200-4-nvswitch\nburnin: {fabric_interval: 2m}\n"
-    driver, store, _ = _driver(tmp_path, 300, profile_text=text)
+    driver, store, _, _ = _driver(tmp_path, 300)
     driver.profile = dataclasses.replace(driver.profile, spec=driver.profile.spec.model_copy(update={"copies": None}))
+    sleeps: list[float] = []
+    clock_sleep = driver.sleep
+    driver.sleep = lambda seconds: (sleeps.append(seconds), clock_sleep(seconds))  # type: ignore[func-returns-value]
     driver.run()
     assert store.ran == [(0.0, "nccl"), (120.0, "nccl"), (240.0, "nccl")]
+    assert len(sleeps) <= 3  # one wait until each next round, and one until the end
 
 
 # -- the HTML report --------------------------------------------------------------------------------------

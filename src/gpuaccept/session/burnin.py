@@ -43,6 +43,7 @@ BURNIN_FILE = "burnin.json"
 POLL_S = 0.5
 
 Readings = Callable[[], dict[int, TelemetrySample]]  # each GPU's latest telemetry sample
+StartLoad = Callable[..., SustainedLoad]  # SustainedLoad itself; the project's tests give a stand-in
 
 
 def stages_asked(profile: Profile) -> list[str]:
@@ -60,14 +61,17 @@ class BurninDriver:
     def __init__(
         self, store: MeasurementStore, facts: Facts, profile: Profile, duration_s: float,
         say: Callable[[str], None] = lambda text: None, readings: Readings = dict,
+        clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep, start_load: StartLoad = SustainedLoad,
     ):
         self.store, self.facts, self.profile = store, facts, profile
         self.duration_s = duration_s
         self.fabric_interval_s = parse_duration(profile.spec.burnin.fabric_interval)
         self.say = say
         self.readings = readings
+        self.clock, self.sleep, self.start_load = clock, sleep, start_load
         self.rounds: list[BurnInRound] = []
         self.start = 0.0
+        self.last_fabric: float | None = None  # when the fabric stages last began, seconds into the burn-in
 
     def run(self) -> BurnIn:
         """The burn-in, until the duration is spent or until Ctrl-C or SIGTERM; written to the
@@ -75,15 +79,15 @@ class BurninDriver:
         duration by one."""
         stages = stages_asked(self.profile)
         fabric = [stage for stage in FABRIC_STAGES if stage in stages]
-        started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
-        self.start = time.time()
+        self.start = self.clock()
+        started_at = datetime.datetime.fromtimestamp(self.start, datetime.timezone.utc).isoformat(timespec="milliseconds")
         load: SustainedLoad | None = None
         ended: Literal["deadline", "interrupted"] = "deadline"
         load_window: tuple[float, float] | None = None
         try:
             if "compute" in stages:
                 cuda = isinstance(self.facts.cuda, CudaFacts) and self.facts.cuda.device_count > 0
-                load = SustainedLoad(
+                load = self.start_load(
                     self.profile.spec, list(range(self.facts.gpu_count)), self.duration_s, require_cuda=cuda, on_round=self._round_done
                 )
             if fabric:
@@ -95,7 +99,7 @@ class BurninDriver:
                     f"in rounds of {show_duration(self.profile.spec.burnin.round_s)} (profile {self.profile.name})"
                 )
                 load.start()
-                load_window = (load.began, load.ends)
+                load_window = (load.began, load.began + load.duration_s)
             self._beside(load, fabric)
         except KeyboardInterrupt:
             ended = "interrupted"
@@ -109,7 +113,7 @@ class BurninDriver:
         burnin = BurnIn(
             duration_s=self.duration_s, elapsed_s=round(elapsed, 3), ended=ended, rounds=self._numbered(), started_at=started_at,
             load_started_s=round(load_window[0] - self.start, 3) if load_window else None,
-            load_ended_s=round(min(time.time(), load_window[1]) - self.start, 3) if load_window else None,
+            load_ended_s=round(min(self.clock(), load_window[1]) - self.start, 3) if load_window else None,
         )
         write_atomically(Path(self.store.folder) / BURNIN_FILE, burnin.model_dump_json())
         how = "ended by a signal" if ended == "interrupted" else "done"
@@ -119,18 +123,21 @@ class BurninDriver:
 
     def _beside(self, load: SustainedLoad | None, fabric: list[str]) -> None:
         """Until the end: the fabric stages every fabric_interval (beside the load, where there is one)."""
-        last_fabric = self._elapsed() if self.rounds else None
         while self._elapsed() < self.duration_s and (load is None or load.running):
-            due = last_fabric is None or self._elapsed() - last_fabric >= self.fabric_interval_s
+            due = self.last_fabric is None or self._elapsed() - self.last_fabric >= self.fabric_interval_s
             if fabric and due and self.duration_s - self._elapsed() > 1.0:
-                last_fabric = self._elapsed()
                 if load is None:
                     self._fabric_round(fabric, beside_load=False)
                 else:
                     with load.fabric_beside():
                         self._fabric_round(fabric, beside_load=True)
                 continue
-            time.sleep(POLL_S)
+            next_due = self.duration_s
+            if fabric and self.last_fabric is not None and self.last_fabric + self.fabric_interval_s > self._elapsed():
+                next_due = min(next_due, self.last_fabric + self.fabric_interval_s)
+            wait = max(0.0, next_due - self._elapsed())
+            # while the load runs, in short steps: a load that ended early (every GPU's worker gone) ends the wait
+            self.sleep(min(POLL_S, wait) if load is not None else wait)
 
     def _finish(self, load: SustainedLoad, ended: Literal["deadline", "interrupted"]) -> Literal["deadline", "interrupted"]:
         """The load's rounds, once every GPU is done with them (a Ctrl-C meanwhile stops them)."""
@@ -152,7 +159,7 @@ class BurninDriver:
 
     def _fabric_round(self, stages: list[str], beside_load: bool) -> None:
         """The fabric stages once; the round keeps the stages it finished, Ctrl-C or not."""
-        began = self._elapsed()
+        began = self.last_fabric = self._elapsed()
         measured = Measurements()
         done: list[str] = []
         where = " beside the sustained load" if beside_load else ""
@@ -190,7 +197,7 @@ class BurninDriver:
         return [r.model_copy(update={"index": number}) for number, r in enumerate(ordered, start=1)]
 
     def _elapsed(self) -> float:
-        return time.time() - self.start
+        return self.clock() - self.start
 
     def _left(self) -> str:
         elapsed = self._elapsed()
