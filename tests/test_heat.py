@@ -174,3 +174,17 @@ def test_the_memory_test_is_judged_over_the_rounds_that_ran_it(recorded):
     without = recorded.burnin.model_copy(update={"rounds": recorded.burnin.rounds[1:]})
     missing = burnin_checks.over_rounds(H200, recorded.model_copy(update={"burnin": without}), case)
     assert missing.outcome is Outcome.ERROR and "no burn-in round measured load/memtest/gpu0" in missing.message
+
+
+def test_a_burn_in_cut_short_by_a_signal_is_not_judged_hot_and_says_why(recorded):
+    assert recorded.burnin is not None
+    # the signal came 20 s into the load: no steady state, no round at it, no power once settled
+    cut = recorded.burnin.model_copy(update={"ended": "interrupted", "load_ended_s": 20.0, "rounds": recorded.burnin.rounds[:1]})
+    facts = recorded.model_copy(update={"burnin": cut})
+    for check in (heat.thermal_steady_state, heat.hot_gemm_throughput):
+        verdict = check(H200, facts, 0)
+        assert verdict.outcome is Outcome.NOT_APPLICABLE, verdict.message
+        assert "ended by a signal after 20 s of sustained load: thermal steady state not reached" in verdict.message
+    # the same burn-in run to its deadline, had it stopped there, could not be judged: an error, not a skip
+    short = facts.model_copy(update={"burnin": cut.model_copy(update={"ended": "deadline"})})
+    assert heat.thermal_steady_state(H200, short, 0).outcome is Outcome.ERROR

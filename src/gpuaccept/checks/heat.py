@@ -31,6 +31,7 @@ from gpuaccept.vocabulary.steps import LoadKey
 from gpuaccept.vocabulary.telemetry import reason_names
 
 POWER_SETTLE_S = 60.0  # power is judged after the load's first minute, as a GPU reaches its limit
+CUT_SHORT = "the burn-in was ended by a signal after {load_s:.0f} s of sustained load: {what} (its exit status says it was cut short)"
 NO_LOAD = "the facts hold no sustained load (a burn-in of a profile with compute.gemm: `gpu-accept burn-in`)"
 
 
@@ -115,8 +116,12 @@ def _steady_or_verdict(judge: Judge, profile: Profile, facts: Facts, gpu: int) -
     burnin = profile.spec.burnin
     found = steady_state(timeline, gpu, burnin.steady_window_s, burnin.steady_slope_c_per_min)
     load_s = timeline.ended_s - timeline.began_s
+    if found.samples == 0 and timeline.burnin.ended == "interrupted":
+        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="no temperature sample under it"))
     if found.samples == 0:
         return judge.error(subject, f"no temperature sample of {subject} under the {load_s:.0f} s sustained load")
+    if found.reached_s is None and timeline.burnin.ended == "interrupted":
+        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="thermal steady state not reached"))
     if found.reached_s is None:
         rising = f"still rising {found.last_slope:.2g} °C/min" if found.last_slope is not None else "no full window"
         return judge.error(
@@ -186,6 +191,9 @@ def hot_gemm_throughput(profile: Profile, facts: Facts, gpu: int) -> Verdict:
         return judge.error(subject, f"no round of the sustained load measured {subject}'s GEMM")
     cool_round, cool = measured[0]
     hot = [(r, g) for r, g in measured[1:] if timeline.round_span(r)[0] >= steady.reached_s]
+    if not hot and timeline.burnin.ended == "interrupted":
+        load_s = timeline.ended_s - timeline.began_s
+        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="no round began at thermal steady state"))
     if not hot:
         return judge.error(
             subject,
@@ -228,14 +236,20 @@ def _power_or_verdict(judge: Judge, facts: Facts, gpu: int) -> tuple[LoadTimelin
     if isinstance(timeline, Verdict):
         return timeline
     shares = _power_shares(timeline, facts.gpu_count)
-    if gpu not in shares:
-        limits = timeline.telemetry.limits_of(gpu)
-        said = f"NVML gives no power limit: {limits.power_limit_w}" if limits and not isinstance(limits.power_limit_w, float) else ""
-        samples = timeline.samples(gpu)
-        read = [s.power_w for s in samples if isinstance(s.power_w, float)]
-        why = said or (f"NVML gives no power reading: {samples[0].power_w}" if samples and not read else "no power sample under the load")
-        return judge.error(subject, f"{subject}'s power under the sustained load could not be judged: {why}")
-    return timeline, shares
+    if gpu in shares:
+        return timeline, shares
+    limits = timeline.telemetry.limits_of(gpu)
+    samples = timeline.samples(gpu)
+    if limits is not None and not isinstance(limits.power_limit_w, float):
+        why = f"NVML gives no power limit: {limits.power_limit_w}"
+    elif samples and not any(isinstance(s.power_w, float) for s in samples):
+        why = f"NVML gives no power reading: {samples[0].power_w}"
+    elif timeline.burnin.ended == "interrupted":
+        load_s = timeline.ended_s - timeline.began_s
+        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="no power sample once it settled"))
+    else:
+        why = "no power sample once the load settled"
+    return judge.error(subject, f"{subject}'s power under the sustained load could not be judged: {why}")
 
 
 def power_under_load(profile: Profile, facts: Facts, gpu: int) -> Verdict:

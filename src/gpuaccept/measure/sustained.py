@@ -14,7 +14,9 @@ memory test (load_steps.py), both on the GPU still warm from the products. The m
 most of the free memory; a fabric stage beside the load needs some, so the two never overlap: the
 driver's `fabric` flag holds a memory test back (products go on meanwhile), and this worker's
 `memtest-gpuN` flag holds a fabric stage back (session/sustained.py). Each side raises its own flag
-before it looks at the other's, so one of them always sees the other.
+before it looks at the other's, so one of them always sees the other. A memory test that is due
+also says so (`memtest-gpuN.due`), and the driver starts no new fabric stage until it has run:
+fabric stages back to back cannot hold it off for good.
 
 Test hooks as for the per-GPU loads (load_steps.py): GPUACCEPT_INJECT_SLOW_GEMM idles the GPU after
 each product, GPUACCEPT_INJECT_CORRUPT_GEMM changes one element of one product in the first round,
@@ -49,6 +51,10 @@ FABRIC_FLAG = "fabric"
 
 def memtest_flag(control_dir: str | Path, gpu: int) -> Path:
     return Path(control_dir) / f"memtest-gpu{gpu}"
+
+
+def memtest_due_flag(control_dir: str | Path, gpu: int) -> Path:
+    return Path(control_dir) / f"memtest-gpu{gpu}.due"
 
 
 @dataclass
@@ -126,6 +132,7 @@ def sustained_round(step: SustainedRoundStep, me: Any) -> list[dict]:
         torch.set_num_threads(1)  # one worker per "GPU" on a few cores: keep them from fighting
     control = Path(step.control_dir)
     stop, fabric, claimed = control / STOP_FLAG, control / FABRIC_FLAG, memtest_flag(control, step.gpu)
+    due = memtest_due_flag(control, step.gpu)
     if stop.exists():
         # the burn-in was ended: the rounds still planned give nothing, at once
         return [{"key": str(key), "skipped": True} for key in step.keys]
@@ -145,6 +152,7 @@ def sustained_round(step: SustainedRoundStep, me: Any) -> list[dict]:
             return False
         if step.memtest is None:
             return True
+        due.touch()
         claimed.touch()  # raised before looking at the driver's flag: one of the two sees the other
         if fabric.exists() and time.time() < step.ends_at + step.memtest_wait_s:
             claimed.unlink()
@@ -186,6 +194,7 @@ def sustained_round(step: SustainedRoundStep, me: Any) -> list[dict]:
         results += measure_hbm(step.hbm, me)
     if step.memtest is not None and stop.exists():
         claimed.unlink(missing_ok=True)
+        due.unlink(missing_ok=True)
         results.append({"key": str(LoadKey("memtest", step.gpu)), "skipped": True})  # not begun: the burn-in was ended
     elif step.memtest is not None:
         try:
@@ -194,6 +203,7 @@ def sustained_round(step: SustainedRoundStep, me: Any) -> list[dict]:
             if me.cuda:
                 torch.cuda.empty_cache()  # the memory it tested goes back to the GPU, for the stages beside the load
             claimed.unlink(missing_ok=True)
+            due.unlink(missing_ok=True)
     return results
 
 

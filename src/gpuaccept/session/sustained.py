@@ -28,7 +28,7 @@ from pathlib import Path
 from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, MemtestResult, StepFailure
 from gpuaccept.measure.launch import Workers, run_plan
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, SustainedRoundStep
-from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, memtest_flag
+from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, memtest_due_flag, memtest_flag
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.session.compute import MIN_LOAD_STEP_S, compute_steps, gpu_environment, load_result
 from gpuaccept.vocabulary.steps import parse_step_key
@@ -187,18 +187,24 @@ class SustainedLoad:
 
     @contextlib.contextmanager
     def fabric_beside(self) -> Iterator[None]:
-        """A fabric stage beside the load: memory tests held back while it runs, and those under
-        way when it is asked for run to their end first."""
+        """A fabric stage beside the load: a memory test that is due or under way runs first, and
+        none begins while the stage runs (products go on meanwhile)."""
+        cap = self.spec.compute.memtest.time_cap_s if self.spec.compute and self.spec.compute.memtest else 0.0
+        limit = cap + MEMTEST_END_ALLOWANCE_S
+        self._wait_for(lambda gpu: [memtest_due_flag(self.control, gpu), memtest_flag(self.control, gpu)], limit)
         flag = self.control / FABRIC_FLAG
         flag.touch()  # raised before looking at the workers' flags: one of the two sees the other
         try:
-            cap = self.spec.compute.memtest.time_cap_s if self.spec.compute and self.spec.compute.memtest else 0.0
-            deadline = time.monotonic() + cap + MEMTEST_END_ALLOWANCE_S
-            while any(memtest_flag(self.control, gpu).exists() for gpu in self.gpus) and time.monotonic() < deadline:
-                time.sleep(POLL_S)
+            self._wait_for(lambda gpu: [memtest_flag(self.control, gpu)], limit)
             yield
         finally:
             flag.unlink(missing_ok=True)
+
+    def _wait_for(self, flags: Callable[[int], list[Path]], limit_s: float) -> None:
+        """Until no GPU has one of `flags` up, at most `limit_s` (a worker that died leaves its flag)."""
+        deadline = time.monotonic() + limit_s
+        while any(path.exists() for gpu in self.gpus for path in flags(gpu)) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
 
     def rounds(self) -> list[LoadRound]:
         """Every round that measured something or failed, in order."""
