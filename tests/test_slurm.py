@@ -127,3 +127,69 @@ def test_a_drain_that_scontrol_refuses_is_said_and_the_verdict_stands(tmp_path):
     done = health_check(tmp_path, env, "--profile", "h200-4-nvswitch", "--on-fail", "drain", "--node", "n2")
     assert done.returncode == 1 and len(calls(log)) == 1
     assert "gpu-accept: could not drain n2: scontrol exited 1" in done.stderr
+
+
+def gpu_accept_command(tmp_path: Path) -> str:
+    """gpu-accept as a command for shell scripts: this interpreter's module, whatever is on PATH."""
+    command = write(tmp_path / "bin" / "gpu-accept-here", f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@"\n')
+    command.chmod(0o755)
+    return str(command)
+
+
+def test_the_scripts_parse():
+    for script in (SLURM / "gpu-accept-health.sh", SLURM / "nhc" / "gpu-accept.nhc"):
+        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0, script
+
+
+@pytest.mark.slow
+def test_the_health_check_program_drains_a_failed_node_as_slurmd_runs_it(tmp_path):
+    env, log = fake_slurm(tmp_path)
+    env.update(GPUACCEPT_NVML_REPLAY=REPLAY, SLURMD_NODENAME="gpu-node-09", GPU_ACCEPT=gpu_accept_command(tmp_path),
+               GPU_ACCEPT_PROFILE="h200-4-nvswitch", GPU_ACCEPT_REPORTS=str(tmp_path / "r"),
+               GPU_ACCEPT_METRICS=str(tmp_path / "textfile" / "gpu-accept.prom"))
+    done = subprocess.run(["bash", str(SLURM / "gpu-accept-health.sh")], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [call] = calls(log)
+    assert call[1] == "nodename=gpu-node-09" and call[3].startswith("reason=gpu-accept: test_p2p_cuda_agrees[")
+    assert (tmp_path / "textfile" / "gpu-accept.prom").is_file()
+
+
+@pytest.mark.slow
+def test_the_health_check_program_drains_a_check_that_ran_past_its_time(tmp_path):
+    env, log = fake_slurm(tmp_path)
+    hang = write(tmp_path / "bin" / "hangs", "#!/bin/sh\nexec sleep 30\n")
+    hang.chmod(0o755)
+    env.update(SLURMD_NODENAME="n3", GPU_ACCEPT=str(hang), GPU_ACCEPT_TIMEOUT="1", GPU_ACCEPT_REPORTS=str(tmp_path / "r"))
+    done = subprocess.run(["bash", str(SLURM / "gpu-accept-health.sh")], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2
+    assert calls(log) == [["update", "nodename=n3", "state=drain", "reason=gpu-accept: health check did not finish within 1 s"]]
+
+
+NHC_HARNESS = """
+die() { echo "die $1: $2"; }   # NHC's own: marks the node offline with the message
+source "$1"
+check_gpu_accept "$2"
+echo "status $?"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "select, expected",
+    [
+        ("not p2p_cuda_agrees", ["status 0"]),
+        ("", ["die 1: gpu-accept: test_p2p_cuda_agrees[gpu0-gpu1,", "status 1"]),
+    ],
+    ids=["passes", "fails"],
+)
+def test_the_nhc_check_passes_or_dies_with_the_failing_tests(tmp_path, select, expected):
+    env, log = fake_slurm(tmp_path)
+    runner = write(tmp_path / "bin" / "gpu-accept-select",
+                   f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@" ' + (f'-k "{select}"\n' if select else "\n"))
+    runner.chmod(0o755)
+    env.update(GPUACCEPT_NVML_REPLAY=REPLAY, GPU_ACCEPT=str(runner), GPU_ACCEPT_REPORTS=str(tmp_path / "r"))
+    done = subprocess.run(["bash", "-c", NHC_HARNESS, "nhc", str(SLURM / "nhc" / "gpu-accept.nhc"), "h200-4-nvswitch"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(expected) and all(line.startswith(want) for line, want in zip(lines, expected, strict=True)), lines
+    assert calls(log) == []  # NHC drains the node itself
