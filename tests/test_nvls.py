@@ -130,3 +130,27 @@ def test_unknown_use_is_an_error_unless_cuda_already_says_no(tmp_path):
 
 def test_a_profile_that_does_not_expect_nvls_does_not_judge_it(tmp_path):
     assert fabric.nvls(nvls_profile(tmp_path, "false"), facts_with(recorded("nvls-not-available.log"))).outcome is Outcome.NOT_APPLICABLE
+
+
+def test_the_nccl_stage_asks_for_set_up_lines_without_taking_the_users_settings(tmp_path):
+    from gpuaccept.session.stages import _with_nccl_set_up_lines
+
+    env, ours, files = _with_nccl_set_up_lines({"PATH": "/bin"}, tmp_path)
+    assert ours == {"NCCL_DEBUG_FILE": f"{tmp_path}/nccl.%h.%p.log", "NCCL_DEBUG": "INFO"} and env["PATH"] == "/bin"
+    (tmp_path / "nccl.host.42.log").write_text("h:42:42 [0] NCCL INFO NVLS multicast support is available on dev 0\n")
+    assert files is not None and [p.name for p in files()] == ["nccl.host.42.log"]
+    # the user's own level is kept, and so is the user's own file (whose lines are then theirs: not read)
+    env, ours, _ = _with_nccl_set_up_lines({"NCCL_DEBUG": "TRACE"}, tmp_path)
+    assert env["NCCL_DEBUG"] == "TRACE" and "NCCL_DEBUG" not in ours
+    env, ours, files = _with_nccl_set_up_lines({"NCCL_DEBUG_FILE": "/var/log/nccl.%p"}, tmp_path)
+    assert env == {"NCCL_DEBUG_FILE": "/var/log/nccl.%p"} and ours == {} and files is None
+
+
+@pytest.mark.slow
+def test_a_gloo_stage_records_nvls_as_not_supported_and_keeps_our_settings_out_of_the_users_environment():
+    from gpuaccept.session.stages import run_nccl_stage
+    from tests.test_measure_gloo import small_spec
+
+    collectives, _ = run_nccl_stage(small_spec(2), 2, backend="gloo")
+    assert collectives is not None and isinstance(collectives.nvls, Unavailable) and collectives.nvls.unavailable == "not_supported"
+    assert "NCCL_DEBUG_FILE" not in collectives.environment

@@ -145,7 +145,7 @@ def run_nccl_stage(
     if plan is None:
         return None, None
     with tempfile.TemporaryDirectory(prefix="gpu-accept-nccl-") as folder:
-        env, nccl_files = _with_nccl_set_up_lines(env, Path(folder))
+        env, ours, nccl_files = _with_nccl_set_up_lines(env, Path(folder))
         outcome = run_plan(plan, ranks, env=env, on_event=on_event)
         nvls = read_nccl_nvls(sorted(nccl_files())) if nccl_files is not None else Unavailable(
             unavailable="not_found", detail="NCCL_DEBUG_FILE is set in the environment: NCCL's lines went to the user's files"
@@ -165,7 +165,7 @@ def run_nccl_stage(
             nccl_version=ready.get("nccl"),
             torch_version=ready.get("torch", ""),
             ranks=ranks,
-            environment=ready.get("environment", {}),
+            environment={k: v for k, v in ready.get("environment", {}).items() if ours.get(k) != v},  # the user's, not ours
             wall_s=outcome.wall_s,
             results=collectives,
             failures=collective_failures,
@@ -182,15 +182,16 @@ def run_nccl_stage(
 def _with_nccl_set_up_lines(env, folder: Path):
     """The workers' environment with NCCL's INFO lines of communicator set-up (INIT, ENV) written to
     files in `folder`, where the user has not sent them elsewhere: they say whether NCCL set up NVLink
-    SHARP. The user's own NCCL settings pass through unchanged otherwise. Returns the environment and
-    a function listing the files written (None where NCCL_DEBUG_FILE is the user's)."""
+    SHARP. The user's own NCCL settings pass through unchanged otherwise. Returns the environment, the
+    settings added to it (left out of the facts' record of the user's environment) and a function
+    listing the files written (None where NCCL_DEBUG_FILE is the user's)."""
     base = dict(os.environ if env is None else env)
     if "NCCL_DEBUG_FILE" in base:
-        return base, None
-    base["NCCL_DEBUG_FILE"] = str(folder / "nccl.%h.%p.log")
+        return base, {}, None
+    ours = {"NCCL_DEBUG_FILE": str(folder / "nccl.%h.%p.log")}
     if base.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
-        base["NCCL_DEBUG"] = "INFO"  # NCCL's default subsystems (INIT, BOOTSTRAP, ENV): set-up lines, not per operation
-    return base, lambda: list(folder.glob("nccl.*.log"))
+        ours["NCCL_DEBUG"] = "INFO"  # NCCL's default subsystems (INIT, BOOTSTRAP, ENV): set-up lines, not per operation
+    return {**base, **ours}, ours, lambda: list(folder.glob("nccl.*.log"))
 
 
 def failures_of(failures: list[StepFailure], kind: type) -> list[StepFailure]:
