@@ -142,13 +142,18 @@ def test_the_scripts_parse():
 
 
 @pytest.mark.slow
-def test_the_health_check_program_drains_a_failed_node_as_slurmd_runs_it(tmp_path):
+@pytest.mark.parametrize("job, code", [(None, 0), ("4242", 1)], ids=["health-check-program", "prolog"])
+def test_the_health_check_program_drains_a_failed_node_as_slurmd_runs_it(tmp_path, job, code):
     env, log = fake_slurm(tmp_path)
     env.update(GPUACCEPT_NVML_REPLAY=REPLAY, SLURMD_NODENAME="gpu-node-09", GPU_ACCEPT=gpu_accept_command(tmp_path),
                GPU_ACCEPT_PROFILE="h200-4-nvswitch", GPU_ACCEPT_REPORTS=str(tmp_path / "r"),
                GPU_ACCEPT_METRICS=str(tmp_path / "textfile" / "gpu-accept.prom"))
+    env.pop("SLURM_JOB_ID", None)
+    if job:
+        env["SLURM_JOB_ID"] = job  # slurmd sets it for a prolog or epilog, not for HealthCheckProgram
     done = subprocess.run(["bash", str(SLURM / "gpu-accept-health.sh")], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 1, done.stdout + done.stderr
+    # a prolog's or epilog's exit code is Slurm's verdict; HealthCheckProgram's action is the drain alone
+    assert done.returncode == code, done.stdout + done.stderr
     [call] = calls(log)
     assert call[1] == "nodename=gpu-node-09" and call[3].startswith("reason=gpu-accept: test_p2p_cuda_agrees[")
     assert (tmp_path / "textfile" / "gpu-accept.prom").is_file()
@@ -159,7 +164,8 @@ def test_the_health_check_program_drains_a_check_that_ran_past_its_time(tmp_path
     env, log = fake_slurm(tmp_path)
     hang = write(tmp_path / "bin" / "hangs", "#!/bin/sh\nexec sleep 30\n")
     hang.chmod(0o755)
-    env.update(SLURMD_NODENAME="n3", GPU_ACCEPT=str(hang), GPU_ACCEPT_TIMEOUT="1", GPU_ACCEPT_REPORTS=str(tmp_path / "r"))
+    env.update(SLURMD_NODENAME="n3", GPU_ACCEPT=str(hang), GPU_ACCEPT_TIMEOUT="1", GPU_ACCEPT_REPORTS=str(tmp_path / "r"),
+               SLURM_JOB_ID="77")
     done = subprocess.run(["bash", str(SLURM / "gpu-accept-health.sh")], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 2
     assert calls(log) == [["update", "nodename=n3", "state=drain", "reason=gpu-accept: health check did not finish within 1 s"]]

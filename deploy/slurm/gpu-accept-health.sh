@@ -11,6 +11,10 @@
 # Nothing is ever resumed: an operator does that (scontrol update nodename=N state=resume).
 # Slurm kills a HealthCheckProgram after 60 s; the check is given GPU_ACCEPT_TIMEOUT (45 s; about 8 s
 # on an H100) and a check that runs past it counts as "could not judge".
+# Exit status: in a prolog or epilog (SLURM_JOB_ID is set) the verdict, 0, 1 or 2: Slurm drains a node
+# whose prolog or epilog fails, and requeues the job of a failed prolog. As HealthCheckProgram, 0 once
+# the node is drained or left alone: there the drain is the action, and a slurmd that runs the program
+# at start until it exits 0 must not be kept from registering a node that is drained already.
 #
 # Settings, from the environment (slurmd's, or /etc/default/gpu-accept where present):
 #   GPU_ACCEPT_PROFILE   profile name or YAML path (default auto)
@@ -40,4 +44,5 @@ if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
   fi
   status=2
 fi
+[ -n "${SLURM_JOB_ID:-}" ] || exit 0
 exit "$status"
