@@ -113,7 +113,7 @@ def test_a_node_that_cannot_be_judged_drains_only_where_asked(tmp_path):
 def test_bad_options_are_refused_before_anything_runs_and_never_drain(tmp_path):
     env, log = fake_slurm(tmp_path)
     env["GPUACCEPT_NVML_REPLAY"] = REPLAY
-    for args in (["--metrics", "/sys/gpu.prom"], ["--profile", "no-such-profile"], ["--node", " "]):
+    for args in (["--metrics", "/sys/gpu.prom"], ["--profile", "no-such-profile"], ["--node", " "], ["--profile-dir", "/no/such"]):
         done = health_check(tmp_path, env, "--on-fail", "drain", "--on-error", "drain", *args)
         assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, (args, done.stderr)
         assert done.stdout == "" and calls(log) == []

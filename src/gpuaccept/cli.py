@@ -701,8 +701,9 @@ def _health_check(args, extra: list[str]) -> int:
         check_output_file(args.metrics, "--metrics")
     if args.node is not None and not args.node.strip():
         raise OptionError("--node: the node's name is empty")
+    catalog = _catalog(args)  # a profile (or folder of them) that does not load is the operator's to fix, not the node's
     if args.profile != "auto":
-        _catalog(args).load(args.profile)  # a profile that does not load is the operator's to fix, not the node's
+        catalog.load(args.profile)
     node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     quick = argparse.Namespace(
         profile=args.profile, profile_dir=args.profile_dir, reports=args.reports, imports=None, facts=None, baseline=None,

@@ -102,3 +102,5 @@ def probe_multicast(count: int, library: str = "libcuda.so.1") -> list[BoolReadi
         return readings
     except AttributeError as exc:  # a library without the driver API's functions
         return Unavailable(unavailable="not_supported", detail=f"{library}: {exc}")
+    except OSError as exc:  # the call itself failed in the library loader (a broken driver install)
+        return Unavailable(unavailable="error", detail=f"{library}: {exc}")

@@ -207,11 +207,15 @@ def _timestamp(text: str | None) -> float | None:
 
 
 def _number(value: float) -> str:
+    """As the text format writes numbers: NaN, +Inf, -Inf; a whole number without its '.0'."""
+    value = float(value)
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if not float(value).is_integer() else str(int(value)) if abs(value) < 1e15 else repr(float(value))
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
 
 
 def _escape_label(text: str) -> str:
