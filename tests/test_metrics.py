@@ -128,3 +128,20 @@ def test_run_writes_the_metrics_file_whole(tmp_path):
     assert sample(families, "gpu_accept_run_exit_code").value == 0
     assert sample(families, "gpu_accept_busbw_bytes_per_second", collective="all_reduce", size="1GiB").value > 300e9
     assert [p.name for p in target.parent.iterdir()] == ["gpu-accept.prom"]  # no temporary file left beside it
+
+
+def test_report_metrics_serves_each_hosts_latest_run(tmp_path, capsys):
+    healthy = RESULTS / "h200x4.json"
+    failed = RESULTS / "h200x4-nccl-p2p-disabled.json"
+    assert load_results(healthy).environment.host == load_results(failed).environment.host
+    later = max((healthy, failed), key=lambda path: load_results(path).run.started_at)
+    target = tmp_path / "fleet.prom"
+    assert main(["report", "metrics", str(failed), str(healthy), "-o", str(target)]) == 0
+    assert capsys.readouterr().out == f"wrote {target}: 1 host(s) from 2 run(s)\n"
+    [code] = parsed(target.read_text())["gpu_accept_run_exit_code"]
+    assert code.value == exit_code_of(load_results(later))
+
+
+def test_report_metrics_refuses_an_output_it_cannot_write_before_reading(capsys):
+    assert main(["report", "metrics", str(RESULTS / "h200x4.json"), "-o", "/sys/fleet.prom"]) == 2
+    assert capsys.readouterr().err.startswith("gpu-accept: -o /sys/fleet.prom: cannot write in /sys (")

@@ -257,6 +257,7 @@ def _parser() -> argparse.ArgumentParser:
     cluster_view.add_argument("results", type=_path, help="cluster-results.json, as gpu-accept cluster writes it")
     cluster_view.add_argument("-o", "--output", type=_path, help="also write the view as an HTML page")
     cluster_view.set_defaults(handler=_report_cluster)
+    _add_report_metrics(report_commands)
     results_schema = report_commands.add_parser("schema", help="the JSON Schema of results.json, for tools that read it")
     results_schema.set_defaults(handler=_report_schema)
     return parser
@@ -767,6 +768,29 @@ def _fresh_record(results: Path, since: float):
     except (GpuAcceptError, ValueError):
         return None
     return record if started >= int(since) else None  # results.json keeps whole seconds
+
+
+def _add_report_metrics(report_commands) -> None:
+    metrics = report_commands.add_parser(
+        "metrics",
+        help="Prometheus text of runs: each host's latest results.json, for node_exporter's textfile collector",
+        description="The verdicts and measured values of runs in the Prometheus text format (docs/metrics.md): of each "
+        "host, its latest run (by start time) among the files given.",
+    )
+    metrics.add_argument("results", nargs="+", type=_path, help="results.json files")
+    metrics.add_argument("-o", "--output", type=_path, required=True, help="the .prom file to write (atomically)")
+    metrics.set_defaults(handler=_report_metrics)
+
+
+def _report_metrics(args, extra: list[str]) -> int:
+    from gpuaccept.facts.run_record import load_results
+    from gpuaccept.report.metrics import render_metrics
+
+    records = sorted((load_results(path) for path in args.results), key=lambda record: record.run.started_at)
+    write_atomically(args.output, render_metrics(records))
+    hosts = len({record.environment.host for record in records})
+    print(f"wrote {args.output}: {hosts} host(s) from {len(records)} run(s)")
+    return EXIT_OK
 
 
 def _write_metrics(path: Path, record) -> None:
