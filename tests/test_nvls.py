@@ -109,7 +109,7 @@ def test_a_board_where_nccl_used_nvls_passes(tmp_path):
 def test_a_board_that_lost_nvls_fails_naming_why(tmp_path, log, multicast, why):
     verdict = fabric.nvls(nvls_profile(tmp_path, "true"), facts_with(recorded(log), multicast))
     assert verdict.outcome is Outcome.FAILED and verdict.measured == "not used"
-    assert verdict.message.startswith("NVLS: NVLS not used by NCCL, expected used: ") and why in verdict.message, verdict.message
+    assert verdict.message.startswith("NVLS: not used by NCCL, expected used: ") and why in verdict.message, verdict.message
     assert verdict.message.endswith("(profile p)")
 
 

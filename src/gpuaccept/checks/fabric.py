@@ -218,12 +218,12 @@ def nvls(profile: Profile, facts: Facts) -> Verdict:
         return judge.error(subject, "could not be established: the facts were recorded before NVLS use was read", criterion)
     if isinstance(used, Unavailable):
         if offered:
-            return judge.failed(subject, f"NVLS not offered: {offered}, expected used by NCCL", "not offered", criterion)
+            return judge.failed(subject, f"not offered: {offered}, expected used by NCCL", "not offered", criterion)
         return judge.error(subject, f"could not be established: NCCL's set-up lines: {used}", criterion)
     context: Context = {"nvls_comms": used.nvls_comms, "nvls_channels": used.nvls_channels, "ranks": sweep.ranks}
     if used.used:
-        return judge.passed(subject, f"NVLS used by NCCL ({used.nvls_comms} rank(s) set it up)", "used", criterion, context=context)
-    return judge.failed(subject, f"NVLS not used by NCCL, expected used: {_why_not_used(used, offered, sweep.ranks)}", "not used",
+        return judge.passed(subject, f"used by NCCL ({used.nvls_comms} rank(s) set it up)", "used", criterion, context=context)
+    return judge.failed(subject, f"not used by NCCL, expected used: {_why_not_used(used, offered, sweep.ranks)}", "not used",
                         criterion, context=context)
 
 
