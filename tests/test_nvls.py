@@ -4,6 +4,7 @@ a board where NCCL did not use it, saying why."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,8 @@ def test_a_gloo_stage_records_nvls_as_not_supported_and_keeps_our_settings_out_o
     from gpuaccept.session.stages import run_nccl_stage
     from tests.test_measure_gloo import small_spec
 
-    collectives, _ = run_nccl_stage(small_spec(2), 2, backend="gloo")
+    # the environment given, not this process's: another test's NCCL_DEBUG_FILE must not decide it
+    env = {key: value for key, value in os.environ.items() if not key.startswith("NCCL_DEBUG")}
+    collectives, _ = run_nccl_stage(small_spec(2), 2, backend="gloo", env=env)
     assert collectives is not None and isinstance(collectives.nvls, Unavailable) and collectives.nvls.unavailable == "not_supported"
     assert "NCCL_DEBUG_FILE" not in collectives.environment
