@@ -180,9 +180,9 @@ def run_nccl_stage(
 
 
 def _with_nccl_set_up_lines(env, folder: Path):
-    """The workers' environment with NCCL's INFO lines of communicator set-up (INIT, ENV) written to
-    files in `folder`, where the user has not sent them elsewhere: they say whether NCCL set up NVLink
-    SHARP. The user's own NCCL settings pass through unchanged otherwise. Returns the environment, the
+    """The workers' environment with NCCL's INFO lines (its default subsystems: communicator set-up,
+    not each operation) written to files in `folder`, where the user has not sent them elsewhere: they
+    say whether NCCL set up NVLink SHARP. The user's own NCCL settings pass through unchanged otherwise. Returns the environment, the
     settings added to it (left out of the facts' record of the user's environment) and a function
     listing the files written (None where NCCL_DEBUG_FILE is the user's)."""
     base = dict(os.environ if env is None else env)
