@@ -9,6 +9,8 @@
 # burnin-<date>/fleet.xml (a JUnit testsuite per node and run) and lists the nodes far below the fleet
 # median. The burn-in job's limit is BURNIN_TIME (default 04:00:00); Slurm sends it SIGTERM 2 minutes
 # before (--signal=B:TERM@120), which ends the burn-in with what ran judged and its reports written.
+# NCCL's settings pass through from the submitting shell (--export=ALL): NVLink SHARP stays on where the
+# nodes have it. Where multicast must stay off, export NCCL_NVLS_ENABLE=0 before running this (docs/nvls.md).
 set -euo pipefail
 nodes_file=${1:?usage: ci/slurm-burnin.sh nodes.txt [PROFILE]}
 profile=${2:-auto}
@@ -22,7 +24,7 @@ while read -r node; do
   mkdir -p "$out/$node"
   job=$(sbatch --parsable --job-name="gpu-accept-$node" --nodelist="$node" --nodes=1 --exclusive \
         --time=01:00:00 --output="$out/$node/slurm-%j.log" \
-        --export=ALL,NCCL_NVLS_ENABLE=0 \
+        --export=ALL \
         --wrap="gpu-accept run --profile $profile --reports $out/$node")
   jobs+=("$job")
   echo "$node: job $job"
@@ -30,7 +32,7 @@ while read -r node; do
   burn=$(sbatch --parsable --job-name="gpu-accept-burnin-$node" --nodelist="$node" --nodes=1 --exclusive \
         --dependency="afterany:$job" --time="${BURNIN_TIME:-04:00:00}" --signal=B:TERM@120 \
         --output="$out/$node/burnin-slurm-%j.log" \
-        --export=ALL,NCCL_NVLS_ENABLE=0,TORCH_SYMM_MEM_DISABLE_MULTICAST=1,NVSHMEM_DISABLE_NVLS=1 \
+        --export=ALL \
         --wrap="exec gpu-accept burn-in --duration $duration --profile $profile --reports $out/$node/burnin")
   jobs+=("$burn")
   echo "$node: burn-in job $burn ($duration)"

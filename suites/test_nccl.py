@@ -14,3 +14,7 @@ def test_collective_correct(busbw_case, profile, facts_with_nccl, verdict):
 
 def test_pair_busbw(gpu_pair, profile, facts_with_nccl, verdict):
     verdict(fabric.pair_busbw(profile, facts_with_nccl, gpu_pair))
+
+
+def test_nvls(profile, facts_with_nccl, verdict):
+    verdict(fabric.nvls(profile, facts_with_nccl))

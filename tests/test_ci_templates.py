@@ -13,7 +13,7 @@ def test_github_actions_workflow():
     workflow = yaml.safe_load((CI / "github-actions.yml").read_text())
     job = workflow["jobs"]["acceptance"]
     assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
-    assert job["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert "NCCL_NVLS_ENABLE" not in job.get("env", {})  # NVLink SHARP is the site's setting, not the template's
     runs = " ".join(step.get("run", "") for step in job["steps"])
     assert "gpu-accept run --profile auto --reports reports" in runs and "--baseline" in runs
     publish = [s for s in job["steps"] if "junit" in s.get("uses", "")]
@@ -40,7 +40,7 @@ def test_slurm_burnin_script():
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     text = script.read_text()
     assert "--exclusive" in text and "--nodelist" in text and "afterany" in text
-    assert "gpu-accept report fleet" in text and "NCCL_NVLS_ENABLE=0" in text
+    assert "gpu-accept report fleet" in text and "NCCL_NVLS_ENABLE=0," not in text and "--export=ALL \\" in text
     usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
     assert usage.returncode != 0 and "usage" in usage.stderr
 
@@ -59,12 +59,22 @@ def test_slurm_cluster_script():
     lines = [line.removeprefix("#SBATCH ") for line in text.splitlines() if line.startswith("#SBATCH --")]
     directives = dict(line.split("=", 1) for line in lines if "=" in line)
     assert directives["--ntasks-per-node"] == directives["--gpus-per-node"]  # one task per GPU
-    assert "--exclusive" in text and "NCCL_NVLS_ENABLE=0" in text
+    assert "--exclusive" in text and "\nexport NCCL_NVLS_ENABLE" not in text
     assert "gpu-accept cluster --profile" in text and "gpu-accept run --profile" in text
     assert "scontrol show hostnames" in text and "MASTER_PORT" in text
     assert 'gpu-accept report fleet "$out"/single/*/results.json "$out/cluster-results.json"' in text
     usage = subprocess.run(["bash", str(script)], capture_output=True, text=True)
     assert usage.returncode != 0 and "usage" in usage.stderr
+
+
+def test_no_template_forces_nvlink_sharp_off_but_the_lab_script_does():
+    # NVLS is the site's setting: templates pass the environment through; only the lent machines' script sets it
+    for template in CI.iterdir():
+        settings = [line for line in template.read_text().splitlines()
+                    if "NCCL_NVLS_ENABLE" in line and not line.lstrip().startswith(("#", "//"))]
+        assert settings == [], (template.name, settings)
+    lab = (Path(__file__).resolve().parents[1] / "scripts" / "gpu-session.sh").read_text()
+    assert "export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1" in lab
 
 
 def test_the_gpu_session_script_parses_and_ends_every_stage():

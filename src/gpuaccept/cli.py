@@ -13,6 +13,7 @@ import re
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from gpuaccept import __version__
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         args, extra = argparse.Namespace(command="torchrun", arguments=argv[1:], handler=_torchrun), []
     else:
         args, extra = parser.parse_known_args(argv)
-    if extra and args.command not in ("run", "burn-in"):
+    if extra and args.command not in ("run", "burn-in", "health-check"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not args.command:
         parser.print_help()
@@ -118,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--duration", metavar="DURATION", help="with --level burn-in: how long (90s, 30m, 2h; default the profile's burnin.duration)"
     )
+    _add_metrics_option(run)
     run.set_defaults(handler=_run)
 
     burn = commands.add_parser(
@@ -136,7 +138,10 @@ def _parser() -> argparse.ArgumentParser:
     burn.add_argument("--profile", default="auto", help="profile name, YAML path, or 'auto' (default)")
     burn.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
     burn.add_argument("--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json")
+    _add_metrics_option(burn)
     burn.set_defaults(handler=_burn_in)
+
+    _add_health_check(commands)
 
     imports = commands.add_parser(
         "import",
@@ -252,6 +257,7 @@ def _parser() -> argparse.ArgumentParser:
     cluster_view.add_argument("results", type=_path, help="cluster-results.json, as gpu-accept cluster writes it")
     cluster_view.add_argument("-o", "--output", type=_path, help="also write the view as an HTML page")
     cluster_view.set_defaults(handler=_report_cluster)
+    _add_report_metrics(report_commands)
     results_schema = report_commands.add_parser("schema", help="the JSON Schema of results.json, for tools that read it")
     results_schema.set_defaults(handler=_report_schema)
     return parser
@@ -271,6 +277,9 @@ def _run(args, extra: list[str]) -> int:
     if any(not folder.strip() for folder in args.profile_dir):
         raise OptionError("--profile-dir: the folder's name is empty")
     check_output_folder(args.reports, "--reports")  # the name as given: Path("") would be "."
+    if getattr(args, "metrics", None) is not None:
+        check_output_file(args.metrics, "--metrics")
+    began = time.time()
     reports = Path(args.reports)
     suites = shipped_dir("suites")
     # each option and its value as one word: a value that begins with "-" is not taken for an option
@@ -328,7 +337,10 @@ def _run(args, extra: list[str]) -> int:
     code = int(pytest.main(pytest_args + extra, plugins=[outcome]))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", file=sys.stderr)
-    return _PYTEST_EXIT.get(code, EXIT_USAGE)
+    exit_code = _PYTEST_EXIT.get(code, EXIT_USAGE)
+    if getattr(args, "metrics", None) is not None:
+        _write_metrics(Path(args.metrics), _fresh_record(reports / "results.json", began))
+    return exit_code
 
 
 def _burn_in(args, extra: list[str]) -> int:
@@ -340,7 +352,7 @@ def _burn_in(args, extra: list[str]) -> int:
             raise OptionError(f"--duration {error}") from None
     burn = argparse.Namespace(
         profile=args.profile, profile_dir=args.profile_dir, reports=args.reports, imports=None, facts=None, baseline=None,
-        save_baseline=None, max_regression=None, confirm=None, level="burn-in", duration=args.duration,
+        save_baseline=None, max_regression=None, confirm=None, level="burn-in", duration=args.duration, metrics=args.metrics,
     )
     return _run(burn, extra)
 
@@ -636,3 +648,164 @@ def profile_json_schema() -> dict:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# -- where fleets act: metrics for node_exporter, a Slurm health check that drains ---------------------
+
+
+def _add_metrics_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics", type=_path, metavar="FILE",
+        help="also write the verdicts and key values as Prometheus text for node_exporter's textfile collector "
+        "(FILE ending in .prom, written atomically)",
+    )
+
+
+def _add_health_check(commands) -> None:
+    health = commands.add_parser(
+        "health-check",
+        allow_abbrev=False,
+        help="the quick level as a Slurm HealthCheckProgram, prolog or epilog: no load, the exit code is the verdict",
+        description="Run the quick level (health readings, inventory, topology, P2P capability; no load: about 8 s on an "
+        "H100) and end with one line: PASS, FAIL and the failing test ids, or COULD NOT JUDGE. Exit 0 passed, 1 a check "
+        "failed, 2 could not judge. With --on-fail drain a failed node is drained in Slurm (scontrol update ... "
+        "state=drain reason=\"gpu-accept: <test ids>\"); nothing is ever resumed. Arguments this command does not know "
+        "go to pytest.",
+    )
+    health.add_argument("--profile", default="auto", help="profile name, YAML path, or 'auto' (default)")
+    health.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
+    health.add_argument("--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json")
+    _add_metrics_option(health)
+    health.add_argument(
+        "--on-fail", choices=["none", "drain"], default="none",
+        help="drain: where a check failed (exit 1), drain this node in Slurm with the failing test ids as the reason",
+    )
+    health.add_argument(
+        "--on-error", choices=["none", "drain"], default="none",
+        help="drain: also drain where the node could not be judged (exit 2: no driver, a probe that hung); bad options "
+        "are refused before anything runs and never drain",
+    )
+    health.add_argument(
+        "--node", help="the Slurm node name to drain (default: $SLURMD_NODENAME, else this host's short name)"
+    )
+    health.set_defaults(handler=_health_check)
+
+
+def _health_check(args, extra: list[str]) -> int:
+    import socket
+
+    from gpuaccept.report.slurm import drain_reason
+
+    # bad usage is refused before anything runs: it must never drain a node
+    check_output_folder(args.reports, "--reports")
+    if args.metrics is not None:
+        check_output_file(args.metrics, "--metrics")
+    if args.node is not None and not args.node.strip():
+        raise OptionError("--node: the node's name is empty")
+    catalog = _catalog(args)  # a profile (or folder of them) that does not load is the operator's to fix, not the node's
+    if args.profile != "auto":
+        catalog.load(args.profile)
+    node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    quick = argparse.Namespace(
+        profile=args.profile, profile_dir=args.profile_dir, reports=args.reports, imports=None, facts=None, baseline=None,
+        save_baseline=None, max_regression=None, confirm=None, level="quick", duration=None, metrics=args.metrics,
+    )
+    began = time.time()
+    try:
+        code = _run(quick, extra)
+    except GpuAcceptError as error:
+        for line in error.lines():
+            print(f"gpu-accept: {line}", file=sys.stderr)
+        code = error.exit_code
+        if args.metrics is not None:
+            _write_metrics(Path(args.metrics), None)
+    reason = drain_reason(_fresh_record(Path(args.reports) / "results.json", began), code)
+    if code == EXIT_OK:
+        print("gpu-accept health-check: PASS")
+        return code
+    print(f"gpu-accept health-check: {'FAIL' if code == EXIT_CHECK_FAILED else 'COULD NOT JUDGE'}: {reason}")
+    if (code == EXIT_CHECK_FAILED and args.on_fail == "drain") or (code != EXIT_CHECK_FAILED and args.on_error == "drain"):
+        _drain(node, reason)
+    return code
+
+
+def _drain(node: str, reason: str) -> None:
+    """`scontrol update nodename=NODE state=drain reason=...`: the node finishes its jobs and takes no
+    new ones; an operator resumes it (`scontrol update nodename=NODE state=resume`), never this tool."""
+    import shutil
+    import subprocess
+
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        print(f"gpu-accept: could not drain {node}: scontrol is not on PATH", file=sys.stderr)
+        return
+    command = [scontrol, "update", f"nodename={node}", "state=drain", f"reason={reason}"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        print(f"gpu-accept: could not drain {node}: scontrol did not answer within 30 s", file=sys.stderr)
+        return
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        print(f"gpu-accept: could not drain {node}: scontrol exited {done.returncode}: {said[-1] if said else 'no output'}",
+              file=sys.stderr)
+        return
+    print(f"gpu-accept: drained {node} in Slurm: {reason}", file=sys.stderr)
+
+
+def _fresh_record(results: Path, since: float):
+    """This run's results.json as a record; None where the run wrote none (it ended before any test)
+    and the file there is an earlier run's, or unreadable."""
+    from datetime import datetime
+
+    from gpuaccept.facts.run_record import load_results
+
+    if not results.is_file():
+        return None
+    try:
+        record = load_results(results)
+        started = datetime.fromisoformat(record.run.started_at).timestamp()
+    except (GpuAcceptError, ValueError):
+        return None
+    return record if started >= int(since) else None  # results.json keeps whole seconds
+
+
+def _add_report_metrics(report_commands) -> None:
+    metrics = report_commands.add_parser(
+        "metrics",
+        help="Prometheus text of runs: each host's latest results.json, for node_exporter's textfile collector",
+        description="The verdicts and measured values of runs in the Prometheus text format (docs/metrics.md): of each "
+        "host, its latest run (by start time) among the files given.",
+    )
+    metrics.add_argument("results", nargs="+", type=_path, help="results.json files")
+    metrics.add_argument("-o", "--output", type=_path, required=True, help="the .prom file to write (atomically)")
+    metrics.set_defaults(handler=_report_metrics)
+
+
+def _report_metrics(args, extra: list[str]) -> int:
+    from gpuaccept.facts.run_record import load_results
+    from gpuaccept.report.metrics import render_metrics
+
+    records = sorted((load_results(path) for path in args.results), key=lambda record: record.run.started_at)
+    write_atomically(args.output, render_metrics(records))
+    hosts = len({record.environment.host for record in records})
+    print(f"wrote {args.output}: {hosts} host(s) from {len(records)} run(s)")
+    return EXIT_OK
+
+
+def _write_metrics(path: Path, record) -> None:
+    """The run's metrics; where the run left no results of its own, a file that says it could not
+    judge, so that node_exporter does not serve an earlier run's verdict on."""
+    import socket
+
+    from gpuaccept.report.metrics import render_metrics, render_not_judged
+
+    if record is not None:
+        text = render_metrics([record])
+    else:
+        text = render_not_judged(socket.gethostname(), "", time.time())
+    try:
+        write_atomically(path, text)
+    except GpuAcceptError as error:
+        for line in error.lines():
+            print(f"gpu-accept: --metrics: {line}", file=sys.stderr)

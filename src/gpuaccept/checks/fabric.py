@@ -194,3 +194,61 @@ def host_to_device(profile: Profile, facts: Facts, gpu: int) -> Verdict:
 def device_to_host(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     found = facts.gpu(gpu)
     return _copy_verdict("device_to_host", profile, facts, "device_to_host", (gpu,), pcie_peak(found) if found else None)
+
+
+def nvls(profile: Profile, facts: Facts) -> Verdict:
+    """NCCL used NVLink SHARP where the profile expects it. Two witnesses: CUDA's multicast attribute
+    per GPU (what the hardware and driver offer) and NCCL's set-up lines (what NCCL did). A board
+    that offers multicast but whose NCCL set up none (fabric manager unreachable, NCCL_NVLS_ENABLE=0)
+    fails as surely as one without multicast, and the message says which it was."""
+    judge = Judge("nvls", profile.name)
+    subject = "NVLS"
+    expected = profile.spec.nccl.nvls if profile.spec.nccl else None
+    if expected is None:
+        return judge.not_applicable(subject, "the profile does not say whether NCCL must use NVLink SHARP (nccl.nvls)")
+    if expected is False:
+        return judge.not_applicable(subject, "the profile expects no NVLink SHARP (nccl.nvls: false)")
+    criterion = Equals("used")
+    offered = _multicast_missing(facts)
+    sweep = facts.measurements.collectives
+    if sweep is None:
+        return judge.error(subject, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
+    used = sweep.nvls
+    if used is None:
+        return judge.error(subject, "could not be established: the facts were recorded before NVLS use was read", criterion)
+    if isinstance(used, Unavailable):
+        if offered:
+            return judge.failed(subject, f"not offered: {offered}, expected used by NCCL", "not offered", criterion)
+        return judge.error(subject, f"could not be established: NCCL's set-up lines: {used}", criterion)
+    context: Context = {"nvls_comms": used.nvls_comms, "nvls_channels": used.nvls_channels, "ranks": sweep.ranks}
+    if used.used:
+        return judge.passed(subject, f"used by NCCL ({used.nvls_comms} rank(s) set it up)", "used", criterion, context=context)
+    return judge.failed(subject, f"not used by NCCL, expected used: {_why_not_used(used, offered, sweep.ranks)}", "not used",
+                        criterion, context=context)
+
+
+def _multicast_missing(facts: Facts) -> str:
+    """Which GPUs CUDA says offer no multicast ('' where every GPU does, or CUDA could not be asked)."""
+    cuda = facts.cuda
+    if isinstance(cuda, Unavailable) or not isinstance(cuda.multicast, list):
+        return ""
+    missing = [f"gpu{index}" for index, reading in enumerate(cuda.multicast) if reading is False]
+    if not missing:
+        return ""
+    return f"CUDA reports no multicast on {', '.join(missing)} (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED 0)"
+
+
+def _why_not_used(used: Any, offered: str, ranks: int) -> str:
+    reasons = []
+    if used.enable_setting is not None and used.enable_setting.strip() in ("0", "false", "False"):
+        reasons.append(f"NCCL_NVLS_ENABLE={used.enable_setting} in the environment (the site's setting)")
+    if used.not_available_on:
+        reasons.append("NCCL: NVLS multicast support is not available on dev " + ",".join(map(str, used.not_available_on)))
+    if offered:
+        reasons.append(offered)
+    if ranks <= 2:
+        reasons.append(f"NCCL sets NVLS up for more than 2 ranks only ({ranks} here)")
+    if not reasons:
+        channels = "no line on NVLS channels" if used.nvls_channels is None else f"{used.nvls_channels} nvls channels"
+        reasons.append(f"NCCL set up no NVLS communicator ({channels}; fabric manager or multicast binding, see NCCL's WARN lines)")
+    return "; ".join(reasons)

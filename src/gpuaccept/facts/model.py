@@ -174,13 +174,17 @@ class P2PFacts(Record):
     cuda_can_access_peer: BoolReading
 
 
-class CudaFacts(Record):
+class CudaFacts(OmitsLaterDefaults):
     torch_version: str
     cuda_runtime: StrReading
     device_count: Count
     visible_devices: str | None  # CUDA_VISIBLE_DEVICES as set, None when unset
     uuids: list[str]  # in CUDA ordinal order
     peer_access: list[list[bool | None]]  # [i][j], None on the diagonal
+    # CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED per CUDA ordinal (NVLink SHARP's switch multicast); None: not probed
+    multicast: list[BoolReading] | Unavailable | None = None
+
+    later_fields: ClassVar[dict[str, Any]] = {"multicast": None}
 
 
 class InstalledGpu(Record):
@@ -274,7 +278,22 @@ class CollectiveResult(Record):
         return CollectiveKey(self.collective, parse_size(self.nominal_size))
 
 
-class CollectiveSweep(Sweep):
+class NcclNvls(Record):
+    """Whether NCCL set up NVLink SHARP (NVLS), as its INFO lines at communicator set-up say."""
+
+    available_on: list[int]  # "NVLS multicast support is available on dev N"
+    not_available_on: list[int]  # "NVLS multicast support is not available on dev N"
+    nvls_comms: Count  # "NVLS comm 0x... headRank ..." lines: ranks that set NVLS up
+    nvls_channels: int | None  # "... N nvls channels ..." (the largest seen); None where no such line was read
+    enable_setting: str | None  # "NCCL_NVLS_ENABLE set by environment to X": X
+    lines_read: Count
+
+    @property
+    def used(self) -> bool:
+        return self.nvls_comms > 0 or bool(self.nvls_channels)
+
+
+class CollectiveSweep(Sweep, OmitsLaterDefaults):
     backend: str
     nccl_version: str | None
     torch_version: str
@@ -283,6 +302,9 @@ class CollectiveSweep(Sweep):
     wall_s: Finite
     results: list[CollectiveResult]
     failures: list[StepFailure] = Field(default_factory=list)
+    nvls: NcclNvls | Unavailable | None = None  # None: recorded before NVLS was read
+
+    later_fields: ClassVar[dict[str, Any]] = {"nvls": None}
 
     def result(self, collective: str, nominal_size: str) -> CollectiveResult | None:
         return next((r for r in self.results if r.collective == collective and r.nominal_size == nominal_size), None)

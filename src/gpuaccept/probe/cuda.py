@@ -20,6 +20,9 @@ def probe_cuda() -> CudaFacts | Unavailable:
         peer = [[None if i == j else bool(torch.cuda.can_device_access_peer(i, j)) for j in range(count)] for i in range(count)]
     except RuntimeError as exc:  # CUDA initialization errors surface as RuntimeError
         return Unavailable(unavailable="error", detail=f"CUDA: {str(exc).splitlines()[0]}")
+    from gpuaccept.probe.nvls import probe_multicast
+
+    multicast = probe_multicast(count)  # never raises: a reading, or why there is none
     return CudaFacts(
         torch_version=torch.__version__,
         cuda_runtime=torch.version.cuda or Unavailable(unavailable="not_installed", detail="torch built without CUDA"),
@@ -27,4 +30,5 @@ def probe_cuda() -> CudaFacts | Unavailable:
         visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         uuids=uuids,
         peer_access=peer,
+        multicast=multicast,
     )

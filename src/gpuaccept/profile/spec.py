@@ -219,6 +219,11 @@ class NcclSpec(Strict):
     busbw: dict[Collective, dict[SizeText, GBps]] = Field(
         description="minimum bus bandwidth in GB/s, per collective and size: {all_reduce: {1GiB: 330}}"
     )
+    nvls: bool | None = Field(
+        None,
+        description="whether NCCL must use NVLink SHARP (NVLS) here: true fails a board where it did not (fabric manager "
+        "down, multicast not supported, NCCL_NVLS_ENABLE=0); left out, NVLS use is recorded, not judged",
+    )
 
 
 class PairwiseSpec(Strict):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from gpuaccept.facts.model import (
     CollectiveResult,
@@ -21,10 +23,12 @@ from gpuaccept.facts.model import (
     PairResult,
     PairSweep,
     StepFailure,
+    Unavailable,
 )
 from gpuaccept.measure.launch import Outcome, Workers, run_plan
 from gpuaccept.measure.pairwise_step import schedule
 from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
+from gpuaccept.probe.nvls import read_nccl_nvls
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.vocabulary.copies import COPY_KINDS, CopyKind
 from gpuaccept.vocabulary.gpt import PRESETS, GptDims
@@ -140,7 +144,12 @@ def run_nccl_stage(
     plan = nccl_plan(spec, ranks, backend, only)
     if plan is None:
         return None, None
-    outcome = run_plan(plan, ranks, env=env, on_event=on_event)
+    with tempfile.TemporaryDirectory(prefix="gpu-accept-nccl-") as folder:
+        env, ours, nccl_files = _with_nccl_set_up_lines(env, Path(folder))
+        outcome = run_plan(plan, ranks, env=env, on_event=on_event)
+        nvls = read_nccl_nvls(sorted(nccl_files())) if nccl_files is not None else Unavailable(
+            unavailable="not_found", detail="NCCL_DEBUG_FILE is set in the environment: NCCL's lines went to the user's files"
+        )
     ready = outcome.ready or {}
     values = outcome.values.items()
     collectives = [CollectiveResult(nominal_size=key.nominal_size, **record) for key, record in values if isinstance(key, CollectiveKey)]
@@ -156,10 +165,11 @@ def run_nccl_stage(
             nccl_version=ready.get("nccl"),
             torch_version=ready.get("torch", ""),
             ranks=ranks,
-            environment=ready.get("environment", {}),
+            environment={k: v for k, v in ready.get("environment", {}).items() if ours.get(k) != v},  # the user's, not ours
             wall_s=outcome.wall_s,
             results=collectives,
             failures=collective_failures,
+            nvls=nvls if backend_used == "nccl" else Unavailable(unavailable="not_supported", detail=f"backend {backend_used}"),
         )
     pair_sweep = None
     if spec.pairwise is not None and (only is None or PairwiseStep in has):
@@ -167,6 +177,21 @@ def run_nccl_stage(
             backend=backend_used, concurrent=spec.pairwise.concurrent, wall_s=outcome.wall_s, results=pairs, failures=pair_failures
         )
     return collective_sweep, pair_sweep
+
+
+def _with_nccl_set_up_lines(env, folder: Path):
+    """The workers' environment with NCCL's INFO lines (its default subsystems: communicator set-up,
+    not each operation) written to files in `folder`, where the user has not sent them elsewhere: they
+    say whether NCCL set up NVLink SHARP. The user's own NCCL settings pass through unchanged otherwise. Returns the environment, the
+    settings added to it (left out of the facts' record of the user's environment) and a function
+    listing the files written (None where NCCL_DEBUG_FILE is the user's)."""
+    base = dict(os.environ if env is None else env)
+    if "NCCL_DEBUG_FILE" in base:
+        return base, {}, None
+    ours = {"NCCL_DEBUG_FILE": str(folder / "nccl.%h.%p.log")}
+    if base.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
+        ours["NCCL_DEBUG"] = "INFO"  # NCCL's default subsystems (INIT, BOOTSTRAP, ENV): set-up lines, not per operation
+    return {**base, **ours}, ours, lambda: list(folder.glob("nccl.*.log"))
 
 
 def failures_of(failures: list[StepFailure], kind: type) -> list[StepFailure]:
