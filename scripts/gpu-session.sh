@@ -40,6 +40,11 @@
 #                gpu-burn -tc and gpu-accept burn-in, BURN_S (default 120) seconds each, every GPU
 #                sampled: power median and 10th percentile against the limit, hottest temperature,
 #                time to thermal steady state, throughput (bench/burnin_power.py)
+#   hostlink     a single GPU's host link and local copies: 3 standard runs of the shipped profile
+#                with the copies added (floors of 1 GB/s: the values are what is wanted), then a burn-in
+#                of HOSTLINK_BURN_S (default 120) seconds whose copies stage runs at rest and then beside
+#                the sustained load every 40 s; then the health check twice (timed) and the CUDA
+#                multicast attribute as the probe reads it
 #   burn-drills  burn-ins of DRILL_S (default 60) seconds with rounds of 15 s: healthy, then a
 #                competing GEMM load, a slow GEMM, a corrupted product and a flipped memory bit, each
 #                on the last GPU: the failed tests of each
@@ -546,6 +551,43 @@ PY
       cp "$work/burn/gpu-accept/report.html" "$OUT/report-burn-$tag.html" 2>/dev/null
       tar -czf "$OUT/burn-logs-$tag.tar.gz" -C "$work/burn" $(cd "$work/burn" && ls *.log) "$work/gpu-burn-build.log" 2>/dev/null
     fi
+    ;;
+  hostlink)
+    base=$(gpu-accept profile list 2>/dev/null | awk -v t="$tag" '$1 == t || $1 == t"-nvswitch" {print $1; exit}')
+    printf 'schema: 1\nextends: %s\ncopies: {size: 1GiB, iterations: 10, local_min: 1, host_to_device_min: 1, device_to_host_min: 1}\nburnin: {fabric_interval: 40s}\n' "$base" > "$work/hostlink.yaml"
+    for i in 1 2 3; do
+      if enough 60 "standard run $i with copies"; then
+        say "standard run $i: $base with the copies"; run_suite "hostlink$i" --profile "$work/hostlink.yaml"
+        python3 - "$work/hostlink$i/results.json" <<'PY' | tee -a "$log"
+import json, sys
+copies = json.load(open(sys.argv[1]))["facts"]["measurements"]["copies"]
+print("copies:", ", ".join(f"{r['what']} gpu{r['gpus'][0]} {r['GBps']:.2f} GB/s" for r in copies["results"]))
+PY
+      fi
+    done
+    seconds=${HOSTLINK_BURN_S:-120}
+    if enough $((seconds + 40)) "burn-in with the copies beside the load"; then
+      say "burn-in ${seconds}s: the copies at rest, then beside the sustained load every 40 s"
+      LINES_PER_RUN=20 run_suite hostlink-burn --level burn-in --duration "${seconds}s" --profile "$work/hostlink.yaml"
+      grep -E "gpu-accept: burn-in" "$work/hostlink-burn.out" | tail -12 >> "$log"
+      python3 - "$work/hostlink-burn/results.json" <<'PY' | tee -a "$log"
+import json, sys
+burnin = json.load(open(sys.argv[1]))["facts"]["burnin"]
+for r in burnin["rounds"]:
+    m = r["measurements"]
+    copies = ", ".join(f"{c['what']} {c['GBps']:.1f}" for c in (m.get("copies") or {}).get("results", []))
+    memtest = [x for x in (m.get("compute") or {}).get("results", []) if x["load"] == "memtest"]
+    print(f"round {r['index']} at {r['started_s']:.0f}s {r['stages']} beside={r.get('beside_load', False)} {copies}{' memtest' if memtest else ''}")
+PY
+    fi
+    for i in 1 2; do
+      if enough 30 "health check $i"; then
+        began=$(date +%s.%N); gpu-accept health-check --reports "$work/hc$i" --metrics "$work/hc$i.prom" > "$work/hc$i.out" 2>&1; code=$?
+        say "health check $i: exit $code in $(python3 -c "print(round($(date +%s.%N) - $began, 1))") s: $(tail -1 "$work/hc$i.out")"
+      fi
+    done
+    python3 -c "from gpuaccept.probe.nvls import probe_multicast; import torch; print('multicast:', probe_multicast(torch.cuda.device_count()))" 2>&1 | tail -2 | tee -a "$log"
+    tar -czf "$OUT/hostlink-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d hostlink*/results.json hc1.prom 2>/dev/null)
     ;;
   burn-drills)
     gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))

@@ -202,7 +202,7 @@ def hot_gemm_throughput(profile: Profile, facts: Facts, gpu: int) -> Verdict:
         )
     ranked = sorted(hot, key=lambda pair: pair[1].tflops)
     deciding_round, deciding = ranked[1] if len(ranked) > 1 else ranked[0]
-    criterion = AtLeast(round(cool.tflops * share, 2), "TFLOP/s")
+    criterion = AtLeast(cool.tflops * share, "TFLOP/s")
     conditions = window_conditions(timeline, gpu, timeline.round_span(deciding_round))
     values = ", ".join(show(g.tflops) for _, g in hot)
     note = (

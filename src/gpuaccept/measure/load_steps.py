@@ -217,7 +217,7 @@ def measure_memtest(step: MemtestStep, me: Any) -> dict:
     scratch = torch.empty(words, dtype=torch.int32, device=device)
     test = _Memtest(chunks, scratch, step, began, device)
     test.run()
-    return {
+    found = {
         "key": str(LoadKey("memtest", step.gpu)),
         "load": "memtest",
         "gpu": step.gpu,
@@ -231,6 +231,11 @@ def measure_memtest(step: MemtestStep, me: Any) -> dict:
         "capped": test.done < len(test.passes),
         "seconds": time.monotonic() - began,
     }
+    # the test's passes refer back to it, so it outlives this call until a garbage collection: its
+    # memory is let go here, for a worker that goes on (the sustained load) and for what runs beside it
+    chunks.clear()
+    test.scratch = None
+    return found
 
 
 def _int32(value: int) -> int:

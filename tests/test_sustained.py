@@ -1,0 +1,100 @@
+"""The sustained load's rounds on the CPU device, in this process: what a round measures and checks, the
+flags it shares with the driver (stop, a fabric stage beside it, a memory test that is due), and the plan
+that spreads a duration over rounds with the memory test at its interval."""
+
+from __future__ import annotations
+
+import gc
+import time
+import weakref
+from types import SimpleNamespace
+
+import pytest
+
+from gpuaccept.measure import load_steps
+from gpuaccept.measure.plan import HbmStep, MemtestStep, SustainedRoundStep
+from gpuaccept.session.sustained import memtest_rounds, rounds_of
+
+torch = pytest.importorskip("torch")
+from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, clear_kept, memtest_due_flag, memtest_flag, sustained_round  # noqa: E402
+
+CPU = SimpleNamespace(cuda=False, device=torch.device("cpu"))
+
+
+@pytest.fixture(autouse=True)
+def fresh_operands():
+    clear_kept()
+    yield
+    clear_kept()
+
+
+def _step(tmp_path, index=1, seconds=0.05, memtest=True, **changes) -> SustainedRoundStep:
+    return SustainedRoundStep(
+        gpu=1, round=index, ends_at=time.time() + seconds, size=32, dtype="float32", chunk=4,
+        hbm=HbmStep(gpu=1, size_bytes=1 << 16, warmup=1, iterations=2),
+        memtest=MemtestStep(gpu=1, fraction=0.9, max_bytes=1 << 20, chunk_bytes=1 << 18, time_cap_s=30) if memtest else None,
+        control_dir=str(tmp_path), **changes,
+    )
+
+
+def test_a_round_checks_every_product_then_measures_hbm_and_the_memory(tmp_path):
+    records = {r["key"]: r for r in sustained_round(_step(tmp_path), CPU)}
+    assert sorted(records) == ["load/gemm/gpu1", "load/hbm_copy/gpu1", "load/hbm_triad/gpu1", "load/memtest/gpu1"]
+    gemm = records["load/gemm/gpu1"]
+    assert gemm["repeats"] >= 4 and gemm["repeats"] % 4 == 0 and gemm["verify_repeats"] == gemm["repeats"] - 1
+    assert gemm["mismatches"] == 0 and gemm["nonfinite"] == 0 and gemm["reference_wrong"] == 0 and gemm["tflops"] > 0
+    assert records["load/memtest/gpu1"]["mismatches"] == 0 and records["load/memtest/gpu1"]["bytes_tested"] > 0
+    assert not memtest_flag(tmp_path, 1).exists() and not memtest_due_flag(tmp_path, 1).exists()
+
+
+def test_a_round_begun_after_its_end_still_measures_one_chunk(tmp_path):
+    (gemm,) = [r for r in sustained_round(_step(tmp_path, seconds=-10, memtest=False), CPU) if r["load"] == "gemm"]
+    assert gemm["repeats"] == 4
+
+
+def test_a_corrupted_product_is_counted_in_its_round_only(tmp_path, monkeypatch):
+    monkeypatch.setenv(load_steps.INJECT_CORRUPT_GEMM, "gpu1")
+    first = next(r for r in sustained_round(_step(tmp_path, 1, memtest=False), CPU) if r["load"] == "gemm")
+    second = next(r for r in sustained_round(_step(tmp_path, 2, memtest=False), CPU) if r["load"] == "gemm")
+    assert first["mismatches"] == 1 and second["mismatches"] == 0
+
+
+def test_after_the_stop_flag_the_rounds_left_give_nothing_at_once(tmp_path):
+    (tmp_path / STOP_FLAG).touch()
+    began = time.monotonic()
+    records = sustained_round(_step(tmp_path, seconds=600), CPU)
+    assert time.monotonic() - began < 60  # not the round's 10 minutes
+    assert all(r.get("skipped") for r in records) and len(records) == 4
+
+
+def test_a_memory_test_due_while_a_fabric_stage_runs_waits_then_runs(tmp_path):
+    (tmp_path / FABRIC_FLAG).touch()
+    # the wait is bounded (a driver that died leaves its flag): with none allowed it runs at once, saying it was due
+    records = {r["key"]: r for r in sustained_round(_step(tmp_path, memtest_wait_s=0), CPU)}
+    assert records["load/memtest/gpu1"]["bytes_tested"] > 0
+    assert not memtest_due_flag(tmp_path, 1).exists() and not memtest_flag(tmp_path, 1).exists()
+
+
+def test_the_memory_test_lets_its_memory_go_when_it_returns(monkeypatch):
+    chunks: list[weakref.ref] = []
+    original = load_steps._Memtest.__init__
+
+    def keep_refs(self, chunk_list, *args):
+        chunks.extend(weakref.ref(chunk) for chunk in chunk_list)
+        original(self, chunk_list, *args)
+
+    monkeypatch.setattr(load_steps._Memtest, "__init__", keep_refs)
+    gc.disable()  # the memory must go without a garbage collection: a worker goes on after it
+    try:
+        step = MemtestStep(gpu=0, fraction=0.9, max_bytes=1 << 20, chunk_bytes=1 << 18, time_cap_s=30)
+        assert load_steps.measure_memtest(step, CPU)["bytes_tested"] > 0
+        assert chunks and all(ref() is None for ref in chunks)
+    finally:
+        gc.enable()
+
+
+def test_a_duration_is_spread_over_rounds_with_the_memory_test_at_its_interval():
+    assert rounds_of(1800, 30) == 60 and rounds_of(20, 30) == 1 and rounds_of(100, 30) == 3
+    assert memtest_rounds(60, 30.0, 300.0) == {1, 11, 21, 31, 41, 51}
+    assert memtest_rounds(3, 40.0, 60.0) == {1, 3}
+    assert memtest_rounds(4, 30.0, 3600.0) == {1}
