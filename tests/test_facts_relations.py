@@ -58,7 +58,8 @@ def _measured_again_ten_times_slower(where: tuple, index: int):
         for part in where:
             node = node[part]
         first = node[index]
-        node.append({**first, "time_us": first["time_us"] * 10, "algbw_GBps": first["algbw_GBps"] / 10, "busbw_GBps": first["busbw_GBps"] / 10})
+        slower = {"time_us": first["time_us"] * 10, "algbw_GBps": first["algbw_GBps"] / 10, "busbw_GBps": first["busbw_GBps"] / 10}
+        node.append({**first, **slower})
 
     return change
 

@@ -62,7 +62,8 @@ def _collective_result(
     if result.ranks not in worlds:
         # busbw depends on the world it was measured in: another world's figure says nothing of this one
         judged = " or ".join(str(world) for world in worlds)
-        return judge.error(label, f"measured on {result.ranks} ranks, but profile {profile.name} judges a world of {judged} GPUs", criterion)
+        message = f"measured on {result.ranks} ranks, but profile {profile.name} judges a world of {judged} GPUs"
+        return judge.error(label, message, criterion)
     return result
 
 

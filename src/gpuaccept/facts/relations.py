@@ -50,7 +50,7 @@ def _contradictions(facts: Facts) -> Iterator[Contradiction]:
     for field in ("uuid", "pci_bus_id", "nvml_index"):
         yield from _each_once(
             ((("gpus", i, field), getattr(gpu, field)) for i, gpu in enumerate(facts.gpus) if getattr(gpu, field) != ""),
-            lambda value, first: f"{excerpt(value)} is also the {field} of gpus[{first[1]}]: two GPUs cannot share one",
+            lambda value, first: f"{excerpt(value)} is also the {first[-1]} of gpus[{first[1]}]: two GPUs cannot share one",
         )
     for i, link in enumerate(facts.links):
         yield from _pair_of_present_gpus(("links", i, "gpus"), link.gpus, count)

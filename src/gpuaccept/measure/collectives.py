@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from gpuaccept.vocabulary.collectives import bus_factor
 
-__all__ = ["Buffers", "bandwidths", "bus_factor", "buffers"]
+__all__ = ["Buffers", "bandwidths", "buffers", "bus_factor"]
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int32": 4, "int8": 1}
 
