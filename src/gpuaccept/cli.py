@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from gpuaccept import __version__
-from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError
+from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError, shown
 from gpuaccept.facts import save_facts
 from gpuaccept.files import write_atomically
 from gpuaccept.outputs import check_output_file, check_output_folder
@@ -62,8 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args, extra)
     except GpuAcceptError as error:
         for line in error.lines():
-            print(f"gpu-accept: {line}", file=sys.stderr)
+            _print(f"gpu-accept: {line}", err=True)
         return error.exit_code
+
+
+def _print(text: str, *, err: bool = False) -> None:
+    """A line for the terminal: what a machine or a file said in it is shown escaped, never acted on."""
+    print(shown(text), file=sys.stderr if err else sys.stdout)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -327,7 +332,7 @@ def _run(args, extra: list[str]) -> int:
     outcome = _Outcome()
     code = int(pytest.main(pytest_args + extra, plugins=[outcome]))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
-        print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", file=sys.stderr)
+        _print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", err=True)
     return _PYTEST_EXIT.get(code, EXIT_USAGE)
 
 
@@ -351,7 +356,7 @@ def _read_imports(files):
 
     imported = import_files([Path(f) for f in files])
     for line in imported.lines():
-        print(f"gpu-accept: import: {line}", file=sys.stderr)
+        _print(f"gpu-accept: import: {line}", err=True)
     return imported
 
 
@@ -359,8 +364,8 @@ def _import(args, extra: list[str]) -> int:
     imported = _read_imports(args.files)
     if args.output is not None:
         save_facts(imported.facts, args.output)
-        print(f"wrote {args.output}: {imported.facts.gpu_count} GPU(s) from {len(args.files)} file(s); judge it with "
-              f"gpu-accept run --facts {args.output} --profile NAME", file=sys.stderr)
+        _print(f"wrote {args.output}: {imported.facts.gpu_count} GPU(s) from {len(args.files)} file(s); judge it with "
+               f"gpu-accept run --facts {args.output} --profile NAME", err=True)
     return EXIT_OK
 
 
@@ -386,7 +391,7 @@ def _record(args, extra: list[str]) -> int:
         facts = _measure(facts, args)
     save_facts(facts, Path(args.output))
     gpus = facts.gpus
-    print(f"recorded {len(gpus)}x {gpus[0].name if gpus else 'no GPU'} on {facts.system.hostname} to {args.output}")
+    _print(f"recorded {len(gpus)}x {gpus[0].name if gpus else 'no GPU'} on {facts.system.hostname} to {args.output}")
     return EXIT_OK
 
 
@@ -430,7 +435,7 @@ def _measure(facts, args):
     catalog = _catalog(args)
     profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
-        say = lambda text: print(text, file=sys.stderr)  # noqa: E731
+        say = lambda text: _print(text, err=True)  # noqa: E731
         snapshot = SnapshotAfterStage(Path(folder), say)
         store = MeasurementStore(Path(folder), live=True, say=say, confirm=args.confirm, after_stage=[snapshot])
         listener = SessionListener(facts, Path(folder))
@@ -450,11 +455,11 @@ def _profile_list(args, extra: list[str]) -> int:
         try:
             profile = load_profile(path, catalog.base_folders())
         except ProfileError as error:
-            print(f"{name:28} INVALID ({len(error.problems)} problem(s): gpu-accept profile validate {path})")
+            _print(f"{name:28} INVALID ({len(error.problems)} problem(s): gpu-accept profile validate {path})")
             continue
         rule = profile.spec.match
         matches = f"auto: {rule.gpu_count}x {' | '.join(rule.gpu_model)}" if rule else "auto: never"
-        print(f"{name:28} {profile.spec.description or '':60} {matches}")
+        _print(f"{name:28} {shown(profile.spec.description or ''):60} {matches}")
     return EXIT_OK
 
 
@@ -465,14 +470,14 @@ def _profile_validate(args, extra: list[str]) -> int:
         try:
             if path.parent.name == BASES_FOLDER:
                 check_base_profile(path, catalog.base_folders())
-                print(f"ok: {path} (base profile)")
+                _print(f"ok: {path} (base profile)")
             else:
                 profile = load_profile(path, catalog.base_folders())
-                print(f"ok: {path} ({profile.name})")
+                _print(f"ok: {path} ({profile.name})")
         except ProfileError as error:
             failed = True
             for line in error.lines():
-                print(line, file=sys.stderr)
+                _print(line, err=True)
     return EXIT_USAGE if failed else EXIT_OK
 
 
@@ -496,7 +501,7 @@ def _profile_init(args, extra: list[str]) -> int:
     from gpuaccept.profile.from_results import profile_from_results
 
     def warn(line: str) -> None:
-        print(f"gpu-accept: warning: {line}", file=sys.stderr)
+        _print(f"gpu-accept: warning: {line}", err=True)
 
     if not re.fullmatch(PROFILE_NAME_PATTERN, args.name) or len(args.name) > PROFILE_NAME_MAX:
         raise OptionError(
@@ -521,7 +526,7 @@ def _profile_init(args, extra: list[str]) -> int:
         sys.stdout.write(text)
     else:
         args.output.write_text(text, encoding="utf-8")
-        print(f"wrote {args.output}: review it, then gpu-accept profile validate {args.output}", file=sys.stderr)
+        _print(f"wrote {args.output}: review it, then gpu-accept profile validate {args.output}", err=True)
     return EXIT_OK
 
 
@@ -534,9 +539,9 @@ def _baseline_save(args, extra: list[str]) -> int:
     runs = baseline_runs(records, sources)
     profile = records[0].run.profile.name
     saved = save_baseline(args.output, runs[0], profile, runs[1:], sources)
-    print(f"wrote {args.output}: {saved.values} values from {saved.runs} run(s) of profile {profile}")
+    _print(f"wrote {args.output}: {saved.values} values from {saved.runs} run(s) of profile {profile}")
     for note in saved.notes():
-        print(note)
+        _print(note)
     return EXIT_OK
 
 
@@ -545,7 +550,7 @@ def _report_html(args, extra: list[str]) -> int:
     from gpuaccept.report.html import render_html
 
     write_atomically(args.output, render_html(load_results(args.results)))
-    print(f"wrote {args.output}")
+    _print(f"wrote {args.output}")
     return EXIT_OK
 
 
@@ -554,7 +559,7 @@ def _report_junit(args, extra: list[str]) -> int:
 
     hosts = read_fleet(_each_once(args.results))
     cases = write_fleet_junit(hosts, args.output)
-    print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
+    _print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
     return EXIT_OK
 
 
@@ -568,7 +573,8 @@ def _report_cluster(args, extra: list[str]) -> int:
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         said = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
         raise GpuAcceptError(f"{args.results}: not a readable cluster-results.json ({said})") from None
-    print(view, end="")
+    for line in view.splitlines():
+        _print(line)
     if args.output:
         write_atomically(args.output, html)
     if cluster.errors:
@@ -583,7 +589,7 @@ def _each_once(paths: list[str]) -> list[str]:
     for path in paths:
         same = os.path.realpath(path)
         if same in kept:
-            print(f"gpu-accept: note: {path} is {kept[same]} again: read once", file=sys.stderr)
+            _print(f"gpu-accept: note: {path} is {kept[same]} again: read once", err=True)
         else:
             kept[same] = path
     return list(kept.values())
@@ -603,10 +609,10 @@ def _report_fleet(args, extra: list[str]) -> int:
     hosts = read_fleet(single) if single or not clusters else []
     verdict = judge_fleet(hosts, tolerance) if hosts else None
     for line in verdict.lines if verdict else []:
-        print(line)
+        _print(line)
     for cluster in clusters:
         for line in cluster.lines():
-            print(line)
+            _print(line)
     if args.output:
         write_fleet_junit(hosts, args.output, verdict.outliers if verdict else None, clusters)
     if any(cluster.errors for cluster in clusters):

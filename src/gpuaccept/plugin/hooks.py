@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gpuaccept.errors import GpuAcceptError
+from gpuaccept.errors import GpuAcceptError, shown
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
@@ -123,7 +123,8 @@ def pytest_configure_node(node: Any) -> None:  # xdist's WorkerController
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     run = config.stash.get(RUN_KEY, None)
-    return f"gpu-accept: {run.context.describe()}" if run else None
+    # the host's name and the profile's description are the machine's and the file's words: shown, never acted on
+    return shown(f"gpu-accept: {run.context.describe()}") if run else None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -208,4 +209,4 @@ class RecordingHooks:
         if lines:
             terminalreporter.write_sep("=", "gpu-accept summary")  # on a line of its own, after the progress dots
             for line in lines:
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(shown(line))
