@@ -75,3 +75,30 @@ def test_a_log_of_more_sizes_than_any_sweep_is_refused(tmp_path):
         import_files([log])
     assert refused.value.lines() == [f"{log}:4115: more than 4096 sizes in one run: no nccl-tests sweep of a machine has as many; "
                                      "a damaged or generated log"]
+
+
+TOPO_M = REFERENCE / "nvidia-smi-topo-m.txt"
+TOPO_P2P = REFERENCE / "nvidia-smi-topo-p2p-r.txt"
+FOUR_COLUMNS = "GPU0\tGPU1\tGPU2\tGPU3\t"
+
+
+@pytest.mark.parametrize(
+    "source, columns, expected",
+    [
+        (TOPO_M, "GPU1\tGPU0\tGPU2\tGPU3\t", "the nvidia-smi topo -m header's GPU columns are not in order (GPU1 GPU0 GPU2 GPU3): "
+         "which cell is which GPU's cannot be told"),
+        (TOPO_P2P, "GPU0\tGPU2\tGPU1\tGPU3\t", "the nvidia-smi topo -p2p header's GPU columns are not in order (GPU0 GPU2 GPU1 "
+         "GPU3): which cell is which GPU's cannot be told"),
+        (TOPO_M, "\t".join(f"GPU{i}" for i in range(100_000)) + "\t", "nvidia-smi topo -m: a header of 100000 GPU columns, "
+         "beyond any host (this tool reads at most 128): a damaged output"),
+        (TOPO_P2P, "\t".join(f"GPU{i}" for i in range(30_000)) + "\t", "nvidia-smi topo -p2p: a header of 30000 GPU columns, "
+         "beyond any host (this tool reads at most 128): a damaged output"),
+    ],
+    ids=["topo-m-shuffled", "topo-p2p-shuffled", "topo-m-100000-columns", "topo-p2p-30000-columns"],
+)
+def test_a_matrix_header_that_cannot_be_a_hosts_is_refused_before_its_rows_are_read(tmp_path, source, columns, expected):
+    assert FOUR_COLUMNS in source.read_text(encoding="utf-8")
+    damaged = sick(tmp_path, lambda text: text.replace(FOUR_COLUMNS, columns, 1), source)
+    with pytest.raises(ImportedTextError) as refused:
+        import_files([damaged])
+    assert refused.value.lines() == [f"{damaged}:1: {expected}"]
