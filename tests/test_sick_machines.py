@@ -76,3 +76,24 @@ def test_a_memory_test_that_tested_nothing_fails():
     verdict = compute.memtest(PROFILE, sick(nothing_tested), 1)
     assert verdict.outcome is Outcome.FAILED
     assert "memory test tested nothing: 0 passes < 1 pass (0 GiB of" in verdict.message
+
+
+def test_a_gpu_whose_telemetry_is_not_supported_throughout_the_load_while_the_others_answer_could_not_be_judged():
+    from gpuaccept.checks import telemetry as telemetry_checks
+    from gpuaccept.facts.model import Unavailable
+    from tests.helpers import example_facts
+    from tests.telemetry_nvml import sample, telemetry
+
+    not_supported = Unavailable(unavailable="not_supported", detail="NOT_SUPPORTED")
+    blind = {"clock_event_reasons": not_supported, "temperature_c": not_supported, "sm_clock_mhz": not_supported}
+    samples = [sample(t, gpu).model_copy(update=blind if gpu == 2 else {}) for t in range(10) for gpu in range(4)]
+    facts = example_facts("h200x4").model_copy(update={"telemetry": telemetry(samples)})
+    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
+    for check in (telemetry_checks.clock_slowdown, telemetry_checks.max_temperature):
+        assert check(profile, facts, 1).outcome is Outcome.PASSED
+        verdict = check(profile, facts, 2)
+        assert verdict.outcome is Outcome.ERROR, verdict.message
+        assert "not supported (NOT_SUPPORTED), though gpu0, gpu1, gpu3 gave it" in verdict.message
+    everywhere = [s.model_copy(update=blind) for s in samples]
+    skipped = telemetry_checks.clock_slowdown(profile, facts.model_copy(update={"telemetry": telemetry(everywhere)}), 2)
+    assert skipped.outcome is Outcome.NOT_APPLICABLE  # no GPU of the machine gives it: a VM's NVML, not a sick GPU
