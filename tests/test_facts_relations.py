@@ -110,6 +110,8 @@ CASES = [
     (HEALTH, _set(("health", "snapshots", 3, "taken_at"), "yesterday"), "health.snapshots[3].taken_at", "'yesterday' is not a time"),
     (HEALTH, _set(("health", "snapshots", 3, "taken_at"), "2026-11-23T00:58:50"), "health.snapshots[3].taken_at", "is not a time"),
     (HEALTH, _set(("health", "snapshots", 5, "gpu"), 2), "health.snapshots[5].gpu", "names gpu2"),
+    (HEALTH, _set(("measurements", "compute", "results", 0, "gpu"), 3), "measurements.compute.results[0].gpu", "names gpu3"),
+    (HEALTH, _set(("measurements", "copies", "results", 0, "gpus"), [4]), "measurements.copies.results[0].gpus", "names gpu4"),
     (
         HEALTH,
         _append_copy(("measurements", "compute", "results"), 0),

@@ -87,6 +87,7 @@ def _each_once(
 
 
 def _pair_of_present_gpus(path: KeyPath, gpus: tuple[int, ...], count: int) -> Iterator[Contradiction]:
+    """The GPUs a record names are in the facts, and a pair is two of them."""
     for gpu in gpus:
         if gpu >= count:
             yield Contradiction(path, f"names gpu{gpu}, which is not in these facts ({count} GPU(s): gpus[0] to gpus[{count - 1}])")
@@ -132,7 +133,7 @@ def _link_peak(facts: Facts) -> float:
     peaks = []
     for gpu in facts.gpus:
         if isinstance(gpu.nvlinks, list):
-            speeds = [link.speed_GBps for link in gpu.nvlinks if link.active and isinstance(link.speed_GBps, float)]
+            speeds = [link.speed_GBps for link in gpu.nvlinks if link.active and isinstance(link.speed_GBps, (int, float))]
             if speeds and len(speeds) == sum(link.active for link in gpu.nvlinks):
                 peaks.append(sum(speeds))
     return min(MAX_LINK_GBPS, PEAK_MARGIN * max(peaks)) if peaks else MAX_LINK_GBPS
@@ -151,8 +152,7 @@ def _measurements(path: KeyPath, measured: Measurements, count: int, peak: float
     if measured.copies is not None:
         where = path + ("copies", "results")
         for i, copy in enumerate(measured.copies.results):
-            if len(copy.gpus) == 2:
-                yield from _pair_of_present_gpus(where + (i, "gpus"), copy.gpus, count)
+            yield from _pair_of_present_gpus(where + (i, "gpus"), copy.gpus, count)
             if copy.GBps > MAX_COPY_GBPS:
                 yield Contradiction(where + (i, "GBps"), f"{copy.GBps:g} GB/s is more than any memory moves ({MAX_COPY_GBPS:g} GB/s)")
         yield from _measured_once(where, (copy.key for copy in measured.copies.results))
@@ -161,7 +161,10 @@ def _measurements(path: KeyPath, measured: Measurements, count: int, peak: float
         if sweep is not None:
             yield from _measured_once(path + (name, "results"), (sweep.key_of(result) for result in sweep.results))
     if measured.compute is not None:
-        yield from _measured_once(path + ("compute", "results"), (result.key for result in measured.compute.results))
+        where = path + ("compute", "results")
+        for i, load in enumerate(measured.compute.results):
+            yield from _pair_of_present_gpus(where + (i, "gpu"), (load.gpu,), count)
+        yield from _measured_once(where, (result.key for result in measured.compute.results))
 
 
 def _measured_once(path: KeyPath, keys: Iterable[Hashable]) -> Iterator[Contradiction]:
