@@ -42,7 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         options = read_options(config.option)
     except GpuAcceptError as error:
-        raise pytest.UsageError(f"gpu-accept: {error}") from None
+        raise pytest.UsageError(_usage(error)) from None
     if options is None:
         return  # not a gpu-accept run
     register_markers(config)
@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _refuse_a_baseline_of_another_kind(options, context)
         _refuse_a_burnin_without_loads(options, context)
     except GpuAcceptError as error:
-        raise pytest.UsageError(f"gpu-accept: {error}") from None
+        raise pytest.UsageError(_usage(error)) from None
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
     say = terminal_line(config)
     store = MeasurementStore(folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)])
@@ -119,6 +119,11 @@ def pytest_configure_node(node: Any) -> None:  # xdist's WorkerController
     if run is not None:
         node.workerinput[WORKER_INPUT] = run.context.to_json()
         node.workerinput[WORKER_STORE] = str(run.store.folder)
+
+
+def _usage(error: GpuAcceptError) -> str:
+    """The error as pytest prints a usage error: each line shown escaped, as every line this tool prints."""
+    return "\n".join(shown(f"gpu-accept: {line}" if i == 0 else line) for i, line in enumerate(error.lines()))
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
