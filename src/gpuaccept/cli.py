@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from gpuaccept import __version__
-from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError
+from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError, shown
 from gpuaccept.facts import save_facts
 from gpuaccept.files import write_atomically
 from gpuaccept.outputs import check_output_file, check_output_folder
@@ -63,8 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args, extra)
     except GpuAcceptError as error:
         for line in error.lines():
-            print(f"gpu-accept: {line}", file=sys.stderr)
+            _print(f"gpu-accept: {line}", err=True)
         return error.exit_code
+
+
+def _print(text: str, *, err: bool = False) -> None:
+    """A line for the terminal: what a machine or a file said in it is shown escaped, never acted on."""
+    print(shown(text), file=sys.stderr if err else sys.stdout)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -336,7 +341,7 @@ def _run(args, extra: list[str]) -> int:
     outcome = _Outcome()
     code = int(pytest.main(pytest_args + extra, plugins=[outcome]))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
-        print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", file=sys.stderr)
+        _print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", err=True)
     exit_code = _PYTEST_EXIT.get(code, EXIT_USAGE)
     if getattr(args, "metrics", None) is not None:
         _write_metrics(Path(args.metrics), _fresh_record(reports / "results.json", began))
@@ -363,7 +368,7 @@ def _read_imports(files):
 
     imported = import_files([Path(f) for f in files])
     for line in imported.lines():
-        print(f"gpu-accept: import: {line}", file=sys.stderr)
+        _print(f"gpu-accept: import: {line}", err=True)
     return imported
 
 
@@ -371,8 +376,8 @@ def _import(args, extra: list[str]) -> int:
     imported = _read_imports(args.files)
     if args.output is not None:
         save_facts(imported.facts, args.output)
-        print(f"wrote {args.output}: {imported.facts.gpu_count} GPU(s) from {len(args.files)} file(s); judge it with "
-              f"gpu-accept run --facts {args.output} --profile NAME", file=sys.stderr)
+        _print(f"wrote {args.output}: {imported.facts.gpu_count} GPU(s) from {len(args.files)} file(s); judge it with "
+               f"gpu-accept run --facts {args.output} --profile NAME", err=True)
     return EXIT_OK
 
 
@@ -398,7 +403,7 @@ def _record(args, extra: list[str]) -> int:
         facts = _measure(facts, args)
     save_facts(facts, Path(args.output))
     gpus = facts.gpus
-    print(f"recorded {len(gpus)}x {gpus[0].name if gpus else 'no GPU'} on {facts.system.hostname} to {args.output}")
+    _print(f"recorded {len(gpus)}x {gpus[0].name if gpus else 'no GPU'} on {facts.system.hostname} to {args.output}")
     return EXIT_OK
 
 
@@ -442,7 +447,7 @@ def _measure(facts, args):
     catalog = _catalog(args)
     profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
-        say = lambda text: print(text, file=sys.stderr)  # noqa: E731
+        say = lambda text: _print(text, err=True)  # noqa: E731
         snapshot = SnapshotAfterStage(Path(folder), say)
         store = MeasurementStore(Path(folder), live=True, say=say, confirm=args.confirm, after_stage=[snapshot])
         listener = SessionListener(facts, Path(folder))
@@ -462,11 +467,11 @@ def _profile_list(args, extra: list[str]) -> int:
         try:
             profile = load_profile(path, catalog.base_folders())
         except ProfileError as error:
-            print(f"{name:28} INVALID ({len(error.problems)} problem(s): gpu-accept profile validate {path})")
+            _print(f"{name:28} INVALID ({len(error.problems)} problem(s): gpu-accept profile validate {path})")
             continue
         rule = profile.spec.match
         matches = f"auto: {rule.gpu_count}x {' | '.join(rule.gpu_model)}" if rule else "auto: never"
-        print(f"{name:28} {profile.spec.description or '':60} {matches}")
+        _print(f"{name:28} {shown(profile.spec.description or ''):60} {matches}")
     return EXIT_OK
 
 
@@ -477,14 +482,14 @@ def _profile_validate(args, extra: list[str]) -> int:
         try:
             if path.parent.name == BASES_FOLDER:
                 check_base_profile(path, catalog.base_folders())
-                print(f"ok: {path} (base profile)")
+                _print(f"ok: {path} (base profile)")
             else:
                 profile = load_profile(path, catalog.base_folders())
-                print(f"ok: {path} ({profile.name})")
+                _print(f"ok: {path} ({profile.name})")
         except ProfileError as error:
             failed = True
             for line in error.lines():
-                print(line, file=sys.stderr)
+                _print(line, err=True)
     return EXIT_USAGE if failed else EXIT_OK
 
 
@@ -508,7 +513,7 @@ def _profile_init(args, extra: list[str]) -> int:
     from gpuaccept.profile.from_results import profile_from_results
 
     def warn(line: str) -> None:
-        print(f"gpu-accept: warning: {line}", file=sys.stderr)
+        _print(f"gpu-accept: warning: {line}", err=True)
 
     if not re.fullmatch(PROFILE_NAME_PATTERN, args.name) or len(args.name) > PROFILE_NAME_MAX:
         raise OptionError(
@@ -533,7 +538,7 @@ def _profile_init(args, extra: list[str]) -> int:
         sys.stdout.write(text)
     else:
         args.output.write_text(text, encoding="utf-8")
-        print(f"wrote {args.output}: review it, then gpu-accept profile validate {args.output}", file=sys.stderr)
+        _print(f"wrote {args.output}: review it, then gpu-accept profile validate {args.output}", err=True)
     return EXIT_OK
 
 
@@ -546,9 +551,9 @@ def _baseline_save(args, extra: list[str]) -> int:
     runs = baseline_runs(records, sources)
     profile = records[0].run.profile.name
     saved = save_baseline(args.output, runs[0], profile, runs[1:], sources)
-    print(f"wrote {args.output}: {saved.values} values from {saved.runs} run(s) of profile {profile}")
+    _print(f"wrote {args.output}: {saved.values} values from {saved.runs} run(s) of profile {profile}")
     for note in saved.notes():
-        print(note)
+        _print(note)
     return EXIT_OK
 
 
@@ -557,7 +562,7 @@ def _report_html(args, extra: list[str]) -> int:
     from gpuaccept.report.html import render_html
 
     write_atomically(args.output, render_html(load_results(args.results)))
-    print(f"wrote {args.output}")
+    _print(f"wrote {args.output}")
     return EXIT_OK
 
 
@@ -566,7 +571,7 @@ def _report_junit(args, extra: list[str]) -> int:
 
     hosts = read_fleet(_each_once(args.results))
     cases = write_fleet_junit(hosts, args.output)
-    print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
+    _print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
     return EXIT_OK
 
 
@@ -580,7 +585,8 @@ def _report_cluster(args, extra: list[str]) -> int:
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         said = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
         raise GpuAcceptError(f"{args.results}: not a readable cluster-results.json ({said})") from None
-    print(view, end="")
+    for line in view.splitlines():
+        _print(line)
     if args.output:
         write_atomically(args.output, html)
     if cluster.errors:
@@ -595,7 +601,7 @@ def _each_once(paths: list[str]) -> list[str]:
     for path in paths:
         same = os.path.realpath(path)
         if same in kept:
-            print(f"gpu-accept: note: {path} is {kept[same]} again: read once", file=sys.stderr)
+            _print(f"gpu-accept: note: {path} is {kept[same]} again: read once", err=True)
         else:
             kept[same] = path
     return list(kept.values())
@@ -615,10 +621,10 @@ def _report_fleet(args, extra: list[str]) -> int:
     hosts = read_fleet(single) if single or not clusters else []
     verdict = judge_fleet(hosts, tolerance) if hosts else None
     for line in verdict.lines if verdict else []:
-        print(line)
+        _print(line)
     for cluster in clusters:
         for line in cluster.lines():
-            print(line)
+            _print(line)
     if args.output:
         write_fleet_junit(hosts, args.output, verdict.outliers if verdict else None, clusters)
     if any(cluster.errors for cluster in clusters):
@@ -715,15 +721,15 @@ def _health_check(args, extra: list[str]) -> int:
         code = _run(quick, extra)
     except GpuAcceptError as error:
         for line in error.lines():
-            print(f"gpu-accept: {line}", file=sys.stderr)
+            _print(f"gpu-accept: {line}", err=True)
         code = error.exit_code
         if args.metrics is not None:
             _write_metrics(Path(args.metrics), None)
     reason = drain_reason(_fresh_record(Path(args.reports) / "results.json", began), code)
     if code == EXIT_OK:
-        print("gpu-accept health-check: PASS")
+        _print("gpu-accept health-check: PASS")
         return code
-    print(f"gpu-accept health-check: {'FAIL' if code == EXIT_CHECK_FAILED else 'COULD NOT JUDGE'}: {reason}")
+    _print(f"gpu-accept health-check: {'FAIL' if code == EXIT_CHECK_FAILED else 'COULD NOT JUDGE'}: {reason}")
     if (code == EXIT_CHECK_FAILED and args.on_fail == "drain") or (code != EXIT_CHECK_FAILED and args.on_error == "drain"):
         _drain(node, reason)
     return code
@@ -737,20 +743,19 @@ def _drain(node: str, reason: str) -> None:
 
     scontrol = shutil.which("scontrol")
     if scontrol is None:
-        print(f"gpu-accept: could not drain {node}: scontrol is not on PATH", file=sys.stderr)
+        _print(f"gpu-accept: could not drain {node}: scontrol is not on PATH", err=True)
         return
     command = [scontrol, "update", f"nodename={node}", "state=drain", f"reason={reason}"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
-        print(f"gpu-accept: could not drain {node}: scontrol did not answer within 30 s", file=sys.stderr)
+        _print(f"gpu-accept: could not drain {node}: scontrol did not answer within 30 s", err=True)
         return
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()
-        print(f"gpu-accept: could not drain {node}: scontrol exited {done.returncode}: {said[-1] if said else 'no output'}",
-              file=sys.stderr)
+        _print(f"gpu-accept: could not drain {node}: scontrol exited {done.returncode}: {said[-1] if said else 'no output'}", err=True)
         return
-    print(f"gpu-accept: drained {node} in Slurm: {reason}", file=sys.stderr)
+    _print(f"gpu-accept: drained {node} in Slurm: {reason}", err=True)
 
 
 def _fresh_record(results: Path, since: float):
@@ -789,7 +794,7 @@ def _report_metrics(args, extra: list[str]) -> int:
     records = sorted((load_results(path) for path in args.results), key=lambda record: record.run.started_at)
     write_atomically(args.output, render_metrics(records))
     hosts = len({record.environment.host for record in records})
-    print(f"wrote {args.output}: {hosts} host(s) from {len(records)} run(s)")
+    _print(f"wrote {args.output}: {hosts} host(s) from {len(records)} run(s)")
     return EXIT_OK
 
 
@@ -808,4 +813,4 @@ def _write_metrics(path: Path, record) -> None:
         write_atomically(path, text)
     except GpuAcceptError as error:
         for line in error.lines():
-            print(f"gpu-accept: --metrics: {line}", file=sys.stderr)
+            _print(f"gpu-accept: --metrics: {line}", err=True)

@@ -6,6 +6,7 @@ command line gives for it. Hardware faults are not errors here: they are verdict
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 KeyPath = tuple[str | int, ...]  # where a value sits in an input file: str keys and int list indices
@@ -49,14 +50,41 @@ def excerpt(value: object, limit: int = 60) -> str:
 
 
 def format_path(path: KeyPath) -> str:
-    """('nccl', 'busbw', 'all_reduce') -> 'nccl.busbw.all_reduce'; list indices as [0]."""
+    r"""('nccl', 'busbw', 'all_reduce') -> 'nccl.busbw.all_reduce'; list indices as [0]. A key that
+    is not plain printable ASCII is quoted with its other characters escaped: 'gp\u0443s' is not
+    'gpus', though a terminal shows both alike, and an invisible character shows as what it is."""
     text = ""
     for part in path:
         if isinstance(part, int):
             text += f"[{part}]"
         else:
-            text += f".{part}" if text else str(part)
+            key = str(part) if str(part).isascii() and str(part).isprintable() else ascii(str(part))
+            text += f".{key}" if text else key
     return text
+
+
+# Shown as escapes: controls (ESC starts the sequences that set a window's title, clear the screen or
+# move the cursor over a line to forge another), format characters (zero width, bidirectional
+# overrides), separators other than the space, and code points that are no character
+_NOT_SHOWN_AS_IS = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))
+LONGEST_LINE = 2000
+
+
+def shown(text: str, limit: int = LONGEST_LINE) -> str:
+    r"""Text from a machine or an input file as one terminal line may show it: every character a
+    terminal would act on or not show is written as its escape (\x1b, \u200b), and a line longer
+    than `limit` is cut, saying how long it was. The one helper every printed line goes through."""
+    if text.isascii() and text.isprintable() and len(text) <= limit:
+        return text
+    out = []
+    for character in text:
+        category = unicodedata.category(character)
+        if character != "\t" and (category in _NOT_SHOWN_AS_IS or (category == "Zs" and character != " ")):
+            out.append(ascii(character)[1:-1])
+        else:
+            out.append(character)
+    line = "".join(out)
+    return line if len(line) <= limit else f"{line[: limit - 40]}... (cut: {len(line)} characters)"
 
 
 class InputFileError(GpuAcceptError):

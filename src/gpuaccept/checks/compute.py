@@ -177,6 +177,11 @@ def memtest(profile: Profile, facts: Facts, gpu: int) -> Verdict:
         f"{result.passes_done} of {result.passes_planned} passes in {result.seconds:.1f} s{capped}"
     )
     context = {"bytes_tested": result.bytes_tested, "passes_done": result.passes_done, "passes_planned": result.passes_planned}
+    if result.bytes_tested == 0 or result.passes_done == 0:
+        # no mismatch in no memory is no evidence: a test that tested nothing is never a pass
+        tested = AtLeast(1, "passes")
+        message = f"memory test tested nothing: {result.passes_done} passes < 1 pass ({note})"
+        return judge.failed(gpu_key(gpu), message, result.passes_done, tested, context=context, final=True)
     if result.mismatches:
         message = f"memory test: {criterion.violation(result.mismatches)} ({note})"
         return judge.failed(gpu_key(gpu), message, result.mismatches, criterion, context=context, final=True)

@@ -58,7 +58,19 @@ def _collective_result(
     result = sweep.result(key.collective, key.nominal_size)
     if result is None:
         return judge.error(label, "no result for this collective and size in the sweep", criterion)
+    worlds = _worlds(profile)
+    if result.ranks not in worlds:
+        # busbw depends on the world it was measured in: another world's figure says nothing of this one
+        judged = " or ".join(str(world) for world in worlds)
+        message = f"measured on {result.ranks} ranks, but profile {profile.name} judges a world of {judged} GPUs"
+        return judge.error(label, message, criterion)
     return result
+
+
+def _worlds(profile: Profile) -> list[int]:
+    """The rank counts a profile's floors are for: one node's GPUs, and every node's where it spans several."""
+    cluster = profile.spec.cluster
+    return [profile.gpu_count] + ([profile.gpu_count * cluster.nodes] if cluster is not None else [])
 
 
 def collective_step_key(case: tuple[Collective, str]) -> CollectiveKey:

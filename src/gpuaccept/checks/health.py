@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from gpuaccept.checks.verdict import AtMost, Criterion, Described, Equals, Judge, Verdict
+from gpuaccept.checks.verdict import AtMost, Criterion, Described, Equals, Judge, Outcome, Verdict
 from gpuaccept.facts.model import Facts, HealthSnapshot, Unavailable, XidEvent
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key
@@ -37,6 +37,11 @@ def _none_taken(judge: Judge, facts: Facts, gpu: int) -> Verdict | None:
     if facts.gpu(gpu) is None:
         return judge.not_applicable(gpu_key(gpu), f"GPU not present ({facts.gpu_count} GPU(s) under test): test_gpu_count fails it")
     if not _snapshots(facts, gpu):
+        others = sorted({snapshot.gpu for snapshot in facts.health.snapshots})
+        if others:
+            # the others were read: this GPU's health was asked for and is not there (one that stopped answering)
+            seen = ", ".join(gpu_key(other) for other in others)
+            return judge.error(gpu_key(gpu), f"no health snapshot of this GPU, though the facts hold those of {seen}")
         return judge.not_applicable(
             gpu_key(gpu), "these facts hold no health snapshot of this GPU (recorded before health readings, or read from text)"
         )
@@ -509,10 +514,17 @@ def nvlink_errors_during_run(profile: Profile, facts: Facts, gpu_link: tuple[int
     subject = f"{gpu_key(gpu)}-link{link}"
     pair = _first_and_last(judge, facts, gpu)
     if isinstance(pair, Verdict):
+        if pair.outcome is Outcome.ERROR:
+            return judge.error(subject, pair.message.split(": ", 1)[-1])
         return judge.not_applicable(subject, pair.message.split(": ", 1)[-1])
     first, last = pair
     before = next((c for c in first.nvlink_errors if c.link == link), None)
     after = next((c for c in last.nvlink_errors if c.link == link), None)
+    if before is not None and after is None:
+        # read before the load and gone after it: the link went down under load, or its counters stopped answering
+        return judge.error(
+            subject, f"error counters read at {first.label!r} but not at {last.label!r}: the run's NVLink errors cannot be judged"
+        )
     if before is None or after is None:
         return judge.not_applicable(
             subject, "no error counters read for this link (not active when read): test_nvlink_links judges the link"

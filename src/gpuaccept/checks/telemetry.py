@@ -51,9 +51,16 @@ def _samples(judge: Judge, facts: Facts, gpu: int, under_load: bool) -> list[Tel
     return judge.not_applicable(subject, reason)
 
 
-def _none_read(samples: list[TelemetrySample], field: str) -> str:
-    """Why no sample holds `field`: NVML's answer in the first sample."""
-    return f"NVML gives no {field.replace('_', ' ')}: {getattr(samples[0], field)}"
+def _none_read(judge: Judge, facts: Facts, subject: str, samples: list[TelemetrySample], field: str) -> Verdict:
+    """No sample of this GPU holds `field`: skipped with NVML's answer where no GPU gives it (a VM
+    that does not), could not judge where the other GPUs gave it and this one did not."""
+    reason = f"NVML gives no {field.replace('_', ' ')}: {getattr(samples[0], field)}"
+    assert facts.telemetry is not None  # there are samples
+    others = [s for s in facts.telemetry.samples if s.gpu != samples[0].gpu]
+    answered = sorted({s.gpu for s in others if not isinstance(getattr(s, field), Unavailable)})
+    if answered:
+        return judge.error(subject, f"{reason}, though {', '.join(map(gpu_key, answered))} gave it")
+    return judge.not_applicable(subject, reason)
 
 
 def clock_slowdown(profile: Profile, facts: Facts, gpu: int) -> Verdict:
@@ -65,7 +72,7 @@ def clock_slowdown(profile: Profile, facts: Facts, gpu: int) -> Verdict:
         return samples
     read = [s for s in samples if isinstance(s.clock_event_reasons, int)]
     if not read:
-        return judge.not_applicable(subject, _none_read(samples, "clock_event_reasons"))
+        return _none_read(judge, facts, subject, samples, "clock_event_reasons")
     slowed = [s for s in read if s.clock_event_reasons & SLOWDOWN_REASONS]  # type: ignore[operator]
     share = 100.0 * len(slowed) / len(read)
     seen = sorted({name for s in slowed for name in reason_names(s.clock_event_reasons & SLOWDOWN_REASONS)})  # type: ignore[operator]
@@ -88,7 +95,7 @@ def max_temperature(profile: Profile, facts: Facts, gpu: int) -> Verdict:
         return judge.not_applicable(subject, f"NVML gives no slowdown temperature to judge against: {threshold}")
     read = [s.temperature_c for s in samples if isinstance(s.temperature_c, int)]
     if not read:
-        return judge.not_applicable(subject, _none_read(samples, "temperature_c"))
+        return _none_read(judge, facts, subject, samples, "temperature_c")
     hottest = max(read)
     note = f"NVML's slowdown temperature; {len(read)} samples"
     # at the slowdown temperature the GPU slows itself: reaching it fails, as the health check has it
@@ -113,7 +120,7 @@ def sm_clock_under_load(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     if not read:
         if utilization_read and not busy:
             return judge.not_applicable(subject, f"no sample under load found {subject} at least {BUSY_PCT}% busy")
-        return judge.not_applicable(subject, _none_read(samples, "sm_clock_mhz"))
+        return _none_read(judge, facts, subject, samples, "sm_clock_mhz")
     median = statistics.median(read)
     which = f"{BUSY_PCT}%+ busy" if utilization_read else "under load (utilization not read)"
     note = f"median of {len(read)} samples {which}, lowest {min(read)} MHz"

@@ -12,6 +12,7 @@ from pydantic_core import ErrorDetails
 
 from gpuaccept.errors import FactsError, KeyPath, Problem, excerpt, format_path
 from gpuaccept.facts.model import FACTS_VERSION, Facts, Unavailable
+from gpuaccept.facts.relations import Contradiction
 from gpuaccept.files import read_input_text, write_atomically
 
 
@@ -121,6 +122,9 @@ def validation_problems(exc: ValidationError, raw: object, name: str) -> list[Pr
             continue
         message = error["msg"]
         got = error.get("input")
+        contradiction = error.get("ctx", {}).get("error")
+        if isinstance(contradiction, Contradiction):  # found by the record above the key it names
+            keys = keys + contradiction.path
         if error["type"] == "missing":
             message = "required key is missing"
         elif error["type"] == "value_error":

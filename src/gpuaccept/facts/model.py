@@ -9,10 +9,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from gpuaccept.errors import excerpt
 from gpuaccept.facts.migration import FailureKey, WholeStep, earlier_failures
+from gpuaccept.facts.relations import check_relations
 from gpuaccept.vocabulary.copies import CopyKind
 from gpuaccept.vocabulary.sizes import parse_size
 from gpuaccept.vocabulary.steps import AnyStepKey, CollectiveKey, CopyKey, DdpKey, LoadKey, PairKey, Stage, StepKey, ddp_case
@@ -816,6 +826,12 @@ class Facts(OmitsLaterDefaults):
             if gpu.index != position:
                 raise ValueError(f"gpus[{position}] has index {excerpt(gpu.index)}: {rule}")
         return gpus
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Facts:
+        # facts that contradict each other describe no machine: judged, they would give it a verdict
+        check_relations(self)
+        return self
 
     @property
     def gpu_count(self) -> int:

@@ -304,7 +304,7 @@ def _sweep(runs: list[NcclRun]) -> CollectiveSweep:
                 algbw_GBps=row.algbw, busbw_GBps=row.busbw,
                 wrong=row.wrong if row.wrong is not None else not_probed("the log does not count wrong elements at this size"),
             ))
-        failures += _missing(run)
+        failures += _missing(run) + _data_check_failed(run)
     return CollectiveSweep(
         backend="nccl-tests",
         nccl_version=next((run.nccl_version for run in runs if run.nccl_version), None),
@@ -321,6 +321,20 @@ def _collective(run: NcclRun) -> str:
     if run.collective is None:  # import_files refuses such a log before facts are built
         raise _refuse([(run.file, run.line, _NO_COLLECTIVE)])
     return run.collective
+
+
+def _data_check_failed(run: NcclRun) -> list[StepFailure]:
+    """nccl-tests' own verdict on its results (`Out of bounds values : N FAILED`): every size of the
+    run fails, whatever each row's #wrong reads (the count it closes with is the one it judged by)."""
+    if run.out_of_bounds is None:
+        return []
+    line, count = run.out_of_bounds
+    why = f"nccl-tests' data check FAILED with {count} out-of-bounds values ({run.file}:{line})"
+    return [
+        StepFailure(step=collective_label(_collective(run), row.size), reason="error", message=why,
+                    keys=[CollectiveKey(_collective(run), row.size)])
+        for row in run.rows
+    ]
 
 
 def _missing(run: NcclRun) -> list[StepFailure]:

@@ -47,6 +47,9 @@ KNOWN = (*COLLECTIVES, "reduce", "sendrecv", "scatter", "gather", "hypercube")
 # a collective as a file name may spell it, without underscores: allreduce_perf.log
 FILE_NAMES = {name.replace("_", ""): name for name in (*COLLECTIVES, "sendrecv")}
 KIND = "nccl-tests"
+# The most sizes one run may print: a sweep by factor 2 from 1 byte to 16 EiB has 64, by a fixed step
+# nccl-tests users keep to a few hundred. expected_sizes() stops at the same count.
+MAX_ROWS = 4096
 
 
 @dataclass
@@ -89,6 +92,8 @@ class NcclRun:
     old_layout: bool = False  # an `error` column instead of `#wrong`
     has_root: bool = True
     findings: list[Finding] = field(default_factory=list)
+    out_of_bounds: tuple[int, int] | None = None  # (line, count) where nccl-tests' own data check FAILED
+    row_of_size: dict[int, int] = field(default_factory=dict)  # size -> its position in `rows`
 
     @property
     def ranks(self) -> int:
@@ -102,7 +107,7 @@ class NcclRun:
         low, high, step, kind = self.sizes
         sizes: list[int] = []
         size = max(low, 1) if kind == "factor" else low
-        while size <= high and len(sizes) < 4096:
+        while size <= high and len(sizes) < MAX_ROWS:
             sizes.append(size)
             if (kind == "factor" and step <= 1) or (kind == "bytes" and step <= 0):
                 break
@@ -183,7 +188,9 @@ def _read_line(run: NcclRun, number: int, clean: str, name: str) -> None:
         return
     out_of_bounds = _OUT_OF_BOUNDS.search(clean)
     if out_of_bounds and out_of_bounds.group(2) == "FAILED":
-        run.findings.append(Finding(name, number, f"nccl-tests reports {out_of_bounds.group(1)} out-of-bounds values"))
+        run.out_of_bounds = (number, int(out_of_bounds.group(1)))
+        run.findings.append(Finding(name, number, f"nccl-tests reports {out_of_bounds.group(1)} out-of-bounds values: its own "
+                                    "data check FAILED, so every size of the run fails"))
     if _FOOTER.search(clean):
         run.complete = True
         return
@@ -234,11 +241,23 @@ def _read_row(run: NcclRun, number: int, tokens: list[str], name: str) -> None:
         return
     wrong = [_wrong(v, run.old_layout) for v in (rest[3], rest[7] if len(rest) >= 8 else "N/A")]
     known = [w for w in wrong if w is not None]
-    if any(r.size == size for r in run.rows):
-        run.findings.append(Finding(name, number, f"{size} bytes appears twice: the first row is kept"))
-        return
     total = sum(known) if known and wrong[0] is not None else None
-    run.rows.append(Row(number, size, count, DTYPES[dtype], values[0], values[1], values[2], total))
+    row = Row(number, size, count, DTYPES[dtype], values[0], values[1], values[2], total)
+    earlier = run.row_of_size.get(size)
+    if earlier is not None:
+        # the same size measured twice (two runs in one log): the worse row is the machine's, a
+        # better first figure must not hide it
+        first = run.rows[earlier]
+        worse = row if (row.busbw, -(row.wrong or 0)) < (first.busbw, -(first.wrong or 0)) else first
+        run.findings.append(Finding(name, number, f"{size} bytes appears twice (first at line {first.line}, busbw {first.busbw:g} "
+                                    f"then {row.busbw:g} GB/s): the worse row, line {worse.line}, is kept"))
+        run.rows[earlier] = worse
+        return
+    if len(run.rows) >= MAX_ROWS:
+        raise refuse(name, number, f"more than {MAX_ROWS} sizes in one run: no nccl-tests sweep of a machine has as many; "
+                     "a damaged or generated log")
+    run.row_of_size[size] = len(run.rows)
+    run.rows.append(row)
 
 
 def _wrong(text: str, old_layout: bool) -> int | None:

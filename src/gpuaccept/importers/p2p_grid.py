@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuaccept.importers.text import Finding, TextFile, refuse
-from gpuaccept.importers.topo_matrix import gpu_header, rows_look_like
+from gpuaccept.importers.text import Finding, TextFile, refuse, refuse_a_matrix_beyond_any_host
+from gpuaccept.importers.topo_matrix import gpu_header, refuse_gpu_columns_out_of_order, rows_look_like
 from gpuaccept.vocabulary.nvml_codes import P2P_STATUS_CODES, P2PCapability
 
 # nvidia-smi's letters -> the capability names of P2P facts (NVML's index 4, "prop", is PCI there)
@@ -23,6 +23,7 @@ CAPABILITY_LETTERS = {letter: capability.name.lower() for letter, capability in 
 _COMMAND = re.compile(r"-p2p\s+([A-Za-z]+)")
 _FILE_NAME = re.compile(r"p2p[-_]?([rwnap]{1,5})(?![a-z])", re.IGNORECASE)
 KIND = "nvidia-smi topo -p2p"
+_GPU_COLUMN = re.compile(r"GPU\d+")
 
 
 @dataclass
@@ -45,7 +46,9 @@ def find_p2p_grids(text: TextFile) -> list[P2PGrid]:
     while position < len(text.lines):
         tokens = text.lines[position].text.split()
         header = gpu_header(tokens)
-        if header and header[0] == 0 and header[1] == len(tokens) and rows_look_like(text, position, "p2p"):
+        if header and all(_GPU_COLUMN.fullmatch(token) for token in tokens) and rows_look_like(text, position, "p2p"):
+            refuse_gpu_columns_out_of_order(text, position, tokens, KIND)
+            refuse_a_matrix_beyond_any_host(text, position, header[1], KIND)
             grid, position = _read_grid(text, position, header[1])
             found.append(grid)
         else:

@@ -21,6 +21,10 @@ MAX_BYTES = 64 * 2**20
 # named, so a damaged index (GPU 999999999) must not be believed: no machine comes near this many
 # GPUs (an NVL72 rack holds 72), and 1024 records are still cheap.
 MAX_GPU_INDEX = 1023
+# The most GPUs one host's `nvidia-smi topo -m` or `topo -p2p` may show: the largest single hosts
+# hold 16 to 20 GPUs (an NVL72 rack shows each tray's 4). A matrix is read pair by pair, so a header
+# of 100,000 GPU columns would make billions of cells: it is refused before a row is read.
+MAX_MATRIX_GPUS = 128
 
 
 @dataclass(frozen=True)
@@ -97,3 +101,9 @@ def text_file(text: str, name: str) -> TextFile:
 
 MAX_DIGITS = 100  # more than any count, size, id or time these commands print
 _TOO_MANY_DIGITS = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+
+
+def refuse_a_matrix_beyond_any_host(text: TextFile, position: int, gpu_count: int, kind: str) -> None:
+    if gpu_count > MAX_MATRIX_GPUS:
+        raise refuse(text.name, text.lines[position].number, f"{kind}: a header of {gpu_count} GPU columns, beyond any host "
+                     f"(this tool reads at most {MAX_MATRIX_GPUS}): a damaged output")

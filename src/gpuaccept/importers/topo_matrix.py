@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuaccept.facts.model import NicLink, Unavailable, not_probed
-from gpuaccept.importers.text import Finding, TextFile
+from gpuaccept.importers.text import Finding, TextFile, refuse, refuse_a_matrix_beyond_any_host
 from gpuaccept.vocabulary.affinity import is_cpu_list
 from gpuaccept.vocabulary.links import is_link_type, pair_key
 from gpuaccept.vocabulary.nvml_codes import P2P_STATUS_CODES
@@ -65,6 +65,16 @@ def gpu_header(tokens: list[str]) -> tuple[int, int] | None:
     return start, count
 
 
+def refuse_gpu_columns_out_of_order(text: TextFile, position: int, tokens: list[str], kind: str) -> None:
+    """A header whose GPU columns are not GPU0, GPU1, ... in order: every cell would be read under the
+    wrong GPU (or the GPUs after a swap as NICs), so nothing in it can be used."""
+    named = [token for token in tokens if _GPU.fullmatch(token)]
+    if named != [f"GPU{i}" for i in range(len(named))]:
+        shown = " ".join(named[:8]) + (" ..." if len(named) > 8 else "")
+        raise refuse(text.name, text.lines[position].number, f"the {kind} header's GPU columns are not in order ({shown}): "
+                     "which cell is which GPU's cannot be told")
+
+
 def rows_look_like(text: TextFile, header: int, vocabulary: str) -> bool:
     """Whether the first row under the header holds link types ("topo") or P2P codes ("p2p")."""
     for line in text.lines[header + 1 : header + 3]:
@@ -88,6 +98,8 @@ def find_topo_matrices(text: TextFile) -> list[TopoMatrix]:
     while position < len(text.lines):
         header = gpu_header(text.lines[position].text.split())
         if header and header[1] and rows_look_like(text, position, "topo"):
+            refuse_a_matrix_beyond_any_host(text, position, header[1], KIND)
+            refuse_gpu_columns_out_of_order(text, position, text.lines[position].text.split(), KIND)
             matrix, position = _read_matrix(text, position, *header)
             found.append(matrix)
         else:

@@ -12,17 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuaccept.vocabulary.collectives import bus_factor
+
+__all__ = ["Buffers", "bandwidths", "buffers", "bus_factor"]
+
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int32": 4, "int8": 1}
-
-
-def bus_factor(collective: str, ranks: int) -> float:
-    if collective == "all_reduce":
-        return 2 * (ranks - 1) / ranks
-    if collective in ("all_gather", "reduce_scatter", "alltoall"):
-        return (ranks - 1) / ranks
-    if collective in ("broadcast", "sendrecv"):
-        return 1.0
-    raise ValueError(f"unknown collective {collective!r}")
 
 
 @dataclass(frozen=True)

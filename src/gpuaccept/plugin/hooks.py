@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gpuaccept.errors import GpuAcceptError
+from gpuaccept.errors import GpuAcceptError, shown
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
@@ -42,7 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         options = read_options(config.option)
     except GpuAcceptError as error:
-        raise pytest.UsageError(f"gpu-accept: {error}") from None
+        raise pytest.UsageError(_usage(error)) from None
     if options is None:
         return  # not a gpu-accept run
     register_markers(config)
@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _refuse_a_baseline_of_another_kind(options, context)
         _refuse_a_burnin_without_loads(options, context)
     except GpuAcceptError as error:
-        raise pytest.UsageError(f"gpu-accept: {error}") from None
+        raise pytest.UsageError(_usage(error)) from None
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
     say = terminal_line(config)
     store = MeasurementStore(folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)])
@@ -121,9 +121,15 @@ def pytest_configure_node(node: Any) -> None:  # xdist's WorkerController
         node.workerinput[WORKER_STORE] = str(run.store.folder)
 
 
+def _usage(error: GpuAcceptError) -> str:
+    """The error as pytest prints a usage error: each line shown escaped, as every line this tool prints."""
+    return "\n".join(shown(f"gpu-accept: {line}" if i == 0 else line) for i, line in enumerate(error.lines()))
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     run = config.stash.get(RUN_KEY, None)
-    return f"gpu-accept: {run.context.describe()}" if run else None
+    # the host's name and the profile's description are the machine's and the file's words: shown, never acted on
+    return shown(f"gpu-accept: {run.context.describe()}") if run else None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -208,4 +214,4 @@ class RecordingHooks:
         if lines:
             terminalreporter.write_sep("=", "gpu-accept summary")  # on a line of its own, after the progress dots
             for line in lines:
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(shown(line))

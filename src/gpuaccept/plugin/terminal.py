@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
+from gpuaccept.errors import shown
+
 
 def terminal_line(config: pytest.Config) -> Callable[[str], None]:
     """Print a line now, past output capture, where this process has a terminal (not xdist workers)."""
@@ -29,4 +31,4 @@ def _own_line(reporter: pytest.TerminalReporter, text: str) -> None:
     # under -q the progress dots share one line, and write_line does not end it first
     if reporter._tw.width_of_current_line:
         reporter._tw.line()
-    reporter.write_line(text)
+    reporter.write_line(shown(text))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuaccept.checks.verdict import Outcome, Verdict
+from gpuaccept.errors import shown
 from gpuaccept.facts.run_record import TestOutcome, TestRecord, VerdictRecord
 
 VERDICTS_KEY = pytest.StashKey[list[Verdict]]()
@@ -18,11 +19,11 @@ class VerdictRecorder:
         # kept on the test: its report carries it as a record (from xdist workers too) to every writer
         self.item.stash.setdefault(VERDICTS_KEY, []).append(verdict)
         if verdict.outcome is Outcome.NOT_APPLICABLE:
-            pytest.skip(verdict.message)
+            pytest.skip(shown(verdict.message))
         if verdict.outcome is Outcome.FAILED:
-            pytest.fail(verdict.message, pytrace=False)
+            pytest.fail(shown(verdict.message), pytrace=False)
         if verdict.outcome is Outcome.ERROR:
-            pytest.fail(verdict.message, pytrace=False)
+            pytest.fail(shown(verdict.message), pytrace=False)
         return verdict
 
 

@@ -48,10 +48,10 @@ class ProfileCatalog:
     def resolve(self, name_or_path: str) -> Path:
         candidate = Path(name_or_path)
         if candidate.suffix in (".yaml", ".yml") or "/" in name_or_path:
-            if candidate.is_file():
-                return candidate
             if candidate.is_dir():
                 raise ProfileNotFound(f"{name_or_path} is a folder, not a profile file (a folder of profiles goes to --profile-dir)")
+            if candidate.exists():  # a file, or a pipe or /dev/stdin: read as given
+                return candidate
             raise ProfileNotFound(f"profile file {name_or_path} does not exist")
         for name, path in self.names():
             if name == name_or_path:

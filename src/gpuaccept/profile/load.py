@@ -74,12 +74,21 @@ def _validate(doc: Document, base_only: bool) -> ProfileSpec | None:
     return spec
 
 
+# Bases of bases: a real profile extends two or three; a chain this long is generated, and each
+# link is a frame of Python's recursion
+MAX_EXTENDS = 32
+
+
 def _resolve(path: Path, search_dirs: list[Path], chain: tuple[Path, ...]) -> Document:
     doc = read_document(path)
     if doc.problems or "extends" not in doc.data:
         return doc
     target = doc.data["extends"]
     where = doc.locate(("extends",))
+    if len(chain) >= MAX_EXTENDS:
+        doc.problems.append(Problem(where.file, where.line, "extends", f"more than {MAX_EXTENDS} profiles extend one another: "
+                                    f"the chain starts at {chain[0]}"))
+        return doc
     if not isinstance(target, str) or not target:
         doc.problems.append(Problem(where.file, where.line, "extends", "must name a base profile"))
         return doc

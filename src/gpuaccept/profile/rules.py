@@ -8,6 +8,7 @@ from gpuaccept.errors import KeyPath
 from gpuaccept.profile.spec import DdpSpec, ProfileSpec
 from gpuaccept.vocabulary.copies import floor_key
 from gpuaccept.vocabulary.links import gpu_key, parse_gpu_key, parse_link_matrix, parse_p2p_matrix, parse_pair_key
+from gpuaccept.vocabulary.nvml_codes import MAX_NVLINKS
 from gpuaccept.vocabulary.sizes import format_size, parse_size
 from gpuaccept.vocabulary.steps import parse_ddp_case
 
@@ -50,6 +51,57 @@ def semantic_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
                 yield where, f"{key} is out of range: the profile has {count} GPU(s), {gpu_key(0)} to {gpu_key(count - 1)}"
             if len(set(link_ids)) != len(link_ids):
                 yield where, "a link is listed twice"
+        yield from _nvlink_count_problems(spec)
+        yield from _nvlink_required_without_links(spec)
+
+
+# The most NVLinks a GPU of each generation has: P100 4, V100 6, A100 12, H100 and B200 18
+LINKS_OF_VERSION = {"1.0": 4, "2.0": 6, "2.2": 6, "3.0": 12, "3.1": 12, "4.0": 18, "5.0": 18}
+
+
+def _nvlink_count_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
+    """Links expected up and links down by design are links of one GPU: together no more than it has."""
+    nvlink = spec.nvlink
+    assert nvlink is not None
+    most = LINKS_OF_VERSION.get(nvlink.version or "", MAX_NVLINKS)
+    which = f"an NVLink {nvlink.version} GPU" if nvlink.version in LINKS_OF_VERSION else "a GPU"
+    for gpu in range(spec.gpus.count):
+        key = gpu_key(gpu)
+        active = nvlink.active_links_per_gpu.get(key, nvlink.active_links)
+        down = len(set(nvlink.inactive_by_design.get(key, [])))
+        if down and active + down > most:
+            where = ("nvlink", "inactive_by_design", key)
+            yield where, f"{active} links up and {down} down by design make {active + down} links on {key}; {which} has at most {most}"
+
+
+def _nvlink_required_without_links(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
+    """A pair required to be joined by NVLink, or to do P2P over it, needs links up on both GPUs."""
+    nvlink = spec.nvlink
+    assert nvlink is not None
+    count = spec.gpus.count
+
+    def without_links(*gpus: int) -> int | None:
+        return next((g for g in gpus if g < count and nvlink.active_links_per_gpu.get(gpu_key(g), nvlink.active_links) == 0), None)
+
+    def contradiction(gpu: int) -> str:
+        return f"needs NVLinks up on {gpu_key(gpu)}, but nvlink expects {gpu_key(gpu)} to have 0 active links"
+
+    links = spec.links
+    if links is not None:
+        if links.all is not None and links.all.startswith("NV") and (gpu := without_links(*range(count))) is not None:
+            yield ("links", "all"), f"{links.all} {contradiction(gpu)}"
+        for pair, link_type in links.pairs.items():
+            parsed = parse_pair_key(pair)
+            if parsed and link_type.startswith("NV") and (gpu := without_links(*parsed)) is not None:
+                yield ("links", "pairs", pair), f"{link_type} {contradiction(gpu)}"
+    p2p = spec.p2p
+    if p2p is not None:
+        if p2p.all is not None and p2p.all.nvlink and (gpu := without_links(*range(count))) is not None:
+            yield ("p2p", "all", "nvlink"), f"P2P over NVLink {contradiction(gpu)}"
+        for pair, caps in p2p.pairs.items():
+            parsed = parse_pair_key(pair)
+            if parsed and caps.nvlink and (gpu := without_links(*parsed)) is not None:
+                yield ("p2p", "pairs", pair, "nvlink"), f"P2P over NVLink {contradiction(gpu)}"
 
 
 def _gpu_key_problems(where: KeyPath, table: Mapping[str, object], count: int) -> Iterator[tuple[KeyPath, str]]:
@@ -82,6 +134,12 @@ def _measurement_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
 
 def _ddp_problems(spec: ProfileSpec, ddp: DdpSpec) -> Iterator[tuple[KeyPath, str]]:
     worlds = ddp.world_sizes
+    for name in ("world_sizes", "batches", "accumulation"):
+        listed: list[int] = getattr(ddp, name)
+        twice = sorted({value for value in listed if listed.count(value) > 1})
+        if twice:
+            # each is a setting measured once: a second would measure and judge the same thing again
+            yield ("ddp", name), f"{', '.join(map(str, twice))} listed twice: each setting is measured once"
     if 1 not in worlds:
         yield ("ddp", "world_sizes"), "must include 1: efficiency is measured against one GPU"
     if max(worlds) > spec.gpus.count:

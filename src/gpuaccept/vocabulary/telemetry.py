@@ -31,6 +31,8 @@ def reason_names(bits: int) -> list[str]:
     return names + ([f"0x{unknown:x}"] if unknown else [])
 
 
+# A burn-in of a month is already more than any acceptance asks for
+LONGEST_DURATION_S = 31 * 86400
 DURATION_PATTERN = r"^\s*\d+(\.\d+)?\s*(s|m|h)?\s*$"
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -43,6 +45,8 @@ def parse_duration(text: str) -> float:
     seconds = float(found.group(1)) * _UNITS[found.group(2) or ""]
     if seconds <= 0:
         raise ValueError(f"{text!r}: a duration must be more than 0")
+    if seconds > LONGEST_DURATION_S:  # a number of hundreds of digits reads as infinity: a run that never ends
+        raise ValueError(f"{text[:40]!r}: longer than any run this tool makes (at most {LONGEST_DURATION_S // 86400:.0f} days)")
     return seconds
 
 
