@@ -29,7 +29,7 @@ from tests.telemetry_nvml import telemetry as telemetry_of
 
 CATALOG = ProfileCatalog.with_shipped()
 H200X2 = CATALOG.load("h200-2-nvswitch")  # nvlink_crc_max_per_s 100, sram_uncorrected_max 0, retired_pages_max 62
-H200X4 = CATALOG.load("h200-4-nvswitch")  # pairwise min_busbw 253.5, max_exposed_comm 4gpu-bs8 0.24, min_sm_clock_mhz 1700
+H200X4 = CATALOG.load("h200-4-nvswitch")  # pairwise min_busbw 253.5, max_exposed_comm 4gpu-bs8 0.24, min_sm_clock_mhz 1340
 
 
 def on_both_gpus(check, facts):
@@ -169,12 +169,12 @@ def busy_samples(clocks: list[int]) -> Telemetry:
 
 
 def test_the_sm_clock_under_load_is_judged_on_the_median_of_the_busy_samples():
-    # four of five samples under the 1700 MHz floor, one at full boost: the median (1600) fails it
-    facts = example_facts("h200x4").model_copy(update={"telemetry": busy_samples([1300, 1500, 1600, 1650, 1980])})
+    # four of five samples under the 1340 MHz floor, one at full boost: the median (1200) fails it
+    facts = example_facts("h200x4").model_copy(update={"telemetry": busy_samples([900, 1100, 1200, 1300, 1980])})
     verdict = telemetry.sm_clock_under_load(H200X4, facts, 0)
-    assert verdict.outcome is Outcome.FAILED and verdict.measured == 1600
+    assert verdict.outcome is Outcome.FAILED and verdict.measured == 1200
     assert verdict.message == (
-        "gpu0: SM clock under load 1600 MHz < 1700 MHz (median of 5 samples 50%+ busy, lowest 1300 MHz) (profile h200-4-nvswitch)"
+        "gpu0: SM clock under load 1200 MHz < 1340 MHz (median of 5 samples 50%+ busy, lowest 900 MHz) (profile h200-4-nvswitch)"
     )
 
 
