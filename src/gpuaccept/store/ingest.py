@@ -12,7 +12,9 @@ while it was still going, or from its killed file, is replaced by its finished r
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -28,6 +30,11 @@ from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.report.summary import did_not_pass
 from gpuaccept.store.db import open_for_writing
 
+# the columns of a result row, in the order the CSV holds them
+RESULT_COLUMNS = (
+    "run_id", "test_id", "family", "outcome", "check_name", "subject", "measured", "measured_text", "unit", "better",
+    "limit_value", "expected", "marginal", "transient", "attempts", "message", "failure_rank",
+)
 BATCH_FILES = 1000  # files per transaction: a few hundred MB of rows at most in the temporary files
 
 
@@ -70,20 +77,22 @@ def rows_of(record: RunRecord, path: str, size: int, mtime_ns: int) -> ReadRun:
     run_id = run_id_of(record)
     run, env = record.run, record.environment
     ranks = {id(test): rank for rank, test in enumerate(did_not_pass(record.tests))}
-    results = []
+    # CSV, in RESULT_COLUMNS' order: a C writer, and DuckDB's fastest reader (JSON lines cost twice the time)
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
     for test in record.tests:
         verdict = test.verdict
-        results.append({
-            "run_id": run_id, "test_id": test.id, "family": test.module, "outcome": test.outcome,
-            "check_name": verdict.check if verdict else None, "subject": verdict.subject if verdict else None,
-            "measured": verdict.numeric if verdict else None,
-            "measured_text": None if verdict is None or verdict.measured is None else str(verdict.measured),
-            "unit": verdict.unit if verdict else None, "better": verdict.better if verdict else None,
-            "limit_value": verdict.limit if verdict else None, "expected": verdict.expected if verdict else None,
-            "marginal": verdict.marginal if verdict else False, "transient": verdict.transient if verdict else False,
-            "attempts": verdict.attempts_text if verdict and verdict.attempts else None,
-            "message": test.message or None, "failure_rank": ranks.get(id(test)),
-        })
+        if verdict is None:
+            writer.writerow((run_id, test.id, test.module, test.outcome, *([None] * 8), False, False, None, test.message or None,
+                             ranks.get(id(test))))
+            continue
+        measured = verdict.measured
+        writer.writerow((
+            run_id, test.id, test.module, test.outcome, verdict.check, verdict.subject, verdict.numeric,
+            None if measured is None else str(measured), verdict.unit or None, verdict.better, verdict.limit, verdict.expected,
+            verdict.marginal, verdict.transient, verdict.attempts_text if verdict.attempts else None, test.message or None,
+            ranks.get(id(test)),
+        ))
     vbios = _vbios(record)
     known_vbios = sorted({v for v in vbios if v})
     summary = record.summary
@@ -103,7 +112,7 @@ def rows_of(record: RunRecord, path: str, size: int, mtime_ns: int) -> ReadRun:
     ]
     return ReadRun(
         path, size, mtime_ns, run_id, summary.total, record.complete, json.dumps(run_row) + "\n",
-        "".join(json.dumps(g) + "\n" for g in gpus), "".join(json.dumps(r) + "\n" for r in results),
+        "".join(json.dumps(g) + "\n" for g in gpus), text.getvalue(),
     )
 
 
@@ -176,7 +185,8 @@ class _Batch:
     def _open(self) -> None:
         self.files = 0
         self.replaced: list[str] = []
-        self.handles = {name: (self.folder / f"{name}.jsonl").open("w", encoding="utf-8") for name in ("runs", "gpus", "results", "files")}
+        self.handles = {name: (self.folder / f"{name}.jsonl").open("w", encoding="utf-8", newline="")
+                        for name in ("runs", "gpus", "results", "files")}
 
     def add(self, read: ReadRun, replaces: bool) -> None:
         if replaces:
@@ -206,6 +216,15 @@ class _Batch:
                     if source.stat().st_size == 0:
                         continue
                     columns = _columns(connection, table)
+                    if table == "results":
+                        kinds = {name: columns.get(name, "VARCHAR") for name in RESULT_COLUMNS}
+                        spec = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in kinds.items()) + "}"
+                        connection.execute(
+                            f"INSERT INTO results BY NAME SELECT * FROM read_csv(?, header = false, "
+                            f"columns = {spec}, quote = '\"', escape = '\"', nullstr = '', strict_mode = true)",
+                            [str(source)],
+                        )
+                        continue
                     added = ", ? AS added_at" if "added_at" in columns else ""
                     listed = {name: kind for name, kind in columns.items() if name != "added_at"}
                     spec = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in listed.items()) + "}"
