@@ -146,7 +146,8 @@ def replicate(db: Path, target: Path, times: int) -> None:
         connection.execute(f"CREATE TABLE {table} AS SELECT * FROM source.{table} LIMIT 0")
     for k in range(times):
         suffix = f"-r{k}"
-        connection.execute(f"INSERT INTO runs SELECT * REPLACE (run_id || '{suffix}' AS run_id, host || '{suffix}' AS host) FROM source.runs")
+        renamed = f"run_id || '{suffix}' AS run_id, host || '{suffix}' AS host"
+        connection.execute(f"INSERT INTO runs SELECT * REPLACE ({renamed}) FROM source.runs")
         connection.execute(f"INSERT INTO results SELECT * REPLACE (run_id || '{suffix}' AS run_id) FROM source.results")
     connection.close()
 
@@ -189,8 +190,8 @@ def main() -> int:
     results["ingest"] = timed("store add (empty store)", [*gpu_accept, "store", "add", *paths, "--db", str(db)])
     results["again"] = timed("store add again (nothing new)", [*gpu_accept, "store", "add", *paths, "--db", str(db)])
     results["report"] = timed("report fleet --db -o", [*gpu_accept, "report", "fleet", "--db", str(db), "-o", str(folder / "fleet.xml")])
-    results["page"] = timed("report fleet --db -o --html", [*gpu_accept, "report", "fleet", "--db", str(db), "-o", str(folder / "fleet.xml"),
-                                                             "--html", str(folder / "fleet.html")])
+    page = [*gpu_accept, "report", "fleet", "--db", str(db), "-o", str(folder / "fleet.xml"), "--html", str(folder / "fleet.html")]
+    results["page"] = timed("report fleet --db -o --html", page)
     results["history"] = timed("report history --db", [*gpu_accept, "report", "history", "--db", str(db)])
     print(f"fleet.db {db.stat().st_size / 1e6:.0f} MB, fleet.xml {(folder / 'fleet.xml').stat().st_size / 1e6:.1f} MB, "
           f"fleet.html {(folder / 'fleet.html').stat().st_size / 1e6:.1f} MB")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -211,7 +212,8 @@ def test_a_healthy_noisy_history_raises_nothing(tmp_path, capsys):
     drops, declines, cohorts = findings(db)
     assert drops == [] and declines == [] and cohorts == []
     assert cli(["report", "history", "--db", str(db)]) == 0
-    assert capsys.readouterr().out.strip().endswith("0 drop(s) below a host's own median, 0 steady decline(s), 0 cohort value(s) worse by more than 5% (last 10 runs)")
+    said = "0 drop(s) below a host's own median, 0 steady decline(s), 0 cohort value(s) worse by more than 5% (last 10 runs)"
+    assert capsys.readouterr().out.strip().endswith(said)
 
 
 def test_a_step_down_in_the_latest_run_is_found_against_the_hosts_own_median(tmp_path, capsys):
@@ -250,7 +252,7 @@ def test_a_driver_update_that_slowed_a_collective_is_a_cohort_change(tmp_path, c
 
     db = history_store(tmp_path, hosts=6, days=9, changed=slower, driver=driver)
     _, _, cohorts = findings(db)
-    worse = sorted((c.test for c in cohorts if c.worse_by(0.05)))
+    worse = sorted(c.test for c in cohorts if c.worse_by(0.05))
     assert worse == ["test_busbw[all_reduce-1GiB]", "test_busbw[all_reduce-256MiB]", "test_busbw[all_reduce-4GiB]"]
     one = next(c for c in cohorts if c.test == "test_busbw[all_reduce-1GiB]")
     assert (one.field, one.before, one.after, len(one.hosts)) == ("driver", "580.95", "590.12", 5)
@@ -279,3 +281,45 @@ def test_a_hosts_history_shows_every_run_with_its_software(tmp_path, capsys):
     at = out.index("test_busbw[all_reduce-1GiB]")
     assert out[at + 1].startswith("  2026-10-01T08:00:00Z  ") and "driver=580.95" in out[at + 1] and "torch=2.11.0+cu130" in out[at + 1]
     assert "driver=590.12" in out[at + 3]
+
+
+# -- the fleet page in a real browser ------------------------------------------------------------------------------
+
+
+def page_store(tmp_path: Path) -> Path:
+    """A fleet with something of everything: a failed host, an outlier, a drifting GPU, a driver update."""
+    def bend(host, day, test_id, value):
+        if host == 3 and test_id == "test_p2p_copy[gpu0-gpu1]":
+            return value * 0.7  # an outlier against the fleet median
+        if host == 5 and test_id == "test_local_copy[gpu1]":
+            return value * (1 - 0.015 * day)  # a decline
+        return value
+
+    db = history_store(tmp_path, hosts=12, days=8, changed=bend, driver=lambda host, day: "590.12" if day >= 4 else "580.95")
+    failed = run_document(7, 8, driver="590.12")
+    failed["tests"][0].update(outcome="failed", message="node0007: gpu_count 1 < 2 (profile h200-8-nvswitch)")
+    failed["run"]["exit_status"] = 1
+    assert not add_files(db, [written(tmp_path, "failed.json", failed)], workers=1).problems
+    return db
+
+
+@pytest.mark.browser
+def test_headless_chromium_draws_the_fleet_page_and_a_hosts_history(tmp_path):
+    from tests.test_html import CHROMIUM
+
+    assert CHROMIUM is not None, "install Debian's chromium to run the browser tests"
+    db = page_store(tmp_path)
+    page = tmp_path / "fleet.html"
+    assert cli(["report", "fleet", "--db", str(db), "--html", str(page)]) == 1
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000"]
+    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=180).stdout
+    rows = re.findall(r'<tr class="host" data-n="\d+"><td>(node\d+)</td>', dom)
+    assert len(rows) == 12 and rows[0] == "node0007"  # the worst first: the failed host, then the outlier
+    assert rows[1:3] == ["node0003", "node0005"]  # the outliers (node0005's drift took it 10% below the median)
+    assert dom.count('class="cell failed"') == 1 and dom.count('class="cell outlier"') == 2
+    detail = dom[dom.index('id="detail"'):]
+    assert "<b>node0007</b>" in detail and "<polyline" in detail and "gpu_count 1 &lt; 2" in detail
+    shot = tmp_path / "fleet.png"
+    subprocess.run([*flags, "--window-size=1400,800", f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=180)
+    assert shot.stat().st_size > 10_000

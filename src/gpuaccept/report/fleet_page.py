@@ -22,7 +22,8 @@ tr.host { cursor: pointer; }
 tr.host:hover td { outline: 1px solid #999; }
 .failed { background: #d73027; color: #fff; } .outlier { background: #fc8d59; } .transient { background: #fee08b; }
 .marginal { background: #d9ef8b; } .passed { background: #91cf60; } .none { background: #eee; }
-#detail { position: sticky; top: 0; float: right; width: 46%; margin-left: 16px; padding: 8px; border: 1px solid #ccc; background: #fff; }
+.split { display: flex; gap: 16px; align-items: flex-start; }
+#detail { position: sticky; top: 0; flex: 0 0 500px; padding: 8px; border: 1px solid #ccc; background: #fff; }
 #detail .why { color: #a00; margin: 4px 0; white-space: normal; }
 svg text { font-size: 10px; }
 """
@@ -40,7 +41,8 @@ function sortRows() {
   const value = key === 'host' || key === 'profile' ? h => h[key]
     : key === 'worst' ? h => worst(h) * 1e6 + h.failed * 1e3 + h.outliers
     : key.startsWith('family:') ? h => RANK[h.states[+key.slice(7)]] : h => h[key];
-  rows.sort((a, b) => { const x = value(a), y = value(b); const c = x < y ? -1 : x > y ? 1 : a.host < b.host ? -1 : 1; return sortDown ? -c : c; });
+  // ties by host name, always ascending, whichever way the column sorts
+  rows.sort((a, b) => { const x = value(a), y = value(b); const c = x < y ? -1 : x > y ? 1 : 0; return c ? (sortDown ? -c : c) : a.host < b.host ? -1 : 1; });
 }
 function draw() {
   sortRows();
@@ -59,7 +61,7 @@ function draw() {
 function esc(text) { const d = document.createElement('div'); d.textContent = text; return d.innerHTML; }
 function show(h) {
   const own = data.history[h.host] || {runs: [], series: {}};
-  const W = 520, H = 220, L = 44, B = 40;
+  const W = 490, H = 250, L = 44, B = 64;
   const families = Object.keys(own.series);
   const all = families.flatMap(f => own.series[f]).filter(v => v !== null);
   const lo = Math.min(0.8, ...all), hi = Math.max(1.1, ...all);
@@ -71,7 +73,7 @@ function show(h) {
     svg += `<line x1="${L}" x2="${W}" y1="${y(v)}" y2="${y(v)}" stroke="${v === 1 ? '#555' : '#ddd'}" stroke-dasharray="${v === 1 - data.tolerance ? '4 3' : ''}"/>`;
     svg += `<text x="2" y="${y(v) + 3}">${(v * 100).toFixed(0)}%</text>`;
   }
-  own.runs.forEach((r, i) => { svg += `<text x="${x(i) - 12}" y="${H - 24}" transform="rotate(30 ${x(i) - 12} ${H - 24})">${esc(r[0].slice(5))}</text>`; });
+  own.runs.forEach((r, i) => { svg += `<text x="${x(i) - 10}" y="${H - B + 14}" transform="rotate(30 ${x(i) - 10} ${H - B + 14})">${esc(r[0].slice(5))}</text>`; });
   families.forEach((f, k) => {
     const points = own.series[f].map((v, i) => v === null ? null : [x(i), y(v)]).filter(p => p);
     const colour = PALETTE[k % PALETTE.length];
@@ -87,7 +89,9 @@ function show(h) {
     + svg + `<div>${legend}</div>`;
 }
 draw();
-if (rows.length) show(rows[0]);
+// fleet.html#host=NAME opens on that host's history (a link from a ticket or a chat)
+const wanted = decodeURIComponent(location.hash.replace(/^#host=/, ''));
+if (rows.length) show(rows.find(h => h.host === wanted) || rows[0]);
 """
 
 
@@ -102,7 +106,7 @@ def render_fleet_page(data: dict[str, Any]) -> str:
         f"<h1>gpu-accept fleet: {summary['hosts']} host(s), {summary['failed']} did not pass their profile, "
         f"{summary['outliers']} outlier value(s)</h1>"
         f'<div class="legend">{legend} each host\'s latest run; click a column to sort, a host for its history</div>'
-        '<div id="detail"></div><table id="hosts"></table>'
+        '<div class="split"><table id="hosts"></table><div id="detail"></div></div>'
         f'<script type="application/json" id="fleet-data">{payload}</script>'
         f"<script>{SCRIPT}</script></body></html>\n"
     )

@@ -217,7 +217,7 @@ def cohort_changes(connection: Any, field: str) -> list[CohortValue]:
 def value_history(connection: Any, host: str) -> list[tuple[str, str, float, str, dict[str, str | None]]]:
     """Every run's value of `host`: (test id, run start, value, unit, its software), oldest first."""
     rows = connection.execute(
-        f"""
+        """
         SELECT x.test_id, strftime(r.started_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%SZ'), x.measured, coalesce(x.unit, ''),
             r.driver, r.cuda_driver, r.nccl, r.torch, r.vbios, r.profile
         FROM results x JOIN runs r USING (run_id)
