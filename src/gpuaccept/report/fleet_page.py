@@ -76,12 +76,12 @@ function show(h) {
   own.runs.forEach((r, i) => { svg += `<text x="${x(i) - 10}" y="${H - B + 14}" transform="rotate(30 ${x(i) - 10} ${H - B + 14})">${esc(r[0].slice(5))}</text>`; });
   families.forEach((f, k) => {
     const points = own.series[f].map((v, i) => v === null ? null : [x(i), y(v)]).filter(p => p);
-    const colour = PALETTE[k % PALETTE.length];
+    const colour = PALETTE[data.families.indexOf(f) % PALETTE.length];
     svg += `<polyline fill="none" stroke="${colour}" stroke-width="2" points="${points.map(p => p.join(',')).join(' ')}"/>`;
     points.forEach(p => { svg += `<circle cx="${p[0]}" cy="${p[1]}" r="3" fill="${colour}"/>`; });
   });
   svg += '</svg>';
-  const legend = families.map((f, k) => `<span style="color:${PALETTE[k % PALETTE.length]}">&#9632; ${esc(f)}</span>`).join(' ');
+  const legend = families.map(f => `<span style="color:${PALETTE[data.families.indexOf(f) % PALETTE.length]}">&#9632; ${esc(f)}</span>`).join(' ');
   const drivers = own.runs.map(r => r[1]).filter((d, i, a) => d && a.indexOf(d) === i).join(', ');
   document.getElementById('detail').innerHTML = `<b>${esc(h.host)}</b> (${esc(h.profile)})`
     + h.why.map(w => `<div class="why">${esc(w)}</div>`).join('')
