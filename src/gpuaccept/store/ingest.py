@@ -80,15 +80,18 @@ def rows_of(record: RunRecord, path: str, size: int, mtime_ns: int) -> ReadRun:
     # CSV, in RESULT_COLUMNS' order: a C writer, and DuckDB's fastest reader (JSON lines cost twice the time)
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
+    families: dict[str, str] = {}  # a run's 300 tests come from a handful of modules: each named once
     for test in record.tests:
         verdict = test.verdict
+        where = test.nodeid.partition("::")[0]
+        family = families.get(where) or families.setdefault(where, test.module)
         if verdict is None:
-            writer.writerow((run_id, test.id, test.module, test.outcome, *([None] * 8), False, False, None, test.message or None,
+            writer.writerow((run_id, test.id, family, test.outcome, *([None] * 8), False, False, None, test.message or None,
                              ranks.get(id(test))))
             continue
         measured = verdict.measured
         writer.writerow((
-            run_id, test.id, test.module, test.outcome, verdict.check, verdict.subject, verdict.numeric,
+            run_id, test.id, family, test.outcome, verdict.check, verdict.subject, verdict.numeric,
             None if measured is None else str(measured), verdict.unit or None, verdict.better, verdict.limit, verdict.expected,
             verdict.marginal, verdict.transient, verdict.attempts_text if verdict.attempts else None, test.message or None,
             ranks.get(id(test)),
