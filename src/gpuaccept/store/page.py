@@ -71,7 +71,7 @@ def _history(connection: Any) -> dict[str, dict[str, Any]]:
         if not own["ids"] or own["ids"][-1] != run_id:
             own["ids"].append(run_id)
             own["runs"].append([at, driver or ""])
-        series = own["series"].setdefault(family, [None] * 0)
+        series = own["series"].setdefault(family, [])
         series.extend([None] * (len(own["runs"]) - 1 - len(series)))
         series.append(round(float(ratio), 4))
     for own in history.values():
