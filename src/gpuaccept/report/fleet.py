@@ -304,9 +304,10 @@ class FleetVerdict:
         return not self.outliers and not self.failed_hosts
 
 
-def judge_fleet(hosts: list[HostResults], tolerance: float) -> FleetVerdict:
-    """Every host against its own profile, then against the median of its profile's fleet."""
-    outliers = fleet_outliers(hosts, tolerance)
+def judge_fleet(hosts: list[HostResults], tolerance: float, outliers: list[Outlier] | None = None) -> FleetVerdict:
+    """Every host against its own profile, then against the median of its profile's fleet (found
+    here from the hosts' values, or given: the store finds them in SQL, by the same rule)."""
+    outliers = fleet_outliers(hosts, tolerance) if outliers is None else outliers
     failed = [host for host in hosts if host.verdict_line()]
     lines = small_fleets(hosts)
     lines += [outlier.message for outlier in outliers]

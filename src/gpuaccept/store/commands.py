@@ -85,7 +85,7 @@ def report_fleet(args: argparse.Namespace, tolerance: float, paths: list[str]) -
     """`report fleet --db`: the latest run of each host in the store, judged as files are."""
     from gpuaccept.report.fleet import judge_fleet, write_fleet_junit
     from gpuaccept.store.db import open_for_reading
-    from gpuaccept.store.fleet import hosts_of
+    from gpuaccept.store.fleet import hosts_of, outliers_of
 
     if args.db is None:
         raise OptionError("--html: the fleet page is drawn from a store: add --db STORE")
@@ -95,7 +95,7 @@ def report_fleet(args: argparse.Namespace, tolerance: float, paths: list[str]) -
         hosts = hosts_of(connection)
         if not hosts:
             raise GpuAcceptError(f"{args.db}: the store holds no run")
-        verdict = judge_fleet(hosts, tolerance)
+        verdict = judge_fleet(hosts, tolerance, outliers_of(connection, tolerance))
         if args.html is not None:
             from gpuaccept.report.fleet_page import render_fleet_page
             from gpuaccept.store.page import page_data
