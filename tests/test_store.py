@@ -164,6 +164,29 @@ def test_the_fleet_from_the_store_is_judged_as_the_fleet_from_files(tmp_path, ca
     assert '"host":"node0007"' in page and '"outlier"' in page
 
 
+def test_the_store_reads_which_way_a_value_improves_as_files_do(tmp_path):
+    """The outliers of a store are found in SQL, of files in Python: one rule, one answer."""
+    from gpuaccept.store.fleet import hosts_of, outliers_of
+
+    for better, outlier in (("lower", "node0002"), (None, "node0002"), ("higher", "node0000")):
+        folder = tmp_path / str(better)
+        folder.mkdir()
+        paths = []
+        for index, value in enumerate((0.08, 0.09, 0.30)):
+            document = run_document(index, 0)
+            verdict = {"check": "ddp_exposed_comm", "subject": "2gpu-bs8", "outcome": "passed", "measured": value, "expected": "",
+                       "unit": "", "message": "", "profile": "h200-8-nvswitch", "context": {}}
+            if better is not None:  # None: results written before verdicts carried `better`
+                verdict["better"] = better
+            document["tests"] = [{"id": "test_ddp_exposed_comm[2gpu-bs8]", "nodeid": "test_ddp.py::x", "outcome": "passed",
+                                  "verdict": verdict}]
+            paths.append(written(folder, f"n{index}.json", document))
+        add_files(folder / "f.db", paths, workers=1)
+        with open_for_reading(folder / "f.db") as connection:
+            hosts_of(connection)
+            assert [o.host for o in outliers_of(connection, 0.1)] == [outlier], better
+
+
 def test_a_healthy_fleet_from_the_store_exits_0(tmp_path):
     db = tmp_path / "f.db"
     add_files(db, fleet_files(tmp_path, 4), workers=1)
