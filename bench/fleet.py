@@ -1,11 +1,15 @@
-"""Fleet reporting at burn-in scale: 1000 hosts x 8 GPUs of results.json, evaluated and written.
+"""Fleet reporting at burn-in scale: N hosts x 8 GPUs of results.json, evaluated and written.
 
 Generates the fleet from the shape of a real 8-GPU run (every test the suites would have), one
-host in fifty with a slow NVLink pair, then times `gpu-accept report fleet ... -o fleet.xml`
-(read every file, find the outliers, write one JUnit file). Target: at most 10 s on the 2-core
-CI machine.
+host in fifty with a slow NVLink pair, then times, one after the other on the same files: the
+file-based `report fleet` of before the store (`--before`: a src/ folder of that code), the
+file-based `report fleet` now, `store add` into an empty store and again (nothing new), `report
+fleet --db` with and without the page, and `report history`; and with `--replicate K` the report
+from a store of K times the hosts. Targets: ingest at most 60 s, the report from the store at most
+15 s, on the 2-core CI machine.
 
-    python bench/fleet.py --hosts 1000 --gpus 8
+    git archive d191bdb src | tar -x -C /tmp/before
+    python bench/fleet.py --hosts 10000 --gpus 8 --before /tmp/before/src --replicate 10
 """
 
 from __future__ import annotations
@@ -109,12 +113,54 @@ def host_document(index: int, gpus: int, rng: random.Random) -> dict:
     }
 
 
+MEASURE = r"""
+import resource, subprocess, sys, time
+began = time.perf_counter()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - began
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+lines = (done.stdout.strip() or done.stderr.strip()).splitlines()
+print(f"{wall:.2f} {peak:.0f} {done.returncode}")
+print(lines[-1] if lines else "")
+"""
+
+
+def timed(label: str, command: list[str], env: dict | None = None) -> tuple[float, float, int]:
+    """Wall seconds, peak resident MB of the largest process (the command or one of its workers), exit."""
+    done = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, env=env)
+    first, _, last = done.stdout.partition("\n")
+    wall, peak, code = first.split()
+    print(f"{label}: {float(wall):.2f} s wall, peak {float(peak):.0f} MB, exit {code}: {last.strip()[:160]}", flush=True)
+    return float(wall), float(peak), int(code)
+
+
+def replicate(db: Path, target: Path, times: int) -> None:
+    """A store of `times` as many hosts, each a renamed copy of a stored one (the generated 100k)."""
+    import duckdb
+
+    target.unlink(missing_ok=True)
+    connection = duckdb.connect(str(target))
+    connection.execute(f"ATTACH '{db}' AS source (READ_ONLY)")
+    connection.execute("CREATE TABLE schema_version AS SELECT * FROM source.schema_version")
+    for table in ("runs", "gpus", "results", "files"):
+        connection.execute(f"CREATE TABLE {table} AS SELECT * FROM source.{table} LIMIT 0")
+    for k in range(times):
+        suffix = f"-r{k}"
+        renamed = f"run_id || '{suffix}' AS run_id, host || '{suffix}' AS host"
+        connection.execute(f"INSERT INTO runs SELECT * REPLACE ({renamed}) FROM source.runs")
+        connection.execute(f"INSERT INTO results SELECT * REPLACE (run_id || '{suffix}' AS run_id) FROM source.results")
+    connection.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--gpus", type=int, default=8)
-    parser.add_argument("--target-s", type=float, default=10.0)
     parser.add_argument("--keep", type=Path, help="write the fleet here instead of a temporary folder")
+    parser.add_argument("--before", type=Path, help="a src/ folder of gpu-accept before the store, timed side by side (git archive)")
+    parser.add_argument("--replicate", type=int, default=0, help="also time the report from a store of this many times the hosts")
+    parser.add_argument("--ingest-target-s", type=float, default=60.0)
+    parser.add_argument("--report-target-s", type=float, default=15.0)
     args = parser.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="gpuaccept-fleet-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -122,20 +168,47 @@ def main() -> int:
     began = time.perf_counter()
     paths = []
     for index in range(args.hosts):
-        path = folder / f"node{index:04d}.json"
-        path.write_text(json.dumps(host_document(index, args.gpus, rng)))
+        path = folder / f"node{index:05d}.json"
+        if not path.exists():
+            path.write_text(json.dumps(host_document(index, args.gpus, rng)))
         paths.append(str(path))
     size = sum(Path(p).stat().st_size for p in paths)
-    print(f"generated {args.hosts} results files, {size / 1e6:.0f} MB, in {time.perf_counter() - began:.1f} s")
-    began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "gpuaccept", "report", "fleet", *paths, "-o", str(folder / "fleet.xml")],
-                          capture_output=True, text=True)
-    elapsed = time.perf_counter() - began
-    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr.strip()
-    print(last)
-    size = (folder / "fleet.xml").stat().st_size / 1e6
-    print(f"gpu-accept report fleet: {elapsed:.2f} s wall (target {args.target_s:.0f} s), fleet.xml {size:.0f} MB, exit {done.returncode}")
-    return 0 if elapsed <= args.target_s and done.returncode in (0, 1) else 1
+    print(f"{args.hosts} results files, {size / 1e6:.0f} MB, ready in {time.perf_counter() - began:.1f} s", flush=True)
+    gpu_accept = [sys.executable, "-m", "gpuaccept"]
+    results: dict[str, tuple[float, float, int]] = {}
+    if args.before:
+        import os
+
+        env = {**os.environ, "PYTHONPATH": str(args.before)}
+        results["before"] = timed("before: report fleet FILES -o (every test of every host)",
+                                  [*gpu_accept, "report", "fleet", *paths, "-o", str(folder / "fleet-before.xml")], env)
+        print(f"  fleet-before.xml {(folder / 'fleet-before.xml').stat().st_size / 1e6:.0f} MB", flush=True)
+    results["files"] = timed("now: report fleet FILES -o", [*gpu_accept, "report", "fleet", *paths, "-o", str(folder / "fleet-files.xml")])
+    db = folder / "fleet.db"
+    for leftover in (db, db.with_name("fleet.db.lock"), db.with_name("fleet.db.wal")):
+        leftover.unlink(missing_ok=True)
+    results["ingest"] = timed("store add (empty store)", [*gpu_accept, "store", "add", *paths, "--db", str(db)])
+    results["again"] = timed("store add again (nothing new)", [*gpu_accept, "store", "add", *paths, "--db", str(db)])
+    results["report"] = timed("report fleet --db -o", [*gpu_accept, "report", "fleet", "--db", str(db), "-o", str(folder / "fleet.xml")])
+    page = [*gpu_accept, "report", "fleet", "--db", str(db), "-o", str(folder / "fleet.xml"), "--html", str(folder / "fleet.html")]
+    results["page"] = timed("report fleet --db -o --html", page)
+    results["history"] = timed("report history --db", [*gpu_accept, "report", "history", "--db", str(db)])
+    print(f"fleet.db {db.stat().st_size / 1e6:.0f} MB, fleet.xml {(folder / 'fleet.xml').stat().st_size / 1e6:.1f} MB, "
+          f"fleet.html {(folder / 'fleet.html').stat().st_size / 1e6:.1f} MB")
+    if args.replicate:
+        big = folder / "fleet-x.db"
+        replicate(db, big, args.replicate)
+        hosts = args.hosts * args.replicate
+        results["report-x"] = timed(f"report fleet --db -o, {hosts} hosts (replicated)",
+                                    [*gpu_accept, "report", "fleet", "--db", str(big), "-o", str(folder / "fleet-x.xml")])
+        print(f"fleet-x.db {big.stat().st_size / 1e6:.0f} MB, fleet-x.xml {(folder / 'fleet-x.xml').stat().st_size / 1e6:.1f} MB")
+    if "before" in results:
+        base = results["before"][0]
+        print(f"ratios to before: files {base / results['files'][0]:.1f}x, store report {base / results['report'][0]:.1f}x, "
+              f"ingest + report {base / (results['ingest'][0] + results['report'][0]):.1f}x")
+    ok = results["ingest"][0] <= args.ingest_target_s and results["report"][0] <= args.report_target_s
+    ok = ok and all(code in (0, 1) for _, _, code in results.values())
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from gpuaccept.cli import main as cli
 from gpuaccept.errors import InputFileError
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.profile import load_profile
-from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit
+from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit, write_runs_junit
 from gpuaccept.report.html import FAIL, render_html
 from gpuaccept.report.results import IDLE_S
 from gpuaccept.resources import shipped_dir
@@ -273,8 +273,10 @@ def test_fleet_junit_and_outliers(tmp_path):
     document = etree.parse(str(target))
     assert etree.XMLSchema(etree.parse(str(DATA / "junit.xsd"))).validate(document)
     suites = document.findall("testsuite")
-    assert [s.get("name") for s in suites][:2] == ["node0000", "node0001"] and suites[-1].get("name") == "fleet outliers"
-    assert int(document.getroot().get("tests")) == cases == sum(len(s.findall("testcase")) for s in suites)
+    # one case per host, one per outlier: never every test of every host
+    assert [s.get("name") for s in suites] == ["fleet hosts", "fleet outliers"]
+    assert [c.get("name") for c in suites[0].findall("testcase")] == [f"node{i:04d}" for i in range(8)]
+    assert int(document.getroot().get("tests")) == cases == 8 + 3 == sum(len(s.findall("testcase")) for s in suites)
     for suite in suites:
         names = [c.get("name") for c in suite.findall("testcase")]
         assert len(names) == len(set(names)), "JUnit consumers key test cases by name"
@@ -294,6 +296,7 @@ def test_fleet_command_exit_codes(tmp_path, capsys):
         paths.append(str(path))
     assert cli(["report", "fleet", *paths]) == 0
     assert cli(["report", "junit", *paths, "-o", str(tmp_path / "f.xml")]) == 0
+    assert write_runs_junit(read_fleet(paths, with_suites=True), tmp_path / "g.xml") == 5 * 62  # every test of every host
     broken = tmp_path / "broken.json"
     broken.write_text("{\"format\": \"something else\"}")
     assert cli(["report", "fleet", *paths, str(broken)]) == 2

@@ -15,7 +15,7 @@ import pytest
 from gpuaccept.cli import main as cli
 from gpuaccept.facts import save_facts
 from gpuaccept.facts.run_record import AtLeastCriterion, RunRecord, TestRecord, load_results
-from gpuaccept.report.fleet import read_fleet, write_fleet_junit
+from gpuaccept.report.fleet import read_fleet, write_fleet_junit, write_runs_junit
 from gpuaccept.report.html import FAIL, MARGINAL, UNJUDGED, render_html
 from gpuaccept.report.summary import summary_lines
 from tests.helpers import EXAMPLES, ROOT, example_facts, mutated, with_verdict, with_verdicts
@@ -181,8 +181,9 @@ def test_fleet_of_two_judges_each_host_against_its_profile(tmp_path, capsys):
     from lxml import etree
 
     root = etree.parse(str(tmp_path / "fleet.xml")).getroot()
-    assert root.get("failures") == "25"
-    assert len(root.findall("testsuite")[1].findall("testcase/failure")) == 25
+    assert root.get("tests") == "2" and root.get("failures") == "1"  # a test case per host
+    failure = root.findall("testsuite/testcase/failure")[0]
+    assert failure.get("message") == lines[1]  # the host's verdict, its first failures named
 
 
 def test_fleet_of_healthy_hosts_passes_and_an_incomplete_run_fails(tmp_path, capsys):
@@ -259,7 +260,8 @@ def test_fleet_of_three_keeps_the_median_check(tmp_path, capsys):
 def test_fleet_junit_counts_every_host(tmp_path):
     hosts = read_fleet([str(HEALTHY), str(NO_P2P)], workers=1)
     assert [h.failed for h in hosts] == [0, 25]
-    assert write_fleet_junit(hosts, tmp_path / "f.xml") == 206 + 25
+    assert write_fleet_junit(hosts, tmp_path / "f.xml") == 2  # a case per host: its tests are its own junit.xml
+    assert write_runs_junit(read_fleet([str(HEALTHY), str(NO_P2P)], workers=1, with_suites=True), tmp_path / "g.xml") == 206 + 25
 
 
 # -- heat maps against the floors -------------------------------------------------------------------------

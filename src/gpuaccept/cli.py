@@ -254,10 +254,11 @@ def _parser() -> argparse.ArgumentParser:
         "cluster-results.json among them (gpu-accept cluster) adds its nodes x tests view, the slow node marked, and its "
         "verdicts as a testsuite of the fleet JUnit.",
     )
-    fleet.add_argument("results", nargs="+", help="results.json of each host, and any cluster-results.json")
+    fleet.add_argument("results", nargs="*", help="results.json of each host, and any cluster-results.json (or --db)")
     fleet.add_argument("--tolerance", default="10%", help="how far below the median is an outlier (default 10%%)")
-    fleet.add_argument("-o", "--output", type=_path, help="also write fleet JUnit, outliers as failing test cases")
+    fleet.add_argument("-o", "--output", type=_path, help="also write fleet JUnit: a test case per host and per outlier")
     fleet.set_defaults(handler=_report_fleet)
+    _store_commands(commands, report_commands, fleet)
     cluster_view = report_commands.add_parser("cluster", help="a cluster run's nodes x tests, the slow node marked")
     cluster_view.add_argument("results", type=_path, help="cluster-results.json, as gpu-accept cluster writes it")
     cluster_view.add_argument("-o", "--output", type=_path, help="also write the view as an HTML page")
@@ -567,10 +568,10 @@ def _report_html(args, extra: list[str]) -> int:
 
 
 def _report_junit(args, extra: list[str]) -> int:
-    from gpuaccept.report.fleet import read_fleet, write_fleet_junit
+    from gpuaccept.report.fleet import read_fleet, write_runs_junit
 
-    hosts = read_fleet(_each_once(args.results))
-    cases = write_fleet_junit(hosts, args.output)
+    hosts = read_fleet(_each_once(args.results), with_suites=True)
+    cases = write_runs_junit(hosts, args.output)
     _print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
     return EXIT_OK
 
@@ -615,6 +616,12 @@ def _report_fleet(args, extra: list[str]) -> int:
         tolerance = parse_percent(args.tolerance)
     except ValueError as error:
         raise OptionError(f"--tolerance {error}") from None
+    if args.db is not None or args.html is not None:
+        from gpuaccept.store.commands import report_fleet
+
+        return report_fleet(args, tolerance, _each_once(args.results))
+    if not args.results:
+        raise OptionError("report fleet: give results files, or --db STORE")
     paths = _each_once(args.results)
     clusters = [read_cluster(path) for path in paths if is_cluster_results(path)]
     single = [path for path in paths if not any(cluster.path == path for cluster in clusters)]
@@ -631,6 +638,13 @@ def _report_fleet(args, extra: list[str]) -> int:
         return EXIT_USAGE
     passed = (verdict is None or verdict.passed) and not any(cluster.failed for cluster in clusters)
     return EXIT_OK if passed else EXIT_CHECK_FAILED
+
+
+def _store_commands(commands, report_commands, fleet) -> None:
+    """The results store's commands and options (gpu-accept store ..., report fleet --db, report history)."""
+    from gpuaccept.store.commands import add_commands
+
+    add_commands(commands, report_commands, fleet, _path)
 
 
 def _profile_schema(args, extra: list[str]) -> int:

@@ -1,13 +1,12 @@
-"""Many machines at once: one JUnit file with a testsuite per host; every host judged against its
-own profile (a host whose run failed a test fails the fleet); and, where a profile has hosts
-enough, the hosts whose measured values sit far below the fleet's median (burn-in batches, where
-no baseline exists yet).
+"""Many machines at once: every host judged against its own profile (a host whose run failed a test
+fails the fleet); where a profile has hosts enough, the hosts whose measured values sit far below
+the fleet's median (burn-in batches, where no baseline exists yet); transient and marginal values
+per host. The same judgement serves results files (read here, one process per core) and the results
+store (store/fleet.py builds the same HostResults from SQL).
 
-Each file is read (as a run record) and its host's testsuite written (by report/junit.py, the
-writer of a run's own junit.xml: every test case with its verdict's properties), in parallel, one
-process per core: a thousand 8-GPU hosts are 140 MB of JSON in, 190 MB of XML out, in 6 s on two
-cores (bench/README.md). Fleet outliers, known only once every host is read, go into a testsuite
-of their own.
+Fleet JUnit is one test case per host (its verdict, its failures named in the message) and one per
+outlier value: 10,000 hosts stay a few MB. Every test of every host is each host's own junit.xml,
+and `gpu-accept report junit` (one testsuite per host, every test case) where one file is wanted.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.files import read_input_bytes, read_input_text
 from gpuaccept.report import cluster_view
-from gpuaccept.report.junit import Suite, failing_suite, suite, verdict_suite, write_junit, xml_attribute
+from gpuaccept.report.junit import Counts, Suite, count, failing_suite, fleet_host_suite, suite, verdict_suite, write_junit, xml_attribute
 from gpuaccept.report.summary import attempts_of, did_not_pass, marginal_tests, transient_tests
 
 # results.json written before verdicts said which way their value improves: the one check whose
@@ -50,11 +49,13 @@ class HostResults:
     profile: str
     complete: bool
     values: dict[str, tuple[bool, float, str]]  # test id -> (lower is better, measured, unit)
-    suite: Suite  # this host's <testsuite>, written by the process that read the file
+    counts: Counts  # its tests, failures, errors and skips
     failures: tuple[tuple[str, str], ...] = ()  # (test id, message) of the first tests that did not pass, root causes first
     transients: tuple[str, ...] = ()  # tests that passed only when measured again, with their attempts
     marginal: int = 0  # tests that passed within the profile's marginal band of their limit
     exit_status: int | None = None  # pytest's, as the run recorded it; None until the run ended
+    suite: Suite | None = None  # every test case of this host, where `report junit` asks for them
+    families: dict[str, str] | None = None  # test family (test_nccl) -> its worst state, for the fleet page
 
     @property
     def not_judged(self) -> str:
@@ -65,7 +66,7 @@ class HostResults:
 
     @property
     def failed(self) -> int:
-        return self.suite.counts.failures + self.suite.counts.errors
+        return self.counts.failures + self.counts.errors
 
     @property
     def label(self) -> str:
@@ -89,8 +90,13 @@ def _read(path: str) -> HostResults:
     return host_results(load_results(Path(path)), path)
 
 
-def host_results(record: RunRecord, path: str, name: str | None = None) -> HostResults:
-    """One host's part of a fleet: its suite (named `name`, else by its host), its values, its failures."""
+def _read_with_suite(path: str) -> HostResults:
+    return host_results(load_results(Path(path)), path, with_suite=True)
+
+
+def host_results(record: RunRecord, path: str, name: str | None = None, with_suite: bool = False) -> HostResults:
+    """One host's part of a fleet: its values, its failures, and where asked its whole testsuite
+    (named `name`, else by its host)."""
     values = {}
     for test in record.tests:
         verdict = test.verdict
@@ -102,36 +108,60 @@ def host_results(record: RunRecord, path: str, name: str | None = None) -> HostR
     transients = tuple(f"{t.id} (attempts {attempts_of(t.verdict)})" for t in transient_tests(record.tests) if t.verdict is not None)
     host = record.environment.host
     return HostResults(
-        path, host, record.run.profile.name, record.complete, values, suite(record, name, {"results_file": path}), failures,
+        path, host, record.run.profile.name, record.complete, values, count(record.tests), failures,
         transients, len(marginal_tests(record.tests)), record.run.exit_status,
+        suite(record, name, {"results_file": path}) if with_suite else None,
     )
 
 
-def read_fleet(paths: list[str], workers: int | None = None) -> list[HostResults]:
+def read_fleet(paths: list[str], workers: int | None = None, with_suites: bool = False) -> list[HostResults]:
     if not paths:
         raise GpuAcceptError("no results files given")
+    read = _read_with_suite if with_suites else _read
     workers = workers or min(len(paths), os.cpu_count() or 1)
     if workers <= 1 or len(paths) < 8:
-        return [_read(p) for p in paths]
+        return [read(p) for p in paths]
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_read, paths, chunksize=max(1, len(paths) // (workers * 8))))
+        return list(pool.map(read, paths, chunksize=max(1, len(paths) // (workers * 8))))
+
+
+def _names(hosts: list[HostResults]) -> list[str]:
+    """Each host's name in JUnit: a host with two results files (a rerun) is told apart by the file name."""
+    seen: dict[str, int] = defaultdict(int)
+    for host in hosts:
+        seen[host.host] += 1
+    return [host.host if seen[host.host] == 1 else f"{host.host} ({Path(host.path).name})" for host in hosts]
+
+
+def write_runs_junit(hosts: list[HostResults], target: Path) -> int:
+    """`report junit`: one JUnit file holding every test case of every host, a testsuite per results file."""
+    suites = []
+    for host, name in zip(hosts, _names(hosts), strict=True):
+        assert host.suite is not None, "read_fleet(with_suites=True) gives every host its suite"
+        suites.append(host.suite if name == host.host else _renamed(host.suite, host.host, name))
+    return write_junit(Path(target), suites, "gpu-accept fleet").tests
 
 
 def write_fleet_junit(
     hosts: list[HostResults], target: Path, outliers: list[Outlier] | None = None, clusters: list[ClusterResults] | None = None
 ) -> int:
-    """One JUnit file: a testsuite per results file (named by host), the fleet's outliers, then a
-    testsuite per cluster run (its nodes' and inter-node verdicts)."""
-    seen: dict[str, int] = defaultdict(int)
-    for host in hosts:
-        seen[host.host] += 1
-    # a host with two results files (a rerun) gets two suites; the file name tells them apart
-    suites = [host.suite if seen[host.host] == 1 else _renamed(host) for host in hosts]
+    """Fleet JUnit: a test case per host (failed where it did not pass its profile, its failures
+    named), a test case per outlier value, then a testsuite per cluster run."""
+    cases = [(name, host.profile, host.verdict_line(), _host_properties(host)) for host, name in zip(hosts, _names(hosts), strict=True)]
+    suites = [fleet_host_suite("fleet hosts", cases, {"hosts": str(len(hosts))})]
     if outliers:
-        cases = [(outlier.host, f"fleet_median[{outlier.test}]", outlier.message) for outlier in outliers]
-        suites.append(failing_suite("fleet outliers", cases, {"hosts": str(len(hosts))}))
+        found = [(outlier.host, f"fleet_median[{outlier.test}]", outlier.message) for outlier in outliers]
+        suites.append(failing_suite("fleet outliers", found, {"hosts": str(len(hosts))}))
     suites += [cluster.suite for cluster in clusters or []]
     return write_junit(Path(target), suites, "gpu-accept fleet").tests
+
+
+def _host_properties(host: HostResults) -> dict[str, str]:
+    return {
+        "results_file": host.path, "profile": host.profile, "tests": str(host.counts.tests), "failed": str(host.failed),
+        "skipped": str(host.counts.skipped), "transient": str(len(host.transients)), "marginal": str(host.marginal),
+        "complete": str(host.complete).lower(), "exit_status": "" if host.exit_status is None else str(host.exit_status),
+    }
 
 
 CLUSTER_KIND = '"kind": "gpu-accept cluster"'  # how cluster-results.json begins (session/cluster_report.py)
@@ -190,9 +220,8 @@ def read_cluster(path: str) -> ClusterResults:
     return ClusterResults(path, record, suite)
 
 
-def _renamed(host: HostResults) -> Suite:
-    name = f"{host.host} ({Path(host.path).name})"
-    return Suite(host.suite.xml.replace(f'name="{xml_attribute(host.host)}"', f'name="{xml_attribute(name)}"', 1), host.suite.counts)
+def _renamed(whole: Suite, host: str, name: str) -> Suite:
+    return Suite(whole.xml.replace(f'name="{xml_attribute(host)}"', f'name="{xml_attribute(name)}"', 1), whole.counts)
 
 
 @dataclass(frozen=True)
@@ -275,9 +304,10 @@ class FleetVerdict:
         return not self.outliers and not self.failed_hosts
 
 
-def judge_fleet(hosts: list[HostResults], tolerance: float) -> FleetVerdict:
-    """Every host against its own profile, then against the median of its profile's fleet."""
-    outliers = fleet_outliers(hosts, tolerance)
+def judge_fleet(hosts: list[HostResults], tolerance: float, outliers: list[Outlier] | None = None) -> FleetVerdict:
+    """Every host against its own profile, then against the median of its profile's fleet (found
+    here from the hosts' values, or given: the store finds them in SQL, by the same rule)."""
+    outliers = fleet_outliers(hosts, tolerance) if outliers is None else outliers
     failed = [host for host in hosts if host.verdict_line()]
     lines = small_fleets(hosts)
     lines += [outlier.message for outlier in outliers]

@@ -152,6 +152,18 @@ def failing_suite(name: str, cases: Sequence[tuple[str, str, str]], properties: 
     return Suite(head + _properties(properties) + body + "</testsuite>", Counts(len(cases), len(cases)))
 
 
+def fleet_host_suite(name: str, cases: Sequence[tuple[str, str, str | None, dict[str, str]]], properties: dict[str, str]) -> Suite:
+    """A fleet's hosts, a test case each: (host, profile, the line saying why it failed or None, properties)."""
+    failures = sum(1 for _, _, failure, _ in cases if failure)
+    head = f"<testsuite{_attributes(name=name, tests=len(cases), failures=failures, errors=0, skipped=0)}>"
+    body = "".join(
+        f"<testcase{_attributes(classname=f'fleet.{profile}', name=host)}>" + _properties(each)
+        + (f"<failure{_attributes(type='failure', message=failure)}>{_text(failure)}</failure>" if failure else "") + "</testcase>"
+        for host, profile, failure, each in cases
+    )
+    return Suite(head + _properties(properties) + body + "</testsuite>", Counts(len(cases), failures))
+
+
 _VERDICT_PROBLEM = {"failed": "failure", "error": "error", "not_applicable": "skipped"}
 _VERDICT_PROPERTIES = ("check", "subject", "outcome", "measured", "expected", "unit", "profile", "marginal", "transient")
 

@@ -1,0 +1,162 @@
+"""Opening a store: one DuckDB file, its schema created or migrated forward, one writer at a time.
+
+DuckDB lets one process hold a database file for writing, and a second process that tries gets an
+error, not a wait. So every opener first takes a lock on `<db>.lock` (fcntl, released by the kernel
+when the process ends, even killed): writers exclusively, readers shared. Concurrent `store add`
+runs therefore queue behind each other; each then adds only what is not in yet.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from gpuaccept.errors import GpuAcceptError
+
+SCHEMA_VERSION = 1
+
+# Each step takes a store from version i to i + 1; a store is migrated forward when opened for writing.
+# Version 1: runs, their GPUs, every test's result, and the files each run was read from.
+MIGRATIONS = [
+    """
+    CREATE TABLE schema_version (version INTEGER NOT NULL);
+    CREATE TABLE runs (
+        run_id VARCHAR PRIMARY KEY,      -- sha256 of host, start time, profile and GPU UUIDs (a run added twice is one run)
+        host VARCHAR NOT NULL,
+        profile VARCHAR NOT NULL,
+        profile_sha256 VARCHAR,
+        started_at TIMESTAMPTZ NOT NULL,
+        finished_at TIMESTAMPTZ,         -- NULL: the run did not finish (killed)
+        complete BOOLEAN NOT NULL,
+        exit_status INTEGER,             -- pytest's: 0 passed, 1 a test failed, others could not judge
+        driver VARCHAR, cuda_driver VARCHAR, nccl VARCHAR, torch VARCHAR,
+        vbios VARCHAR,                   -- the GPUs' VBIOS versions, distinct, comma-separated
+        gpu_model VARCHAR, gpu_count INTEGER,
+        tool_version VARCHAR,
+        tests INTEGER, failed INTEGER, errors INTEGER, skipped INTEGER, marginal INTEGER, transient INTEGER,
+        source VARCHAR,                  -- the results file it was read from
+        added_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE gpus (
+        run_id VARCHAR NOT NULL, gpu_index INTEGER, uuid VARCHAR, serial VARCHAR, pci_bus_id VARCHAR, vbios VARCHAR
+    );
+    CREATE TABLE results (
+        run_id VARCHAR NOT NULL,
+        test_id VARCHAR NOT NULL,        -- test_busbw[all_reduce-1GiB]
+        family VARCHAR,                  -- the suite module: test_nccl
+        outcome VARCHAR NOT NULL,        -- passed, failed, error, skipped
+        check_name VARCHAR, subject VARCHAR,
+        measured DOUBLE,                 -- NULL where the value is not a number (a state, a version)
+        measured_text VARCHAR,           -- the value as judged, as text
+        unit VARCHAR, better VARCHAR,    -- better: higher, lower, exact (NULL in older results)
+        limit_value DOUBLE,              -- the floor or ceiling, where the criterion has one
+        expected VARCHAR,
+        marginal BOOLEAN, transient BOOLEAN, attempts VARCHAR,
+        message VARCHAR,
+        failure_rank INTEGER             -- order of a test that did not pass, root causes first; NULL otherwise
+    );
+    CREATE TABLE files (
+        path VARCHAR PRIMARY KEY, size BIGINT, mtime_ns BIGINT, run_id VARCHAR, added_at TIMESTAMPTZ
+    );
+    INSERT INTO schema_version VALUES (1);
+    """,
+]
+
+
+@contextmanager
+def _locked(db: Path, exclusive: bool) -> Iterator[None]:
+    lock_path = db.with_name(db.name + ".lock")
+    try:
+        handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise GpuAcceptError(f"{db}: cannot lock the store ({lock_path}: {error.strerror or error})") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)  # waits for the writer before us
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
+def _connect(db: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    try:
+        connection = duckdb.connect(str(db), read_only=read_only)
+        # a shared machine: DuckDB's default takes 80% of memory and every core
+        connection.execute("SET memory_limit = '2GB'")
+        connection.execute(f"SET threads = {max(1, min(4, os.cpu_count() or 1))}")
+        return connection
+    except duckdb.Error as error:
+        raise GpuAcceptError(f"{db}: not a readable results store ({_first_line(error)})") from None
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def schema_version(connection: duckdb.DuckDBPyConnection) -> int:
+    tables = {row[0] for row in connection.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "schema_version" not in tables:
+        return 0 if not tables else -1
+    row = connection.execute("SELECT max(version) FROM schema_version").fetchone()
+    return int(row[0]) if row and row[0] is not None else -1
+
+
+def migrate(connection: duckdb.DuckDBPyConnection, db: Path) -> None:
+    """Bring the store to SCHEMA_VERSION, one step at a time, each step in its own transaction."""
+    version = schema_version(connection)
+    if version < 0:
+        raise GpuAcceptError(f"{db}: a DuckDB database, but not a gpu-accept results store (no schema_version table)")
+    if version > SCHEMA_VERSION:
+        raise GpuAcceptError(f"{db}: store schema version {version} is newer than this gpu-accept reads ({SCHEMA_VERSION}): upgrade it")
+    for step in range(version, SCHEMA_VERSION):
+        connection.execute("BEGIN")
+        connection.execute(MIGRATIONS[step])
+        if step > 0:
+            connection.execute("UPDATE schema_version SET version = ?", [step + 1])
+        connection.execute("COMMIT")
+
+
+@contextmanager
+def open_for_writing(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The store at `db` (created where missing), locked against every other opener."""
+    db = Path(db)
+    if not db.parent.is_dir():
+        raise GpuAcceptError(f"{db}: its folder {db.parent} does not exist")
+    with _locked(db, exclusive=True):
+        connection = _connect(db, read_only=False)
+        try:
+            migrate(connection, db)
+            yield connection
+        finally:
+            connection.close()
+
+
+@contextmanager
+def open_for_reading(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The store at `db`, read-only, with writers kept out while it is read."""
+    db = Path(db)
+    if not db.is_file():
+        raise GpuAcceptError(f"{db}: no such results store (gpu-accept store add RESULTS... --db {db} creates it)")
+    with _locked(db, exclusive=False):
+        connection = _connect(db, read_only=True)
+        try:
+            version = schema_version(connection)
+            if version != SCHEMA_VERSION:
+                if version < 0:
+                    raise GpuAcceptError(f"{db}: a DuckDB database, but not a gpu-accept results store")
+                raise GpuAcceptError(
+                    f"{db}: store schema version {version}, this gpu-accept reads {SCHEMA_VERSION}"
+                    + (" (gpu-accept store add migrates it)" if version < SCHEMA_VERSION else ": upgrade gpu-accept")
+                )
+            yield connection
+        finally:
+            connection.close()
+
+
+def query(connection: duckdb.DuckDBPyConnection, sql: str, parameters: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    return connection.execute(sql, parameters or []).fetchall()

@@ -1,0 +1,87 @@
+"""The fleet from the store: each host's latest run as the HostResults that report/fleet.py judges,
+so a fleet read from files and one read from the store are judged by one code path.
+
+The store answers in a handful of scans (DuckDB, columnar): the latest run per host, its failures
+(root causes first, three per host), its transient values, per test family its worst state for the
+fleet page, and the outliers: fleet_outliers' rule (report/fleet.py) in SQL, so that the values of
+10,000 hosts never become Python objects (that was two thirds of the report's time and memory).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from gpuaccept.report.fleet import FAILURES_SHOWN, MEDIAN_CHECKS, MEDIAN_HOSTS, OLDER_RESULTS_LOWER_IS_BETTER, HostResults, Outlier
+from gpuaccept.report.junit import Counts
+from gpuaccept.store.db import open_for_reading
+
+LATEST = """
+    CREATE TEMP TABLE latest AS
+    SELECT * FROM runs
+    QUALIFY row_number() OVER (PARTITION BY host ORDER BY started_at DESC, added_at DESC, run_id) = 1
+"""
+
+
+def fleet_from_store(db: Path) -> list[HostResults]:
+    """Every host's latest run, by host name."""
+    with open_for_reading(db) as connection:
+        return hosts_of(connection)
+
+
+def hosts_of(connection: Any) -> list[HostResults]:
+    connection.execute("DROP TABLE IF EXISTS latest")
+    connection.execute(LATEST)
+    failures: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for run_id, test_id, message in connection.execute(
+        "SELECT r.run_id, r.test_id, coalesce(r.message, '') FROM results r JOIN latest USING (run_id) "
+        "WHERE r.failure_rank < ? ORDER BY r.run_id, r.failure_rank",
+        [FAILURES_SHOWN],
+    ).fetchall():
+        failures[run_id].append((test_id, message))
+    transients: dict[str, list[str]] = defaultdict(list)
+    for run_id, test_id, attempts in connection.execute(
+        "SELECT r.run_id, r.test_id, coalesce(r.attempts, '') FROM results r JOIN latest USING (run_id) "
+        "WHERE r.transient ORDER BY r.run_id, r.test_id"
+    ).fetchall():
+        transients[run_id].append(f"{test_id} (attempts {attempts})")
+    families: dict[str, dict[str, str]] = defaultdict(dict)
+    for run_id, family, failed, transient, marginal in connection.execute(
+        "SELECT r.run_id, r.family, bool_or(r.outcome IN ('failed', 'error')), bool_or(r.transient), bool_or(r.marginal) "
+        "FROM results r JOIN latest USING (run_id) GROUP BY ALL"
+    ).fetchall():
+        families[run_id][family] = "failed" if failed else "transient" if transient else "marginal" if marginal else "passed"
+    hosts = []
+    for run_id, host, profile, complete, exit_status, tests, failed, errors, skipped, marginal, source in connection.execute(
+        "SELECT run_id, host, profile, complete, exit_status, tests, failed, errors, skipped, marginal, source FROM latest ORDER BY host"
+    ).fetchall():
+        hosts.append(HostResults(
+            source or run_id, host, profile, bool(complete), {}, Counts(tests, failed, errors, skipped),
+            tuple(failures.get(run_id, ())), tuple(transients.get(run_id, ())), int(marginal or 0), exit_status,
+            families=families.get(run_id, {}),
+        ))
+    return hosts
+
+
+def outliers_of(connection: Any, tolerance: float) -> list[Outlier]:
+    """Values of the latest runs more than `tolerance` worse than the median of the same test across
+    the hosts of one profile (of MEDIAN_HOSTS or more): report/fleet.py's fleet_outliers, in SQL.
+    `connection` must hold the `latest` table hosts_of made."""
+    rows = connection.execute(
+        """
+        WITH v AS (
+            SELECT coalesce(l.source, l.run_id) AS path, l.host, l.profile, r.test_id, r.measured, coalesce(r.unit, '') AS unit,
+                coalesce(r.better = 'lower', list_contains($older, r.check_name)) AS lower
+            FROM results r JOIN latest l USING (run_id)
+            WHERE r.measured IS NOT NULL AND isfinite(r.measured) AND list_contains($checks, r.check_name)
+        ),
+        m AS (SELECT profile, test_id, median(measured) AS median, count(*) AS hosts FROM v GROUP BY ALL HAVING count(*) >= $least)
+        SELECT v.path, v.host, v.test_id, v.measured, m.median, v.unit, m.hosts FROM v JOIN m USING (profile, test_id)
+        WHERE CASE WHEN v.lower THEN v.measured > m.median * (1 + $tolerance) ELSE v.measured < m.median * (1 - $tolerance) END
+        """,
+        {"older": sorted(OLDER_RESULTS_LOWER_IS_BETTER), "checks": sorted(MEDIAN_CHECKS), "least": MEDIAN_HOSTS, "tolerance": tolerance},
+    ).fetchall()
+    found = [Outlier(path, host, test, float(value), float(median), unit, int(n)) for path, host, test, value, median, unit, n in rows]
+    found.sort(key=lambda o: (o.host, o.deviation))
+    return found
