@@ -7,7 +7,9 @@ round among passing ones passes, marked transient, with the round named; a miss 
 fails; with one round, that round decides; wrong data, or a step that gave no value (a hang, a
 crash), in any round decides at once. Every round's
 value is kept in the verdict's context and message. Each round is judged by the stage's own check,
-against the same floor as a standard run.
+against the same floor as a standard run. A value measured in some rounds only (the memory test, at
+its interval) is judged over those; a bandwidth measured beside the sustained load shares the GPUs
+with it, so there only its wrong data and hangs count, and its value is shown beside the others.
 """
 
 from __future__ import annotations

@@ -180,8 +180,9 @@ class BurninDriver:
                 )
 
     def _round_done(self, gpu: int, index: int) -> None:
-        """A GPU finished round `index` of the load: the last GPU to do so says where the burn-in stands."""
-        if gpu != max(range(self.facts.gpu_count)):
+        """A GPU finished round `index` of the load: when the machine's last GPU has, the terminal
+        shows where the burn-in stands and each GPU's power and temperature now."""
+        if gpu != self.facts.gpu_count - 1:
             return
         readings = self.readings()
         shown = []
