@@ -108,8 +108,7 @@ def gpu_accept(seconds: int, profile: str, out: Path) -> list[dict]:
     telemetry, burnin = record.facts.telemetry, record.facts.burnin
     if telemetry is None or burnin is None or burnin.load_started_s is None or burnin.load_ended_s is None:
         return [{"tool": "gpu-accept burn-in", "missing": f"no sustained load recorded (exit {done.returncode})"}]
-    moment = datetime.datetime.fromisoformat
-    offset = moment(burnin.started_at).timestamp() - moment(telemetry.started_at).timestamp()
+    offset = burnin.offset_on(telemetry)
     rates: dict[int, list[float]] = {}
     for burnin_round in burnin.rounds:
         sweep = burnin_round.measurements.compute

@@ -18,7 +18,6 @@ The load's rounds sit on the telemetry's time line by the burn-in's and the tele
 
 from __future__ import annotations
 
-import datetime
 import statistics
 from dataclasses import dataclass
 
@@ -58,10 +57,6 @@ class LoadTimeline:
         return [r for r in self.burnin.rounds if r.stages == ["compute"] and not r.beside_load]
 
 
-def _moment(text: str) -> float:
-    return datetime.datetime.fromisoformat(text).timestamp()
-
-
 def load_timeline(judge: Judge, facts: Facts, subject: str) -> LoadTimeline | Verdict:
     """Where the sustained load ran, or why it cannot be judged (a skip where the facts hold no
     burn-in load, an error where its telemetry is missing)."""
@@ -72,7 +67,7 @@ def load_timeline(judge: Judge, facts: Facts, subject: str) -> LoadTimeline | Ve
         return judge.error(subject, "the burn-in's sustained load ran, and no telemetry was sampled to judge it by")
     if telemetry.not_sampled:
         return judge.error(subject, f"telemetry could not be sampled: {telemetry.not_sampled}")
-    offset = _moment(burnin.started_at) - _moment(telemetry.started_at)
+    offset = burnin.offset_on(telemetry)
     return LoadTimeline(telemetry, burnin, offset, offset + burnin.load_started_s, offset + burnin.load_ended_s)
 
 

@@ -7,6 +7,7 @@ a check can tell "not supported" from "zero" and say which it saw.
 
 from __future__ import annotations
 
+import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -679,6 +680,14 @@ class BurnIn(OmitsLaterDefaults):
 
     def rounds_with(self, stage: str) -> list[BurnInRound]:
         return [r for r in self.rounds if stage in r.stages]
+
+    def offset_on(self, telemetry: Telemetry) -> float:
+        """Where this burn-in began on the telemetry's time line (seconds since sampling began); 0
+        where the burn-in was recorded without its start."""
+        if not self.started_at:
+            return 0.0
+        moment = datetime.datetime.fromisoformat
+        return moment(self.started_at).timestamp() - moment(telemetry.started_at).timestamp()
 
 
 class EccCounts(Record):

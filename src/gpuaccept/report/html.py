@@ -27,7 +27,6 @@ at the end of the page hand each figure to Plotly. The figures are data a test c
 
 from __future__ import annotations
 
-import datetime
 import functools
 import math
 import re
@@ -564,9 +563,7 @@ def _telemetry(facts: Facts, steady: Sequence[tuple[float, str]] = ()) -> dict |
     telemetry, burnin = facts.telemetry, facts.burnin
     charts = []
     # the burn-in's rounds on the telemetry's time line, where both were recorded
-    offset = 0.0
-    if telemetry is not None and burnin is not None and burnin.started_at:
-        offset = _moment(burnin.started_at) - _moment(telemetry.started_at)
+    offset = burnin.offset_on(telemetry) if telemetry is not None and burnin is not None else 0.0
     load_marks: list[tuple[float, str]] = []
     if burnin is not None and burnin.load_started_s is not None and burnin.load_ended_s is not None:
         load_marks = [(offset + burnin.load_started_s, "sustained load"), (offset + burnin.load_ended_s, "load ends")]
@@ -628,10 +625,6 @@ def _telemetry(facts: Facts, steady: Sequence[tuple[float, str]] = ()) -> dict |
     if burnin is not None:
         note += f"{'; ' if note else ''}burn-in: {len(burnin.rounds)} round(s) in {burnin.elapsed_s:.0f} s of {burnin.duration_s:.0f} s ({burnin.ended})"
     return {"charts": charts, "note": note}
-
-
-def _moment(text: str) -> float:
-    return datetime.datetime.fromisoformat(text).timestamp()
 
 
 def _judged_cell(value: float | None, verdict: VerdictRecord | None, unit: str = "") -> dict | None:

@@ -104,7 +104,7 @@ class SustainedLoad:
         self._lock = threading.Lock()
         self._gathered = _Gathered()
         self._labels: dict[str, tuple[int, int]] = {}  # a step's label -> (gpu, round)
-        self.began = self.ends = 0.0
+        self.began = 0.0
 
     def plan(self, gpu: int, began: float) -> Plan:
         spec, burnin = self.spec, self.spec.burnin
@@ -136,7 +136,6 @@ class SustainedLoad:
 
     def start(self) -> None:
         self.began = time.time()
-        self.ends = self.began + self.duration_s
         for gpu in self.gpus:
             plan = self.plan(gpu, self.began)
             self._labels.update({step.label: (gpu, step.round) for step in plan.steps})  # type: ignore[union-attr]

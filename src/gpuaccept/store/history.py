@@ -119,6 +119,12 @@ class CohortValue:
         )
 
 
+# every value of a host (one host with $host), numbered from its latest run back: age 1 is the latest
+AGED = (
+    f"v AS ({VALUES} AND ($host IS NULL OR r.host = $host)),\n"
+    "        aged AS (SELECT *, row_number() OVER (PARTITION BY host, test_id ORDER BY started_at DESC, run_id) AS age FROM v)"
+)
+
 def _parameters(**extra: Any) -> dict[str, Any]:
     return {"older": sorted(OLDER_RESULTS_LOWER_IS_BETTER), "checks": HISTORY_CHECKS, **extra}
 
@@ -127,8 +133,7 @@ def drops(connection: Any, runs: int, limit: float, host: str | None = None) -> 
     """Values whose latest run is worse than the host's own median of its `runs` runs before by more than `limit`."""
     rows = connection.execute(
         f"""
-        WITH v AS ({VALUES} AND ($host IS NULL OR r.host = $host)),
-        aged AS (SELECT *, row_number() OVER (PARTITION BY host, test_id ORDER BY started_at DESC, run_id) AS age FROM v),
+        WITH {AGED},
         judged AS (
             SELECT host, test_id, any_value(unit) AS unit, bool_or(lower) AS lower,
                 max(measured) FILTER (WHERE age = 1) AS latest,
@@ -150,8 +155,7 @@ def declines(connection: Any, runs: int, limit: float, host: str | None = None) 
     """Values that fell steadily over the last `runs` runs: a fitted line losing more than `limit`."""
     rows = connection.execute(
         f"""
-        WITH v AS ({VALUES} AND ($host IS NULL OR r.host = $host)),
-        aged AS (SELECT *, row_number() OVER (PARTITION BY host, test_id ORDER BY started_at DESC, run_id) AS age FROM v),
+        WITH {AGED},
         recent AS (
             SELECT *, lag(measured) OVER (PARTITION BY host, test_id ORDER BY started_at, run_id) AS previous
             FROM aged WHERE age <= $runs
