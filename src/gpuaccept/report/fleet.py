@@ -21,7 +21,9 @@ from pathlib import Path
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts.run_record import RunRecord, load_results
+from gpuaccept.facts.verdict import Verdict
 from gpuaccept.files import read_input_bytes, read_input_text
+from gpuaccept.outcomes import EXIT_FAILED, exit_code
 from gpuaccept.report import cluster_view
 from gpuaccept.report.junit import Counts, Suite, count, failing_suite, fleet_host_suite, suite, verdict_suite, write_junit, xml_attribute
 from gpuaccept.report.summary import attempts_of, did_not_pass, marginal_tests, transient_tests
@@ -200,6 +202,11 @@ class ClusterResults:
     def failed(self) -> int:
         return int(self.suite.counts.failures + self.suite.counts.errors)
 
+    @property
+    def exit_code(self) -> int:
+        """The outcome policy's: 1 where a check failed, else 2 where a value could not be judged, else 0."""
+        return exit_code(str(verdict["outcome"]) for verdict in self.record["verdicts"])
+
     def lines(self) -> list[str]:
         shown = [v for v in self.record["verdicts"] if v["outcome"] in ("failed", "error")][:FAILURES_SHOWN]
         named = "; ".join(f"test_{v['check']}[{v['subject']}]: {v['message']}" for v in shown)
@@ -212,7 +219,8 @@ def read_cluster(path: str) -> ClusterResults:
         record = json.loads(read_input_text(path))
         facts = record["facts"]
         name = f"cluster {facts['profile']} ({Path(path).name})"
-        suite = verdict_suite(name, record["verdicts"], {"results_file": path, "world": str(facts["world"])})
+        verdicts = [Verdict.from_data(verdict) for verdict in record["verdicts"]]
+        suite = verdict_suite(name, verdicts, {"results_file": path, "world": str(facts["world"])})
         cluster_view.text(record)  # what the fleet report shows of it: damage found here, not halfway through the report
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         said = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
@@ -302,6 +310,14 @@ class FleetVerdict:
     @property
     def passed(self) -> bool:
         return not self.outliers and not self.failed_hosts
+
+    @property
+    def exit_code(self) -> int:
+        """The outcome policy's (outcomes.py): 1 where a host failed a check or is an outlier (or its
+        run did not end or judge, as before); else 2 where a host's values could not be established; else 0."""
+        if self.outliers or any(host.counts.failures or not host.complete or host.not_judged for host in self.failed_hosts):
+            return EXIT_FAILED
+        return exit_code("error" for host in self.failed_hosts if host.counts.errors)
 
 
 def judge_fleet(hosts: list[HostResults], tolerance: float, outliers: list[Outlier] | None = None) -> FleetVerdict:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuaccept.facts.run_record import TestRecord, VerdictRecord
+from gpuaccept.facts.run_record import TestRecord
+from gpuaccept.facts.verdict import Verdict
 from gpuaccept.vocabulary.display import show
 
 # checks whose numbers are worth seeing even when they pass, in the order they are shown
@@ -104,7 +105,7 @@ def abbreviated(test_ids: list[str]) -> str:
     return ", ".join(parts)
 
 
-def attempts_of(verdict: VerdictRecord) -> str:
+def attempts_of(verdict: Verdict) -> str:
     """A verdict's attempts for people: `310.2, 331 GB/s`."""
     shown = ", ".join("-" if value is None else show(value) for value in verdict.attempts)
     return f"{shown} {verdict.unit}".rstrip()
