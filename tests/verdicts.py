@@ -4,8 +4,8 @@ Each measured facts file in examples/facts is judged against every shipped profi
 results file in examples/results against the profile it was judged against then (found by its
 content hash among the shipped profiles and those kept in bench/runs), with every check declared
 (checks/declare.py) for the subjects it declares, as the plugin parametrizes them. So are the
-facts `gpu-accept import` reads from the reference 4xH200 machine's command outputs (nvidia-smi topo -m, topo -p2p r and its nccl-tests logs), against
-every shipped profile. `python -m tests.verdicts` writes what the code gives now to
+facts `gpu-accept import` reads from the reference 4xH200 machine's command outputs (nvidia-smi
+topo -m, topo -p2p r and its nccl-tests logs), against every shipped profile. `python -m tests.verdicts` writes what the code gives now to
 tests/data/verdicts.json; test_verdicts.py holds the code to that file. Regenerate it only for a
 change of verdicts that is meant, and say which in the commit.
 """
