@@ -18,6 +18,7 @@ from gpuaccept.vocabulary.links import PCIE_LEVELS, gpu_key
 
 @check(subjects=GPU)
 def nic_affinity(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's closest NIC is at the PCIe distance the profile states, or closer."""
     wanted = profile.expected_nic(index)
     if wanted is None:
         return judge.not_applicable(gpu_key(index), "the profile states no NIC for this GPU")
@@ -65,9 +66,11 @@ def _cpu_list_verdict(judge: Judge, what: str, profile: Profile, facts: Facts, i
 
 @check(subjects=GPU)
 def cpu_affinity(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's CPU affinity is the CPU list the profile states."""
     return _cpu_list_verdict(judge, "CPU affinity", profile, facts, index)
 
 
 @check(subjects=GPU)
 def numa_affinity(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's NUMA affinity is the node list the profile states."""
     return _cpu_list_verdict(judge, "NUMA affinity", profile, facts, index)

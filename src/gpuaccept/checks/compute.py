@@ -71,6 +71,7 @@ def _gemm_note(result: GemmResult) -> str:
 
 @check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("gemm"), attempts=_keys("gemm"))
 def gemm_throughput(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Sustained GEMM throughput of the GPU is at least the profile's `compute.gemm.min_tflops`."""
     compute = profile.spec.compute
     gemm = compute.gemm if compute else None
     if gemm is None or gemm.min_tflops is None:
@@ -91,6 +92,7 @@ def _best(sweep: ComputeSweep, gpus: int) -> GemmResult | None:
 
 @check(subjects=GPU, marginal=True, stage="compute", asked=_asked, measured_again=False, key_of=_load("gemm"), attempts=_keys("gemm"))
 def gemm_within_best(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The GPU's GEMM throughput is within the profile's share of the machine's best GPU."""
     compute = profile.spec.compute
     gemm = compute.gemm if compute else None
     if gemm is None or gemm.within_best is None:
@@ -112,6 +114,7 @@ def gemm_within_best(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> 
 
 @check(subjects=GPU, stage="compute", asked=_asked, measured_again=False, key_of=_load("gemm"), attempts=_keys("gemm"))
 def gemm_correct(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Every repeated GEMM product equals the first, holds no NaN or Inf, and is within tolerance of a float32 reference."""
     compute = profile.spec.compute
     if compute is None or compute.gemm is None:
         return judge.not_applicable(gpu_key(gpu), "the profile sets no compute.gemm")
@@ -161,16 +164,19 @@ def _hbm(judge: Judge, what: LoadKind, profile: Profile, facts: Facts, gpu: int)
 
 @check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_copy"), attempts=_keys("hbm_copy"))
 def hbm_copy(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """HBM copy bandwidth of the GPU is at least the profile's `compute.hbm.copy_min`."""
     return _hbm(judge, "hbm_copy", profile, facts, gpu)
 
 
 @check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_triad"), attempts=_keys("hbm_triad"))
 def hbm_triad(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """HBM triad bandwidth of the GPU is at least the profile's `compute.hbm.triad_min`."""
     return _hbm(judge, "hbm_triad", profile, facts, gpu)
 
 
 @check(subjects=GPU, stage="compute", asked=_asked, measured_again=False, key_of=_load("memtest"))
 def memtest(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """A memory pattern test over most of the GPU's free memory reads every word back right."""
     compute = profile.spec.compute
     if compute is None or compute.memtest is None:
         return judge.not_applicable(gpu_key(gpu), "the profile sets no compute.memtest")

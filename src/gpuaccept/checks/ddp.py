@@ -51,6 +51,7 @@ def _throughput(
 
 @check(subjects=DDP_CASE, name="ddp_scaling", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys)
 def scaling(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
+    """DDP training throughput per GPU at a setting, as a share of one GPU's, is at least the profile's efficiency."""
     minimum = profile.spec.ddp.min_efficiency.get(case) if profile.spec.ddp else None
     if minimum is None:
         return judge.not_applicable(case, "the profile sets no scaling efficiency for this setting")
@@ -81,6 +82,7 @@ def scaling(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
 
 @check(subjects=DDP_CASE, name="ddp_exposed_comm", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys)
 def exposed_communication(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
+    """The share of a DDP step spent in gradient communication not hidden by compute is at most the profile's."""
     maximum = profile.spec.ddp.max_exposed_comm.get(case) if profile.spec.ddp else None
     if maximum is None:
         return judge.not_applicable(case, "the profile sets no exposed-communication limit for this setting")
@@ -98,6 +100,7 @@ def exposed_communication(judge: Judge, profile: Profile, facts: Facts, case: st
 
 @check(subjects=DDP_CASE, name="ddp_nvlink_speedup", marginal=True, stage="ddp", in_burnin=False, attempts=_both_arms)
 def nvlink_speedup(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
+    """DDP training with P2P is at least the profile's factor faster than with NCCL_P2P_DISABLE=1."""
     minimum = profile.spec.ddp.nvlink_ab.get(case) if profile.spec.ddp else None
     if minimum is None:
         return judge.not_applicable(case, "the profile sets no NVLink A/B for this setting")

@@ -95,6 +95,7 @@ def collective_step_keys(profile: Profile, case: tuple[Collective, str]) -> list
 
 @check(subjects=BUSBW_CASE, marginal=True, stage="nccl", judged_beside_load=False, attempts=collective_step_keys)
 def busbw(judge: Judge, profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
+    """NCCL bus bandwidth of a collective at a size is at least the profile's floor."""
     collective, size_text = case
     floor = profile.spec.nccl.busbw.get(collective, {}).get(size_text) if profile.spec.nccl else None
     if floor is None:
@@ -114,6 +115,7 @@ def busbw(judge: Judge, profile: Profile, facts: Facts, case: tuple[Collective, 
 
 @check(subjects=BUSBW_CASE, stage="nccl", measured_again=False, attempts=collective_step_keys)
 def collective_correct(judge: Judge, profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
+    """Every element of a collective's result is right: wrong data fails at once."""
     collective, size_text = case
     criterion = Equals(0, "wrong elements")
     result = _collective_result(judge, profile, facts, case, criterion)
@@ -134,6 +136,7 @@ def pair_step_keys(profile: Profile, pair: tuple[int, int]) -> list[StepKey]:
 
 @check(subjects=GPU_PAIR, marginal=True, stage="nccl", asked=_pairwise, judged_beside_load=False, attempts=pair_step_keys)
 def pair_busbw(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    """Send/receive bandwidth between two GPUs is at least the profile's pairwise floor."""
     subject = pair_key(*pair)
     spec = profile.spec.pairwise
     if spec is None:
@@ -197,28 +200,33 @@ def _copy(what: CopyKind) -> dict[str, Any]:
 
 @check(subjects=GPU, **_copy("local"))
 def local_copy(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Copy bandwidth within the GPU is at least the profile's floor."""
     return _copy_verdict(judge, profile, facts, "local", (gpu,), None)
 
 
 @check(subjects=GPU, **_copy("host_to_device"))
 def host_to_device(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Copy bandwidth from pinned host memory to the GPU is at least the profile's floor."""
     found = facts.gpu(gpu)
     return _copy_verdict(judge, profile, facts, "host_to_device", (gpu,), pcie_peak(found) if found else None)
 
 
 @check(subjects=GPU, **_copy("device_to_host"))
 def device_to_host(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Copy bandwidth from the GPU to pinned host memory is at least the profile's floor."""
     found = facts.gpu(gpu)
     return _copy_verdict(judge, profile, facts, "device_to_host", (gpu,), pcie_peak(found) if found else None)
 
 
 @check(subjects=GPU_ORDERED_PAIR, **_copy("p2p"))
 def p2p_copy(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    """Copy-engine bandwidth from one GPU to another is at least the profile's floor."""
     return _copy_verdict(judge, profile, facts, "p2p", pair, pair_peak(facts, *pair))
 
 
 @check(subjects=GPU_PAIR, **_copy("p2p_bidirectional"))
 def p2p_copy_bidirectional(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    """Copy-engine bandwidth between two GPUs, both ways at once, is at least the profile's floor."""
     peak = pair_peak(facts, *pair)
     both_ways = Peak(2 * peak.GBps, f"{peak.what}, both ways") if peak else None
     return _copy_verdict(judge, profile, facts, "p2p_bidirectional", pair, both_ways)

@@ -112,6 +112,7 @@ def _span(first: HealthSnapshot, last: HealthSnapshot) -> str:
 
 @check(subjects=GPU, family="health_state")
 def row_remapping(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """No row remap pending or failed at the start, and uncorrectable remaps within the profile's limit."""
     limit = profile.spec.health.remapped_uncorrectable_max
     criterion = AtMost(limit, "rows")
     start = _start(judge, facts, gpu)
@@ -152,6 +153,7 @@ def row_remapping(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ver
 
 @check(subjects=GPU, family="health_state")
 def retired_pages(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """No page pending retirement at the start, and retired pages (SBE + DBE) within the profile's limit."""
     limit = profile.spec.health.retired_pages_max
     criterion = AtMost(limit, "pages")
     start = _start(judge, facts, gpu)
@@ -175,6 +177,7 @@ def retired_pages(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ver
 
 @check(subjects=GPU, family="health_state")
 def ecc_corrected(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Corrected ECC errors (aggregate) at the start within the profile's limit, where it sets one."""
     limit = profile.spec.health.ecc_corrected_max
     if limit is None:
         return judge.not_applicable(gpu_key(gpu), "the profile sets no limit on corrected ECC errors (health.ecc_corrected_max)")
@@ -186,6 +189,7 @@ def ecc_corrected(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ver
 
 @check(subjects=GPU, family="health_state")
 def sram_ecc(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """SRAM ECC errors (aggregate) within the profile's limits, and the SRAM error threshold not exceeded."""
     health = profile.spec.health
     start = _start(judge, facts, gpu)
     if isinstance(start, Verdict):
@@ -239,6 +243,7 @@ def recovery_action_after_run(judge: Judge, profile: Profile, facts: Facts, gpu:
 
 @check(subjects=GPU, family="health_state")
 def persistence_mode(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Persistence mode is on, where the profile requires it."""
     if not profile.spec.health.persistence_mode:
         return judge.not_applicable(gpu_key(gpu), "the profile does not require persistence mode (health.persistence_mode: false)")
     start = _start(judge, facts, gpu)
@@ -253,6 +258,7 @@ def persistence_mode(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> 
 
 @check(subjects=GPU, family="health_state")
 def inforom(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The InfoROM checksum is valid."""
     start = _start(judge, facts, gpu)
     if isinstance(start, Verdict):
         return start
@@ -298,6 +304,7 @@ def vbios_consistent(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> 
 
 @check(subjects=GPU, family="health_state")
 def mig_mode(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """MIG mode is what the profile's `health.mig` says."""
     wanted = profile.spec.health.mig
     criterion = Equals(wanted)
     start = _start(judge, facts, gpu)
@@ -420,6 +427,7 @@ def ecc_errors_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int
 
 @check(subjects=GPU, family="health_run")
 def ecc_corrected_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """New corrected ECC errors (volatile) during the run within the profile's limit, where it sets one."""
     limit = profile.spec.health.ecc_corrected_during_run_max
     if limit is None:
         return judge.not_applicable(
@@ -626,11 +634,13 @@ def _temperature(
 
 @check(subjects=GPU, family="health_run")
 def gpu_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The hottest GPU temperature of the snapshots stays below NVML's slowdown threshold."""
     return _temperature(judge, facts, gpu, "GPU temperature", lambda s: s.temperature_C, lambda s: s.slowdown_C, "slowdown threshold")
 
 
 @check(subjects=GPU, family="health_run")
 def memory_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The hottest HBM temperature of the snapshots stays below NVML's memory max temperature."""
     return _temperature(
         judge,
         facts,

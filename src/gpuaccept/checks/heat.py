@@ -130,6 +130,7 @@ def _steady_or_verdict(judge: Judge, profile: Profile, facts: Facts, gpu: int) -
 
 @check(subjects=GPU)
 def thermal_steady_state(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The GPU reaches thermal steady state within the burn-in's sustained load."""
     found = _steady_or_verdict(judge, profile, facts, gpu)
     if isinstance(found, Verdict):
         return found
@@ -173,6 +174,7 @@ def window_conditions(timeline: LoadTimeline, gpu: int, span: tuple[float, float
 
 @check(subjects=GPU, marginal=True)
 def hot_gemm_throughput(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """GEMM throughput from thermal steady state on is at least the profile's share of its first round's."""
     subject = gpu_key(gpu)
     share = profile.spec.burnin.hot_throughput_min
     if share is None:
@@ -250,6 +252,7 @@ def _power_or_verdict(judge: Judge, facts: Facts, gpu: int) -> tuple[LoadTimelin
 
 @check(subjects=GPU, marginal=True)
 def power_under_load(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The median power drawn once the sustained load settled is at least the profile's share of NVML's power limit."""
     subject = gpu_key(gpu)
     floor = profile.spec.burnin.min_power_share
     if floor is None:
@@ -266,6 +269,7 @@ def power_under_load(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> 
 
 @check(subjects=GPU, marginal=True)
 def power_within_best(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The power drawn under the sustained load is within the profile's share of the best GPU's."""
     subject = gpu_key(gpu)
     within = profile.spec.burnin.power_within_best
     if within is None:

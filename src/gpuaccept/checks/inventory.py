@@ -39,6 +39,7 @@ def _found(facts: Facts) -> str:
 
 @check()
 def gpu_count(judge: Judge, profile: Profile, facts: Facts) -> Verdict:
+    """The number of GPUs under test is the profile's `gpus.count`."""
     criterion = Equals(profile.gpu_count)
     measured = facts.gpu_count
     if criterion.holds(measured):
@@ -50,6 +51,7 @@ def gpu_count(judge: Judge, profile: Profile, facts: Facts) -> Verdict:
 
 @check(subjects=GPU)
 def gpu_model(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's model name matches one of the profile's `gpus.model` patterns."""
     criterion = MatchesAny(tuple(profile.spec.gpus.model))
     gpu = present_gpu(judge, facts, index, "model", criterion)
     if isinstance(gpu, Verdict):
@@ -59,6 +61,7 @@ def gpu_model(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdi
 
 @check(subjects=GPU)
 def gpu_memory(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's total memory is at least the profile's `gpus.memory_min_gib`."""
     minimum = profile.spec.gpus.memory_min_gib
     if minimum is None:
         return judge.not_applicable(gpu_key(index), "the profile sets no memory minimum")
@@ -72,6 +75,7 @@ def gpu_memory(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verd
 
 @check(subjects=GPU)
 def ecc_mode(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """ECC is in the state the profile's `gpus.ecc` asks for."""
     wanted = profile.spec.gpus.ecc
     if wanted is None:
         return judge.not_applicable(gpu_key(index), "the profile states no ECC mode")
@@ -88,6 +92,7 @@ def ecc_mode(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdic
 
 @check()
 def driver_version(judge: Judge, profile: Profile, facts: Facts) -> Verdict:
+    """The NVIDIA driver is at least the profile's `software.driver_min`."""
     software = profile.spec.software
     if software is None or software.driver_min is None:
         return judge.not_applicable(facts.system.hostname, "the profile sets no minimum driver")
@@ -96,6 +101,7 @@ def driver_version(judge: Judge, profile: Profile, facts: Facts) -> Verdict:
 
 @check()
 def cuda_version(judge: Judge, profile: Profile, facts: Facts) -> Verdict:
+    """The CUDA version the driver supports is at least the profile's `software.cuda_min`."""
     software = profile.spec.software
     if software is None or software.cuda_min is None:
         return judge.not_applicable(facts.system.hostname, "the profile sets no minimum CUDA version")

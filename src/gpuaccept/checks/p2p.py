@@ -31,6 +31,7 @@ def _pair_facts(judge: Judge, facts: Facts, pair: tuple[int, int], criterion: Cr
 
 @check(subjects=GPU_ORDERED_PAIR)
 def p2p_capability(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    """NVML's peer-to-peer capabilities of an ordered pair are what the profile expects."""
     subject = pair_key(*pair)
     caps = profile.expected_p2p(*pair)
     stated = caps.stated() if caps else {}

@@ -66,6 +66,7 @@ def _none_read(judge: Judge, facts: Facts, subject: str, samples: list[Telemetry
 
 @check(subjects=GPU)
 def clock_slowdown(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The share of samples under load with the clocks held down by the hardware is within the profile's limit."""
     limit = profile.spec.burnin.max_slowdown_share
     subject = gpu_key(gpu)
     samples = _samples(judge, facts, gpu, under_load=True)
@@ -85,6 +86,7 @@ def clock_slowdown(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ve
 
 @check(subjects=GPU)
 def max_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The hottest GPU temperature the telemetry sampled stays below NVML's slowdown temperature."""
     subject = gpu_key(gpu)
     samples = _samples(judge, facts, gpu, under_load=False)
     if isinstance(samples, Verdict):
@@ -106,6 +108,7 @@ def max_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> V
 
 @check(subjects=GPU, marginal=True)
 def sm_clock_under_load(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The median SM clock under load is at least the profile's `burnin.min_sm_clock_mhz`."""
     floor = profile.spec.burnin.min_sm_clock_mhz
     subject = gpu_key(gpu)
     if floor is None:

@@ -13,6 +13,7 @@ from gpuaccept.vocabulary.nvml_codes import FABRIC_STATE_NAMES, NVLINK_VERSION_N
 
 @check(subjects=GPU)
 def pcie_generation(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's PCIe link reaches the profile's generation."""
     pcie = profile.spec.pcie
     if pcie is None or pcie.generation is None:
         return judge.not_applicable(gpu_key(index), "the profile sets no PCIe generation")
@@ -35,6 +36,7 @@ def pcie_generation(judge: Judge, profile: Profile, facts: Facts, index: int) ->
 
 @check(subjects=GPU)
 def pcie_width(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's PCIe link runs at the profile's width (lanes) or wider."""
     pcie = profile.spec.pcie
     if pcie is None or pcie.width is None:
         return judge.not_applicable(gpu_key(index), "the profile sets no PCIe width")
@@ -47,6 +49,7 @@ def pcie_width(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verd
 
 @check(subjects=GPU)
 def nvlink_links(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU has as many active NVLinks as the profile expects."""
     nvlink = profile.spec.nvlink
     if nvlink is None:
         return judge.not_applicable(gpu_key(index), "the profile states no NVLink expectation")
@@ -74,6 +77,7 @@ def nvlink_links(judge: Judge, profile: Profile, facts: Facts, index: int) -> Ve
 
 @check(subjects=GPU)
 def nvlink_version(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's NVLink version is the profile's."""
     nvlink = profile.spec.nvlink
     if nvlink is None or nvlink.version is None:
         return judge.not_applicable(gpu_key(index), "the profile states no NVLink version")
@@ -102,6 +106,7 @@ def _version_name(code: int | Unavailable) -> str:
 
 @check(subjects=GPU)
 def fabric_state(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's NVSwitch fabric registration is in the state the profile expects."""
     fabric = profile.spec.fabric
     if fabric is None:
         return judge.not_applicable(gpu_key(index), "the profile states no NVSwitch fabric expectation")
@@ -124,6 +129,7 @@ def fabric_state(judge: Judge, profile: Profile, facts: Facts, index: int) -> Ve
 
 @check(subjects=GPU_PAIR)
 def link_type(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    """The link between two GPUs (NVLink or the PCIe path) is the type the profile expects."""
     a, b = pair
     subject = pair_key(a, b)
     expected = profile.expected_link(a, b)

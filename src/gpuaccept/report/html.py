@@ -64,6 +64,11 @@ MARKS = (
 )
 
 
+def _why(verdict: Verdict, mark: str, why: str) -> str:
+    """A mark's title: where the marginal line was, for a marginal value whose criterion holds it."""
+    return f"{why}: {verdict.marginal_line}" if mark == "marginal" and verdict.marginal_line else why
+
+
 @functools.cache
 def _templates():
     # imported here, not at module level: the plugin imports this module in every pytest run
@@ -387,7 +392,7 @@ def heat_cell(value: float, verdict: Verdict | None) -> tuple[str, str, str, str
     if verdict.outcome != "passed":
         return "failed", FAIL, "#fff", explained
     if verdict.marginal:
-        return "marginal", MARGINAL, "#1f2328", explained + ", marginal"
+        return "marginal", MARGINAL, "#1f2328", explained + f", {verdict.marginal_line or 'marginal'}"
     low = limit if limit is not None and verdict.better != "lower" else 0.0
     share = (value - low) / (peak - low) if peak and peak > low else PASS_UNSCALED
     share = min(max(share, 0.0), 1.0)
@@ -650,11 +655,12 @@ def _all_tests(tests: list[TestRecord]) -> list[dict]:
         rows.append({
             "outcome": test.outcome,
             "colour": OUTCOME_COLOURS.get(test.outcome, SKIP),
-            "marks": [(name, why) for name, why in MARKS if verdict is not None and getattr(verdict, name)],
+            "marks": [(name, _why(verdict, name, why)) for name, why in MARKS if verdict is not None and getattr(verdict, name)],
             "id": test.id,
             "measured": "" if measured is None else show(measured),
             "attempts": ", ".join("-" if a is None else show(a) for a in attempts) if len(attempts) > 1 else "",
-            "expected": verdict.expected if verdict else None,
+            # the criterion, and where its marginal line was: ">= 330 GB/s (marginal below 346.5 GB/s)"
+            "expected": (f"{verdict.expected} ({verdict.marginal_line})" if verdict.marginal_line else verdict.expected) if verdict else None,
             "unit": verdict.unit if verdict else None,
             "message": test.message or (verdict.message if verdict else None),
         })

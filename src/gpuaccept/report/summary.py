@@ -135,7 +135,11 @@ def watch_lines(tests: list[TestRecord]) -> list[str]:
         lines.append(f"{len(transient)} value(s) passed only when measured again (transient): {_listed(entries)}")
     marginal = [(t.id, t.verdict) for t in marginal_tests(tests) if t.verdict is not None]
     if marginal:
-        entries = [f"{test_id} ({show(verdict.measured, verdict.unit)}, expected {verdict.expected})" for test_id, verdict in marginal]
+        entries = [
+            f"{test_id} ({show(verdict.measured, verdict.unit)}, expected {verdict.expected}"
+            + (f", {verdict.marginal_line})" if verdict.marginal_line else ")")
+            for test_id, verdict in marginal
+        ]
         lines.append(f"{len(marginal)} value(s) marginal, passed within the profile's marginal band of the limit: {_listed(entries)}")
     return lines
 
