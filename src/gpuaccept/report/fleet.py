@@ -71,6 +71,14 @@ class HostResults:
         return self.counts.failures + self.counts.errors
 
     @property
+    def outcome(self) -> str:
+        """`failed` where a check failed or the run did not end or judge (as before), `error` where its
+        values could only not be established (outcomes.py), else `passed`."""
+        if self.counts.failures or not self.complete or self.not_judged:
+            return "failed"
+        return "error" if self.counts.errors else "passed"
+
+    @property
     def label(self) -> str:
         return f"{self.host} ({self.path})"
 
@@ -149,7 +157,8 @@ def write_fleet_junit(
 ) -> int:
     """Fleet JUnit: a test case per host (failed where it did not pass its profile, its failures
     named), a test case per outlier value, then a testsuite per cluster run."""
-    cases = [(name, host.profile, host.verdict_line(), _host_properties(host)) for host, name in zip(hosts, _names(hosts), strict=True)]
+    named = zip(hosts, _names(hosts), strict=True)
+    cases = [(name, host.profile, host.verdict_line(), _host_properties(host), host.outcome) for host, name in named]
     suites = [fleet_host_suite("fleet hosts", cases, {"hosts": str(len(hosts))})]
     if outliers:
         found = [(outlier.host, f"fleet_median[{outlier.test}]", outlier.message) for outlier in outliers]
@@ -315,9 +324,9 @@ class FleetVerdict:
     def exit_code(self) -> int:
         """The outcome policy's (outcomes.py): 1 where a host failed a check or is an outlier (or its
         run did not end or judge, as before); else 2 where a host's values could not be established; else 0."""
-        if self.outliers or any(host.counts.failures or not host.complete or host.not_judged for host in self.failed_hosts):
+        if self.outliers:
             return EXIT_FAILED
-        return exit_code("error" for host in self.failed_hosts if host.counts.errors)
+        return exit_code(host.outcome for host in self.failed_hosts)
 
 
 def judge_fleet(hosts: list[HostResults], tolerance: float, outliers: list[Outlier] | None = None) -> FleetVerdict:

@@ -154,16 +154,24 @@ def failing_suite(name: str, cases: Sequence[tuple[str, str, str]], properties: 
     return Suite(head + _properties(properties) + body + "</testsuite>", Counts(len(cases), len(cases)))
 
 
-def fleet_host_suite(name: str, cases: Sequence[tuple[str, str, str | None, dict[str, str]]], properties: dict[str, str]) -> Suite:
-    """A fleet's hosts, a test case each: (host, profile, the line saying why it failed or None, properties)."""
-    failures = sum(1 for _, _, failure, _ in cases if failure)
-    head = f"<testsuite{_attributes(name=name, tests=len(cases), failures=failures, errors=0, skipped=0)}>"
+def fleet_host_suite(
+    name: str, cases: Sequence[tuple[str, str, str | None, dict[str, str], str]], properties: dict[str, str]
+) -> Suite:
+    """A fleet's hosts, a test case each: (host, profile, the line saying why it did not pass or None,
+    properties, the host's outcome: `failed`, or `error` where its values could not be established)."""
+    failures = sum(1 for _, _, line, _, outcome in cases if line and outcome != "error")
+    errors = sum(1 for _, _, line, _, outcome in cases if line and outcome == "error")
+    head = f"<testsuite{_attributes(name=name, tests=len(cases), failures=failures, errors=errors, skipped=0)}>"
     body = "".join(
-        f"<testcase{_attributes(classname=f'fleet.{profile}', name=host)}>" + _properties(each)
-        + (f"<failure{_attributes(type='failure', message=failure)}>{_text(failure)}</failure>" if failure else "") + "</testcase>"
-        for host, profile, failure, each in cases
+        f"<testcase{_attributes(classname=f'fleet.{profile}', name=host)}>" + _properties(each) + _problem(line, outcome) + "</testcase>"
+        for host, profile, line, each, outcome in cases
     )
-    return Suite(head + _properties(properties) + body + "</testsuite>", Counts(len(cases), failures))
+    return Suite(head + _properties(properties) + body + "</testsuite>", Counts(len(cases), failures, errors))
+
+
+def _problem(line: str | None, outcome: str) -> str:
+    element = JUNIT_ELEMENT.get(outcome, "failure")
+    return f"<{element}{_attributes(type=element, message=line)}>{_text(line)}</{element}>" if line else ""
 
 
 def _property_text(value: object) -> str:
