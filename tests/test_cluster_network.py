@@ -354,7 +354,8 @@ def test_a_real_two_node_run_on_a_lent_2xh200_names_its_slowed_node_in_the_fleet
 @pytest.mark.parametrize(
     ("damage", "said", "commands"),
     [
-        (lambda r: r["verdicts"][0].update(subject=True), "AttributeError", ("cluster", "fleet")),
+        (lambda r: r["verdicts"][0].update(subject=True), "ValueError: verdicts[0].subject: Input should be a valid string",
+         ("cluster", "fleet")),
         (lambda r: r["facts"]["nodes"][0].update(host=None), "TypeError", ("cluster", "fleet")),
         (lambda r: r["facts"]["nodes"].__setitem__(0, {}), "KeyError: 'node'", ("cluster", "fleet")),
     ],

@@ -19,6 +19,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.facts.verdict import Verdict
@@ -223,12 +225,22 @@ class ClusterResults:
         return [verdict, *("  " + row for row in cluster_view.text(self.record).splitlines())]
 
 
+def _verdict(index: int, data: dict) -> Verdict:  # type: ignore[type-arg]
+    """One verdict of a cluster's file; a damaged one said in one line, naming its key."""
+    try:
+        return Verdict.from_data(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"verdicts[{index}].{where}: {first['msg']}") from None
+
+
 def read_cluster(path: str) -> ClusterResults:
     try:
         record = json.loads(read_input_text(path))
         facts = record["facts"]
         name = f"cluster {facts['profile']} ({Path(path).name})"
-        verdicts = [Verdict.from_data(verdict) for verdict in record["verdicts"]]
+        verdicts = [_verdict(index, verdict) for index, verdict in enumerate(record["verdicts"])]
         suite = verdict_suite(name, verdicts, {"results_file": path, "world": str(facts["world"])})
         cluster_view.text(record)  # what the fleet report shows of it: damage found here, not halfway through the report
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
