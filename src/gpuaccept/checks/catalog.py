@@ -22,6 +22,19 @@ when this file is not what the declarations say.
 - **again**: a miss is measured again before it fails (`--confirm`); **burn-in**: a burn-in judges
   it over its rounds.
 - What a verdict's outcome means for the test, JUnit and the exit code: [outcomes.md](outcomes.md).
+
+To add a check: write it in the module of its layer, declared once, its `Judge` given to it:
+
+```python
+@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("gemm"), attempts=_keys("gemm"))
+def gemm_throughput(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    \"\"\"Sustained GEMM throughput of the GPU is at least the profile's `compute.gemm.min_tflops`.\"\"\"
+```
+
+then the suite's test that calls it (`test_<name>`, asking for its subjects' fixture: `gpu`), and
+write this file again. The plugin's test ids, the stage's values (measured again, judged over a
+burn-in's rounds), the health families and the golden verdicts of the tests follow from the
+declaration; a test fails where a declared check has no suite test, or a suite test no check.
 """
 
 
