@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from gpuaccept.checks import compute, fabric, health
 from gpuaccept.checks.catalog import checks_markdown
-from gpuaccept.checks.declare import declared_checks, subject_kinds
+from gpuaccept.checks.declare import REGISTRY, check, declared_checks, subject_kinds
 from gpuaccept.checks.stages import STAGE_VALUES
 from gpuaccept.checks.verdict import AtLeast, Judge, Outcome
 from gpuaccept.facts.run_record import TestRecord
@@ -99,3 +101,12 @@ def test_the_marginal_line_is_inside_the_criterion_and_every_writer_says_where()
     # a check judged without a band writes its criterion as before: no line
     plain = Judge("gpu_memory", "p")("gpu0", "memory", 141.0, AtLeast(140.0, "GiB"))
     assert "marginal_minimum" not in plain.criterion.model_dump(mode="json") and plain.marginal_line == ""
+
+
+def test_two_checks_of_one_name_are_refused_and_a_module_imported_again_declares_itself_again():
+    with pytest.raises(ValueError, match="'busbw' is declared twice"):
+        check(name="busbw")(lambda judge, profile, facts: judge.error("x", "never judged"))
+    before = REGISTRY["busbw"]
+    again = check(name="busbw")(before.judged)  # as a module imported again declares it
+    assert REGISTRY["busbw"] is again
+    REGISTRY["busbw"] = before

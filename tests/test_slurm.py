@@ -77,6 +77,9 @@ def test_a_failed_node_is_drained_with_its_failing_tests_as_the_reason(tmp_path)
     [call] = calls(log)
     assert call[:3] == ["update", "nodename=gpu-node-07", "state=drain"]
     assert call[3].startswith("reason=gpu-accept: test_") and "test_gpu_count" in call[3] and len(call) == 4, call
+    assert call[3].endswith("exit 1, profile h200-8-nvswitch)")
+    assert done.stdout.splitlines()[-1] == f"gpu-accept health-check: FAIL: {call[3].removeprefix('reason=')}"
+    assert "gpu_accept_run_exit_code{" in (tmp_path / "m.prom").read_text()
 
 
 @pytest.mark.slow
@@ -88,9 +91,8 @@ def test_a_node_that_could_not_be_judged_is_not_proven_good_and_drains_saying_so
     assert done.stdout.splitlines()[-1].startswith("gpu-accept health-check: COULD NOT JUDGE: gpu-accept: could not judge: test_p2p")
     [call] = calls(log)
     assert call[3].startswith("reason=gpu-accept: could not judge: test_p2p_cuda_agrees[gpu0-gpu1,gpu0-gpu2,") and len(call) == 4
-    assert call[3].endswith("(+4 more; exit 1, profile h200-4-nvswitch)") or "exit 1, profile h200-4-nvswitch)" in call[3]
-    assert done.stdout.splitlines()[-1] == f"gpu-accept health-check: FAIL: {call[3].removeprefix('reason=')}"
-    assert "gpu_accept_run_exit_code{" in (tmp_path / "m.prom").read_text()
+    assert call[3].endswith("exit 2, profile h200-4-nvswitch)")
+    assert done.stdout.splitlines()[-1] == f"gpu-accept health-check: COULD NOT JUDGE: {call[3].removeprefix('reason=')}"
 
 
 @pytest.mark.slow
@@ -209,7 +211,8 @@ def test_the_nhc_check_passes_or_dies_with_the_failing_tests(tmp_path, select, p
     runner = write(tmp_path / "bin" / "gpu-accept-select",
                    f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@" ' + (f'-k "{select}"\n' if select else "\n"))
     runner.chmod(0o755)
-    env.update(GPUACCEPT_NVML_REPLAY=REPLAY, GPU_ACCEPT=str(runner), GPU_ACCEPT_REPORTS=str(tmp_path / "r"))
+    # the module's own limit (25 s) is NHC's; on a busy test machine the check is given longer
+    env.update(GPUACCEPT_NVML_REPLAY=REPLAY, GPU_ACCEPT=str(runner), GPU_ACCEPT_REPORTS=str(tmp_path / "r"), GPU_ACCEPT_TIMEOUT="240")
     done = subprocess.run(["bash", "-c", NHC_HARNESS, "nhc", str(SLURM / "nhc" / "gpu-accept.nhc"), profile],
                           capture_output=True, text=True, env=env, timeout=300)
     lines = done.stdout.splitlines()

@@ -146,8 +146,11 @@ def check(
             name or judged.__name__, judged.__module__.rsplit(".", 1)[-1], " ".join(summary.split()), subjects, marginal, stage, asked,
             measured_again, in_burnin, judged_beside_load, key_of, attempts, family, test,
         )
-        if declaration.name in REGISTRY:
-            raise ValueError(f"check {declaration.name!r} is declared twice")
+        earlier = REGISTRY.get(declaration.name)
+        # a module imported again (pytest's in-process runs restore sys.modules) declares its checks
+        # again: the same function replaces itself; another function of the same name is a mistake
+        if earlier is not None and (earlier.judged.__module__, earlier.judged.__qualname__) != (judged.__module__, judged.__qualname__):
+            raise ValueError(f"check {declaration.name!r} is declared twice: {earlier.judged.__module__} and {judged.__module__}")
         declared = DeclaredCheck(judged, declaration)
         REGISTRY[declaration.name] = declared
         return declared
