@@ -72,7 +72,7 @@ def test_the_stage_loads_only_the_gpus_asked_and_a_hung_load_costs_only_its_own_
 
     from gpuaccept.profile import load_profile
     from gpuaccept.resources import shipped_dir
-    from gpuaccept.session.compute import run_compute_stage
+    from gpuaccept.stages.compute import run_compute_stage
 
     text = PROFILE.replace("within_best: 0.95}", "within_best: 0.95, timeout_s: 5}")
     profile = load_profile(cpu_profile(tmp_path, text), [shipped_dir("profiles")])

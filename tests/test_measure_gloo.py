@@ -13,7 +13,7 @@ from gpuaccept.measure.pairwise_step import round_robin, schedule
 from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
 from gpuaccept.measure.worker import WAITING_MARK
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.session.stages import nccl_plan, run_nccl_stage
+from gpuaccept.stages.fabric import nccl_plan, run_nccl_stage
 from gpuaccept.vocabulary.collectives import COLLECTIVES
 from gpuaccept.vocabulary.steps import CollectiveKey, PairKey
 
@@ -165,7 +165,7 @@ def test_a_plan_for_values_measured_again_holds_only_their_steps():
 
 def test_a_plan_names_the_keys_of_its_values_and_reads_back_as_written():
     from gpuaccept.profile import ProfileCatalog
-    from gpuaccept.session.stages import copy_plan, ddp_plan
+    from gpuaccept.stages.fabric import copy_plan, ddp_plan
 
     spec = ProfileCatalog.with_shipped().load("h200-4-nvswitch").spec
     plans = [nccl_plan(spec, 4), copy_plan(spec, 4), ddp_plan(spec, 4), ddp_plan(spec, 4, without_p2p=True)]
@@ -258,7 +258,7 @@ def test_a_reworded_step_label_changes_the_messages_never_which_tests_a_hang_fai
     from gpuaccept.checks import fabric
     from gpuaccept.measure import plan as plan_module
     from gpuaccept.profile import load_profile
-    from gpuaccept.session.store import MeasurementStore
+    from gpuaccept.stages.store import MeasurementStore
     from tests.helpers import example_facts, write
 
     # the launcher and the checks read the reworded label; the workers, other processes, the old one

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from gpuaccept.burnin.sustained import memtest_rounds, rounds_of
 from gpuaccept.measure import load_steps
 from gpuaccept.measure.plan import HbmStep, MemtestStep, SustainedRoundStep
-from gpuaccept.session.sustained import memtest_rounds, rounds_of
 
 torch = pytest.importorskip("torch")
 from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, clear_kept, memtest_due_flag, memtest_flag, sustained_round  # noqa: E402

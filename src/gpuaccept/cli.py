@@ -442,8 +442,9 @@ def _torchrun(args, extra: list[str]) -> int:
 
 def _measure(facts, args):
     """Every stage the profile asks for, run exactly as a pytest session runs them."""
-    from gpuaccept.session.health import SessionListener, SnapshotAfterStage, with_health
-    from gpuaccept.session.store import STAGES, MeasurementStore
+    from gpuaccept.stages.health import SessionListener, SnapshotAfterStage, with_health
+    from gpuaccept.stages.registry import STAGES
+    from gpuaccept.stages.store import MeasurementStore
 
     catalog = _catalog(args)
     profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)

@@ -24,9 +24,8 @@ EXACT_LIMIT = 256  # bf16 holds every integer up to 256
 INJECT_WRONG = "GPUACCEPT_INJECT_WRONG"
 # Test hook: GPUACCEPT_INJECT_DIP="<step label or key>" makes the first measurement of that step (not the
 # ones that confirm a miss) a third slower, as a one-off dip on a shared machine does: every rank
-# runs one extra operation on every second timed iteration
+# runs one extra operation on every second timed iteration; the plan says which attempt a measurement is
 INJECT_DIP = "GPUACCEPT_INJECT_DIP"
-ATTEMPT = "GPUACCEPT_ATTEMPT"  # set by the suite: 0 for a first measurement, N for the Nth repeat
 # Test hook: GPUACCEPT_INJECT_SLOW="<seconds>" in the environment of one node's ranks makes each of
 # their timed operations that much longer, as a node with a slow link does to every collective it is in
 INJECT_SLOW = "GPUACCEPT_INJECT_SLOW"
@@ -45,7 +44,7 @@ def measure_collective(step: CollectiveStep, me) -> list[dict]:
     _fill(step.collective, inputs, me)  # time real data, never zeros
     for _ in range(step.warmup):
         operation()
-    timed = _with_dip(operation) if _injected(INJECT_DIP, step) and os.environ.get(ATTEMPT, "0") == "0" else operation
+    timed = _with_dip(operation) if _injected(INJECT_DIP, step) and me.attempt == 0 else operation
     if os.environ.get(INJECT_SLOW):
         timed = _with_delay(timed, float(os.environ[INJECT_SLOW]))
     seconds = slowest_rank_seconds(time_operation(timed, step.iterations, me), me)

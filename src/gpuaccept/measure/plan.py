@@ -257,4 +257,5 @@ class Plan(BaseModel):
     backend: Literal["auto", "nccl", "gloo"] = "auto"  # auto: NCCL where CUDA is, gloo elsewhere
     startup_timeout_s: float = 60.0  # process start, torch import, process group and NCCL set-up (about 5 s on H200)
     stalled_s: float = 20.0  # a worker that shows no sign of life this long is stopped, frozen or gone
+    attempt: int = 0  # 0 for a first measurement, N for the Nth confirmation round of a miss
 

@@ -56,6 +56,7 @@ class Rank:
     device: Any  # torch.device
     backend: str
     group: Any = None  # a process group of some ranks (rank and world are then within it); None: every rank
+    attempt: int = 0  # the plan's: 0 for a first measurement, N for the Nth confirmation round of a miss
 
     @property
     def cuda(self) -> bool:
@@ -165,7 +166,7 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s:
     else:
         device = torch.device("cpu")
     backend = "nccl" if use_cuda else "gloo"
-    me = Rank(rank, world, local_rank, device, backend)
+    me = Rank(rank, world, local_rank, device, backend, attempt=plan.attempt)
     progress = Progress(out, enabled=rank == 0)
     needs_group = any(not isinstance(step, ONE_GPU_STEPS) for step in plan.steps)
     if needs_group:

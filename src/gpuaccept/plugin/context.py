@@ -18,7 +18,7 @@ from gpuaccept.facts.run_record import FACTS_SOURCE, FactsFile, LiveMachine
 from gpuaccept.plugin.options import NamedProfile, ProfileChoice, RunOptions
 from gpuaccept.probe import probe_machine
 from gpuaccept.profile import Profile, ProfileCatalog, load_profile
-from gpuaccept.session.store import MeasurementStore
+from gpuaccept.stages.store import MeasurementStore
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from gpuaccept.burnin.driver import burnin_stages, stages_asked
 from gpuaccept.errors import GpuAcceptError, shown
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.burnin import BurninHooks
@@ -28,9 +29,8 @@ from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import VERDICTS_KEY, failure_message
-from gpuaccept.session.burnin import FABRIC_STAGES, LOAD_STAGES, stages_asked
-from gpuaccept.session.health import SnapshotAfterStage
-from gpuaccept.session.store import MeasurementStore
+from gpuaccept.stages.health import SnapshotAfterStage
+from gpuaccept.stages.store import MeasurementStore
 
 WORKER_INPUT = "gpuaccept_context"
 WORKER_STORE = "gpuaccept_store"
@@ -39,13 +39,13 @@ TERMINATED: list[int] = []  # the signals that asked this run to end
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml configures: a gpu-accept run writes its JUnit itself
 def pytest_configure(config: pytest.Config) -> None:
+    register_markers(config)  # in every run, so that the suites pass --strict-markers
     try:
         options = read_options(config.option)
     except GpuAcceptError as error:
         raise pytest.UsageError(_usage(error)) from None
     if options is None:
         return  # not a gpu-accept run
-    register_markers(config)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
@@ -95,7 +95,7 @@ def _refuse_a_burnin_without_loads(options: RunOptions, context: RunContext) -> 
     if options.level == "burn-in" and context.live and not stages_asked(context.profile):
         raise GpuAcceptError(
             f"--level burn-in: profile {context.profile.name} asks for no stage a burn-in runs "
-            f"({', '.join((*LOAD_STAGES, *FABRIC_STAGES))}): nothing would load the GPUs"
+            f"({', '.join(burnin_stages())}): nothing would load the GPUs"
         )
 
 
@@ -146,9 +146,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize("baseline_metric", [pytest.param(None, marks=pytest.mark.skip(reason=reason))], ids=["none"])
 
 
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    run = config.stash.get(RUN_KEY, None)
-    return True if run is not None and outside_level(collection_path, run.options.level) else None
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """A suite's tests that the run's level does not run are left out as their module is collected:
+    never counted as collected, so a level's run says nothing of the other levels' tests."""
+    report = yield
+    run = collector.config.stash.get(RUN_KEY, None)
+    if run is not None and isinstance(collector, pytest.Module) and report.passed:
+        report.result = [node for node in report.result if not outside_level(node, run.options.level)]
+    return report
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

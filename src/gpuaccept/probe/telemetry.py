@@ -3,7 +3,7 @@
 What one sample holds (clocks, temperatures, power, clock event reasons, utilization) is read
 through the NVML door, so a recording replayed on a CPU machine drives the same code. A reading
 NVML does not give is kept as `Unavailable`, never as 0. The sampler only reads and hands samples
-on; the session keeps them (session/telemetry.py).
+on; the session keeps them (stages/telemetry.py).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ from gpuaccept.session.cluster_report import (
     node_record,
     write_json,
 )
-from gpuaccept.session.stages import ddp_shape
+from gpuaccept.stages.fabric import ddp_shape
 from gpuaccept.vocabulary.sizes import format_size, parse_size
 
 

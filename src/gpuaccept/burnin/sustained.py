@@ -30,7 +30,7 @@ from gpuaccept.measure.launch import Workers, run_plan
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, SustainedRoundStep
 from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, memtest_due_flag, memtest_flag
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.session.compute import MIN_LOAD_STEP_S, compute_steps, gpu_environment, load_result
+from gpuaccept.stages.compute import MIN_LOAD_STEP_S, compute_steps, gpu_environment, load_result
 from gpuaccept.vocabulary.steps import parse_step_key
 from gpuaccept.vocabulary.telemetry import parse_duration
 

@@ -3,7 +3,7 @@
 What runs, in order:
 1. The fabric stages (NCCL collectives and pairs, copies) once on a machine at rest: the values
    held to the profile's floors, as a standard run measures them.
-2. The sustained load (session/sustained.py): every GPU under matrix products, each product
+2. The sustained load (sustained.py), the compute stage's loads: every GPU under matrix products, each product
    checked, from then to the end of the duration, with no gap; each `burnin.round_s` of it is a
    round with every GPU's GEMM throughput and wrong elements, HBM copy and triad, and the memory
    test at `burnin.memtest_interval`.
@@ -25,19 +25,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from gpuaccept.burnin.sustained import LoadRound, SustainedLoad
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import BurnIn, BurnInRound, CudaFacts, Measurements, TelemetrySample
 from gpuaccept.files import write_atomically
 from gpuaccept.profile import Profile
-from gpuaccept.session.store import MeasurementStore
-from gpuaccept.session.sustained import LoadRound, SustainedLoad
+from gpuaccept.stages.registry import STAGES
+from gpuaccept.stages.store import MeasurementStore
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.telemetry import parse_duration, show_duration
 
-# The sustained load (the compute stage's GEMM, HBM and memory test, run as one load) and the
-# fabric stages, run before the load and beside it at the profile's burnin.fabric_interval.
-LOAD_STAGES: tuple[str, ...] = ("compute",)
-FABRIC_STAGES: tuple[str, ...] = ("nccl", "copies")
 SUSTAINED = "sustained"  # the load's window in the telemetry's loads and its health snapshot
 BURNIN_FILE = "burnin.json"
 POLL_S = 0.5
@@ -46,15 +43,16 @@ Readings = Callable[[], dict[int, TelemetrySample]]  # each GPU's latest telemet
 StartLoad = Callable[..., SustainedLoad]  # SustainedLoad itself; the project's tests give a stand-in
 
 
+def burnin_stages(profile: Profile | None = None) -> list[str]:
+    """The stages a burn-in runs, the sustained load's first, then the fabric stages run before it
+    and beside it (each stage's `in_burnin`); with `profile`, those it has something to measure in."""
+    runs = [stage for stage in STAGES.values() if stage.in_burnin is not None and (profile is None or stage.burnin_asks(profile.spec))]
+    return [stage.name for stage in runs if stage.in_burnin == "load"] + [stage.name for stage in runs if stage.in_burnin == "fabric"]
+
+
 def stages_asked(profile: Profile) -> list[str]:
     """The burn-in stages this profile has something to measure in."""
-    spec = profile.spec
-    asks = {
-        "compute": spec.compute is not None and spec.compute.gemm is not None,
-        "nccl": spec.nccl is not None or spec.pairwise is not None,
-        "copies": spec.copies is not None,
-    }
-    return [stage for stage in (*LOAD_STAGES, *FABRIC_STAGES) if asks[stage]]
+    return burnin_stages(profile)
 
 
 class BurninDriver:
@@ -78,14 +76,14 @@ class BurninDriver:
         session folder. A fabric stage that has begun finishes, so a burn-in can run past its
         duration by one."""
         stages = stages_asked(self.profile)
-        fabric = [stage for stage in FABRIC_STAGES if stage in stages]
+        fabric = [stage for stage in stages if STAGES[stage].in_burnin == "fabric"]
         self.start = self.clock()
         started_at = datetime.datetime.fromtimestamp(self.start, datetime.timezone.utc).isoformat(timespec="milliseconds")
         load: SustainedLoad | None = None
         ended: Literal["deadline", "interrupted"] = "deadline"
         load_window: tuple[float, float] | None = None
         try:
-            if "compute" in stages:
+            if any(STAGES[stage].in_burnin == "load" for stage in stages):
                 cuda = isinstance(self.facts.cuda, CudaFacts) and self.facts.cuda.device_count > 0
                 load = self.start_load(
                     self.profile.spec, list(range(self.facts.gpu_count)), self.duration_s, require_cuda=cuda, on_round=self._round_done
