@@ -50,11 +50,6 @@ def burnin_stages(profile: Profile | None = None) -> list[str]:
     return [stage.name for stage in runs if stage.in_burnin == "load"] + [stage.name for stage in runs if stage.in_burnin == "fabric"]
 
 
-def stages_asked(profile: Profile) -> list[str]:
-    """The burn-in stages this profile has something to measure in."""
-    return burnin_stages(profile)
-
-
 class BurninDriver:
     def __init__(
         self, store: MeasurementStore, facts: Facts, profile: Profile, duration_s: float,
@@ -75,7 +70,7 @@ class BurninDriver:
         """The burn-in, until the duration is spent or until Ctrl-C or SIGTERM; written to the
         session folder. A fabric stage that has begun finishes, so a burn-in can run past its
         duration by one."""
-        stages = stages_asked(self.profile)
+        stages = burnin_stages(self.profile)
         fabric = [stage for stage in stages if STAGES[stage].in_burnin == "fabric"]
         self.start = self.clock()
         started_at = datetime.datetime.fromtimestamp(self.start, datetime.timezone.utc).isoformat(timespec="milliseconds")

@@ -17,7 +17,7 @@ from gpuaccept.stages.health import with_health
 from gpuaccept.stages.registry import STAGES
 from gpuaccept.stages.telemetry import read_telemetry
 
-FACTS_KEY = pytest.StashKey[dict[tuple[Needs, "int | None"], Facts]]()
+FACTS_KEY = pytest.StashKey[dict[tuple[Needs, int | None], Facts]]()  # the facts each need gave, kept for the session
 
 
 @pytest.fixture(scope="session")

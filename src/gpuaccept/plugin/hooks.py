@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
-from gpuaccept.burnin.driver import burnin_stages, stages_asked
+from gpuaccept.burnin.driver import burnin_stages
 from gpuaccept.errors import GpuAcceptError, shown
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
 from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
+from gpuaccept.plugin.needs import needs_of
 from gpuaccept.plugin.options import RunOptions, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
@@ -92,7 +93,7 @@ def _refuse_a_baseline_of_another_kind(options: RunOptions, context: RunContext)
 
 def _refuse_a_burnin_without_loads(options: RunOptions, context: RunContext) -> None:
     """A burn-in whose profile asks for no stage it runs would load nothing for its whole duration."""
-    if options.level == "burn-in" and context.live and not stages_asked(context.profile):
+    if options.level == "burn-in" and context.live and not burnin_stages(context.profile):
         raise GpuAcceptError(
             f"--level burn-in: profile {context.profile.name} asks for no stage a burn-in runs "
             f"({', '.join(burnin_stages())}): nothing would load the GPUs"
@@ -160,6 +161,8 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.stash.get(RUN_KEY, None) is not None:
         mark_levels(items)
+        for item in items:
+            needs_of(item)  # a need misspelt in a suite is a usage error before any test runs
 
 
 @pytest.hookimpl(wrapper=True)

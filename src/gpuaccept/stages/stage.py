@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import Measurements
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.vocabulary.steps import StageName, StepKey
 
-Events = Callable[[dict], None]
+Events = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,9 @@ class Stage:
         """The fields of `Measurements` it fills."""
         return Measurements.sweeps_of(self.name)
 
-    def file(self, gpu: int | None = None) -> str:
-        """Where the store keeps what it measured: nccl.json; compute-gpu3.json for a per-GPU stage."""
+    def file(self, gpu: int | str | None = None) -> str:
+        """Where the store keeps what it measured: nccl.json; compute-gpu3.json for a per-GPU stage
+        (compute-gpu*.json, every GPU's, with gpu="*")."""
         return f"{self.name}-gpu{gpu}.json" if self.per_gpu else f"{self.name}.json"
 
     def burnin_asks(self, spec: ProfileSpec) -> bool:
