@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import Measurements
+from gpuaccept.measure.plan import Plan
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.vocabulary.steps import StageName, StepKey
 
@@ -38,7 +39,10 @@ class Stage:
     title: str  # in progress lines: "NCCL stage"
     per_gpu: bool  # each GPU measured alone, one file a GPU; otherwise the whole machine at once, one file
     asked: Callable[[ProfileSpec], bool]  # whether the profile asks for anything this stage measures
-    run: Callable[[ProfileSpec, StageRun], Measurements]
+    # what its workers are given to run (fabric.py's and compute.py's plan-building functions): one
+    # plan for the NCCL stage, one per arm for DDP, one per GPU for the per-GPU loads
+    plans: Callable[[ProfileSpec, StageRun], list[Plan]]
+    run: Callable[[ProfileSpec, StageRun], Measurements]  # the plans run, and what they measured as sweeps
     # on which GPUs it runs, for progress lines: "on 4 GPUs", "on gpu0, gpu1"
     where: Callable[[Facts, list[int]], str]
     # why it cannot run on these GPUs of this machine (None: it can), and the failures it yields
