@@ -275,3 +275,25 @@ def test_a_reworded_step_label_changes_the_messages_never_which_tests_a_hang_fai
     failed = {name: verdict.message for name, verdict in verdicts.items() if verdict.outcome is not Outcome.PASSED}
     message = "all_gather of 65536 bytes: all_gather of 65536 bytes did not finish within 10 s (profile renamed)"
     assert failed == {("busbw", ("all_gather", "64KiB")): message, ("collective_correct", ("all_gather", "64KiB")): message}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt, dipped", [(0, True), (1, False)])
+def test_the_dip_drill_slows_a_first_measurement_only_as_the_plan_numbers_it(tmp_path, monkeypatch, attempt, dipped):
+    import torch
+    import torch.distributed as dist
+
+    from gpuaccept.measure import collective_step
+    from gpuaccept.measure.worker import Rank
+
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 * 1024, dtype="float32", warmup=1, iterations=2, timeout_s=30)
+    plan = Plan.model_validate_json(Plan(steps=[step], attempt=attempt).model_dump_json())  # as a worker reads it
+    wrapped = []
+    monkeypatch.setattr(collective_step, "_with_dip", lambda operation: wrapped.append(step.label) or operation)
+    monkeypatch.setenv(collective_step.INJECT_DIP, step.label)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        (record,) = collective_step.measure_collective(step, Rank(0, 1, 0, torch.device("cpu"), "gloo", attempt=plan.attempt))
+    finally:
+        dist.destroy_process_group()
+    assert record["wrong"] == 0 and wrapped == ([step.label] if dipped else [])
