@@ -395,13 +395,15 @@ class _Outcome:
 
 def _record(args, extra: list[str]) -> int:
     from gpuaccept.facts import save_facts
+    from gpuaccept.measure.drills import Drills
     from gpuaccept.probe import probe_machine
 
     if args.confirm < 0:
         raise OptionError(f"--confirm {args.confirm}: the number of measurements more to make, 0 or more")
-    facts = probe_machine(nvml_log=args.nvml_log)
+    drills = Drills.from_environment(os.environ)  # read once, here: the stages' plans carry them
+    facts = drills.recorded_in(probe_machine(nvml_log=args.nvml_log))
     if args.measure:
-        facts = _measure(facts, args)
+        facts = _measure(facts, args, drills)
     save_facts(facts, Path(args.output))
     gpus = facts.gpus
     _print(f"recorded {len(gpus)}x {gpus[0].name if gpus else 'no GPU'} on {facts.system.hostname} to {args.output}")
@@ -409,7 +411,7 @@ def _record(args, extra: list[str]) -> int:
 
 
 def _cluster(args, extra: list[str]) -> int:
-    from gpuaccept.session.cluster import run_cluster
+    from gpuaccept.cluster.runner import run_cluster
 
     profile = _catalog(args).load(args.profile)
     check_output_folder(args.out, "--out")
@@ -440,7 +442,7 @@ def _torchrun(args, extra: list[str]) -> int:
     return run_torchrun(torchrun_args, ["gpuaccept", "cluster", *cluster_args])
 
 
-def _measure(facts, args):
+def _measure(facts, args, drills):
     """Every stage the profile asks for, run exactly as a pytest session runs them."""
     from gpuaccept.session.health import SessionListener, SnapshotAfterStage, with_health
     from gpuaccept.session.store import STAGES, MeasurementStore
@@ -450,7 +452,7 @@ def _measure(facts, args):
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
         say = lambda text: _print(text, err=True)  # noqa: E731
         snapshot = SnapshotAfterStage(Path(folder), say)
-        store = MeasurementStore(Path(folder), live=True, say=say, confirm=args.confirm, after_stage=[snapshot])
+        store = MeasurementStore(Path(folder), live=True, say=say, confirm=args.confirm, after_stage=[snapshot], drills=drills)
         listener = SessionListener(facts, Path(folder))
         listener.start()
         try:

@@ -8,6 +8,7 @@ Every hook is inert in a pytest run that is not a gpu-accept run (neither --prof
 
 from __future__ import annotations
 
+import os
 import signal
 import tempfile
 import threading
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from gpuaccept.errors import GpuAcceptError, shown
+from gpuaccept.measure.drills import Drills
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
@@ -53,7 +55,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # gwN loads gpuN first: N workers, N GPUs loaded at once
         own_gpu = int(workerinput["workerid"].removeprefix("gw")) if workerinput.get("workerid", "").startswith("gw") else None
         store = MeasurementStore(
-            folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)], own_gpu=own_gpu
+            folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)], own_gpu=own_gpu,
+            drills=context.drills,
         )
         config.stash[RUN_KEY] = GpuAcceptRun(options, context, store)
         return
@@ -63,14 +66,17 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         for option, path in options.outputs.named():  # before anything is probed: not at the end of a full run
             check_output_file(path, option)
-        context = RunContext.build(options.profile, options.source, options.profile_dirs)
+        # the fault drills are read here, once: the workers of pytest-xdist get them with the context
+        context = RunContext.build(options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ))
         _refuse_a_baseline_of_another_kind(options, context)
         _refuse_a_burnin_without_loads(options, context)
     except GpuAcceptError as error:
         raise pytest.UsageError(_usage(error)) from None
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
     say = terminal_line(config)
-    store = MeasurementStore(folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)])
+    store = MeasurementStore(
+        folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)], drills=context.drills
+    )
     run = GpuAcceptRun(options, context, store)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(RecordingHooks(config, run), "gpuaccept-recording")

@@ -28,6 +28,7 @@ from typing import Literal
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import BurnIn, BurnInRound, CudaFacts, Measurements, TelemetrySample
 from gpuaccept.files import write_atomically
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.profile import Profile
 from gpuaccept.session.store import MeasurementStore
 from gpuaccept.session.sustained import LoadRound, SustainedLoad
@@ -62,6 +63,7 @@ class BurninDriver:
         self, store: MeasurementStore, facts: Facts, profile: Profile, duration_s: float,
         say: Callable[[str], None] = lambda text: None, readings: Readings = dict,
         clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep, start_load: StartLoad = SustainedLoad,
+        drills: Drills = NO_DRILLS,
     ):
         self.store, self.facts, self.profile = store, facts, profile
         self.duration_s = duration_s
@@ -69,6 +71,7 @@ class BurninDriver:
         self.say = say
         self.readings = readings
         self.clock, self.sleep, self.start_load = clock, sleep, start_load
+        self.drills = drills  # the sustained load's; the fabric stages take the store's
         self.rounds: list[BurnInRound] = []
         self.start = 0.0
         self.last_fabric: float | None = None  # when the fabric stages last began, seconds into the burn-in
@@ -88,7 +91,8 @@ class BurninDriver:
             if "compute" in stages:
                 cuda = isinstance(self.facts.cuda, CudaFacts) and self.facts.cuda.device_count > 0
                 load = self.start_load(
-                    self.profile.spec, list(range(self.facts.gpu_count)), self.duration_s, require_cuda=cuda, on_round=self._round_done
+                    self.profile.spec, list(range(self.facts.gpu_count)), self.duration_s, require_cuda=cuda, on_round=self._round_done,
+                    drills=self.drills,
                 )
             if fabric:
                 self._fabric_round(fabric, beside_load=False)

@@ -28,7 +28,7 @@ from gpuaccept.facts.model import (
     StepFailure,
 )
 from gpuaccept.files import write_atomically
-from gpuaccept.measure.collective_step import ATTEMPT
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.profile import Profile
 from gpuaccept.session.compute import compute_steps, run_compute_stage
 from gpuaccept.session.locks import GpuLocks
@@ -46,7 +46,7 @@ MIN_CONFIRM_BUDGET_S = 30.0
 class MeasurementStore:
     def __init__(
         self, folder: Path, live: bool, say: Callable[[str], None] = lambda text: None, confirm: int = 2,
-        after_stage: Sequence[Callable[[str, Facts], None]] = (), own_gpu: int | None = None,
+        after_stage: Sequence[Callable[[str, Facts], None]] = (), own_gpu: int | None = None, drills: Drills = NO_DRILLS,
     ):
         self.folder = Path(folder)
         self.live = live
@@ -59,6 +59,7 @@ class MeasurementStore:
         # whichever per-GPU tests pytest-xdist hands each of them
         self.own_gpu = own_gpu
         self.locks = GpuLocks(self.folder)
+        self.drills = drills  # read at the door (measure/drills.py), put in every plan
 
     def with_stage(self, stage: str, facts: Facts, profile: Profile) -> Facts:
         """`facts` with the stage's measurements in them, measuring first if this is the first ask."""
@@ -143,26 +144,27 @@ class MeasurementStore:
     ) -> Measurements:
         spec = profile.spec
         again = " again" if only is not None else ""
-        env = {**os.environ, ATTEMPT: str(attempt)}
+        env = dict(os.environ)
+        drills = self.drills.for_attempt(attempt)
         if stage == "compute":
             gpus = gpus if gpus is not None else sorted({key.gpu for key in only or () if isinstance(key, LoadKey)})
             named = ", ".join(f"gpu{gpu}" for gpu in gpus)
             self.say(f"gpu-accept: compute stage{again} on {named} (profile {profile.name})")
             cuda = isinstance(facts.cuda, CudaFacts) and facts.cuda.device_count > 0
-            sweep = run_compute_stage(spec, gpus, env=env, on_event=self._progress, only=only, require_cuda=cuda)
+            sweep = run_compute_stage(spec, gpus, env=env, on_event=self._progress, only=only, require_cuda=cuda, drills=drills)
             return Measurements(compute=sweep)
         if stage == "nccl":
             if facts.gpu_count < 2:
                 return _nccl_not_run(spec, f"needs at least 2 GPUs; {facts.gpu_count} under test")
             self.say(f"gpu-accept: NCCL stage{again} on {facts.gpu_count} GPUs (profile {profile.name})")
-            collectives, pairwise = run_nccl_stage(spec, facts.gpu_count, env=env, on_event=self._progress, only=only)
+            collectives, pairwise = run_nccl_stage(spec, facts.gpu_count, env=env, on_event=self._progress, only=only, drills=drills)
             return Measurements(collectives=collectives, pairwise=pairwise)
         if stage == "ddp":
             self.say(f"gpu-accept: DDP stage{again} on up to {facts.gpu_count} GPU(s) (profile {profile.name})")
-            sweep, without_p2p = run_ddp_stage(spec, facts.gpu_count, env=env, on_event=self._progress, only=only)
+            sweep, without_p2p = run_ddp_stage(spec, facts.gpu_count, env=env, on_event=self._progress, only=only, drills=drills)
             return Measurements(ddp=sweep, ddp_without_p2p=without_p2p)
         self.say(f"gpu-accept: copy stage{again} on {facts.gpu_count} GPU(s) (profile {profile.name})")
-        return Measurements(copies=run_copy_stage(spec, facts.gpu_count, env=env, on_event=self._progress, only=only))
+        return Measurements(copies=run_copy_stage(spec, facts.gpu_count, env=env, on_event=self._progress, only=only, drills=drills))
 
     def _confirmed(
         self, stage: str, facts: Facts, profile: Profile, measured: Measurements, gpus: list[int] | None = None
