@@ -25,7 +25,7 @@ from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
 from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
-from gpuaccept.plugin.options import RunOptions, read_options
+from gpuaccept.plugin.options import RunOptions, given_options, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
 from gpuaccept.plugin.terminal import terminal_line
@@ -41,8 +41,9 @@ TERMINATED: list[int] = []  # the signals that asked this run to end
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml configures: a gpu-accept run writes its JUnit itself
 def pytest_configure(config: pytest.Config) -> None:
+    given = given_options(config.pluginmanager.get_plugins())  # read and checked by `gpu-accept run`
     try:
-        options = read_options(config.option)
+        options = given.with_junitxml(getattr(config.option, "xmlpath", None)) if given is not None else read_options(config.option)
     except GpuAcceptError as error:
         raise pytest.UsageError(_usage(error)) from None
     if options is None:
