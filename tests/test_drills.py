@@ -56,3 +56,15 @@ def test_the_plan_carries_the_drills_to_the_workers_as_json():
 def test_a_slow_drill_that_is_not_a_number_is_one_line_naming_the_variable():
     with pytest.raises(GpuAcceptError, match=r"^GPUACCEPT_INJECT_SLOW='fast': not a number of seconds$"):
         Drills.from_environment({"GPUACCEPT_INJECT_SLOW": "fast"})
+
+
+def test_the_html_report_says_at_the_top_that_a_drill_was_on():
+    from gpuaccept.facts.run_record import load_results
+    from gpuaccept.report.html import render_html
+    from tests.helpers import EXAMPLES
+
+    record = load_results(EXAMPLES.parent / "results" / "h200x4.json")
+    assert "id='drills'" not in render_html(record)
+    drilled = Drills.from_environment({"GPUACCEPT_INJECT_SLOW_GEMM": "gpu1"}).recorded_in(record.facts)
+    page = render_html(record.model_copy(update={"facts": drilled}))
+    assert "fault drills were on (docs/drills.md): GPUACCEPT_INJECT_SLOW_GEMM=gpu1" in page

@@ -256,7 +256,7 @@ class Job:
             member = Rank(ranks.index(self.me.rank), len(ranks), self.me.local_rank, self.me.device, self.me.backend, handle)
             from gpuaccept.measure.collective_step import measure_collective
 
-            (record,) = measure_collective(step, member)
+            (record,) = measure_collective(step, member, self.drills)
             record = record if member.rank == 0 else None
         everything = self.gather((mine[1], record) if record is not None and mine is not None else None)
         for handle in made:

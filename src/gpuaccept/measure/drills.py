@@ -16,19 +16,9 @@ from pydantic import BaseModel, ConfigDict
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts
+from gpuaccept.vocabulary.drills import CORRUPT_GEMM, DIP, HANG, MEMTEST_FLIP, SLOW, SLOW_GEMM, WRONG
 from gpuaccept.vocabulary.links import gpu_key
 
-DRILL_PREFIX = "GPUACCEPT_INJECT_"
-# a step's label or key ("all_reduce 1 GiB", "collective/all_reduce/1GiB")
-HANG = "GPUACCEPT_INJECT_HANG"
-WRONG = "GPUACCEPT_INJECT_WRONG"
-DIP = "GPUACCEPT_INJECT_DIP"
-# seconds
-SLOW = "GPUACCEPT_INJECT_SLOW"
-# GPUs as test ids name them, comma-separated ("gpu1,gpu3")
-SLOW_GEMM = "GPUACCEPT_INJECT_SLOW_GEMM"
-CORRUPT_GEMM = "GPUACCEPT_INJECT_CORRUPT_GEMM"
-MEMTEST_FLIP = "GPUACCEPT_INJECT_MEMTEST_FLIP"
 SLOW_GEMM_S = 0.2  # how long a GPU of SLOW_GEMM idles after each timed product
 
 
