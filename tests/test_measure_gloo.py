@@ -8,6 +8,7 @@ import time
 import pytest
 
 from gpuaccept.checks.verdict import Outcome
+from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.launch import Workers, run_plan
 from gpuaccept.measure.pairwise_step import round_robin, schedule
 from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
@@ -51,15 +52,15 @@ def test_every_collective_and_pair_is_measured_and_correct(ranks):
 
 
 @pytest.mark.slow
-def test_a_hung_collective_is_killed_named_and_the_rest_still_measured(monkeypatch):
-    monkeypatch.setenv("GPUACCEPT_INJECT_HANG", "all_gather 64 KiB")
+def test_a_hung_collective_is_killed_named_and_the_rest_still_measured():
+    drills = Drills.from_environment({"GPUACCEPT_INJECT_HANG": "all_gather 64 KiB"})
     # only the step that hangs has a short limit: the others must finish, on however loaded a machine
     steps = [
         CollectiveStep(collective=c, size_bytes=64 << 10, dtype="float32", warmup=1, iterations=2,
                        timeout_s=4 if c == "all_gather" else 120)
         for c in ("all_reduce", "all_gather", "broadcast")
     ]
-    outcome = run_plan(Plan(steps=steps, backend="gloo"), 2)
+    outcome = run_plan(Plan(steps=steps, backend="gloo", drills=drills), 2)
     assert list(outcome.values) == [CollectiveKey("all_reduce", 64 << 10), CollectiveKey("broadcast", 64 << 10)]
     (failure,) = outcome.failures
     assert failure.reason == "timeout" and failure.message == "all_gather 64 KiB did not finish within 4 s"
@@ -67,10 +68,10 @@ def test_a_hung_collective_is_killed_named_and_the_rest_still_measured(monkeypat
 
 
 @pytest.mark.slow
-def test_a_wrong_result_is_counted(monkeypatch):
-    monkeypatch.setenv("GPUACCEPT_INJECT_WRONG", "all_reduce 64 KiB")
+def test_a_wrong_result_is_counted():
+    drills = Drills.from_environment({"GPUACCEPT_INJECT_WRONG": "all_reduce 64 KiB"})
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
-    outcome = run_plan(Plan(steps=[step], backend="gloo"), 2)
+    outcome = run_plan(Plan(steps=[step], backend="gloo", drills=drills), 2)
     assert outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 1
 
 
@@ -264,9 +265,9 @@ def test_a_reworded_step_label_changes_the_messages_never_which_tests_a_hang_fai
     # the launcher and the checks read the reworded label; the workers, other processes, the old one
     for module in (plan_module, fabric):
         monkeypatch.setattr(module, "collective_label", lambda collective, size: f"{collective} of {size} bytes")
-    monkeypatch.setenv("GPUACCEPT_INJECT_HANG", "collective/all_gather/64KiB")
+    drills = Drills.from_environment({"GPUACCEPT_INJECT_HANG": "collective/all_gather/64KiB"})
     profile = load_profile(write(tmp_path / "renamed.yaml", RENAMED_PROFILE), [])
-    facts = MeasurementStore(tmp_path, live=True).with_stage("nccl", example_facts("h200x2"), profile)
+    facts = MeasurementStore(tmp_path, live=True, drills=drills).with_stage("nccl", example_facts("h200x2"), profile)
     (failure,) = facts.measurements.collectives.failures
     assert failure.keys == [CollectiveKey("all_gather", 64 << 10)] and failure.step == "all_gather of 65536 bytes"
     verdicts = {(check.__name__, case): check(profile, facts, case)
@@ -279,7 +280,7 @@ def test_a_reworded_step_label_changes_the_messages_never_which_tests_a_hang_fai
 
 @pytest.mark.slow
 @pytest.mark.parametrize("attempt, dipped", [(0, True), (1, False)])
-def test_the_dip_drill_slows_a_first_measurement_only_as_the_plan_numbers_it(tmp_path, monkeypatch, attempt, dipped):
+def test_the_dip_drill_slows_a_first_measurement_only_as_its_plan_says(tmp_path, monkeypatch, attempt, dipped):
     import torch
     import torch.distributed as dist
 
@@ -287,13 +288,13 @@ def test_the_dip_drill_slows_a_first_measurement_only_as_the_plan_numbers_it(tmp
     from gpuaccept.measure.worker import Rank
 
     step = CollectiveStep(collective="all_reduce", size_bytes=64 * 1024, dtype="float32", warmup=1, iterations=2, timeout_s=30)
-    plan = Plan.model_validate_json(Plan(steps=[step], attempt=attempt).model_dump_json())  # as a worker reads it
+    drills = Drills(dip=step.label).for_attempt(attempt)
+    plan = Plan.model_validate_json(Plan(steps=[step], drills=drills).model_dump_json())  # as a worker reads it
     wrapped = []
     monkeypatch.setattr(collective_step, "_with_dip", lambda operation: wrapped.append(step.label) or operation)
-    monkeypatch.setenv(collective_step.INJECT_DIP, step.label)
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
-        (record,) = collective_step.measure_collective(step, Rank(0, 1, 0, torch.device("cpu"), "gloo", attempt=plan.attempt))
+        (record,) = collective_step.measure_collective(step, Rank(0, 1, 0, torch.device("cpu"), "gloo"), plan.drills)
     finally:
         dist.destroy_process_group()
     assert record["wrong"] == 0 and wrapped == ([step.label] if dipped else [])

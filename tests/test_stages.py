@@ -4,6 +4,7 @@ stage's plans hold what a recorded run measured."""
 from typing import get_args
 
 from gpuaccept.facts.model import DdpSweep, Measurements
+from gpuaccept.measure.drills import Drills
 from gpuaccept.profile import ProfileCatalog
 from gpuaccept.stages.registry import STAGES
 from gpuaccept.stages.stage import StageRun
@@ -44,7 +45,8 @@ def test_each_stage_plans_what_the_recorded_run_measured():
     assert planned("ddp") == {"ddp/1gpu-bs8", "ddp/2gpu-bs8", "ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8"} <= recorded("ddp")
     per_gpu = STAGES["compute"].plans(profile.spec, run)
     assert [{key.gpu for step in plan.steps for key in step.keys} for plan in per_gpu] == [{0}, {1}, {2}, {3}]  # a plan per GPU
-    assert {plan.attempt for plan in per_gpu} == {0}
-    again = StageRun(facts=facts, gpus=[0, 1, 2, 3], only={parse_step_key("collective/all_reduce/256MiB")}, attempt=2)
+    assert {plan.drills for plan in per_gpu} == {run.drills}
+    drills = Drills(dip="all_reduce 256 MiB").for_attempt(2)
+    again = StageRun(facts=facts, gpus=[0, 1, 2, 3], only={parse_step_key("collective/all_reduce/256MiB")}, drills=drills)
     (plan,) = STAGES["nccl"].plans(profile.spec, again)
-    assert plan.attempt == 2 and [str(key) for step in plan.steps for key in step.keys] == ["collective/all_reduce/256MiB"]
+    assert plan.drills == drills and [str(key) for step in plan.steps for key in step.keys] == ["collective/all_reduce/256MiB"]

@@ -8,6 +8,7 @@ Every hook is inert in a pytest run that is not a gpu-accept run (neither --prof
 
 from __future__ import annotations
 
+import os
 import signal
 import tempfile
 import threading
@@ -20,12 +21,13 @@ import pytest
 
 from gpuaccept.burnin.driver import burnin_stages
 from gpuaccept.errors import GpuAcceptError, shown
+from gpuaccept.measure.drills import Drills
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
 from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
 from gpuaccept.plugin.needs import needs_of
-from gpuaccept.plugin.options import RunOptions, read_options
+from gpuaccept.plugin.options import RunOptions, given_options, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
 from gpuaccept.plugin.terminal import terminal_line
@@ -41,8 +43,9 @@ TERMINATED: list[int] = []  # the signals that asked this run to end
 @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml configures: a gpu-accept run writes its JUnit itself
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)  # in every run, so that the suites pass --strict-markers
+    given = given_options(config.pluginmanager.get_plugins())  # read and checked by `gpu-accept run`
     try:
-        options = read_options(config.option)
+        options = given.with_junitxml(getattr(config.option, "xmlpath", None)) if given is not None else read_options(config.option)
     except GpuAcceptError as error:
         raise pytest.UsageError(_usage(error)) from None
     if options is None:
@@ -54,7 +57,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # gwN loads gpuN first: N workers, N GPUs loaded at once
         own_gpu = int(workerinput["workerid"].removeprefix("gw")) if workerinput.get("workerid", "").startswith("gw") else None
         store = MeasurementStore(
-            folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)], own_gpu=own_gpu
+            folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)], own_gpu=own_gpu,
+            drills=context.drills,
         )
         config.stash[RUN_KEY] = GpuAcceptRun(options, context, store)
         return
@@ -64,14 +68,17 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         for option, path in options.outputs.named():  # before anything is probed: not at the end of a full run
             check_output_file(path, option)
-        context = RunContext.build(options.profile, options.source, options.profile_dirs)
+        # the fault drills are read here, once: the workers of pytest-xdist get them with the context
+        context = RunContext.build(options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ))
         _refuse_a_baseline_of_another_kind(options, context)
         _refuse_a_burnin_without_loads(options, context)
     except GpuAcceptError as error:
         raise pytest.UsageError(_usage(error)) from None
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
     say = terminal_line(config)
-    store = MeasurementStore(folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)])
+    store = MeasurementStore(
+        folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)], drills=context.drills
+    )
     run = GpuAcceptRun(options, context, store)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(RecordingHooks(config, run), "gpuaccept-recording")

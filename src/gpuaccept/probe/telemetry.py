@@ -8,23 +8,13 @@ on; the session keeps them (stages/telemetry.py).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 
 from gpuaccept.facts.model import TelemetryLimits, TelemetrySample
 from gpuaccept.probe.collect import read
-from gpuaccept.probe.nvml import LiveNvml, Nvml, ReplayNvml
-
-# the same test hook as the probe's (probe/__main__.py): NVML answered from a recording
-NVML_REPLAY = "GPUACCEPT_NVML_REPLAY"
-
-
-def nvml_of_this_machine() -> Nvml:
-    """The machine's NVML, or the recording GPUACCEPT_NVML_REPLAY names (CPU tests)."""
-    replay = os.environ.get(NVML_REPLAY)
-    return ReplayNvml.from_file(replay) if replay else LiveNvml()
+from gpuaccept.probe.nvml import Nvml
 
 
 def read_limits(nvml: Nvml, gpu: int, nvml_index: int) -> TelemetryLimits:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, Measurements, MemtestResult, StepFailure
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.launch import Outcome, run_plan
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, Step
 from gpuaccept.profile.spec import ProfileSpec
@@ -85,12 +86,12 @@ def compute_steps(spec: ProfileSpec, gpu: int, only: set[StepKey] | None = None)
     return steps
 
 
-def compute_plan(spec: ProfileSpec, gpu: int, only: set[StepKey] | None = None, attempt: int = 0) -> Plan | None:
+def compute_plan(spec: ProfileSpec, gpu: int, only: set[StepKey] | None = None, drills: Drills = NO_DRILLS) -> Plan | None:
     """One GPU's plan, for its own worker."""
     steps = compute_steps(spec, gpu, only)
     if not steps:
         return None
-    return Plan(steps=steps, startup_timeout_s=spec.timeouts.startup_s, stalled_s=spec.timeouts.stalled_s, attempt=attempt)
+    return Plan(steps=steps, startup_timeout_s=spec.timeouts.startup_s, stalled_s=spec.timeouts.stalled_s, drills=drills)
 
 
 def gpu_environment(env: dict[str, str], gpu: int) -> dict[str, str]:
@@ -109,12 +110,12 @@ def run_compute_stage(
     on_event: Callable[[dict], None] | None = None,
     only: set[StepKey] | None = None,
     require_cuda: bool = False,
-    attempt: int = 0,
+    drills: Drills = NO_DRILLS,
 ) -> ComputeSweep | None:
     """Load `gpus` at once, one worker each; None where the profile asks for no per-GPU load.
     `require_cuda`: a worker that finds no CUDA device fails its steps instead of loading the CPU."""
     base = dict(os.environ if env is None else env)
-    plans = {gpu: plan for gpu in gpus if (plan := compute_plan(spec, gpu, only, attempt)) is not None}
+    plans = {gpu: plan for gpu in gpus if (plan := compute_plan(spec, gpu, only, drills)) is not None}
     if spec.compute is None or (only is not None and not plans):
         return None
     if require_cuda:

@@ -14,20 +14,20 @@ from gpuaccept.stages.stage import Stage, StageRun
 
 
 def _nccl_plans(spec: ProfileSpec, run: StageRun) -> list[Plan]:
-    return _some([nccl_plan(spec, run.facts.gpu_count, only=run.only, attempt=run.attempt)])
+    return _some([nccl_plan(spec, run.facts.gpu_count, only=run.only, drills=run.drills)])
 
 
 def _copy_plans(spec: ProfileSpec, run: StageRun) -> list[Plan]:
-    return _some([copy_plan(spec, run.facts.gpu_count, only=run.only, attempt=run.attempt)])
+    return _some([copy_plan(spec, run.facts.gpu_count, only=run.only, drills=run.drills)])
 
 
 def _ddp_plans(spec: ProfileSpec, run: StageRun) -> list[Plan]:
     arms = [False, True] if spec.ddp is not None and spec.ddp.nvlink_ab else [False]
-    return _some([ddp_plan(spec, run.facts.gpu_count, without_p2p=arm, only=run.only, attempt=run.attempt) for arm in arms])
+    return _some([ddp_plan(spec, run.facts.gpu_count, without_p2p=arm, only=run.only, drills=run.drills) for arm in arms])
 
 
 def _compute_plans(spec: ProfileSpec, run: StageRun) -> list[Plan]:
-    return _some([compute_plan(spec, gpu, run.only, run.attempt) for gpu in run.gpus])
+    return _some([compute_plan(spec, gpu, run.only, run.drills) for gpu in run.gpus])
 
 
 def _some(plans: list[Plan | None]) -> list[Plan]:
@@ -36,23 +36,23 @@ def _some(plans: list[Plan | None]) -> list[Plan]:
 
 def _run_nccl(spec: ProfileSpec, run: StageRun) -> Measurements:
     collectives, pairwise = run_nccl_stage(
-        spec, run.facts.gpu_count, on_event=run.on_event, only=run.only, attempt=run.attempt
+        spec, run.facts.gpu_count, on_event=run.on_event, only=run.only, drills=run.drills
     )
     return Measurements(collectives=collectives, pairwise=pairwise)
 
 
 def _run_copies(spec: ProfileSpec, run: StageRun) -> Measurements:
-    return Measurements(copies=run_copy_stage(spec, run.facts.gpu_count, on_event=run.on_event, only=run.only, attempt=run.attempt))
+    return Measurements(copies=run_copy_stage(spec, run.facts.gpu_count, on_event=run.on_event, only=run.only, drills=run.drills))
 
 
 def _run_ddp(spec: ProfileSpec, run: StageRun) -> Measurements:
-    sweep, without_p2p = run_ddp_stage(spec, run.facts.gpu_count, on_event=run.on_event, only=run.only, attempt=run.attempt)
+    sweep, without_p2p = run_ddp_stage(spec, run.facts.gpu_count, on_event=run.on_event, only=run.only, drills=run.drills)
     return Measurements(ddp=sweep, ddp_without_p2p=without_p2p)
 
 
 def _run_compute(spec: ProfileSpec, run: StageRun) -> Measurements:
     cuda = isinstance(run.facts.cuda, CudaFacts) and run.facts.cuda.device_count > 0
-    sweep = run_compute_stage(spec, run.gpus, on_event=run.on_event, only=run.only, require_cuda=cuda, attempt=run.attempt)
+    sweep = run_compute_stage(spec, run.gpus, on_event=run.on_event, only=run.only, require_cuda=cuda, drills=run.drills)
     return Measurements(compute=sweep)
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import Measurements
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.plan import Plan
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.vocabulary.steps import StageName, StepKey
@@ -23,13 +24,13 @@ Events = Callable[[dict[str, Any]], None]
 
 @dataclass(frozen=True)
 class StageRun:
-    """One run of a stage: on which GPUs, and for a confirmation round the keys measured again and
-    its number (0 for a first measurement: what a fault drill's one-off dip is shown on)."""
+    """One run of a stage: on which GPUs, for a confirmation round the keys measured again, and the
+    fault drills of this run (a first measurement's keep the one-off dip, a confirmation round's do not)."""
 
     facts: Facts
     gpus: list[int]  # a per-GPU stage's GPUs; a fabric stage's are every GPU under test
     only: set[StepKey] | None = None
-    attempt: int = 0
+    drills: Drills = NO_DRILLS
     on_event: Events | None = None
 
 

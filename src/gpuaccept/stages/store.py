@@ -18,6 +18,7 @@ from gpuaccept.checks.stages import STAGE_VALUES
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import ConfirmationRound, Measurements
 from gpuaccept.files import write_atomically
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.profile import Profile
 from gpuaccept.stages.locks import GpuLocks
 from gpuaccept.stages.registry import STAGES
@@ -32,7 +33,7 @@ MIN_CONFIRM_BUDGET_S = 30.0
 class MeasurementStore:
     def __init__(
         self, folder: Path, live: bool, say: Callable[[str], None] = lambda text: None, confirm: int = 2,
-        after_stage: Sequence[Callable[[str, Facts], None]] = (), own_gpu: int | None = None,
+        after_stage: Sequence[Callable[[str, Facts], None]] = (), own_gpu: int | None = None, drills: Drills = NO_DRILLS,
     ):
         self.folder = Path(folder)
         self.live = live
@@ -45,6 +46,7 @@ class MeasurementStore:
         # whichever per-GPU tests pytest-xdist hands each of them
         self.own_gpu = own_gpu
         self.locks = GpuLocks(self.folder)
+        self.drills = drills  # read at the door (measure/drills.py), put in every plan
 
     def with_stage(self, name: str, facts: Facts, profile: Profile, gpus: list[int] | None = None) -> Facts:
         """`facts` with the stage's measurements in them, measuring first if this is the first ask.
@@ -133,7 +135,7 @@ class MeasurementStore:
         if stage.cannot_run(facts, gpus) is None:
             again = " again" if only is not None else ""
             self.say(f"gpu-accept: {stage.title}{again} {stage.where(facts, gpus)} (profile {profile.name})")
-        run = StageRun(facts=facts, gpus=gpus, only=only, attempt=attempt, on_event=self._progress)
+        run = StageRun(facts=facts, gpus=gpus, only=only, drills=self.drills.for_attempt(attempt), on_event=self._progress)
         return stage.measure(profile.spec, run)
 
     def _confirmed(self, stage: Stage, facts: Facts, profile: Profile, measured: Measurements, gpus: list[int]) -> Measurements:

@@ -20,7 +20,8 @@ from typing import Any
 
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import LoadWindow, Telemetry, TelemetryLimits, TelemetrySample
-from gpuaccept.probe.telemetry import TelemetrySampler, nvml_of_this_machine
+from gpuaccept.probe.nvml import nvml_of_this_machine
+from gpuaccept.probe.telemetry import TelemetrySampler
 
 TELEMETRY_FILE = "telemetry.jsonl"
 LOADS_FILE = "loads.jsonl"
