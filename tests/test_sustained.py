@@ -11,9 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from gpuaccept.burnin.sustained import memtest_rounds, rounds_of
 from gpuaccept.measure import load_steps
+from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.plan import HbmStep, MemtestStep, SustainedRoundStep
-from gpuaccept.session.sustained import memtest_rounds, rounds_of
 
 torch = pytest.importorskip("torch")
 from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, clear_kept, memtest_due_flag, memtest_flag, sustained_round  # noqa: E402
@@ -52,10 +53,10 @@ def test_a_round_begun_after_its_end_still_measures_one_chunk(tmp_path):
     assert gemm["repeats"] == 4
 
 
-def test_a_corrupted_product_is_counted_in_its_round_only(tmp_path, monkeypatch):
-    monkeypatch.setenv(load_steps.INJECT_CORRUPT_GEMM, "gpu1")
-    first = next(r for r in sustained_round(_step(tmp_path, 1, memtest=False), CPU) if r["load"] == "gemm")
-    second = next(r for r in sustained_round(_step(tmp_path, 2, memtest=False), CPU) if r["load"] == "gemm")
+def test_a_corrupted_product_is_counted_in_its_round_only(tmp_path):
+    drills = Drills.from_environment({"GPUACCEPT_INJECT_CORRUPT_GEMM": "gpu1"})
+    first = next(r for r in sustained_round(_step(tmp_path, 1, memtest=False), CPU, drills) if r["load"] == "gemm")
+    second = next(r for r in sustained_round(_step(tmp_path, 2, memtest=False), CPU, drills) if r["load"] == "gemm")
     assert first["mismatches"] == 1 and second["mismatches"] == 0
 
 

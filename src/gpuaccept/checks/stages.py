@@ -1,6 +1,6 @@
 """The values each measurement stage yields, and the checks that judge them: a view of the checks'
 own declarations (checks/declare.py), for the two places that go over a stage's values: a standard
-run measuring a missed value again before it fails (confirm-before-failing) and a burn-in judging
+run measuring a missed value again before it fails (stages/store.py, confirm-before-failing) and a burn-in judging
 each value over its rounds (checks/burnin.py). A stage's new check declares its stage where it is
 written (`@check(stage="copies", ...)`) and appears here. Each entry names its subjects (the GPUs,
 pairs or cases a profile asks the stage for; none where the profile sets no floor) and how a subject
