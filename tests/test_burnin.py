@@ -254,12 +254,16 @@ def test_a_burn_in_value_fails_when_two_rounds_miss_and_one_round_alone_is_trans
     dipped = healthy.model_copy(update={"rounds": [_round(1, 354.0), _round(2, 120.0), _round(3, 355.0)]})
     one_off = burnin_checks.over_rounds(profile, facts_with(burnin=dipped), case)
     assert one_off.outcome is Outcome.PASSED and one_off.transient and one_off.measured == 354.0
-    assert "round 2 alone missed" in one_off.message and "every round: 354, 120, 355 GB/s" in one_off.message
+    assert "round 2 alone missed" in one_off.message and "rounds 1, 2, 3: 354, 120, 355 GB/s" in one_off.message
     # two rounds dipped: confirmed, and the better of the two misses is the value judged
     twice = healthy.model_copy(update={"rounds": [_round(1, 354.0), _round(2, 120.0), _round(3, 150.0)]})
     failed = burnin_checks.over_rounds(profile, facts_with(burnin=twice), case)
     assert failed.outcome is Outcome.FAILED and failed.measured == 150.0
-    assert "[deciding: round 3 of 3; every round: 354, 120, 150 GB/s]" in failed.message
+    assert "[deciding: round 3; rounds 1, 2, 3: 354, 120, 150 GB/s]" in failed.message
+    # fabric rounds between the load's rounds: the rounds that measured the value are named by number
+    apart = healthy.model_copy(update={"rounds": [_round(2, 354.0), _round(4, 120.0), _round(6, 150.0)]})
+    apart_verdict = burnin_checks.over_rounds(profile, facts_with(burnin=apart), case)
+    assert "[deciding: round 6; rounds 2, 4, 6: 354, 120, 150 GB/s]" in apart_verdict.message
     # a single round decides alone
     single = healthy.model_copy(update={"rounds": [_round(1, 120.0)]})
     assert burnin_checks.over_rounds(profile, facts_with(burnin=single), case).outcome is Outcome.FAILED
@@ -302,7 +306,7 @@ def test_wrong_data_or_a_hung_step_in_one_burn_in_round_decides_at_once():
         burnin = BurnIn(duration_s=300, elapsed_s=300, ended="deadline", rounds=rounds)
         verdict = burnin_checks.over_rounds(profile, facts_with(burnin=burnin), cases[case])
         assert verdict.outcome is outcome and not verdict.transient, (case, verdict.message)
-        assert "deciding: round 2 of 4" in verdict.message
+        assert "deciding: round 2; rounds 1, 2, 3, 4:" in verdict.message
     healthy = BurnIn(duration_s=300, elapsed_s=300, ended="deadline", rounds=[_round(i, 354.0) for i in (1, 2, 3)])
     assert burnin_checks.over_rounds(profile, facts_with(burnin=healthy), cases["collective_correct-all_reduce-1GiB"]).outcome is (
         Outcome.PASSED

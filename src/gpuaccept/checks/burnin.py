@@ -116,13 +116,16 @@ def over_rounds(_: Judge, profile: Profile, facts: Facts, case: BurninCase) -> V
     values = [v.measured for v in verdicts]
     shown = ", ".join("-" if value is None else show(value) for value in values)
     unit = f" {worst.unit}" if worst.unit else ""
+    # a burn-in's rounds are numbered over all its stages (fabric rounds between load rounds), so the
+    # rounds that measured this value are named, not counted
+    measured_in = "rounds " + ", ".join(str(r.index) for r in rounds) if len(rounds) > 1 else f"round {rounds[0].index}"
     if one_off:
         note = (
             f"round {rounds[worst_index].index} alone missed ({worst.message}); no other round confirmed it; "
-            f"every round: {shown}{unit}"
+            f"{measured_in}: {shown}{unit}"
         )
     else:
-        note = f"deciding: round {rounds[deciding_index].index} of {len(rounds)}; every round: {shown}{unit}"
+        note = f"deciding: round {rounds[deciding_index].index}; {measured_in}: {shown}{unit}"
     if beside:
         note += f"; beside the sustained load (not judged): {', '.join(beside)}{unit}"
     context = {
