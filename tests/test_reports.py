@@ -22,11 +22,11 @@ from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit
 from gpuaccept.report.html import FAIL, render_html
 from gpuaccept.report.results import IDLE_S
 from gpuaccept.resources import shipped_dir
-from tests.helpers import DATA, EXAMPLES, ROOT, write
+from tests.helpers import DATA, EXAMPLES, ROOT, needs_torch, write
 from tests.live_cpu import gpu_accept_run
 from tests.report_page import Page, traces, values
 
-pytest.importorskip("torch")
+pytestmark = needs_torch
 
 
 @pytest.fixture(scope="module")
