@@ -29,6 +29,11 @@ from tests.report_page import Page, traces, values
 pytestmark = needs_torch
 
 
+# The tests that read the one live run share a worker under `-n N --dist loadgroup`: spread over
+# workers, each worker would make the run again
+ONE_RUN = pytest.mark.xdist_group("test_reports-cpu_run")
+
+
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cpu-run")
@@ -38,6 +43,7 @@ def cpu_run(tmp_path_factory):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_results_json_holds_facts_verdicts_environment_and_timings(cpu_run):
     folder, _ = cpu_run
     document = load_results(folder / "reports" / "results.json")
@@ -59,6 +65,7 @@ def test_results_json_holds_facts_verdicts_environment_and_timings(cpu_run):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_terminal_summary_lists_failures_first_then_key_values(cpu_run):
     folder, done = cpu_run
     summary = done.stdout[done.stdout.index("gpu-accept summary"):]
@@ -79,6 +86,7 @@ def test_terminal_summary_lists_failures_first_then_key_values(cpu_run):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_html_report_has_every_section_with_its_numbers(cpu_run):
     folder, _ = cpu_run
     page = (folder / "reports" / "report.html").read_text()
@@ -142,6 +150,7 @@ def workers_of(launcher: int) -> list[int]:
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_a_killed_run_leaves_valid_results_and_junit_of_what_finished(cpu_run, tmp_path):
     from lxml import etree
 
@@ -193,6 +202,7 @@ def test_sigterm_ends_the_run_with_its_reports_written(tmp_path):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_baseline_gates_a_later_run(cpu_run, tmp_path):
     from gpuaccept.facts import load_facts
     from gpuaccept.report.baseline import save_baseline
@@ -235,6 +245,7 @@ def test_baseline_gates_a_later_run(cpu_run, tmp_path):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_profile_from_the_golden_machine_passes_its_own_facts(cpu_run, tmp_path, capsys):
     folder, _ = cpu_run
     target = tmp_path / "golden.yaml"
