@@ -2,6 +2,7 @@
 outliers, baselines, profiles from a golden machine. The run they read is a real CPU run of the
 live path."""
 
+import fcntl
 import json
 import os
 import signal
@@ -29,21 +30,31 @@ from tests.report_page import Page, traces, values
 pytestmark = needs_torch
 
 
-# The tests that read the one live run share a worker under `-n N --dist loadgroup`: spread over
-# workers, each worker would make the run again
-ONE_RUN = pytest.mark.xdist_group("test_reports-cpu_run")
-
-
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("cpu-run")
-    done = gpu_accept_run(folder, "--save-baseline", str(folder / "baseline.json"))
+    """One live run that several tests read. Under xdist (`-n N`) the first worker to ask makes it and
+    the others wait for it and read it, from the folder all workers share: a run made again on each
+    worker would cost as much as the tests that read it."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tmp_path_factory.mktemp("cpu-run")
+        done = gpu_accept_run(folder, "--save-baseline", str(folder / "baseline.json"))
+    else:
+        shared = tmp_path_factory.getbasetemp().parent
+        folder, saved = shared / "cpu-run", shared / "cpu-run.json"
+        with open(shared / "cpu-run.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if saved.exists():
+                done = subprocess.CompletedProcess(**json.loads(saved.read_text()))
+            else:
+                folder.mkdir()
+                done = gpu_accept_run(folder, "--save-baseline", str(folder / "baseline.json"))
+                said = {"args": done.args, "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+                saved.write_text(json.dumps(said))
     assert done.returncode == 1, done.stdout + done.stderr  # CUDA peer access cannot be read on a CPU
     return folder, done
 
 
 @pytest.mark.slow
-@ONE_RUN
 def test_results_json_holds_facts_verdicts_environment_and_timings(cpu_run):
     folder, _ = cpu_run
     document = load_results(folder / "reports" / "results.json")
@@ -65,7 +76,6 @@ def test_results_json_holds_facts_verdicts_environment_and_timings(cpu_run):
 
 
 @pytest.mark.slow
-@ONE_RUN
 def test_terminal_summary_lists_failures_first_then_key_values(cpu_run):
     folder, done = cpu_run
     summary = done.stdout[done.stdout.index("gpu-accept summary"):]
@@ -86,7 +96,6 @@ def test_terminal_summary_lists_failures_first_then_key_values(cpu_run):
 
 
 @pytest.mark.slow
-@ONE_RUN
 def test_html_report_has_every_section_with_its_numbers(cpu_run):
     folder, _ = cpu_run
     page = (folder / "reports" / "report.html").read_text()
@@ -150,7 +159,6 @@ def workers_of(launcher: int) -> list[int]:
 
 
 @pytest.mark.slow
-@ONE_RUN
 def test_a_killed_run_leaves_valid_results_and_junit_of_what_finished(cpu_run, tmp_path):
     from lxml import etree
 
@@ -202,7 +210,6 @@ def test_sigterm_ends_the_run_with_its_reports_written(tmp_path):
 
 
 @pytest.mark.slow
-@ONE_RUN
 def test_baseline_gates_a_later_run(cpu_run, tmp_path):
     from gpuaccept.facts import load_facts
     from gpuaccept.report.baseline import save_baseline
@@ -245,7 +252,6 @@ def test_baseline_gates_a_later_run(cpu_run, tmp_path):
 
 
 @pytest.mark.slow
-@ONE_RUN
 def test_profile_from_the_golden_machine_passes_its_own_facts(cpu_run, tmp_path, capsys):
     folder, _ = cpu_run
     target = tmp_path / "golden.yaml"
