@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from gpuaccept.profile import ProfileCatalog
-from gpuaccept.session.stages import run_ddp_stage
+from gpuaccept.stages.fabric import run_ddp_stage
 
 
 def main() -> int:

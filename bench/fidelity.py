@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.session.stages import run_nccl_stage
+from gpuaccept.stages.fabric import run_nccl_stage
 from gpuaccept.vocabulary.collectives import COLLECTIVES
 from gpuaccept.vocabulary.sizes import format_size
 

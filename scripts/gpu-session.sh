@@ -58,6 +58,9 @@
 #                exit 2 with NCCL's reason); last, node A alone (node B never starts): one line, exit 2.
 #                The agents run `gpu-accept torchrun`.
 #                Needs 2 GPUs or more (ranks cannot share a GPU); skipped with the reason on 1.
+#   fit          where no shipped profile matches the machine (a 2xH100 has none): one standard run
+#                against scripts/calibration/fit.yaml (floors at 1), and `gpu-accept profile init
+#                --margin 0.9` from it; every later run_suite of the call without --profile uses it
 #   loads        the per-GPU loads (suites/test_compute.py) with --profile auto and -n <GPUs>:
 #                LOADS_RUNS (default 5) healthy runs (their
 #                values per GPU, and floors from them: scripts/calibrate_compute.py), the GEMM/HBM
@@ -107,6 +110,8 @@ PY
 # run_suite NAME [gpu-accept run arguments...]: one run, its summary into the log
 run_suite() {
   local name=$1; shift
+  # a machine no shipped profile matches is judged against the profile the fit stage made for it
+  if [ -f "$work/fitted.yaml" ] && [[ " $* " != *" --profile "* ]]; then set -- "$@" --profile "$work/fitted.yaml"; fi
   gpu-accept run --reports "$work/$name" -q "$@" > "$work/$name.out" 2>&1
   local code=$?
   grep -E "passed|failed|error" "$work/$name.out" | tail -1 | sed "s/^/$name: exit $code: /" | tee -a "$log"
@@ -611,6 +616,20 @@ PY
       fi
     done
     tar -czf "$OUT/burn-drills-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d burn-*/results.json 2>/dev/null)
+    ;;
+  fit)
+    # --profile auto falls back to the smallest profile of the model with more GPUs (a 2xH100 is
+    # judged as an h100-8-nvswitch missing six GPUs): fit when no shipped profile matches exactly
+    model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); gpus=$(nvidia-smi -L | wc -l)
+    if python3 -c "import sys; from gpuaccept.profile import ProfileCatalog; sys.exit(0 if any(p.matches_machine(sys.argv[1], int(sys.argv[2])) for p in ProfileCatalog.with_shipped().load_all()) else 1)" "$model" "$gpus"; then
+      say "fit: a shipped profile matches ${gpus}x $model"
+      continue
+    fi
+    say "fit: no shipped profile matches ${gpus}x $model; one run with floors at 1, then profile init --margin 0.9"
+    sed "s/@GPUS@/$gpus/" scripts/calibration/fit.yaml > "$work/fit.yaml"
+    run_suite fit-run --profile "$work/fit.yaml"
+    gpu-accept profile init --from "$work/fit-run/results.json" --margin 0.9 --name "$tag-fitted" -o "$work/fitted.yaml" 2>&1 | tail -2 | tee -a "$log"
+    cp "$work/fitted.yaml" "$OUT/$tag-fitted.yaml" 2>/dev/null
     ;;
   *) say "unknown stage $stage" ;;
   esac

@@ -4,24 +4,29 @@ every round's value is reported); and per GPU, the sustained load judged while h
 reached thermal steady state, its GEMM throughput from then on against its first round, and the
 power it drew against its limit and against its siblings."""
 
+import pytest
+
 from gpuaccept.checks import burnin, heat
 
-
-def test_burnin_value(burnin_case, profile, facts_with_burnin, verdict):
-    verdict(burnin.over_rounds(profile, facts_with_burnin, burnin_case))
+pytestmark = [pytest.mark.levels("burn-in"), pytest.mark.needs("telemetry")]
 
 
-def test_thermal_steady_state(gpu, profile, facts_with_telemetry, verdict):
-    verdict(heat.thermal_steady_state(profile, facts_with_telemetry, gpu))
+@pytest.mark.needs("burnin")
+def test_burnin_value(burnin_case, profile, facts, verdict):
+    verdict(burnin.over_rounds(profile, facts, burnin_case))
 
 
-def test_hot_gemm_throughput(gpu, profile, facts_with_telemetry, verdict):
-    verdict(heat.hot_gemm_throughput(profile, facts_with_telemetry, gpu))
+def test_thermal_steady_state(gpu, profile, facts, verdict):
+    verdict(heat.thermal_steady_state(profile, facts, gpu))
 
 
-def test_power_under_load(gpu, profile, facts_with_telemetry, verdict):
-    verdict(heat.power_under_load(profile, facts_with_telemetry, gpu))
+def test_hot_gemm_throughput(gpu, profile, facts, verdict):
+    verdict(heat.hot_gemm_throughput(profile, facts, gpu))
 
 
-def test_power_within_best(gpu, profile, facts_with_telemetry, verdict):
-    verdict(heat.power_within_best(profile, facts_with_telemetry, gpu))
+def test_power_under_load(gpu, profile, facts, verdict):
+    verdict(heat.power_under_load(profile, facts, gpu))
+
+
+def test_power_within_best(gpu, profile, facts, verdict):
+    verdict(heat.power_within_best(profile, facts, gpu))

@@ -10,6 +10,9 @@ import pytest
 
 from gpuaccept.checks import health
 
+pytestmark = pytest.mark.levels("quick", "standard", "burn-in")
+
+
 state = pytest.mark.health_state
 run = pytest.mark.health_run
 
@@ -70,55 +73,55 @@ def test_xid_since_boot(gpu, profile, facts, verdict):
 
 
 @run
-def test_xid_during_run(gpu, profile, facts_after_load, verdict):
-    verdict(health.xid_during_run(profile, facts_after_load, gpu))
+def test_xid_during_run(gpu, profile, facts, verdict):
+    verdict(health.xid_during_run(profile, facts, gpu))
 
 
 @run
-def test_recovery_action_after_run(gpu, profile, facts_after_load, verdict):
-    verdict(health.recovery_action_after_run(profile, facts_after_load, gpu))
+def test_recovery_action_after_run(gpu, profile, facts, verdict):
+    verdict(health.recovery_action_after_run(profile, facts, gpu))
 
 
 @run
-def test_ecc_errors_during_run(gpu, profile, facts_after_load, verdict):
-    verdict(health.ecc_errors_during_run(profile, facts_after_load, gpu))
+def test_ecc_errors_during_run(gpu, profile, facts, verdict):
+    verdict(health.ecc_errors_during_run(profile, facts, gpu))
 
 
 @run
-def test_ecc_corrected_during_run(gpu, profile, facts_after_load, verdict):
-    verdict(health.ecc_corrected_during_run(profile, facts_after_load, gpu))
+def test_ecc_corrected_during_run(gpu, profile, facts, verdict):
+    verdict(health.ecc_corrected_during_run(profile, facts, gpu))
 
 
 @run
-def test_remapping_during_run(gpu, profile, facts_after_load, verdict):
-    verdict(health.remapping_during_run(profile, facts_after_load, gpu))
+def test_remapping_during_run(gpu, profile, facts, verdict):
+    verdict(health.remapping_during_run(profile, facts, gpu))
 
 
 @run
-def test_pcie_replay_rate(gpu, profile, facts_after_load, verdict):
-    verdict(health.pcie_replay_rate(profile, facts_after_load, gpu))
+def test_pcie_replay_rate(gpu, profile, facts, verdict):
+    verdict(health.pcie_replay_rate(profile, facts, gpu))
 
 
 @run
-def test_pcie_correctable_rate(gpu, profile, facts_after_load, verdict):
-    verdict(health.pcie_correctable_rate(profile, facts_after_load, gpu))
+def test_pcie_correctable_rate(gpu, profile, facts, verdict):
+    verdict(health.pcie_correctable_rate(profile, facts, gpu))
 
 
 @run
-def test_nvlink_errors_during_run(gpu_link, profile, facts_after_load, verdict):
-    verdict(health.nvlink_errors_during_run(profile, facts_after_load, gpu_link))
+def test_nvlink_errors_during_run(gpu_link, profile, facts, verdict):
+    verdict(health.nvlink_errors_during_run(profile, facts, gpu_link))
 
 
 @run
-def test_clock_slowdown_during_run(gpu, profile, facts_after_load, verdict):
-    verdict(health.clock_slowdown_during_run(profile, facts_after_load, gpu))
+def test_clock_slowdown_during_run(gpu, profile, facts, verdict):
+    verdict(health.clock_slowdown_during_run(profile, facts, gpu))
 
 
 @run
-def test_gpu_temperature(gpu, profile, facts_after_load, verdict):
-    verdict(health.gpu_temperature(profile, facts_after_load, gpu))
+def test_gpu_temperature(gpu, profile, facts, verdict):
+    verdict(health.gpu_temperature(profile, facts, gpu))
 
 
 @run
-def test_memory_temperature(gpu, profile, facts_after_load, verdict):
-    verdict(health.memory_temperature(profile, facts_after_load, gpu))
+def test_memory_temperature(gpu, profile, facts, verdict):
+    verdict(health.memory_temperature(profile, facts, gpu))

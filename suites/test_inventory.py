@@ -1,6 +1,10 @@
 """Inventory: the GPUs the profile names are all there, with their memory, ECC, driver and CUDA."""
 
+import pytest
+
 from gpuaccept.checks import inventory
+
+pytestmark = pytest.mark.levels("quick", "standard", "burn-in")
 
 
 def test_gpu_count(profile, facts, verdict):

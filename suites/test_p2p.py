@@ -1,6 +1,10 @@
 """Peer-to-peer: what NVML reports for each ordered pair against the profile, and CUDA against NVML."""
 
+import pytest
+
 from gpuaccept.checks import p2p
+
+pytestmark = pytest.mark.levels("quick", "standard", "burn-in")
 
 
 def test_p2p_capability(gpu_ordered_pair, profile, facts, verdict):

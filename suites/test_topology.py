@@ -1,7 +1,11 @@
 """Topology: each GPU's PCIe link and NVLinks, the NVSwitch fabric, the link type of every pair, and where each
 GPU sits: its closest NIC, its CPU and NUMA affinity."""
 
+import pytest
+
 from gpuaccept.checks import affinity, topology
+
+pytestmark = pytest.mark.levels("quick", "standard", "burn-in")
 
 
 def test_pcie_generation(gpu, profile, facts, verdict):

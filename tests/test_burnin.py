@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuaccept.burnin.driver import BurninDriver
+from gpuaccept.burnin.sustained import LoadRound
 from gpuaccept.checks import burnin as burnin_checks
 from gpuaccept.checks import telemetry as telemetry_checks
 from gpuaccept.checks.verdict import Outcome
@@ -30,9 +32,7 @@ from gpuaccept.probe.nvml import ReplayNvml
 from gpuaccept.probe.telemetry import TelemetrySampler
 from gpuaccept.profile import ProfileCatalog, load_profile
 from gpuaccept.report.html import render_html
-from gpuaccept.session.burnin import BurninDriver
-from gpuaccept.session.sustained import LoadRound
-from gpuaccept.session.telemetry import LOADS_FILE, TELEMETRY_FILE, read_telemetry, record_load
+from gpuaccept.stages.telemetry import LOADS_FILE, TELEMETRY_FILE, read_telemetry, record_load
 from gpuaccept.vocabulary.steps import CollectiveKey
 from gpuaccept.vocabulary.telemetry import parse_duration, reason_names, show_duration
 from tests.helpers import ROOT, example_facts, write
@@ -97,7 +97,7 @@ def test_a_sampler_without_nvml_says_why_and_samples_nothing():
 
 
 def test_a_live_run_whose_telemetry_could_not_start_errs_on_every_telemetry_test(tmp_path, monkeypatch):
-    from gpuaccept.session import telemetry as session_telemetry
+    from gpuaccept.stages import telemetry as session_telemetry
 
     def no_nvml():
         raise RuntimeError("NVML could not start: Driver Not Loaded")
@@ -119,7 +119,7 @@ def test_a_live_run_whose_telemetry_could_not_start_errs_on_every_telemetry_test
 def test_a_sampler_stuck_opening_nvml_leaves_a_series_whose_tests_err(tmp_path, monkeypatch):
     import threading
 
-    from gpuaccept.session import telemetry as session_telemetry
+    from gpuaccept.stages import telemetry as session_telemetry
 
     released = threading.Event()
 

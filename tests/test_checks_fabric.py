@@ -123,7 +123,7 @@ def test_peaks_from_recorded_facts():
 
 
 def test_a_machine_with_one_gpu_left_fails_every_nccl_test_saying_why(tmp_path):
-    from gpuaccept.session.store import MeasurementStore
+    from gpuaccept.stages.store import MeasurementStore
     from tests.helpers import mutated
 
     def one_gpu(d):

@@ -325,9 +325,9 @@ def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
 @pytest.mark.parametrize(
     "options, expected",
     [
-        (["--max-regression", "3%"], "ERROR: gpu-accept: --max-regression needs --baseline FILE: "
+        (["--max-regression", "3%"], "gpu-accept: --max-regression needs --baseline FILE: "
                                      "it is how far below that baseline a value may fall"),
-        (["--confirm", "-1"], "ERROR: gpu-accept: --confirm -1: the number of measurements more to make, 0 or more"),
+        (["--confirm", "-1"], "gpu-accept: --confirm -1: the number of measurements more to make, 0 or more"),
         (["--confirm", "twice"], "gpu-accept run: argument --confirm: invalid int value: 'twice' (see gpu-accept run --help)"),
         (["--profile-dir", "/no/such/folder"], "ERROR: gpu-accept: --profile-dir /no/such/folder: no such folder"),
     ],
@@ -387,7 +387,7 @@ def test_a_binary_baseline_is_one_line(tmp_path):
     bad = tmp_path / "base.json"
     bad.write_bytes(bytes(range(256)))
     done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "reports"), "--baseline", str(bad))
-    assert one_error_line(done) == f"ERROR: gpu-accept: {bad}: not a gpu-accept baseline: not UTF-8 text (invalid start byte at byte 128)"
+    assert one_error_line(done) == f"gpu-accept: {bad}: not a gpu-accept baseline: not UTF-8 text (invalid start byte at byte 128)"
 
 
 @pytest.mark.parametrize(

@@ -115,8 +115,8 @@ def test_launcher_variables_that_name_no_rank_of_the_job_are_one_line(environmen
 
 
 def test_a_ranks_deadline_is_every_timeout_of_the_profile_together() -> None:
+    from gpuaccept.cluster.runner import deadline_s
     from gpuaccept.profile import ProfileCatalog
-    from gpuaccept.session.cluster import deadline_s
 
     cpu = ProfileCatalog([Path(__file__).parents[1] / "examples" / "profiles"]).load("cluster-cpu-gloo")
     # rendezvous 60 s; 1 collective + 2 x 2 nodes + 4 localization rounds at 60 s each; DDP twice at 90 s
@@ -125,7 +125,7 @@ def test_a_ranks_deadline_is_every_timeout_of_the_profile_together() -> None:
 
 @pytest.mark.slow
 def test_a_rank_past_its_deadline_ends_in_one_line_with_exit_2() -> None:
-    hung = "from gpuaccept.session.cluster import start_watchdog; import time; start_watchdog(0.5, 3, 8); time.sleep(60)"
+    hung = "from gpuaccept.cluster.runner import start_watchdog; import time; start_watchdog(0.5, 3, 8); time.sleep(60)"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "src"))
     done = subprocess.run([sys.executable, "-c", hung], env=env, capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 2

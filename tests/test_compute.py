@@ -10,9 +10,9 @@ from gpuaccept.checks import compute
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, Measurements, MemtestResult, StepFailure
 from gpuaccept.profile import load_profile
-from gpuaccept.session.compute import compute_plan, gpu_environment
-from gpuaccept.session.locks import Busy, GpuLocks
-from gpuaccept.session.store import MeasurementStore
+from gpuaccept.stages.compute import compute_plan, gpu_environment
+from gpuaccept.stages.locks import Busy, GpuLocks
+from gpuaccept.stages.store import MeasurementStore
 from gpuaccept.vocabulary.steps import LoadKey, parse_step_key
 from tests.helpers import example_facts, write
 
@@ -197,8 +197,8 @@ class FakeLoads:
         self.asked: list[tuple[list[int] | None, set | None]] = []
         self.slow_first = slow_first
 
-    def __call__(self, stage, facts, profile, only=None, attempt=0, gpus=None):
-        assert stage == "compute"
+    def __call__(self, stage, facts, profile, gpus, only=None, attempt=0):
+        assert stage.name == "compute"
         self.asked.append((gpus, only))
         results = []
         for gpu in gpus:
@@ -211,7 +211,7 @@ def test_the_store_measures_each_gpu_once_and_its_own_gpu_first(tmp_path, monkey
     store = MeasurementStore(tmp_path, live=True, own_gpu=6)  # gw6 on a 4-GPU machine: gpu2
     loads = FakeLoads()
     monkeypatch.setattr(store, "_measure", loads)
-    one = store.with_compute(PROBED, profile, [0])
+    one = store.with_stage("compute", PROBED, profile, [0])
     assert [gpus for gpus, _ in loads.asked] == [[2], [0]]
     assert sorted(one.measurements.compute.gpus) == [0]  # the facts of what was asked
     every = store.with_stage("compute", PROBED, profile)
@@ -281,13 +281,13 @@ def test_the_store_measures_fabric_stages_alone_and_each_gpu_under_its_own_lock(
     store = MeasurementStore(tmp_path, live=True)
     store.locks = locks = RecordingLocks()
 
-    def measure(stage, facts, profile, only=None, attempt=0, gpus=None):
-        locks.seen.append((stage, *locks.held))
-        return FakeLoads()(stage, facts, profile, only, attempt, gpus) if stage == "compute" else Measurements()
+    def measure(stage, facts, profile, gpus, only=None, attempt=0):
+        locks.seen.append((stage.name, *locks.held))
+        return FakeLoads()(stage, facts, profile, gpus, only, attempt) if stage.name == "compute" else Measurements()
 
     monkeypatch.setattr(store, "_measure", measure)
     store.with_stage("copies", PROBED, profile)
-    store.with_compute(PROBED, profile, [1])
+    store.with_stage("compute", PROBED, profile, [1])
     assert locks.seen == [("copies", "machine, alone"), ("compute", "machine, shared; gpu1, alone")]
 
 
@@ -295,9 +295,9 @@ def test_the_store_loads_nothing_for_a_gpu_not_under_test_or_a_profile_without_l
     store = MeasurementStore(tmp_path, live=True)
     loads = FakeLoads()
     monkeypatch.setattr(store, "_measure", loads)
-    facts = store.with_compute(PROBED, profile, [5])  # a 4-GPU machine: no gpu5 to load
+    facts = store.with_stage("compute", PROBED, profile, [5])  # a 4-GPU machine: no gpu5 to load
     assert loads.asked == []
     verdict = compute.gemm_correct(profile, facts, 5)
     assert verdict.outcome is Outcome.FAILED and verdict.message == "gpu5: gpu5 not loaded: 4 GPU(s) under test (profile loads)"
     bare = profile.__class__(profile.name, profile.path, profile.spec.model_copy(update={"compute": None}))
-    assert store.with_compute(PROBED, bare, [0]) is PROBED and loads.asked == []
+    assert store.with_stage("compute", PROBED, bare, [0]) is PROBED and loads.asked == []

@@ -67,16 +67,15 @@ def test_faults_on_three_gpus_fail_exactly_their_tests_under_xdist(tmp_path):
 
 
 def test_the_stage_loads_only_the_gpus_asked_and_a_hung_load_costs_only_its_own_values(tmp_path):
-    import os
-
+    from gpuaccept.measure.drills import Drills
     from gpuaccept.profile import load_profile
     from gpuaccept.resources import shipped_dir
-    from gpuaccept.session.compute import run_compute_stage
+    from gpuaccept.stages.compute import run_compute_stage
 
     text = PROFILE.replace("within_best: 0.95}", "within_best: 0.95, timeout_s: 5}")
     profile = load_profile(cpu_profile(tmp_path, text), [shipped_dir("profiles")])
-    env = {**os.environ, "GPUACCEPT_INJECT_HANG": "load/gemm/gpu3"}
-    sweep = run_compute_stage(profile.spec, [1, 3], env=env)
+    drills = Drills.from_environment({"GPUACCEPT_INJECT_HANG": "load/gemm/gpu3"})
+    sweep = run_compute_stage(profile.spec, [1, 3], drills=drills)
     assert sweep.gpus == [1, 3] and sweep.backend == "cpu"
     measured = sorted((r.gpu, r.load) for r in sweep.results)
     # gpu1 in full; gpu3's GEMM hung and was killed, its HBM and memory test ran in a fresh worker

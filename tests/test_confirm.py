@@ -12,8 +12,8 @@ from gpuaccept.checks import ddp, fabric
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts.model import Measurements
 from gpuaccept.profile import ProfileCatalog
-from gpuaccept.session import store as store_module
-from gpuaccept.session.store import MeasurementStore
+from gpuaccept.stages import store as store_module
+from gpuaccept.stages.store import MeasurementStore
 from gpuaccept.vocabulary.steps import DdpKey, parse_step_key
 from tests.helpers import example_facts
 
@@ -42,7 +42,7 @@ class FakeStages:
         self.answers = list(answers)
         self.asked: list[set[str] | None] = []
 
-    def __call__(self, stage, facts, profile, only=None, attempt=0):
+    def __call__(self, stage, facts, profile, gpus, only=None, attempt=0):
         self.asked.append(only)
         return self.answers.pop(0)
 

@@ -9,7 +9,7 @@ from gpuaccept.facts.model import DdpResult, DdpSweep, Measurements, StepFailure
 from gpuaccept.measure.gpt import build
 from gpuaccept.profile import load_profile
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.session.stages import ddp_plan, run_ddp_stage
+from gpuaccept.stages.fabric import ddp_plan, run_ddp_stage
 from gpuaccept.vocabulary.gpt import PRESETS, GptDims
 from gpuaccept.vocabulary.steps import DdpKey, ddp_case, parse_ddp_case
 from tests.helpers import example_facts, write

@@ -328,7 +328,7 @@ BARE_XID = "NVRM: Xid (PCI:0000:00:07): 79, pid=1234, GPU has fallen off the bus
 
 
 def test_an_xid_during_the_run_is_new_even_where_the_same_xid_came_before(tmp_path):
-    from gpuaccept.session.health import with_health as session_health
+    from gpuaccept.stages.health import with_health as session_health
 
     buses = {"00000000:00:06": 0, "00000000:00:07": 1}
     before = [SYSLOG_XID.format(minute="00:01", seconds="61.250000"), BARE_XID]

@@ -40,11 +40,11 @@ def test_the_tree_keeps_every_contract():
          "gpuaccept.report.html -> gpuaccept.checks.verdict (l."),
         ("importers/assemble.py", "import gpuaccept.probe", "Each layer imports only the layers below it",
          "gpuaccept.importers.assemble -> gpuaccept.probe (l."),
-        # the session sits above the store in the layers, and still may not read it: only the command line does
-        ("session/burnin.py", "import gpuaccept.store.db", "Only the command line imports the results store",
-         "gpuaccept.session.burnin -> gpuaccept.store.db (l."),
+        # the burn-in sits above the store in the layers, and still may not read it: only the command line does
+        ("burnin/driver.py", "import gpuaccept.store.db", "Only the command line imports the results store",
+         "gpuaccept.burnin.driver -> gpuaccept.store.db (l."),
     ],
-    ids=["check-imports-probe", "facts-import-profile", "report-imports-checks", "importers-import-probe", "session-imports-store"],
+    ids=["check-imports-probe", "facts-import-profile", "report-imports-checks", "importers-import-probe", "burnin-imports-store"],
 )
 def test_one_forbidden_import_breaks_its_contract_naming_it(tmp_path, module, line, contract, named):
     shutil.copytree(ROOT / "src" / "gpuaccept", tmp_path / "src" / "gpuaccept", ignore=shutil.ignore_patterns("__pycache__"))
@@ -60,6 +60,6 @@ def test_one_forbidden_import_breaks_its_contract_naming_it(tmp_path, module, li
 @pytest.mark.slow
 def test_recording_measurements_imports_no_pytest():
     # what `gpu-accept record --measure` runs: the command line, the probe and the stage store
-    script = "import sys, gpuaccept.cli, gpuaccept.probe, gpuaccept.session.store; print(sorted(m for m in sys.modules if 'pytest' in m))"
+    script = "import sys, gpuaccept.cli, gpuaccept.probe, gpuaccept.stages.store; print(sorted(m for m in sys.modules if 'pytest' in m))"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr

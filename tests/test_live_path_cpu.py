@@ -46,3 +46,4 @@ def test_a_hung_collective_fails_its_tests_and_the_run_goes_on(tmp_path):
     assert failed["test_busbw[all_reduce-256KiB]"] == "all_reduce 256 KiB: all_reduce 256 KiB did not finish within 20 s (profile cpu)"
     facts = json.loads((tmp_path / "reports" / "facts.json").read_text())
     assert [r["nominal_size"] for r in facts["measurements"]["collectives"]["results"]] == ["64KiB", "64KiB"]
+    assert facts["environment"]["GPUACCEPT_INJECT_HANG"] == "all_reduce 256 KiB"  # the drill is on the record

@@ -8,12 +8,13 @@ import time
 import pytest
 
 from gpuaccept.checks.verdict import Outcome
+from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.launch import Workers, run_plan
 from gpuaccept.measure.pairwise_step import round_robin, schedule
 from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
 from gpuaccept.measure.worker import WAITING_MARK
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.session.stages import nccl_plan, run_nccl_stage
+from gpuaccept.stages.fabric import nccl_plan, run_nccl_stage
 from gpuaccept.vocabulary.collectives import COLLECTIVES
 from gpuaccept.vocabulary.steps import CollectiveKey, PairKey
 from tests.helpers import needs_torch
@@ -52,15 +53,15 @@ def test_every_collective_and_pair_is_measured_and_correct(ranks):
 
 
 @pytest.mark.slow
-def test_a_hung_collective_is_killed_named_and_the_rest_still_measured(monkeypatch):
-    monkeypatch.setenv("GPUACCEPT_INJECT_HANG", "all_gather 64 KiB")
+def test_a_hung_collective_is_killed_named_and_the_rest_still_measured():
+    drills = Drills.from_environment({"GPUACCEPT_INJECT_HANG": "all_gather 64 KiB"})
     # only the step that hangs has a short limit: the others must finish, on however loaded a machine
     steps = [
         CollectiveStep(collective=c, size_bytes=64 << 10, dtype="float32", warmup=1, iterations=2,
                        timeout_s=4 if c == "all_gather" else 120)
         for c in ("all_reduce", "all_gather", "broadcast")
     ]
-    outcome = run_plan(Plan(steps=steps, backend="gloo"), 2)
+    outcome = run_plan(Plan(steps=steps, backend="gloo", drills=drills), 2)
     assert list(outcome.values) == [CollectiveKey("all_reduce", 64 << 10), CollectiveKey("broadcast", 64 << 10)]
     (failure,) = outcome.failures
     assert failure.reason == "timeout" and failure.message == "all_gather 64 KiB did not finish within 4 s"
@@ -68,10 +69,10 @@ def test_a_hung_collective_is_killed_named_and_the_rest_still_measured(monkeypat
 
 
 @pytest.mark.slow
-def test_a_wrong_result_is_counted(monkeypatch):
-    monkeypatch.setenv("GPUACCEPT_INJECT_WRONG", "all_reduce 64 KiB")
+def test_a_wrong_result_is_counted():
+    drills = Drills.from_environment({"GPUACCEPT_INJECT_WRONG": "all_reduce 64 KiB"})
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
-    outcome = run_plan(Plan(steps=[step], backend="gloo"), 2)
+    outcome = run_plan(Plan(steps=[step], backend="gloo", drills=drills), 2)
     assert outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 1
 
 
@@ -166,7 +167,7 @@ def test_a_plan_for_values_measured_again_holds_only_their_steps():
 
 def test_a_plan_names_the_keys_of_its_values_and_reads_back_as_written():
     from gpuaccept.profile import ProfileCatalog
-    from gpuaccept.session.stages import copy_plan, ddp_plan
+    from gpuaccept.stages.fabric import copy_plan, ddp_plan
 
     spec = ProfileCatalog.with_shipped().load("h200-4-nvswitch").spec
     plans = [nccl_plan(spec, 4), copy_plan(spec, 4), ddp_plan(spec, 4), ddp_plan(spec, 4, without_p2p=True)]
@@ -259,15 +260,15 @@ def test_a_reworded_step_label_changes_the_messages_never_which_tests_a_hang_fai
     from gpuaccept.checks import fabric
     from gpuaccept.measure import plan as plan_module
     from gpuaccept.profile import load_profile
-    from gpuaccept.session.store import MeasurementStore
+    from gpuaccept.stages.store import MeasurementStore
     from tests.helpers import example_facts, write
 
     # the launcher and the checks read the reworded label; the workers, other processes, the old one
     for module in (plan_module, fabric):
         monkeypatch.setattr(module, "collective_label", lambda collective, size: f"{collective} of {size} bytes")
-    monkeypatch.setenv("GPUACCEPT_INJECT_HANG", "collective/all_gather/64KiB")
+    drills = Drills.from_environment({"GPUACCEPT_INJECT_HANG": "collective/all_gather/64KiB"})
     profile = load_profile(write(tmp_path / "renamed.yaml", RENAMED_PROFILE), [])
-    facts = MeasurementStore(tmp_path, live=True).with_stage("nccl", example_facts("h200x2"), profile)
+    facts = MeasurementStore(tmp_path, live=True, drills=drills).with_stage("nccl", example_facts("h200x2"), profile)
     (failure,) = facts.measurements.collectives.failures
     assert failure.keys == [CollectiveKey("all_gather", 64 << 10)] and failure.step == "all_gather of 65536 bytes"
     verdicts = {(check.__name__, case): check(profile, facts, case)
@@ -276,3 +277,25 @@ def test_a_reworded_step_label_changes_the_messages_never_which_tests_a_hang_fai
     failed = {name: verdict.message for name, verdict in verdicts.items() if verdict.outcome is not Outcome.PASSED}
     message = "all_gather of 65536 bytes: all_gather of 65536 bytes did not finish within 10 s (profile renamed)"
     assert failed == {("busbw", ("all_gather", "64KiB")): message, ("collective_correct", ("all_gather", "64KiB")): message}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt, dipped", [(0, True), (1, False)])
+def test_the_dip_drill_slows_a_first_measurement_only_as_its_plan_says(tmp_path, monkeypatch, attempt, dipped):
+    import torch
+    import torch.distributed as dist
+
+    from gpuaccept.measure import collective_step
+    from gpuaccept.measure.worker import Rank
+
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 * 1024, dtype="float32", warmup=1, iterations=2, timeout_s=30)
+    drills = Drills(dip=step.label).for_attempt(attempt)
+    plan = Plan.model_validate_json(Plan(steps=[step], drills=drills).model_dump_json())  # as a worker reads it
+    wrapped = []
+    monkeypatch.setattr(collective_step, "_with_dip", lambda operation: wrapped.append(step.label) or operation)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        (record,) = collective_step.measure_collective(step, Rank(0, 1, 0, torch.device("cpu"), "gloo"), plan.drills)
+    finally:
+        dist.destroy_process_group()
+    assert record["wrong"] == 0 and wrapped == ([step.label] if dipped else [])

@@ -134,7 +134,7 @@ def test_a_profile_that_does_not_expect_nvls_does_not_judge_it(tmp_path):
 
 
 def test_the_nccl_stage_asks_for_set_up_lines_without_taking_the_users_settings(tmp_path):
-    from gpuaccept.session.stages import _with_nccl_set_up_lines
+    from gpuaccept.stages.fabric import _with_nccl_set_up_lines
 
     env, ours, files = _with_nccl_set_up_lines({"PATH": "/bin"}, tmp_path)
     assert ours == {"NCCL_DEBUG_FILE": f"{tmp_path}/nccl.%h.%p.log", "NCCL_DEBUG": "INFO"} and env["PATH"] == "/bin"
@@ -149,7 +149,7 @@ def test_the_nccl_stage_asks_for_set_up_lines_without_taking_the_users_settings(
 
 @pytest.mark.slow
 def test_a_gloo_stage_records_nvls_as_not_supported_and_keeps_our_settings_out_of_the_users_environment():
-    from gpuaccept.session.stages import run_nccl_stage
+    from gpuaccept.stages.fabric import run_nccl_stage
     from tests.test_measure_gloo import small_spec
 
     # the environment given, not this process's: another test's NCCL_DEBUG_FILE must not decide it

@@ -141,6 +141,24 @@ def test_a_session_that_judges_nothing_is_not_a_pass(pytester):
     assert listed.ret == pytest.ExitCode.OK  # listing tests judges nothing, and is not meant to
 
 
+def test_the_suites_declare_every_marker_they_use_and_a_misspelt_need_is_a_usage_error(pytester):
+    recorded = ("--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"))
+    listed, _ = run_suites(pytester, *recorded, "--strict-markers", "--collect-only")
+    assert listed.ret == pytest.ExitCode.OK
+    listed.stdout.fnmatch_lines(["*343 tests collected*"])  # the standard level's, as before levels were markers
+    pytester.makepyfile(test_misspelt="""
+        import pytest
+
+        pytestmark = pytest.mark.needs("ncl")
+
+        def test_busbw(facts):
+            pass
+    """)
+    result = pytester.runpytest(*recorded, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "test_misspelt.py::test_busbw: needs('ncl'): not a need (a stage: nccl, copies, ddp, compute;" in result.stderr.str()
+
+
 def test_the_plugin_is_inert_without_its_options(pytester):
     pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
     result = pytester.runpytest("-p", "no:cacheprovider")

@@ -17,7 +17,7 @@ from gpuaccept.facts.migration import WholeStep
 from gpuaccept.facts.model import CollectiveSweep, Measurements, PairSweep, StepFailure
 from gpuaccept.importers import import_files
 from gpuaccept.profile import ProfileCatalog
-from gpuaccept.session.store import MeasurementStore
+from gpuaccept.stages.store import MeasurementStore
 from gpuaccept.vocabulary.steps import CollectiveKey, DdpKey, PairKey
 from tests.helpers import ROOT, example_facts, mutated
 from tests.verdicts import SUBJECTS

@@ -11,10 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from gpuaccept.burnin.sustained import memtest_rounds, rounds_of
 from gpuaccept.measure import load_steps
+from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.plan import HbmStep, MemtestStep, SustainedRoundStep
 from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, clear_kept, memtest_due_flag, memtest_flag, sustained_round
-from gpuaccept.session.sustained import memtest_rounds, rounds_of
 from tests.helpers import needs_torch
 
 pytestmark = needs_torch
@@ -59,10 +60,10 @@ def test_a_round_begun_after_its_end_still_measures_one_chunk(tmp_path, cpu):
     assert gemm["repeats"] == 4
 
 
-def test_a_corrupted_product_is_counted_in_its_round_only(tmp_path, monkeypatch, cpu):
-    monkeypatch.setenv(load_steps.INJECT_CORRUPT_GEMM, "gpu1")
-    first = next(r for r in sustained_round(_step(tmp_path, 1, memtest=False), cpu) if r["load"] == "gemm")
-    second = next(r for r in sustained_round(_step(tmp_path, 2, memtest=False), cpu) if r["load"] == "gemm")
+def test_a_corrupted_product_is_counted_in_its_round_only(tmp_path, cpu):
+    drills = Drills.from_environment({"GPUACCEPT_INJECT_CORRUPT_GEMM": "gpu1"})
+    first = next(r for r in sustained_round(_step(tmp_path, 1, memtest=False), cpu, drills) if r["load"] == "gemm")
+    second = next(r for r in sustained_round(_step(tmp_path, 2, memtest=False), cpu, drills) if r["load"] == "gemm")
     assert first["mismatches"] == 1 and second["mismatches"] == 0
 
 

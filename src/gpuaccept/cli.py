@@ -21,13 +21,12 @@ from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptEr
 from gpuaccept.facts import save_facts
 from gpuaccept.files import write_atomically
 from gpuaccept.outputs import check_output_file, check_output_folder
+from gpuaccept.plugin.options import COMMAND_FLAGS, GivenOptions, add_command_options, command_defaults, passed_to_pytest, read_options
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import PROFILE_NAME_MAX, PROFILE_NAME_PATTERN, ProfileSpec
 from gpuaccept.resources import shipped_dir
-from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
-from gpuaccept.vocabulary.telemetry import parse_duration
 
 # pytest's exit codes, as this tool reports them
 _PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_CHECK_FAILED}
@@ -91,10 +90,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the acceptance suites against a profile. Arguments this command does not know "
         "(-k, -x, -n 4, ...) are passed to pytest.",
     )
-    run.add_argument("--profile", default="auto", help="profile name, YAML path, or 'auto' (default)")
-    run.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
+    # the plugin's options, as the plugin declares them (plugin/options.py): read and checked once, then passed on to pytest
+    add_command_options(run, leave_out=("gpuaccept_facts",))
     source = run.add_mutually_exclusive_group()
-    source.add_argument("--facts", help="evaluate this facts file instead of probing the machine")
+    add_command_options(source, only=("gpuaccept_facts",))
     source.add_argument(
         "--import",
         dest="imports",
@@ -105,24 +104,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json (default: reports)"
-    )
-    run.add_argument("--baseline", metavar="FILE", help="gate on a baseline saved earlier: one test per value it holds")
-    run.add_argument("--save-baseline", metavar="FILE", help="save this run's measured values as a baseline for later runs")
-    run.add_argument(
-        "--max-regression", metavar="PERCENT", help="with --baseline: how much worse than the baseline a value may be (default 5%%)"
-    )
-    run.add_argument(
-        "--confirm",
-        metavar="N",
-        type=int,
-        help="measure a value that misses its criterion again, up to N more times, before it fails; the best attempt "
-        "decides (default 2; 0 judges the first measurement)",
-    )
-    run.add_argument(
-        "--level", choices=LEVELS, default=DEFAULT_LEVEL, help=f"how deep to test. {LEVEL_HELP}"
-    )
-    run.add_argument(
-        "--duration", metavar="DURATION", help="with --level burn-in: how long (90s, 30m, 2h; default the profile's burnin.duration)"
     )
     _add_metrics_option(run)
     run.set_defaults(handler=_run)
@@ -139,9 +120,7 @@ def _parser() -> argparse.ArgumentParser:
         "ends the rounds, judges what ran and writes the reports (exit 1 where a check failed, else 2). Arguments this "
         "command does not know go to pytest.",
     )
-    burn.add_argument("--duration", metavar="DURATION", help="how long: 90s, 30m, 2h (default: the profile's burnin.duration, 30m)")
-    burn.add_argument("--profile", default="auto", help="profile name, YAML path, or 'auto' (default)")
-    burn.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
+    add_command_options(burn, only=("gpuaccept_burnin", "gpuaccept_profile", "gpuaccept_profile_dirs"))
     burn.add_argument("--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json")
     _add_metrics_option(burn)
     burn.set_defaults(handler=_burn_in)
@@ -270,77 +249,41 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _catalog(args) -> ProfileCatalog:
-    return ProfileCatalog.with_shipped(list(getattr(args, "profile_dir", [])))  # as given: Path("") would be "."
+    # the folders as given: Path("") would be "."; the commands that run the suites keep them as the plugin names them
+    folders = getattr(args, "profile_dir", None) or getattr(args, "gpuaccept_profile_dirs", None) or []
+    return ProfileCatalog.with_shipped(list(folders))
 
 
 def _run(args, extra: list[str]) -> int:
+    """The suites under pytest with the plugin: this command sets where the reports go and what an
+    --import reads, and passes every option of the plugin on, read and checked once, here."""
     import pytest
 
-    for option, given in (("--profile", args.profile), ("--facts", args.facts), ("--baseline", args.baseline),
-                          ("--save-baseline", args.save_baseline), ("--max-regression", args.max_regression)):
-        if given is not None and not str(given).strip():
-            raise OptionError(f"{option}: the value is empty")  # an empty --facts would probe this machine instead
-    if any(not folder.strip() for folder in args.profile_dir):
-        raise OptionError("--profile-dir: the folder's name is empty")
     check_output_folder(args.reports, "--reports")  # the name as given: Path("") would be "."
     if getattr(args, "metrics", None) is not None:
         check_output_file(args.metrics, "--metrics")
     began = time.time()
     reports = Path(args.reports)
-    suites = shipped_dir("suites")
-    # each option and its value as one word: a value that begins with "-" is not taken for an option
-    pytest_args = [
-        str(suites),
-        "-c",
-        str(suites / "pytest.ini"),
-        "--rootdir",
-        str(suites),
-        f"--profile={args.profile}",
-        f"--junit-report={reports / 'junit.xml'}",
-        f"--results={reports / 'results.json'}",
-        f"--html-report={reports / 'report.html'}",
-    ]
-    for folder in args.profile_dir:
-        pytest_args += [f"--profile-dir={folder}"]
-    if args.imports:
+    given = argparse.Namespace(**{**command_defaults(), **vars(args)})
+    given.gpuaccept_junit, given.gpuaccept_results = str(reports / "junit.xml"), str(reports / "results.json")
+    given.gpuaccept_html = str(reports / "report.html")
+    if getattr(args, "imports", None):
         imported = _read_imports(args.imports)
-        if args.profile == "auto" and not all(isinstance(gpu.name, str) for gpu in imported.facts.gpus):
+        if given.gpuaccept_profile == "auto" and not all(isinstance(gpu.name, str) for gpu in imported.facts.gpus):
             raise OptionError("--import: the outputs do not name the GPU model (nvidia-smi nvlink -s and nccl-tests logs "
                               "do; topo -m does not), so --profile auto cannot choose: name the profile with --profile")
         facts_file = reports / "facts.json"
         save_facts(imported.facts, facts_file)
-        pytest_args += [f"--facts={facts_file}"]
-    elif args.facts is not None:
-        pytest_args += [f"--facts={args.facts}"]
-    else:
-        pytest_args += [f"--facts-out={reports / 'facts.json'}"]
-    level = getattr(args, "level", DEFAULT_LEVEL)
-    if args.duration is not None and level != "burn-in":
-        raise OptionError(f"--duration {args.duration}: only a burn-in has a duration (--level burn-in, not {level})")
-    if args.duration is not None:
-        try:
-            parse_duration(args.duration)
-        except ValueError as error:
-            raise OptionError(f"--duration {error}") from None
-    if args.duration is not None and args.facts is not None:
-        raise OptionError(
-            f"--duration {args.duration}: recorded facts are judged on the rounds they hold; nothing runs (leave out --facts)"
-        )
-    pytest_args += [f"--level={level}"]
-    if args.duration is not None:
-        pytest_args += [f"--burn-in-duration={args.duration}"]
-    for option, value in (
-        ("--baseline", args.baseline),
-        ("--save-baseline", args.save_baseline),
-        ("--max-regression", args.max_regression),
-        ("--confirm", args.confirm),
-    ):
-        if value is not None:
-            pytest_args += [f"{option}={value}"]
+        given.gpuaccept_facts = str(facts_file)
+    elif given.gpuaccept_facts is None:
+        given.gpuaccept_facts_out = str(reports / "facts.json")
+    options = read_options(given, COMMAND_FLAGS)
+    suites = shipped_dir("suites")
+    pytest_args = [str(suites), "-c", str(suites / "pytest.ini"), "--rootdir", str(suites), *passed_to_pytest(given)]
     if extra[:1] == ["--"]:
         extra = extra[1:]
     outcome = _Outcome()
-    code = int(pytest.main(pytest_args + extra, plugins=[outcome]))
+    code = int(pytest.main(pytest_args + extra, plugins=[outcome, GivenOptions(options)]))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         _print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", err=True)
     exit_code = _PYTEST_EXIT.get(code, EXIT_USAGE)
@@ -351,16 +294,7 @@ def _run(args, extra: list[str]) -> int:
 
 def _burn_in(args, extra: list[str]) -> int:
     """`gpu-accept run --level burn-in`, always on this machine."""
-    if args.duration is not None:
-        try:
-            parse_duration(args.duration)
-        except ValueError as error:
-            raise OptionError(f"--duration {error}") from None
-    burn = argparse.Namespace(
-        profile=args.profile, profile_dir=args.profile_dir, reports=args.reports, imports=None, facts=None, baseline=None,
-        save_baseline=None, max_regression=None, confirm=None, level="burn-in", duration=args.duration, metrics=args.metrics,
-    )
-    return _run(burn, extra)
+    return _run(argparse.Namespace(**{**vars(args), "gpuaccept_level": "burn-in"}), extra)
 
 
 def _read_imports(files):
@@ -395,13 +329,15 @@ class _Outcome:
 
 def _record(args, extra: list[str]) -> int:
     from gpuaccept.facts import save_facts
+    from gpuaccept.measure.drills import Drills
     from gpuaccept.probe import probe_machine
 
     if args.confirm < 0:
         raise OptionError(f"--confirm {args.confirm}: the number of measurements more to make, 0 or more")
-    facts = probe_machine(nvml_log=args.nvml_log)
+    drills = Drills.from_environment(os.environ)  # read once, here: the stages' plans carry them
+    facts = drills.recorded_in(probe_machine(nvml_log=args.nvml_log))
     if args.measure:
-        facts = _measure(facts, args)
+        facts = _measure(facts, args, drills)
     save_facts(facts, Path(args.output))
     gpus = facts.gpus
     _print(f"recorded {len(gpus)}x {gpus[0].name if gpus else 'no GPU'} on {facts.system.hostname} to {args.output}")
@@ -409,7 +345,7 @@ def _record(args, extra: list[str]) -> int:
 
 
 def _cluster(args, extra: list[str]) -> int:
-    from gpuaccept.session.cluster import run_cluster
+    from gpuaccept.cluster.runner import run_cluster
 
     profile = _catalog(args).load(args.profile)
     check_output_folder(args.out, "--out")
@@ -440,17 +376,18 @@ def _torchrun(args, extra: list[str]) -> int:
     return run_torchrun(torchrun_args, ["gpuaccept", "cluster", *cluster_args])
 
 
-def _measure(facts, args):
+def _measure(facts, args, drills):
     """Every stage the profile asks for, run exactly as a pytest session runs them."""
-    from gpuaccept.session.health import SessionListener, SnapshotAfterStage, with_health
-    from gpuaccept.session.store import STAGES, MeasurementStore
+    from gpuaccept.stages.health import SessionListener, SnapshotAfterStage, with_health
+    from gpuaccept.stages.registry import STAGES
+    from gpuaccept.stages.store import MeasurementStore
 
     catalog = _catalog(args)
     profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
         say = lambda text: _print(text, err=True)  # noqa: E731
         snapshot = SnapshotAfterStage(Path(folder), say)
-        store = MeasurementStore(Path(folder), live=True, say=say, confirm=args.confirm, after_stage=[snapshot])
+        store = MeasurementStore(Path(folder), live=True, say=say, confirm=args.confirm, after_stage=[snapshot], drills=drills)
         listener = SessionListener(facts, Path(folder))
         listener.start()
         try:
@@ -692,8 +629,7 @@ def _add_health_check(commands) -> None:
         "state=drain reason=\"gpu-accept: <test ids>\"); nothing is ever resumed. Arguments this command does not know "
         "go to pytest.",
     )
-    health.add_argument("--profile", default="auto", help="profile name, YAML path, or 'auto' (default)")
-    health.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
+    add_command_options(health, only=("gpuaccept_profile", "gpuaccept_profile_dirs"))
     health.add_argument("--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json")
     _add_metrics_option(health)
     health.add_argument(
@@ -723,12 +659,12 @@ def _health_check(args, extra: list[str]) -> int:
     if args.node is not None and not args.node.strip():
         raise OptionError("--node: the node's name is empty")
     catalog = _catalog(args)  # a profile (or folder of them) that does not load is the operator's to fix, not the node's
-    if args.profile != "auto":
-        catalog.load(args.profile)
+    if args.gpuaccept_profile != "auto":
+        catalog.load(args.gpuaccept_profile)
     node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     quick = argparse.Namespace(
-        profile=args.profile, profile_dir=args.profile_dir, reports=args.reports, imports=None, facts=None, baseline=None,
-        save_baseline=None, max_regression=None, confirm=None, level="quick", duration=None, metrics=args.metrics,
+        gpuaccept_profile=args.gpuaccept_profile, gpuaccept_profile_dirs=args.gpuaccept_profile_dirs, reports=args.reports,
+        gpuaccept_level="quick", metrics=args.metrics,
     )
     began = time.time()
     try:

@@ -1,7 +1,7 @@
 """Values measured more than once: a check judges every attempt, and the best one decides.
 
 A measured value that misses its criterion is measured again before the verdict (see
-`gpuaccept.session.store`): the repeat lands in the facts as a confirmation round holding
+`gpuaccept.stages.store`): the repeat lands in the facts as a confirmation round holding
 only the steps it measured again. A check marked `@judged_on_every_attempt` is then evaluated on the
 first measurement and on each round that measured its subject's steps, and `best_attempt` makes
 one verdict of them, keeping every attempt's value. Checks themselves stay pure functions of one

@@ -1,7 +1,7 @@
 """The values each measurement stage yields, and the checks that judge them.
 
 One table for the two places that go over a stage's values: a standard run measuring a missed
-value again before it fails (session/store.py, confirm-before-failing) and a burn-in judging each
+value again before it fails (stages/store.py, confirm-before-failing) and a burn-in judging each
 value over its rounds (checks/burnin.py). A stage's new check is added here once. Each entry names
 its subjects (the GPUs, pairs or cases a profile asks for; none where the profile sets no floor)
 and how a subject is written in a test id.

@@ -8,7 +8,7 @@ a check can tell "not supported" from "zero" and say which it saw.
 from __future__ import annotations
 
 import datetime
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -26,7 +26,7 @@ from gpuaccept.facts.migration import FailureKey, WholeStep, earlier_failures
 from gpuaccept.facts.relations import check_relations
 from gpuaccept.vocabulary.copies import CopyKind
 from gpuaccept.vocabulary.sizes import parse_size
-from gpuaccept.vocabulary.steps import AnyStepKey, CollectiveKey, CopyKey, DdpKey, LoadKey, PairKey, Stage, StepKey, ddp_case
+from gpuaccept.vocabulary.steps import AnyStepKey, CollectiveKey, CopyKey, DdpKey, LoadKey, PairKey, StageName, StepKey, ddp_case
 
 FACTS_VERSION: Literal[1] = 1
 
@@ -248,8 +248,10 @@ def failure_of(failures: list[StepFailure], key: StepKey) -> StepFailure | None:
 
 
 class Sweep(Record):
-    """What every sweep shares: failures recorded before they named their keys are given them
-    as the file is read (facts.migration)."""
+    """What every sweep shares: the stage that measures it, and failures recorded before they named
+    their keys are given them as the file is read (facts.migration)."""
+
+    stage: ClassVar[StageName]
 
     @field_validator("failures", mode="before", check_fields=False)
     @classmethod
@@ -305,6 +307,8 @@ class NcclNvls(Record):
 
 
 class CollectiveSweep(Sweep, OmitsLaterDefaults):
+    stage: ClassVar[StageName] = "nccl"
+
     backend: str
     nccl_version: str | None
     torch_version: str
@@ -339,6 +343,8 @@ class PairResult(Record):
 
 
 class PairSweep(Sweep):
+    stage: ClassVar[StageName] = "nccl"
+
     backend: str
     concurrent: bool
     wall_s: Finite
@@ -374,6 +380,8 @@ class CopyResult(Record):
 
 
 class CopySweep(Sweep):
+    stage: ClassVar[StageName] = "copies"
+
     wall_s: Finite
     results: list[CopyResult]
     failures: list[StepFailure] = Field(default_factory=list)
@@ -408,6 +416,8 @@ class DdpResult(Record):
 
 
 class DdpSweep(Sweep):
+    stage: ClassVar[StageName] = "ddp"
+
     backend: str
     nccl_version: str | None
     torch_version: str
@@ -495,6 +505,8 @@ class ComputeSweep(Sweep):
     """The per-GPU loads: each GPU measured by a worker process of its own, every GPU at once (or the
     GPUs one pytest-xdist worker was asked for, the sweeps of several workers put together)."""
 
+    stage: ClassVar[StageName] = "compute"
+
     backend: str  # "cuda", or "cpu" where the loads ran on the CPU device
     torch_version: str
     gpus: list[Count]  # the GPUs these loads were measured on
@@ -521,18 +533,10 @@ class ComputeSweep(Sweep):
         )
 
 
-STAGE_SWEEPS: dict[str, tuple[str, ...]] = {
-    "nccl": ("collectives", "pairwise"),
-    "copies": ("copies",),
-    "ddp": ("ddp", "ddp_without_p2p"),
-    "compute": ("compute",),
-}
-
-
 class ConfirmationRound(Record):
     """Values that missed their criterion, measured again: the steps' keys and what they gave."""
 
-    stage: Stage
+    stage: StageName
     keys: list[AnyStepKey]
     measurements: Measurements
     wall_s: Finite
@@ -552,13 +556,23 @@ class Measurements(OmitsLaterDefaults):
 
     later_fields: ClassVar[dict[str, Any]] = {"compute": None}
 
+    @classmethod
+    def sweep_names(cls) -> tuple[str, ...]:
+        """The fields that hold a stage's sweep (every field but the confirmation rounds' two)."""
+        return tuple(name for name in cls.model_fields if name not in ("rounds", "unconfirmed"))
+
+    @classmethod
+    def sweeps_of(cls, stage: str) -> tuple[str, ...]:
+        """The fields that hold what `stage` measures, as each sweep's type says."""
+        return tuple(name for name in cls.sweep_names() if _sweep_type(cls.model_fields[name].annotation).stage == stage)
+
     def attempt(self, index: int) -> Measurements:
         """The measurements as confirmation round `index` saw them: its results in place of the
         first ones for the steps it measured again, everything else as first measured."""
         again = self.rounds[index]
         keys = set(again.keys)
         update = {}
-        for name in STAGE_SWEEPS[again.stage]:
+        for name in self.sweeps_of(again.stage):
             first, second = getattr(self, name), getattr(again.measurements, name)
             if second is None:
                 continue
@@ -586,6 +600,11 @@ class Measurements(OmitsLaterDefaults):
 
 
 ConfirmationRound.model_rebuild()
+
+
+def _sweep_type(annotation: Any) -> type[Sweep]:
+    """CollectiveSweep from `CollectiveSweep | None`."""
+    return next(kind for kind in get_args(annotation) if isinstance(kind, type) and issubclass(kind, Sweep))
 
 
 class TextSource(Record):

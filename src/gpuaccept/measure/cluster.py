@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaccept.errors import GpuAcceptError
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.plan import CollectiveStep, DdpStep
 from gpuaccept.measure.worker import Rank
 
@@ -171,6 +172,7 @@ class Job:
     torch_version: str
     nccl_version: str | None
     timeout: timedelta
+    drills: Drills = NO_DRILLS  # this node's (measure/drills.py): `slow_s` makes it the slow node
 
     @property
     def nodes(self) -> int:
@@ -182,7 +184,7 @@ class Job:
     def measure(self, step: CollectiveStep) -> dict:
         from gpuaccept.measure.collective_step import measure_collective
 
-        (record,) = measure_collective(step, self.me)
+        (record,) = measure_collective(step, self.me, self.drills)
         return record
 
     def measure_ddp(self, step: DdpStep) -> list[dict[str, Any]]:
@@ -254,7 +256,7 @@ class Job:
             member = Rank(ranks.index(self.me.rank), len(ranks), self.me.local_rank, self.me.device, self.me.backend, handle)
             from gpuaccept.measure.collective_step import measure_collective
 
-            (record,) = measure_collective(step, member)
+            (record,) = measure_collective(step, member, self.drills)
             record = record if member.rank == 0 else None
         everything = self.gather((mine[1], record) if record is not None and mine is not None else None)
         for handle in made:
@@ -304,7 +306,7 @@ def nccl_warning(pid: int) -> str | None:
     return next((line.split("NCCL WARN", 1)[1].strip() for line in lines if "NCCL WARN" in line), None)
 
 
-def join(launch: Launch, backend: str, rendezvous_s: float, timeout_s: float) -> Job:
+def join(launch: Launch, backend: str, rendezvous_s: float, timeout_s: float, drills: Drills = NO_DRILLS) -> Job:
     """Join the job's process group: every rank of every node, or a `RendezvousError` in one line
     once `rendezvous_s` passed without them all."""
     import torch
@@ -324,7 +326,7 @@ def join(launch: Launch, backend: str, rendezvous_s: float, timeout_s: float) ->
         everyone = dist.new_group(list(range(launch.world)), timeout=timedelta(seconds=timeout_s))
         me = Rank(launch.rank, launch.world, launch.local_rank, device, name, everyone)
         nccl = ".".join(map(str, torch.cuda.nccl.version())) if use_cuda else None
-        job = Job(launch, me, {}, {}, torch.__version__, nccl, timedelta(seconds=timeout_s))
+        job = Job(launch, me, {}, {}, torch.__version__, nccl, timedelta(seconds=timeout_s), drills)
         placed = job.gather((launch.node, launch.rank, socket.gethostname()))
     except Exception as exc:  # torch's store errors are RuntimeErrors of many names
         raise join_failure(launch, rendezvous_s, exc) from None

@@ -12,27 +12,22 @@ nobody wrote counts as wrong.
 
 from __future__ import annotations
 
-import os
 import time
 
 from gpuaccept.measure.collectives import bandwidths, buffers
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.plan import CollectiveStep
 from gpuaccept.measure.timing import slowest_rank_seconds, time_operation
 
 EXACT_LIMIT = 256  # bf16 holds every integer up to 256
-# Test hook: GPUACCEPT_INJECT_WRONG="<step label or key>" corrupts one element of the last rank's result
-INJECT_WRONG = "GPUACCEPT_INJECT_WRONG"
-# Test hook: GPUACCEPT_INJECT_DIP="<step label or key>" makes the first measurement of that step (not the
-# ones that confirm a miss) a third slower, as a one-off dip on a shared machine does: every rank
-# runs one extra operation on every second timed iteration
-INJECT_DIP = "GPUACCEPT_INJECT_DIP"
-ATTEMPT = "GPUACCEPT_ATTEMPT"  # set by the suite: 0 for a first measurement, N for the Nth repeat
-# Test hook: GPUACCEPT_INJECT_SLOW="<seconds>" in the environment of one node's ranks makes each of
-# their timed operations that much longer, as a node with a slow link does to every collective it is in
-INJECT_SLOW = "GPUACCEPT_INJECT_SLOW"
 
 
-def measure_collective(step: CollectiveStep, me) -> list[dict]:
+def measure_collective(step: CollectiveStep, me, drills: Drills = NO_DRILLS) -> list[dict]:
+    """The drills (measure/drills.py) act here: `wrong` corrupts one element of the last rank's
+    result; `dip` (in the plan of a first measurement only) makes every rank run one extra operation
+    on every second timed iteration, a third slower, as a one-off dip on a shared machine is;
+    `slow_s` makes each timed operation that much longer, as a node with a slow link does to every
+    collective it is in."""
     import torch
 
     dtype = getattr(torch, step.dtype)
@@ -45,16 +40,16 @@ def measure_collective(step: CollectiveStep, me) -> list[dict]:
     _fill(step.collective, inputs, me)  # time real data, never zeros
     for _ in range(step.warmup):
         operation()
-    timed = _with_dip(operation) if _injected(INJECT_DIP, step) and os.environ.get(ATTEMPT, "0") == "0" else operation
-    if os.environ.get(INJECT_SLOW):
-        timed = _with_delay(timed, float(os.environ[INJECT_SLOW]))
+    timed = _with_dip(operation) if _names(drills.dip, step) else operation
+    if drills.slow_s:
+        timed = _with_delay(timed, drills.slow_s)
     seconds = slowest_rank_seconds(time_operation(timed, step.iterations, me), me)
 
     _fill(step.collective, inputs, me)
     if not in_place or (step.collective == "broadcast" and me.rank != 0):
         outputs.fill_(float("nan"))
     operation()
-    if _injected(INJECT_WRONG, step) and me.rank == me.world - 1:
+    if _names(drills.wrong, step) and me.rank == me.world - 1:
         outputs[0] += 1  # the injected fault: one element of the result is off
     wrong = _count_wrong(step.collective, outputs, shape, me)
 
@@ -75,9 +70,8 @@ def measure_collective(step: CollectiveStep, me) -> list[dict]:
     }]
 
 
-def _injected(hook: str, step: CollectiveStep) -> bool:
-    named = os.environ.get(hook)
-    return named is not None and step.is_named(named)
+def _names(drill: str | None, step: CollectiveStep) -> bool:
+    return drill is not None and step.is_named(drill)
 
 
 def _with_dip(operation):

@@ -19,30 +19,24 @@ runs on the CPU device with the small sizes the project's tests set.
   ~p; descending, check ~p and write p), walking ones (one bit of 32 per pass). Passes run in that
   order until the time cap; the record says how many ran.
 
-Test hooks, each naming GPUs as test ids do (a comma-separated list: "gpu1,gpu3"):
-GPUACCEPT_INJECT_SLOW_GEMM makes that GPU's timed products wait SLOW_GEMM_S after each one (the GPU
-idles, as one held back by another load); GPUACCEPT_INJECT_CORRUPT_GEMM changes one element of a
-verification product; GPUACCEPT_INJECT_MEMTEST_FLIP flips one bit of memory after the first pattern
-is written.
+The drills (measure/drills.py, from the plan), each naming GPUs as test ids do: `slow_gemm` makes
+that GPU's timed products wait SLOW_GEMM_S after each one (the GPU idles, as one held back by
+another load); `corrupt_gemm` changes one element of a verification product; `memtest_flip` flips
+one bit of memory after the first pattern is written.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuaccept.measure.drills import NO_DRILLS, SLOW_GEMM_S, Drills, names_gpu
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep
 from gpuaccept.measure.timing import time_operation
-from gpuaccept.vocabulary.links import gpu_key
 from gpuaccept.vocabulary.steps import LoadKey
 
-INJECT_SLOW_GEMM = "GPUACCEPT_INJECT_SLOW_GEMM"
-INJECT_CORRUPT_GEMM = "GPUACCEPT_INJECT_CORRUPT_GEMM"
-INJECT_MEMTEST_FLIP = "GPUACCEPT_INJECT_MEMTEST_FLIP"
-SLOW_GEMM_S = 0.2
 REFERENCE_BLOCK = 256  # rows and columns of the first result compared with a float32 product
 # |got - ref| <= RTOL |ref| + ATOL rms(ref): bf16 output rounding is 2^-9 relative; reductions in bf16
 # (torch allows them for speed) add a few of those. A flipped exponent or high mantissa bit is far out.
@@ -52,21 +46,16 @@ CPU_MEMTEST_BYTES = 64 << 20  # the CPU device's memory test, where the step giv
 TRIAD_SCALAR = 3.0
 
 
-def measure_load(step: GemmStep | HbmStep | MemtestStep, me: Any) -> list[dict]:
+def measure_load(step: GemmStep | HbmStep | MemtestStep, me: Any, drills: Drills = NO_DRILLS) -> list[dict]:
     import torch
 
     if not me.cuda:
         torch.set_num_threads(1)  # one worker per "GPU" on a few cores: keep them from fighting
     if isinstance(step, GemmStep):
-        return [measure_gemm(step, me)]
+        return [measure_gemm(step, me, drills)]
     if isinstance(step, HbmStep):
         return measure_hbm(step, me)
-    return [measure_memtest(step, me)]
-
-
-def injected(hook: str, gpu: int) -> bool:
-    named = os.environ.get(hook, "")
-    return gpu_key(gpu) in {part.strip() for part in named.split(",")}
+    return [measure_memtest(step, me, drills)]
 
 
 def _generator(device: Any, seed: int) -> Any:
@@ -75,7 +64,7 @@ def _generator(device: Any, seed: int) -> Any:
     return torch.Generator(device=device).manual_seed(seed)
 
 
-def measure_gemm(step: GemmStep, me: Any) -> dict:
+def measure_gemm(step: GemmStep, me: Any, drills: Drills = NO_DRILLS) -> dict:
     import torch
 
     n, device = step.size, me.device
@@ -89,7 +78,7 @@ def measure_gemm(step: GemmStep, me: Any) -> dict:
         product()
     first = torch.matmul(a, b)
     timed = product
-    if injected(INJECT_SLOW_GEMM, step.gpu):
+    if names_gpu(drills.slow_gemm, step.gpu):
 
         def timed() -> None:
             product()
@@ -100,7 +89,7 @@ def measure_gemm(step: GemmStep, me: Any) -> dict:
     mismatches = int((out != first).sum().item())
     for repeat in range(step.verify_repeats):
         product()
-        if repeat == 0 and injected(INJECT_CORRUPT_GEMM, step.gpu):
+        if repeat == 0 and names_gpu(drills.corrupt_gemm, step.gpu):
             flat = out.view(-1)
             flat[0] += flat[0].abs() + 1  # the injected fault: one element of one result is off
         mismatches += int((out != first).sum().item())
@@ -193,7 +182,7 @@ def measure_hbm(step: HbmStep, me: Any) -> list[dict]:
     return results
 
 
-def measure_memtest(step: MemtestStep, me: Any) -> dict:
+def measure_memtest(step: MemtestStep, me: Any, drills: Drills = NO_DRILLS) -> dict:
     import torch
 
     device = me.device
@@ -215,7 +204,7 @@ def measure_memtest(step: MemtestStep, me: Any) -> dict:
         if not chunks:
             raise
     scratch = torch.empty(words, dtype=torch.int32, device=device)
-    test = _Memtest(chunks, scratch, step, began, device)
+    test = _Memtest(chunks, scratch, step, began, device, names_gpu(drills.memtest_flip, step.gpu))
     test.run()
     found = {
         "key": str(LoadKey("memtest", step.gpu)),
@@ -249,11 +238,11 @@ class _OutOfTime(Exception):
 
 
 class _Memtest:
-    def __init__(self, chunks: list, scratch: Any, step: MemtestStep, began: float, device: Any):
+    def __init__(self, chunks: list, scratch: Any, step: MemtestStep, began: float, device: Any, flip: bool):
         self.chunks, self.scratch, self.step, self.began, self.device = chunks, scratch, step, began, device
         self.mismatches = 0
         self.done = 0
-        self.flip = injected(INJECT_MEMTEST_FLIP, step.gpu)
+        self.flip = flip  # the memtest_flip drill
         inversions = [0x00000000, 0x55555555]
         self.passes = (
             [("own address", self._own_address), ("seeded random", self._random)]

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.vocabulary.collectives import Collective
 from gpuaccept.vocabulary.gpt import GptDims
 from gpuaccept.vocabulary.steps import (
@@ -257,4 +258,5 @@ class Plan(BaseModel):
     backend: Literal["auto", "nccl", "gloo"] = "auto"  # auto: NCCL where CUDA is, gloo elsewhere
     startup_timeout_s: float = 60.0  # process start, torch import, process group and NCCL set-up (about 5 s on H200)
     stalled_s: float = 20.0  # a worker that shows no sign of life this long is stopped, frozen or gone
+    drills: Drills = NO_DRILLS  # the fault drills the run was asked for (measure/drills.py): none by default
 

@@ -13,14 +13,14 @@ After the products, a round measures the HBM copy and triad and, where its step 
 memory test (load_steps.py), both on the GPU still warm from the products. The memory test takes
 most of the free memory; a fabric stage beside the load needs some, so the two never overlap: the
 driver's `fabric` flag holds a memory test back (products go on meanwhile), and this worker's
-`memtest-gpuN` flag holds a fabric stage back (session/sustained.py). Each side raises its own flag
+`memtest-gpuN` flag holds a fabric stage back (burnin/sustained.py). Each side raises its own flag
 before it looks at the other's, so one of them always sees the other. A memory test that is due
 also says so (`memtest-gpuN.due`), and the driver starts no new fabric stage until it has run:
 fabric stages back to back cannot hold it off for good.
 
-Test hooks as for the per-GPU loads (load_steps.py): GPUACCEPT_INJECT_SLOW_GEMM idles the GPU after
-each product, GPUACCEPT_INJECT_CORRUPT_GEMM changes one element of one product in the first round,
-GPUACCEPT_INJECT_MEMTEST_FLIP flips one bit in the memory test.
+The drills as for the per-GPU loads (load_steps.py, from the plan): `slow_gemm` idles the GPU after
+each product, `corrupt_gemm` changes one element of one product in the first round, `memtest_flip`
+flips one bit in the memory test.
 """
 
 from __future__ import annotations
@@ -31,13 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuaccept.measure.drills import NO_DRILLS, Drills, names_gpu
 from gpuaccept.measure.load_steps import (
-    INJECT_CORRUPT_GEMM,
-    INJECT_SLOW_GEMM,
     SLOW_GEMM_S,
     check_first_product,
     gemm_operands,
-    injected,
     measure_hbm,
     measure_memtest,
 )
@@ -125,7 +123,7 @@ class _ChunkTimer:
         self.seconds += start.elapsed_time(finished) / 1e3
 
 
-def sustained_round(step: SustainedRoundStep, me: Any) -> list[dict]:
+def sustained_round(step: SustainedRoundStep, me: Any, drills: Drills = NO_DRILLS) -> list[dict]:
     import torch
 
     if not me.cuda:
@@ -137,8 +135,8 @@ def sustained_round(step: SustainedRoundStep, me: Any) -> list[dict]:
         # the burn-in was ended: the rounds still planned give nothing, at once
         return [{"key": str(key), "skipped": True} for key in step.keys]
     operands = _operands(step, me)
-    slow = injected(INJECT_SLOW_GEMM, step.gpu)
-    corrupt = step.round == 1 and injected(INJECT_CORRUPT_GEMM, step.gpu)
+    slow = names_gpu(drills.slow_gemm, step.gpu)
+    corrupt = step.round == 1 and names_gpu(drills.corrupt_gemm, step.gpu)
     wrong = torch.zeros((), dtype=torch.int64, device=me.device)
     timer = _ChunkTimer(me.cuda)
     products = 0
@@ -198,7 +196,7 @@ def sustained_round(step: SustainedRoundStep, me: Any) -> list[dict]:
         results.append({"key": str(LoadKey("memtest", step.gpu)), "skipped": True})  # not begun: the burn-in was ended
     elif step.memtest is not None:
         try:
-            results.append(measure_memtest(step.memtest, me))
+            results.append(measure_memtest(step.memtest, me, drills))
         finally:
             if me.cuda:
                 torch.cuda.empty_cache()  # the memory it tested goes back to the GPU, for the stages beside the load

@@ -15,9 +15,9 @@ With `--wait` (how the suite starts its workers) the process imports torch first
 for the file `DIR/go`, which holds the rendezvous port; the plan is read after it. The suite can
 so start workers ahead while other measurements run. A waiting worker whose parent is gone exits.
 
-Test hook: GPUACCEPT_INJECT_HANG="<step label or key>" (e.g. "all_reduce 1 GiB", or
-"collective/all_reduce/1GiB") makes the last rank sleep forever at the start of that step, so its
-peers block inside a real collective.
+The plan carries the run's drills (measure/drills.py), and each step is handed them. The `hang`
+drill acts here: naming a step ("all_reduce 1 GiB", or "collective/all_reduce/1GiB"), it makes the
+last rank sleep forever at the start of that step, so its peers block inside a real collective.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.plan import LOAD_STEPS, ONE_GPU_STEPS, CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan, SustainedRoundStep
 
-INJECT_HANG = "GPUACCEPT_INJECT_HANG"
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
 GO_FILE = "go"
 LAUNCHER_PID = "GPUACCEPT_LAUNCHER_PID"
@@ -183,14 +183,14 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s:
         startup_s={"import": round(import_s, 3), "waited": round(waited_s, 3), "group": round(time.perf_counter() - began, 3)},
         environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENVIRONMENT)},
     )
-    hang_at = os.environ.get(INJECT_HANG)
+    hang_at = plan.drills.hang
     for index, step in enumerate(plan.steps):
         keys = [str(key) for key in step.keys]
         progress.emit(event="start", step=index, label=step.label, keys=keys, timeout_s=step.timeout_s)
         if hang_at is not None and step.is_named(hang_at) and rank == world - 1:
             while True:  # the injected fault: this rank never joins the step's collectives
                 time.sleep(3600)
-        results = run_step(step, me)
+        results = run_step(step, me, plan.drills)
         returned = [record["key"] for record in results]
         if sorted(returned) != sorted(keys):
             raise RuntimeError(f"{step.label} returned values for {', '.join(returned) or 'nothing'}; it measures {', '.join(keys)}")
@@ -204,12 +204,12 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s:
         dist.destroy_process_group()
 
 
-def run_step(step, me: Rank) -> list[dict]:
+def run_step(step, me: Rank, drills: Drills) -> list[dict]:
     """What `step` measured: one record per value, each with its key's string under "key"."""
     if isinstance(step, CollectiveStep):
         from gpuaccept.measure.collective_step import measure_collective
 
-        return measure_collective(step, me)
+        return measure_collective(step, me, drills)
     if isinstance(step, PairwiseStep):
         from gpuaccept.measure.pairwise_step import measure_pairs
 
@@ -225,11 +225,11 @@ def run_step(step, me: Rank) -> list[dict]:
     if isinstance(step, LOAD_STEPS):
         from gpuaccept.measure.load_steps import measure_load
 
-        return measure_load(step, me)
+        return measure_load(step, me, drills)
     if isinstance(step, SustainedRoundStep):
         from gpuaccept.measure.sustained import sustained_round
 
-        return sustained_round(step, me)
+        return sustained_round(step, me, drills)
     raise ValueError(f"unknown step {step!r}")
 
 

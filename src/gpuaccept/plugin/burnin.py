@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import pytest
 
+from gpuaccept.burnin.driver import BurninDriver
 from gpuaccept.plugin.context import GpuAcceptRun
-from gpuaccept.plugin.levels import module_of
+from gpuaccept.plugin.needs import needs_of
 from gpuaccept.plugin.terminal import terminal_line
-from gpuaccept.session.burnin import BurninDriver
-from gpuaccept.session.telemetry import TelemetryLog
+from gpuaccept.stages.telemetry import TelemetryLog
 from gpuaccept.vocabulary.telemetry import parse_duration, show_duration
-
-# the suites that read what the rounds measured: without one of them selected there is nothing to run rounds for
-READS_BURNIN = frozenset({"test_burnin", "test_telemetry"})
 
 
 class BurninHooks:
@@ -53,12 +50,13 @@ class BurninHooks:
             return
         # pytest-xdist's controller holds no items (its workers collect): it runs the rounds for them
         distributed = self.config.pluginmanager.hasplugin("dsession")
-        if not distributed and not any(module_of(item) in READS_BURNIN for item in session.items):
+        # without a test that reads what the rounds measured there is nothing to run rounds for
+        if not distributed and not any(needs_of(item).reads_burnin for item in session.items):
             return
         duration = options.burnin_s or parse_duration(context.profile.spec.burnin.duration)
         say = terminal_line(self.config)
         readings = self.telemetry.latest if self.telemetry is not None else dict
-        driver = BurninDriver(self.run.store, context.facts, context.profile, duration, say=say, readings=readings)
+        driver = BurninDriver(self.run.store, context.facts, context.profile, duration, say=say, readings=readings, drills=context.drills)
         burnin = driver.run()
         if burnin.ended == "interrupted":
             # the signal ended the rounds; the tests still judge what ran, and the exit status says so

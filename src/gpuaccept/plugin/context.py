@@ -15,10 +15,11 @@ import pytest
 
 from gpuaccept.facts import Facts, load_facts, parse_facts
 from gpuaccept.facts.run_record import FACTS_SOURCE, FactsFile, LiveMachine
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.plugin.options import NamedProfile, ProfileChoice, RunOptions
 from gpuaccept.probe import probe_machine
 from gpuaccept.profile import Profile, ProfileCatalog, load_profile
-from gpuaccept.session.store import MeasurementStore
+from gpuaccept.stages.store import MeasurementStore
 
 
 @dataclass(frozen=True)
@@ -28,18 +29,24 @@ class RunContext:
     facts_source: LiveMachine | FactsFile
     profile_folders: tuple[str, ...]
     chosen_because: str = ""  # why --profile auto chose this profile; "" where it was named
+    drills: Drills = NO_DRILLS  # the fault drills of a live run, read at the door; kept in the facts' environment
 
     @classmethod
-    def build(cls, choice: ProfileChoice, source: LiveMachine | FactsFile, profile_dirs: tuple[Path, ...]) -> RunContext:
+    def build(
+        cls, choice: ProfileChoice, source: LiveMachine | FactsFile, profile_dirs: tuple[Path, ...], drills: Drills = NO_DRILLS
+    ) -> RunContext:
         catalog = ProfileCatalog.with_shipped(list(profile_dirs))
         # a named profile is loaded first: a bad profile is reported before any hardware is touched
         profile = catalog.load(choice.name) if isinstance(choice, NamedProfile) else None
-        facts = load_facts(Path(source.path)) if isinstance(source, FactsFile) else probe_machine()
+        if isinstance(source, FactsFile):
+            facts, drills = load_facts(Path(source.path)), NO_DRILLS  # replayed facts: nothing runs, no drill acts
+        else:
+            facts = drills.recorded_in(probe_machine())
         reason = ""
         if profile is None:
             selection = catalog.auto_select(*facts.installed())
             profile, reason = selection.profile, selection.reason
-        return cls(profile, facts, source, tuple(str(f) for f in catalog.folders), reason)
+        return cls(profile, facts, source, tuple(str(f) for f in catalog.folders), reason, drills)
 
     @property
     def live(self) -> bool:
@@ -54,6 +61,7 @@ class RunContext:
                 "facts": self.facts.model_dump(mode="json"),
                 "facts_source": FACTS_SOURCE.dump_python(self.facts_source, mode="json"),
                 "chosen_because": self.chosen_because,
+                "drills": self.drills.model_dump(mode="json"),
             }
         )
 
@@ -64,7 +72,8 @@ class RunContext:
         profile = load_profile(Path(data["profile_path"]), folders)
         facts = parse_facts(json.dumps(data["facts"]), "facts from the controlling process")
         source = FACTS_SOURCE.validate_python(data["facts_source"])
-        return cls(profile, facts, source, tuple(data["profile_folders"]), data["chosen_because"])
+        drills = Drills.model_validate(data["drills"])
+        return cls(profile, facts, source, tuple(data["profile_folders"]), data["chosen_because"], drills)
 
     def describe(self) -> str:
         gpus = self.facts.gpus

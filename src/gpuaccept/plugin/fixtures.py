@@ -1,18 +1,23 @@
-"""The fixtures the suites ask for: the profile, the facts (with each measurement stage, measured on
-first use), the baseline gate, and `verdict`, which turns a check's verdict into the test's outcome."""
+"""The fixtures the suites ask for: the profile, the facts (with what the test's markers ask for,
+plugin/needs.py: each measurement stage measured on first use), the baseline gate, and `verdict`,
+which turns a check's verdict into the test's outcome."""
 
 from __future__ import annotations
 
 import pytest
 
+from gpuaccept.burnin.driver import read_burnin
 from gpuaccept.facts import Facts
-from gpuaccept.plugin.context import run_of
+from gpuaccept.plugin.context import GpuAcceptRun, run_of
+from gpuaccept.plugin.needs import Needs, needs_of
 from gpuaccept.plugin.options import BaselineGate
 from gpuaccept.plugin.verdicts import VerdictRecorder
 from gpuaccept.profile import Profile
-from gpuaccept.session.burnin import read_burnin
-from gpuaccept.session.store import merge
-from gpuaccept.session.telemetry import read_telemetry
+from gpuaccept.stages.health import with_health
+from gpuaccept.stages.registry import STAGES
+from gpuaccept.stages.telemetry import read_telemetry
+
+FACTS_KEY = pytest.StashKey[dict[tuple[Needs, int | None], Facts]]()  # the facts each need gave, kept for the session
 
 
 @pytest.fixture(scope="session")
@@ -21,80 +26,47 @@ def profile(request: pytest.FixtureRequest) -> Profile:
     return run_of(request.config).context.profile
 
 
-@pytest.fixture(scope="session")
-def facts(request: pytest.FixtureRequest) -> Facts:
-    """The facts of the machine under test (probed once per session, or replayed from a file)."""
-    return run_of(request.config).context.facts
-
-
-def _with_stage(request: pytest.FixtureRequest, stage: str) -> Facts:
-    run = run_of(request.config)
-    return run.store.with_stage(stage, run.context.facts, run.context.profile)
-
-
-@pytest.fixture(scope="session")
-def facts_with_nccl(request: pytest.FixtureRequest) -> Facts:
-    """The facts with the NCCL stage's collective sweep and pairwise exchange (measured on first use)."""
-    return _with_stage(request, "nccl")
-
-
-@pytest.fixture(scope="session")
-def facts_with_copies(request: pytest.FixtureRequest) -> Facts:
-    """The facts with the copy stage's bandwidths (measured on first use)."""
-    return _with_stage(request, "copies")
-
-
-@pytest.fixture(scope="session")
-def facts_with_ddp(request: pytest.FixtureRequest) -> Facts:
-    """The facts with the DDP stage's scaling sweep, and its P2P A/B where asked (measured on first use)."""
-    return _with_stage(request, "ddp")
-
-
 @pytest.fixture
-def facts_with_gpu_loads(request: pytest.FixtureRequest, gpu: int) -> Facts:
-    """The facts with the per-GPU loads of this test's GPU only (measured on first use, beside
-    other GPUs' loads in other pytest-xdist workers)."""
-    run = run_of(request.config)
-    return run.store.with_compute(run.context.facts, run.context.profile, [gpu])
+def facts(request: pytest.FixtureRequest) -> Facts:
+    """The facts of the machine under test (probed once per session, or replayed from a file), with
+    what this test's markers ask for (plugin/needs.py): stages measured on first ask, the burn-in's
+    rounds, the telemetry, the health readings after the loads. What is read once for the session
+    is kept for it: the same facts for every test that asks the same."""
+    needs = needs_of(request.node)
+    gpu = request.node.callspec.params.get("gpu") if needs.per_gpu and hasattr(request.node, "callspec") else None
+    known = request.config.stash.setdefault(FACTS_KEY, {})
+    if (needs, gpu) not in known:
+        known[(needs, gpu)] = facts_with(run_of(request.config), needs, gpu)
+    return known[(needs, gpu)]
 
 
-@pytest.fixture(scope="session")
-def facts_with_compute(request: pytest.FixtureRequest) -> Facts:
-    """The facts with the per-GPU loads of every GPU: what a comparison between GPUs needs."""
-    return _with_stage(request, "compute")
-
-
-@pytest.fixture(scope="session")
-def facts_with_everything(facts_with_nccl: Facts, facts_with_copies: Facts, facts_with_ddp: Facts, facts_with_compute: Facts) -> Facts:
-    """The facts with every measurement stage the profile asks for, the per-GPU loads included."""
-    facts = merge(merge(facts_with_nccl, facts_with_copies.measurements), facts_with_ddp.measurements)
-    return merge(facts, facts_with_compute.measurements)
-
-
-@pytest.fixture(scope="session")
-def facts_with_burnin(request: pytest.FixtureRequest) -> Facts:
-    """The facts with the burn-in's rounds (run before the tests, at --level burn-in), or as recorded."""
-    run = run_of(request.config)
-    burnin = read_burnin(run.store.folder) if run.context.live else None
-    return run.context.facts.model_copy(update={"burnin": burnin}) if burnin is not None else run.context.facts
-
-
-@pytest.fixture(scope="session")
-def facts_after_loads(request: pytest.FixtureRequest) -> Facts:
-    """The facts once the level's loads ran: every measurement stage the profile asks for at the
-    standard level (measured first where they were not yet), the burn-in's rounds at the burn-in
-    level, and none at the quick level (it loads nothing)."""
-    loaded = {"quick": "facts", "burn-in": "facts_with_burnin"}.get(run_of(request.config).options.level, "facts_with_everything")
-    facts: Facts = request.getfixturevalue(loaded)
+def facts_with(run: GpuAcceptRun, needs: Needs, gpu: int | None) -> Facts:
+    """The run's facts with `needs` in them; a per-GPU stage's loads of `gpu` alone where given."""
+    context, store = run.context, run.store
+    stages, burnin = set(needs.stages), needs.burnin
+    if needs.level_loads:
+        # the level's loads: every stage at the standard level, the burn-in's rounds in a burn-in,
+        # nothing at the quick level (it loads nothing)
+        if run.options.level == "burn-in":
+            burnin = True
+        elif run.options.level != "quick":
+            stages = set(STAGES)
+    facts = context.facts
+    for name, stage in STAGES.items():
+        if name in stages:
+            facts = store.with_stage(name, facts, context.profile, [gpu] if gpu is not None and stage.per_gpu else None)
+    if not context.live:
+        return facts  # replayed facts carry their rounds, telemetry and health readings with them
+    if burnin and (rounds := read_burnin(store.folder)) is not None:
+        facts = facts.model_copy(update={"burnin": rounds})
+    if needs.health:
+        # the snapshot taken after each stage and the XID events heard so far; at the quick level
+        # no stage runs: the run checks see the start snapshot alone and say that no load ran
+        facts = with_health(facts, store.folder)
+    if needs.telemetry or needs.health:  # when the stages loaded the GPUs: what a slowdown's share is of
+        telemetry = read_telemetry(store.folder)
+        facts = facts.model_copy(update={"telemetry": telemetry}) if telemetry is not None else facts
     return facts
-
-
-@pytest.fixture(scope="session")
-def facts_with_telemetry(request: pytest.FixtureRequest, facts_after_loads: Facts) -> Facts:
-    """The facts with the telemetry sampled while the loads ran."""
-    run = run_of(request.config)
-    telemetry = read_telemetry(run.store.folder) if run.context.live else None
-    return facts_after_loads.model_copy(update={"telemetry": telemetry}) if telemetry is not None else facts_after_loads
 
 
 @pytest.fixture(scope="session")

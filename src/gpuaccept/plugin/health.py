@@ -1,21 +1,19 @@
 """The health part of the plugin: XID events listened for from the start of a live session to its
-end (in the controlling process, before any test can start a load), the facts with every health
-reading for the suites' run checks, and the markers that sort health tests by what they need.
+end (in the controlling process, before any test can start a load), and the markers that sort
+health tests by what they need.
 
 Markers: `health_state` tests judge the start snapshot and need no measurement stage (a quick
-gate selects them with -m health_state); `health_run` tests judge the change over the run and ask
-for the level's loads first (every measurement stage at the standard level, the burn-in's rounds
-in a burn-in).
+gate selects them with -m health_state); `health_run` tests judge the change over the run: their
+facts (the `facts` fixture, plugin/needs.py) hold the level's loads first (every measurement stage
+at the standard level, the burn-in's rounds in a burn-in) and every health reading since.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from gpuaccept.facts import Facts
-from gpuaccept.plugin.context import RUN_KEY, run_of
-from gpuaccept.session.health import SessionListener, with_health
-from gpuaccept.session.telemetry import read_telemetry
+from gpuaccept.plugin.context import RUN_KEY
+from gpuaccept.stages.health import SessionListener
 
 LISTENER_KEY = pytest.StashKey[SessionListener]()
 
@@ -47,16 +45,3 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     listener = session.config.stash.get(LISTENER_KEY, None)
     if listener is not None:
         listener.stop()
-
-
-@pytest.fixture(scope="session")
-def facts_after_load(request: pytest.FixtureRequest, facts_after_loads: Facts) -> Facts:
-    """The facts after the level's loads, with the health snapshot taken after each stage and the
-    XID events heard so far (replayed facts carry theirs). At the quick level no stage runs: the
-    run checks see the start snapshot alone and say that no load ran."""
-    run = run_of(request.config)
-    if not run.context.live:
-        return facts_after_loads
-    facts = with_health(facts_after_loads, run.store.folder)
-    telemetry = read_telemetry(run.store.folder)  # when the stages loaded the GPUs: what a slowdown's share is of
-    return facts.model_copy(update={"telemetry": telemetry}) if telemetry is not None else facts

@@ -8,6 +8,7 @@ Every hook is inert in a pytest run that is not a gpu-accept run (neither --prof
 
 from __future__ import annotations
 
+import os
 import signal
 import tempfile
 import threading
@@ -18,19 +19,21 @@ from typing import Any
 
 import pytest
 
+from gpuaccept.burnin.driver import burnin_stages
 from gpuaccept.errors import GpuAcceptError, shown
+from gpuaccept.measure.drills import Drills
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
 from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
-from gpuaccept.plugin.options import RunOptions, read_options
+from gpuaccept.plugin.needs import needs_of
+from gpuaccept.plugin.options import RunOptions, given_options, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import VERDICTS_KEY, failure_message
-from gpuaccept.session.burnin import FABRIC_STAGES, LOAD_STAGES, stages_asked
-from gpuaccept.session.health import SnapshotAfterStage
-from gpuaccept.session.store import MeasurementStore
+from gpuaccept.stages.health import SnapshotAfterStage
+from gpuaccept.stages.store import MeasurementStore
 
 WORKER_INPUT = "gpuaccept_context"
 WORKER_STORE = "gpuaccept_store"
@@ -39,13 +42,14 @@ TERMINATED: list[int] = []  # the signals that asked this run to end
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml configures: a gpu-accept run writes its JUnit itself
 def pytest_configure(config: pytest.Config) -> None:
+    register_markers(config)  # in every run, so that the suites pass --strict-markers
+    given = given_options(config.pluginmanager.get_plugins())  # read and checked by `gpu-accept run`
     try:
-        options = read_options(config.option)
+        options = given.with_junitxml(getattr(config.option, "xmlpath", None)) if given is not None else read_options(config.option)
     except GpuAcceptError as error:
         raise pytest.UsageError(_usage(error)) from None
     if options is None:
         return  # not a gpu-accept run
-    register_markers(config)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
@@ -53,7 +57,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # gwN loads gpuN first: N workers, N GPUs loaded at once
         own_gpu = int(workerinput["workerid"].removeprefix("gw")) if workerinput.get("workerid", "").startswith("gw") else None
         store = MeasurementStore(
-            folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)], own_gpu=own_gpu
+            folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)], own_gpu=own_gpu,
+            drills=context.drills,
         )
         config.stash[RUN_KEY] = GpuAcceptRun(options, context, store)
         return
@@ -63,14 +68,17 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         for option, path in options.outputs.named():  # before anything is probed: not at the end of a full run
             check_output_file(path, option)
-        context = RunContext.build(options.profile, options.source, options.profile_dirs)
+        # the fault drills are read here, once: the workers of pytest-xdist get them with the context
+        context = RunContext.build(options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ))
         _refuse_a_baseline_of_another_kind(options, context)
         _refuse_a_burnin_without_loads(options, context)
     except GpuAcceptError as error:
         raise pytest.UsageError(_usage(error)) from None
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
     say = terminal_line(config)
-    store = MeasurementStore(folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)])
+    store = MeasurementStore(
+        folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)], drills=context.drills
+    )
     run = GpuAcceptRun(options, context, store)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(RecordingHooks(config, run), "gpuaccept-recording")
@@ -92,10 +100,10 @@ def _refuse_a_baseline_of_another_kind(options: RunOptions, context: RunContext)
 
 def _refuse_a_burnin_without_loads(options: RunOptions, context: RunContext) -> None:
     """A burn-in whose profile asks for no stage it runs would load nothing for its whole duration."""
-    if options.level == "burn-in" and context.live and not stages_asked(context.profile):
+    if options.level == "burn-in" and context.live and not burnin_stages(context.profile):
         raise GpuAcceptError(
             f"--level burn-in: profile {context.profile.name} asks for no stage a burn-in runs "
-            f"({', '.join((*LOAD_STAGES, *FABRIC_STAGES))}): nothing would load the GPUs"
+            f"({', '.join(burnin_stages())}): nothing would load the GPUs"
         )
 
 
@@ -146,14 +154,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize("baseline_metric", [pytest.param(None, marks=pytest.mark.skip(reason=reason))], ids=["none"])
 
 
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    run = config.stash.get(RUN_KEY, None)
-    return True if run is not None and outside_level(collection_path, run.options.level) else None
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """A suite's tests that the run's level does not run are left out as their module is collected:
+    never counted as collected, so a level's run says nothing of the other levels' tests."""
+    report = yield
+    run = collector.config.stash.get(RUN_KEY, None)
+    if run is not None and isinstance(collector, pytest.Module) and report.passed:
+        report.result = [node for node in report.result if not outside_level(node, run.options.level)]
+    return report
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.stash.get(RUN_KEY, None) is not None:
         mark_levels(items)
+        for item in items:
+            needs_of(item)  # a need misspelt in a suite is a usage error before any test runs
 
 
 @pytest.hookimpl(wrapper=True)

@@ -8,19 +8,18 @@
   (`--burn-in-duration`, else the profile's burnin.duration), each burn-in value judged over every
   round, and the telemetry of the whole time.
 
-A level selects suites by module name (vocabulary/levels.py), so suites that join later
-(test_health, test_compute) are placed there by name; the suites of other levels are not collected.
-Each collected test also carries its levels as markers (`-m quick`). Modules that are not suites of
-gpu-accept are always collected.
+Each suite says which levels run its tests with a `levels` marker (plugin/needs.py); a level's run
+does not collect the tests of other levels at all, so it says nothing of them (no "deselected"
+count). Each collected test also carries its levels as markers (`-m quick`). Tests without a
+`levels` marker (modules that are not suites of gpu-accept) are always collected.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from gpuaccept.vocabulary.levels import KNOWN_SUITES, LEVEL_SUITES, LEVELS
+from gpuaccept.plugin import needs
+from gpuaccept.vocabulary.levels import LEVELS
 
 
 def marker_name(level: str) -> str:
@@ -28,24 +27,32 @@ def marker_name(level: str) -> str:
 
 
 def register_markers(config: pytest.Config) -> None:
+    needs.register_markers(config)
     for level in LEVELS:
         config.addinivalue_line("markers", f"{marker_name(level)}: a test of gpu-accept's {level} level")
 
 
-def module_of(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+def levels_of(node: pytest.Item | pytest.Collector) -> tuple[str, ...] | None:
+    """The levels that run `node`, by its closest `levels` marker; None where it has none. A
+    usage error for a level that is not one."""
+    marker = node.get_closest_marker(needs.LEVELS_MARK)
+    if marker is None:
+        return None
+    unknown = [level for level in marker.args if level not in LEVELS]
+    if unknown:
+        named = ", ".join(map(repr, unknown))
+        raise pytest.UsageError(f"gpu-accept: {node.nodeid}: levels({named}): a level is one of {', '.join(LEVELS)}")
+    return tuple(marker.args)
 
 
-def outside_level(path: Path, level: str) -> bool:
-    """Whether `path` is a suite of gpu-accept that `level` does not run: not collected at all, so
-    a level's run says nothing of the other levels' tests (no "deselected" count)."""
-    return path.stem in KNOWN_SUITES and path.stem not in LEVEL_SUITES[level]
+def outside_level(node: pytest.Item | pytest.Collector, level: str) -> bool:
+    """Whether `node` is a suite's test that `level` does not run."""
+    levels = levels_of(node)
+    return levels is not None and level not in levels
 
 
 def mark_levels(items: list[pytest.Item]) -> None:
     """Each suite test marked with the levels that run it (`-m quick`)."""
     for item in items:
-        module = module_of(item)
-        for name, suites in LEVEL_SUITES.items():
-            if module in suites:
-                item.add_marker(marker_name(name))
+        for level in levels_of(item) or ():
+            item.add_marker(marker_name(level))

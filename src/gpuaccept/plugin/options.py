@@ -1,19 +1,24 @@
-"""The plugin's options: declared for pytest, then read once into a typed record and checked, before
-anything is probed or measured."""
+"""The plugin's options, declared once (`OPTIONS`): pytest's parser takes them from here, and so
+does `gpu-accept run`, a thin shim that shows them, passes them on to pytest and hands the plugin
+the record it read. `read_options` reads them into a typed record and checks them, before anything
+is probed or measured: the one check of every option, whichever door it came in by."""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-
-import pytest
+from typing import TYPE_CHECKING, Any
 
 from gpuaccept.errors import OptionError
 from gpuaccept.facts.run_record import FactsFile, LiveMachine
 from gpuaccept.report.baseline import Baseline, load_baseline, parse_percent
 from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
 from gpuaccept.vocabulary.telemetry import parse_duration
+
+if TYPE_CHECKING:  # pytest is imported by pytest's own run: `gpu-accept` reads this table without it
+    import pytest
 
 AUTO = "auto"  # what --profile says for the profile whose match rule fits the GPUs installed
 DEFAULT_MAX_REGRESSION = "5%"
@@ -77,120 +82,186 @@ class RunOptions:
     level: str = DEFAULT_LEVEL  # plugin/levels.py
     burnin_s: float | None = None  # --burn-in-duration, in seconds; else the profile's burnin.duration
 
+    def with_junitxml(self, path: str | None) -> RunOptions:
+        """With pytest's own --junitxml FILE, which this plugin writes too (read from pytest's options:
+        `gpu-accept run` passes it on unread)."""
+        return replace(self, outputs=replace(self.outputs, junitxml=_path(path)))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of the plugin: its flag, where its value goes (`dest`), and what it takes."""
+
+    flag: str
+    dest: str
+    help: str
+    metavar: str | None = None
+    type: Callable[[str], Any] | None = None
+    default: Any = None
+    choices: Sequence[str] | None = None
+    append: bool = False  # repeatable: each value is kept
+    # in `gpu-accept run`: its flag where that differs, its default where that differs, and whether
+    # it is the command's to give at all (the report files are set from --reports)
+    command_flag: str | None = None
+    command_default: Any = None
+    in_command: bool = True
+
+    @property
+    def spelled(self) -> str:
+        """The flag `gpu-accept run` knows it by."""
+        return self.command_flag or self.flag
+
+    def arguments(self) -> dict[str, Any]:
+        """What argparse's and pytest's add_argument take."""
+        found: dict[str, Any] = {"dest": self.dest, "help": self.help}
+        if self.append:
+            found.update(action="append", default=[])
+        else:
+            found["default"] = self.default
+        for name in ("metavar", "type", "choices"):
+            if getattr(self, name) is not None:
+                found[name] = getattr(self, name)
+        return found
+
+
+OPTIONS = (
+    Option(
+        "--profile", "gpuaccept_profile", metavar="NAME|PATH|auto", command_default=AUTO,
+        help="the hardware profile to check against: a shipped name, a YAML path, or 'auto' to pick by GPU model and count",
+    ),
+    Option(
+        "--profile-dir", "gpuaccept_profile_dirs", metavar="DIR", append=True,
+        help="another folder of profiles, searched before the shipped ones (repeatable)",
+    ),
+    Option(
+        "--facts", "gpuaccept_facts", metavar="FILE",
+        help="evaluate facts recorded earlier (gpu-accept record) instead of probing this machine",
+    ),
+    Option(
+        "--facts-out", "gpuaccept_facts_out", metavar="FILE", in_command=False,
+        help="save the facts this run gathered, to re-check them later with --facts",
+    ),
+    Option("--baseline", "gpuaccept_baseline", metavar="FILE", help="gate on a baseline saved earlier: one test per value it holds"),
+    Option(
+        "--max-regression", "gpuaccept_max_regression", metavar="PERCENT",
+        help="with --baseline: how much worse than the baseline a value may be (default 5%%)",
+    ),
+    Option(
+        "--confirm", "gpuaccept_confirm", type=int, default=2, metavar="N",
+        help="measure a value that misses its criterion again, up to N more times, before it fails; the best attempt "
+        "decides and every attempt is reported (default 2; 0 judges the first measurement)",
+    ),
+    Option(
+        "--save-baseline", "gpuaccept_save_baseline", metavar="FILE", help="save this run's measured values as a baseline for later runs"
+    ),
+    Option("--html-report", "gpuaccept_html", metavar="FILE", in_command=False, help="write a self-contained HTML report at the end"),
+    Option(
+        "--results", "gpuaccept_results", metavar="FILE", in_command=False,
+        help="write results.json (facts, every verdict, environment, timings), kept valid as the run goes",
+    ),
+    Option("--level", "gpuaccept_level", choices=LEVELS, default=DEFAULT_LEVEL, help=f"how deep to test: {LEVEL_HELP}"),
+    Option(
+        "--burn-in-duration", "gpuaccept_burnin", metavar="DURATION", command_flag="--duration",
+        help="with --level burn-in: how long to load the GPUs (90s, 30m, 2h; default the profile's burnin.duration)",
+    ),
+    Option(
+        "--junit-report", "gpuaccept_junit", metavar="FILE", in_command=False,
+        help="write JUnit XML, kept valid as the run goes (--junitxml FILE does the same in a gpu-accept run)",
+    ),
+)
+PYTEST_FLAGS = {option.dest: option.flag for option in OPTIONS}
+COMMAND_FLAGS = {option.dest: option.spelled for option in OPTIONS}
+# the values an empty text would turn into another run: an empty --facts would probe this machine
+_NOT_EMPTY = ("gpuaccept_profile", "gpuaccept_facts", "gpuaccept_baseline", "gpuaccept_save_baseline", "gpuaccept_max_regression")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpu-accept", "GPU server acceptance (gpu-accept)")
-    group.addoption(
-        "--profile",
-        dest="gpuaccept_profile",
-        metavar="NAME|PATH|auto",
-        help="the hardware profile to check against: a shipped name, a YAML path, or 'auto' to pick by GPU model and count",
-    )
-    group.addoption(
-        "--profile-dir",
-        dest="gpuaccept_profile_dirs",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="another folder of profiles, searched before the shipped ones (repeatable)",
-    )
-    group.addoption(
-        "--facts",
-        dest="gpuaccept_facts",
-        metavar="FILE",
-        help="evaluate facts recorded earlier (gpu-accept record) instead of probing this machine",
-    )
-    group.addoption(
-        "--facts-out",
-        dest="gpuaccept_facts_out",
-        metavar="FILE",
-        help="save the facts this run gathered, to re-check them later with --facts",
-    )
-    group.addoption(
-        "--baseline",
-        dest="gpuaccept_baseline",
-        metavar="FILE",
-        help="gate on a baseline saved earlier: one test per value it holds",
-    )
-    group.addoption(
-        "--max-regression",
-        dest="gpuaccept_max_regression",
-        metavar="PERCENT",
-        help="with --baseline: how much worse than the baseline a value may be (default 5%%)",
-    )
-    group.addoption(
-        "--confirm",
-        dest="gpuaccept_confirm",
-        type=int,
-        default=2,
-        metavar="N",
-        help="measure a value that misses its criterion again, up to N more times, before it fails; the best attempt "
-        "decides and every attempt is reported (default 2; 0 judges the first measurement)",
-    )
-    group.addoption(
-        "--save-baseline",
-        dest="gpuaccept_save_baseline",
-        metavar="FILE",
-        help="save this run's measured values as a baseline for later runs",
-    )
-    group.addoption(
-        "--html-report",
-        dest="gpuaccept_html",
-        metavar="FILE",
-        help="write a self-contained HTML report at the end",
-    )
-    group.addoption(
-        "--results",
-        dest="gpuaccept_results",
-        metavar="FILE",
-        help="write results.json (facts, every verdict, environment, timings), kept valid as the run goes",
-    )
-    group.addoption(
-        "--level",
-        dest="gpuaccept_level",
-        choices=LEVELS,
-        default=DEFAULT_LEVEL,
-        help=f"how deep to test: {LEVEL_HELP}",
-    )
-    group.addoption(
-        "--burn-in-duration",
-        dest="gpuaccept_burnin",
-        metavar="DURATION",
-        help="with --level burn-in: how long to load the GPUs (90s, 30m, 2h; default the profile's burnin.duration)",
-    )
-    group.addoption(
-        "--junit-report",
-        dest="gpuaccept_junit",
-        metavar="FILE",
-        help="write JUnit XML, kept valid as the run goes (--junitxml FILE does the same in a gpu-accept run)",
-    )
+    for option in OPTIONS:
+        group.addoption(option.flag, **option.arguments())
 
 
-def read_options(option: argparse.Namespace) -> RunOptions | None:
+def add_command_options(parser: Any, only: Sequence[str] | None = None, leave_out: Sequence[str] = ()) -> None:
+    """The options `gpu-accept run` gives (of `only`, by dest), as that command spells them, to an
+    argparse parser or group."""
+    for option in OPTIONS:
+        if option.in_command and (only is None or option.dest in only) and option.dest not in leave_out:
+            arguments = option.arguments()
+            if option.command_default is not None:
+                arguments["default"] = option.command_default
+            parser.add_argument(option.spelled, **arguments)
+
+
+def command_defaults() -> dict[str, Any]:
+    """Every option's value in a `gpu-accept run` that gives none."""
+    return {option.dest: [] if option.append else (option.command_default or option.default) for option in OPTIONS}
+
+
+def passed_to_pytest(values: argparse.Namespace) -> list[str]:
+    """The options in `values` as pytest's command line gives them, each flag and its value one
+    word (a value that begins with "-" is not taken for an option)."""
+    found: list[str] = []
+    for option in OPTIONS:
+        value = getattr(values, option.dest, None)
+        for each in (value or []) if option.append else [value]:
+            if each is not None:
+                found.append(f"{option.flag}={each}")
+    return found
+
+
+class GivenOptions:
+    """The options as `gpu-accept run` read and checked them, handed to the plugin beside pytest's
+    own plugins (`pytest.main(..., plugins=[...])`): the controlling process does not read them again."""
+
+    def __init__(self, options: RunOptions):
+        self.options = options
+
+
+def given_options(plugins: Iterable[object]) -> RunOptions | None:
+    return next((plugin.options for plugin in plugins if isinstance(plugin, GivenOptions)), None)
+
+
+def read_options(option: argparse.Namespace, spelled: Mapping[str, str] = PYTEST_FLAGS) -> RunOptions | None:
     """The options of a gpu-accept run, checked; None where this pytest run is none (neither
-    --profile nor --facts given: the plugin stays inert). Raises OptionError or InputFileError."""
+    --profile nor --facts given: the plugin stays inert). `spelled`: each option's flag as the
+    errors name it (`gpu-accept run` knows --burn-in-duration as --duration). Raises OptionError or
+    InputFileError."""
+    for dest in _NOT_EMPTY:
+        given = getattr(option, dest, None)
+        if given is not None and not str(given).strip():
+            raise OptionError(f"{spelled[dest]}: the value is empty")
+    if any(not str(folder).strip() for folder in getattr(option, "gpuaccept_profile_dirs", None) or []):
+        raise OptionError(f"{spelled['gpuaccept_profile_dirs']}: the folder's name is empty")  # it would be taken for "."
     confirm = getattr(option, "gpuaccept_confirm", 0)
     if confirm < 0:
-        raise OptionError(f"--confirm {confirm}: the number of measurements more to make, 0 or more")
+        raise OptionError(f"{spelled['gpuaccept_confirm']} {confirm}: the number of measurements more to make, 0 or more")
     baseline_file = getattr(option, "gpuaccept_baseline", None)
     max_regression = getattr(option, "gpuaccept_max_regression", None)
     if max_regression is not None and not baseline_file:
-        raise OptionError("--max-regression needs --baseline FILE: it is how far below that baseline a value may fall")
+        raise OptionError(
+            f"{spelled['gpuaccept_max_regression']} needs {spelled['gpuaccept_baseline']} FILE: "
+            "it is how far below that baseline a value may fall"
+        )
     gate = None
     if baseline_file:
-        gate = BaselineGate(load_baseline(Path(baseline_file)), _share(max_regression or DEFAULT_MAX_REGRESSION))
+        gate = BaselineGate(load_baseline(Path(baseline_file)), _share(max_regression or DEFAULT_MAX_REGRESSION, spelled))
     level = getattr(option, "gpuaccept_level", DEFAULT_LEVEL)
     burnin_text = getattr(option, "gpuaccept_burnin", None)
+    facts = getattr(option, "gpuaccept_facts", None)
     burnin_s = None
     if burnin_text is not None:
+        name = spelled["gpuaccept_burnin"]
         if level != "burn-in":
-            raise OptionError(f"--burn-in-duration {burnin_text}: only a burn-in has a duration (--level burn-in, not {level})")
+            raise OptionError(f"{name} {burnin_text}: only a burn-in has a duration (--level burn-in, not {level})")
         try:
             burnin_s = parse_duration(burnin_text)
         except ValueError as error:
-            raise OptionError(f"--burn-in-duration {error}") from None
+            raise OptionError(f"{name} {error}") from None
+        if facts:
+            raise OptionError(
+                f"{name} {burnin_text}: recorded facts are judged on the rounds they hold; nothing runs (leave out --facts)"
+            )
     profile = getattr(option, "gpuaccept_profile", None)
-    facts = getattr(option, "gpuaccept_facts", None)
     if profile is None and facts is None:
         return None
     return RunOptions(
@@ -216,8 +287,8 @@ def _path(value: str | None) -> Path | None:
     return Path(value) if value else None
 
 
-def _share(text: str) -> float:
+def _share(text: str, spelled: Mapping[str, str]) -> float:
     try:
         return parse_percent(text)
     except ValueError as error:
-        raise OptionError(f"--max-regression {error}") from None
+        raise OptionError(f"{spelled['gpuaccept_max_regression']} {error}") from None

@@ -13,9 +13,10 @@ import sys
 import pytest
 
 from gpuaccept import __version__
+from gpuaccept.burnin.driver import read_burnin
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts, save_facts
-from gpuaccept.facts.model import STAGE_SWEEPS, Measurements
+from gpuaccept.facts.model import Measurements
 from gpuaccept.facts.run_record import RunInfo, RunProfile, RunRecord, TestRecord
 from gpuaccept.files import OutputError, write_atomically
 from gpuaccept.plugin.context import GpuAcceptRun
@@ -25,10 +26,10 @@ from gpuaccept.report.baseline import named, save_baseline
 from gpuaccept.report.html import render_html
 from gpuaccept.report.results import ResultsWriter, now, unwritten
 from gpuaccept.report.summary import did_not_pass, summary_lines
-from gpuaccept.session.burnin import read_burnin
-from gpuaccept.session.health import with_health
-from gpuaccept.session.store import merge
-from gpuaccept.session.telemetry import read_telemetry
+from gpuaccept.stages.health import with_health
+from gpuaccept.stages.registry import STAGES
+from gpuaccept.stages.store import merge
+from gpuaccept.stages.telemetry import read_telemetry
 
 NOTHING_JUDGED_KEY = pytest.StashKey[str]()
 
@@ -161,7 +162,7 @@ class RunRecording:
 def confirmation_lines(measured: Measurements) -> list[str]:
     """What confirming misses cost: per stage, the rounds, the values measured again and the time."""
     lines = []
-    for stage in STAGE_SWEEPS:
+    for stage in STAGES:
         rounds = [r for r in measured.rounds if r.stage == stage]
         if rounds:
             keys = sorted({str(key) for r in rounds for key in r.keys})

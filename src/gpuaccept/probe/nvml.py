@@ -5,6 +5,11 @@ The probe asks only through `Nvml.query(name, *args)`. Three implementations sta
 answer, errors included) and `ReplayNvml` (answers from such a recording). A recording taken on a
 real machine therefore drives the same probe code on a CPU-only one, and faults are made by
 editing answers, not by mocking functions.
+
+`nvml_of_this_machine` is the one place that chooses among them: every reader of NVML (the probe,
+the health snapshots, the XID listener, the telemetry sampler) opens it there. Test hook:
+GPUACCEPT_NVML_REPLAY=<recording> answers from a recording made with `gpu-accept record
+--nvml-log` instead of the driver, so the whole live path runs on CPU machines.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +26,7 @@ from gpuaccept.errors import GpuAcceptError
 from gpuaccept.files import read_input_text
 
 NVML_RECORDING_VERSION = 1
+NVML_REPLAY = "GPUACCEPT_NVML_REPLAY"  # a recording to answer from, in place of the driver
 
 # Queries whose answers come one after another (each wait returns the next event): recorded in
 # order and replayed in order; a wait with nothing left times out, as a quiet GPU's does.
@@ -231,9 +238,10 @@ class LiveNvml(Nvml):
 class RecordingNvml(Nvml):
     """Passes queries through and keeps every answer and error, to be saved and replayed."""
 
-    def __init__(self, inner: Nvml):
+    def __init__(self, inner: Nvml, save_to: Path | None = None):
         self.inner = inner
         self.answers: list[dict] = []
+        self.save_to = save_to  # where the answers are written when it is closed
 
     def query(self, name: str, *args: int) -> Any:
         entry: dict[str, Any] = {"query": name, "args": list(args)}
@@ -250,6 +258,8 @@ class RecordingNvml(Nvml):
 
     def close(self) -> None:
         self.inner.close()
+        if self.save_to is not None:
+            self.save(self.save_to)
 
     def save(self, path: Path) -> None:
         document = {"nvml_recording": NVML_RECORDING_VERSION, "answers": self.answers}
@@ -302,3 +312,12 @@ class ReplayNvml(Nvml):
             self._sequences[name].append(entry)
         else:
             self._answers[(name, tuple(args))] = entry
+
+
+def nvml_of_this_machine(record_to: Path | str | None = None) -> Nvml:
+    """NVML as this run reads it: the machine's driver, or the recording GPUACCEPT_NVML_REPLAY names;
+    with `record_to`, every answer is also kept and written there when it is closed. Raises
+    NoDriverError where there is no driver, GpuAcceptError where the recording cannot be read."""
+    replay = os.environ.get(NVML_REPLAY)
+    nvml: Nvml = ReplayNvml.from_file(Path(replay)) if replay else LiveNvml()
+    return RecordingNvml(nvml, save_to=Path(record_to)) if record_to else nvml

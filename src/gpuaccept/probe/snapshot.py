@@ -2,21 +2,18 @@
 named, printed as JSON (HealthFacts). Run as a bounded child of the suite after each measurement
 stage, as the probe runs, so that a hung driver call never hangs the suite.
 
-GPUACCEPT_NVML_REPLAY answers from a recording, as for the probe.
+NVML is opened through its one door (probe/nvml.py), as the probe opens it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.probe.health import Target, health_reading
-from gpuaccept.probe.nvml import LiveNvml, NvmlCallError, ReplayNvml
-
-NVML_REPLAY = "GPUACCEPT_NVML_REPLAY"
+from gpuaccept.probe.nvml import NvmlCallError, nvml_of_this_machine
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,8 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     targets = [Target(gpu, nvml_index, tuple(links), bus) for gpu, nvml_index, links, bus in json.loads(args.targets)]
     try:
-        replay = os.environ.get(NVML_REPLAY)
-        nvml = ReplayNvml.from_file(replay) if replay else LiveNvml()
+        nvml = nvml_of_this_machine()
         try:
             reading = health_reading(nvml, targets, args.label)
         finally:

@@ -3,28 +3,18 @@
 What one sample holds (clocks, temperatures, power, clock event reasons, utilization) is read
 through the NVML door, so a recording replayed on a CPU machine drives the same code. A reading
 NVML does not give is kept as `Unavailable`, never as 0. The sampler only reads and hands samples
-on; the session keeps them (session/telemetry.py).
+on; the session keeps them (stages/telemetry.py).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 
 from gpuaccept.facts.model import TelemetryLimits, TelemetrySample
 from gpuaccept.probe.collect import read
-from gpuaccept.probe.nvml import LiveNvml, Nvml, ReplayNvml
-
-# the same test hook as the probe's (probe/__main__.py): NVML answered from a recording
-NVML_REPLAY = "GPUACCEPT_NVML_REPLAY"
-
-
-def nvml_of_this_machine() -> Nvml:
-    """The machine's NVML, or the recording GPUACCEPT_NVML_REPLAY names (CPU tests)."""
-    replay = os.environ.get(NVML_REPLAY)
-    return ReplayNvml.from_file(replay) if replay else LiveNvml()
+from gpuaccept.probe.nvml import Nvml
 
 
 def read_limits(nvml: Nvml, gpu: int, nvml_index: int) -> TelemetryLimits:

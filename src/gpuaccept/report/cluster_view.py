@@ -11,32 +11,39 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from gpuaccept.facts.cluster import LocalizationFacts
+from gpuaccept.facts.cluster_record import ClusterRecord
+
 NODE_CHECKS = ("rdma_ports", "rdma_rate", "gpu_nic_affinity", "gpudirect_rdma", "nccl_transport")
 _WORST = ("error", "failed", "passed", "not_applicable")  # the first found in a cell wins
 _CELL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "not_applicable": "skip", None: "-"}
 
 
-def grid(record: dict[str, Any]) -> list[dict[str, Any]]:
+def grid(record: ClusterRecord) -> list[dict[str, Any]]:
     """One row a node: its index, host, each node check's worst outcome, and whether it was named slow."""
-    facts = record["facts"]
-    found = facts.get("localization") or {}
-    slow = set(found.get("slow", [])) if isinstance(found, dict) else set()
+    found = _localization(record)
+    slow = set(found.slow) if found is not None else set()
     rows = []
-    for node in facts["nodes"]:
-        index = node["node"]
-        prefix = f"node{index}"
+    for node in record.facts.nodes:
+        prefix = f"node{node.node}"
         cells: dict[str, str | None] = {}
         for check in NODE_CHECKS:
             outcomes = {
-                v["outcome"] for v in record["verdicts"]
-                if v["check"] == check and (v["subject"] == prefix or v["subject"].startswith(prefix + "-"))
+                v.outcome for v in record.verdicts
+                if v.check == check and (v.subject == prefix or v.subject.startswith(prefix + "-"))
             }
             cells[check] = next((outcome for outcome in _WORST if outcome in outcomes), None)
-        rows.append({"node": index, "host": node["host"], "cells": cells, "slow": index in slow})
+        rows.append({"node": node.node, "host": node.host, "cells": cells, "slow": node.node in slow})
     return rows
 
 
-def text(record: dict[str, Any]) -> str:
+def _localization(record: ClusterRecord) -> LocalizationFacts | None:
+    """The localization that followed a miss; None where nothing missed, or it could not run."""
+    found = record.facts.localization
+    return found if isinstance(found, LocalizationFacts) else None
+
+
+def text(record: ClusterRecord) -> str:
     rows = grid(record)
     header = ["node", "host", *NODE_CHECKS, "localization"]
     table = [header] + [
@@ -45,15 +52,15 @@ def text(record: dict[str, Any]) -> str:
     ]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
-    for verdict in record["verdicts"]:
-        if verdict["check"] == "cluster_busbw":
-            lines.append(f"{_CELL[verdict['outcome']]:5} {verdict['message']}")
+    for verdict in record.verdicts:
+        if verdict.check == "cluster_busbw":
+            lines.append(f"{_CELL[verdict.outcome]:5} {verdict.message}")
     return "\n".join(lines) + "\n"
 
 
-def page(record: dict[str, Any]) -> str:
+def page(record: ClusterRecord) -> str:
     rows = grid(record)
-    facts = record["facts"]
+    facts = record.facts
     head = "".join(f"<th>{html.escape(name)}</th>" for name in ("node", "host", *NODE_CHECKS, "localization"))
     body = []
     for row in rows:
@@ -63,17 +70,17 @@ def page(record: dict[str, Any]) -> str:
         mark = '<td class="failed">SLOW</td>' if row["slow"] else "<td></td>"
         body.append(f"<tr><td>node{row['node']}</td><td>{html.escape(row['host'])}</td>{cells}{mark}</tr>")
     collectives = "".join(
-        f'<li class="{v["outcome"]}">{html.escape(v["message"])}</li>' for v in record["verdicts"] if v["check"] == "cluster_busbw"
+        f'<li class="{v.outcome}">{html.escape(v.message)}</li>' for v in record.verdicts if v.check == "cluster_busbw"
     )
-    found = facts.get("localization") or {}
-    trials = "".join(
-        f'<li class="{"passed" if t["passed"] else "failed"}">round {t["round"]}: nodes '
-        f'{", ".join(f"node{n}" for n in t["nodes"])}{" alone" if t.get("alone") else ""}: {t["value_GBps"]:.4g} GB/s</li>'
-        for t in found.get("trials", [])
-    )
-    if found:
-        collectives += f"<li>localization: {html.escape(found['reason'])}<ul>{trials}</ul></li>"
-    title = f"gpu-accept cluster: {html.escape(facts['profile'])}, {len(rows)} nodes, {facts['world']} ranks"
+    found = _localization(record)
+    if found is not None:
+        trials = "".join(
+            f'<li class="{"passed" if t.passed else "failed"}">round {t.round}: nodes '
+            f'{", ".join(f"node{n}" for n in t.nodes)}{" alone" if t.alone else ""}: {t.value_GBps:.4g} GB/s</li>'
+            for t in found.trials
+        )
+        collectives += f"<li>localization: {html.escape(found.reason)}<ul>{trials}</ul></li>"
+    title = f"gpu-accept cluster: {html.escape(facts.profile)}, {len(rows)} nodes, {facts.world} ranks"
     style = (
         "body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
         ".passed{background:#dfd}.failed{background:#fcc}.error{background:#fd9}.not_applicable{color:#888}"

@@ -11,7 +11,6 @@ and `gpu-accept report junit` (one testsuite per host, every test case) where on
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from collections import defaultdict
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuaccept.errors import GpuAcceptError
+from gpuaccept.facts.cluster_record import CLUSTER_KIND, ClusterRecord, parse_cluster_record
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.files import read_input_bytes, read_input_text
 from gpuaccept.report import cluster_view
@@ -164,7 +164,7 @@ def _host_properties(host: HostResults) -> dict[str, str]:
     }
 
 
-CLUSTER_KIND = '"kind": "gpu-accept cluster"'  # how cluster-results.json begins (session/cluster_report.py)
+CLUSTER_BEGINS = f'"kind": "{CLUSTER_KIND}",'  # how cluster-results.json begins (cluster/reports.py)
 
 
 def is_cluster_results(path: str) -> bool:
@@ -176,7 +176,7 @@ def is_cluster_results(path: str) -> bool:
         head = read_input_bytes(path, 256).decode("utf-8", errors="replace")
     except OSError:
         return False  # read_fleet says what is wrong with it
-    return CLUSTER_KIND + "," in head
+    return CLUSTER_BEGINS in head
 
 
 @dataclass(frozen=True)
@@ -184,13 +184,13 @@ class ClusterResults:
     """A cluster run among a fleet's files: its nodes x tests view, its verdicts as a testsuite."""
 
     path: str
-    record: dict  # type: ignore[type-arg]  # cluster-results.json as written
+    record: ClusterRecord
     suite: Suite
 
     @property
     def label(self) -> str:
-        facts = self.record["facts"]
-        return f"cluster {facts['profile']} of {len(facts['nodes'])} nodes ({self.path})"
+        facts = self.record.facts
+        return f"cluster {facts.profile} of {len(facts.nodes)} nodes ({self.path})"
 
     @property
     def errors(self) -> int:
@@ -201,21 +201,23 @@ class ClusterResults:
         return int(self.suite.counts.failures + self.suite.counts.errors)
 
     def lines(self) -> list[str]:
-        shown = [v for v in self.record["verdicts"] if v["outcome"] in ("failed", "error")][:FAILURES_SHOWN]
-        named = "; ".join(f"test_{v['check']}[{v['subject']}]: {v['message']}" for v in shown)
+        shown = [v for v in self.record.verdicts if v.outcome in ("failed", "error")][:FAILURES_SHOWN]
+        named = "; ".join(f"test_{v.check}[{v.subject}]: {v.message}" for v in shown)
         verdict = f"FAIL {self.label}: {self.failed} test(s) did not pass: {named}" if self.failed else f"PASS {self.label}"
         return [verdict, *("  " + row for row in cluster_view.text(self.record).splitlines())]
 
 
 def read_cluster(path: str) -> ClusterResults:
     try:
-        record = json.loads(read_input_text(path))
-        facts = record["facts"]
-        name = f"cluster {facts['profile']} ({Path(path).name})"
-        suite = verdict_suite(name, record["verdicts"], {"results_file": path, "world": str(facts["world"])})
+        record = parse_cluster_record(read_input_text(path))
+        name = f"cluster {record.facts.profile} ({Path(path).name})"
+        verdicts = [verdict.model_dump(mode="json") for verdict in record.verdicts]
+        suite = verdict_suite(name, verdicts, {"results_file": path, "world": str(record.facts.world)})
         cluster_view.text(record)  # what the fleet report shows of it: damage found here, not halfway through the report
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         said = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
+        if type(error) is ValueError:  # the record's own words: the key and what is wrong with it
+            said = str(error)
         raise GpuAcceptError(f"{path}: not a readable cluster-results.json ({said})") from None
     return ClusterResults(path, record, suite)
 

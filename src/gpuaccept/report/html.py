@@ -39,6 +39,7 @@ from gpuaccept.facts.model import GemmResult
 from gpuaccept.facts.run_record import EqualsCriterion, RunRecord, TestRecord, VerdictRecord
 from gpuaccept.report.summary import in_layer_order, marginal_tests, transient_tests
 from gpuaccept.vocabulary.display import show
+from gpuaccept.vocabulary.drills import drills_in
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
 
@@ -238,6 +239,8 @@ def _header(record: RunRecord) -> dict:
         "counts": [("passed", summary.passed), ("failed", summary.failed), ("error", summary.error), ("skipped", summary.skipped)],
         "transient": len(transient_tests(record.tests)),
         "marginal": len(marginal_tests(record.tests)),
+        # a run with fault drills on fails on purpose: said at the top, with the variables that asked for them
+        "drills": ", ".join(f"{name}={value}" for name, value in drills_in(record.facts.environment).items()),
     }
 
 

@@ -25,7 +25,8 @@ from gpuaccept.vocabulary.copies import COPY_KINDS, CopyKind
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
 
-Stage = Literal["nccl", "copies", "ddp", "compute"]  # measured once per session each, in worker processes
+# the names of the measurement stages (gpuaccept/stages/registry.py holds the stages themselves)
+StageName = Literal["nccl", "copies", "ddp", "compute"]
 LoadKind = Literal["gemm", "hbm_copy", "hbm_triad", "memtest"]  # what the compute stage measures on each GPU
 LOAD_KINDS: tuple[LoadKind, ...] = ("gemm", "hbm_copy", "hbm_triad", "memtest")
 
@@ -52,7 +53,7 @@ class _StepKey:
     key from that string and writes it back as one."""
 
     kind: ClassVar[str]
-    stage: ClassVar[Stage]
+    stage: ClassVar[StageName]
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, _StepKey):
@@ -82,7 +83,7 @@ class CollectiveKey(_StepKey):
     size_bytes: int  # the size asked for (the profile's); nccl-tests' S may be rounded to the ranks
 
     kind: ClassVar[str] = "collective"
-    stage: ClassVar[Stage] = "nccl"
+    stage: ClassVar[StageName] = "nccl"
 
     def __post_init__(self) -> None:
         if not _COLLECTIVE_NAME.match(self.collective):
@@ -107,7 +108,7 @@ class PairKey(_StepKey):
     b: int
 
     kind: ClassVar[str] = "pair"
-    stage: ClassVar[Stage] = "nccl"
+    stage: ClassVar[StageName] = "nccl"
 
     def __post_init__(self) -> None:
         if not 0 <= self.a < self.b:
@@ -133,7 +134,7 @@ class CopyKey(_StepKey):
     gpus: tuple[int, ...]
 
     kind: ClassVar[str] = "copy"
-    stage: ClassVar[Stage] = "copies"
+    stage: ClassVar[StageName] = "copies"
 
     def __post_init__(self) -> None:
         if self.what not in COPY_KINDS:
@@ -161,7 +162,7 @@ class DdpKey(_StepKey):
     without_p2p: bool = False  # the NVLink A/B's other arm: NCCL_P2P_DISABLE=1
 
     kind: ClassVar[str] = "ddp"
-    stage: ClassVar[Stage] = "ddp"
+    stage: ClassVar[StageName] = "ddp"
 
     def __post_init__(self) -> None:
         if min(self.world, self.batch, self.accumulation) < 1:
@@ -192,7 +193,7 @@ class LoadKey(_StepKey):
     gpu: int
 
     kind: ClassVar[str] = "load"
-    stage: ClassVar[Stage] = "compute"
+    stage: ClassVar[StageName] = "compute"
 
     def __post_init__(self) -> None:
         if self.what not in LOAD_KINDS:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from gpuaccept.checks.verdict import Outcome, Verdict
 from gpuaccept.facts.cluster import ClusterFacts, NodeFacts
+from gpuaccept.facts.cluster_record import ClusterRecord, NodeRecord
+from gpuaccept.facts.model import Record
+from gpuaccept.facts.run_record import VerdictRecord
 from gpuaccept.files import write_atomically
 from gpuaccept.report.junit import junit_xml, verdict_suite
 
@@ -40,27 +42,18 @@ def exit_code(verdicts: list[Verdict]) -> int:
     return 1 if any(verdict.outcome is Outcome.FAILED for verdict in verdicts) else 0
 
 
-def cluster_record(facts: ClusterFacts, verdicts: list[Verdict]) -> dict[str, Any]:
-    return {
-        "kind": "gpu-accept cluster",
-        "facts": facts.model_dump(mode="json"),
-        "summary": counts(verdicts),
-        "verdicts": [verdict.as_record() for verdict in verdicts],
-    }
+def cluster_record(facts: ClusterFacts, verdicts: list[Verdict]) -> ClusterRecord:
+    return ClusterRecord(facts=facts, summary=counts(verdicts), verdicts=[VerdictRecord.of(verdict.as_record()) for verdict in verdicts])
 
 
-def node_record(node: NodeFacts, verdicts: list[Verdict], profile: str) -> dict[str, Any]:
-    return {
-        "kind": "gpu-accept cluster node",
-        "profile": profile,
-        "node": node.model_dump(mode="json"),
-        "summary": counts(verdicts),
-        "verdicts": [verdict.as_record() for verdict in verdicts],
-    }
+def node_record(node: NodeFacts, verdicts: list[Verdict], profile: str) -> NodeRecord:
+    return NodeRecord(
+        profile=profile, node=node, summary=counts(verdicts), verdicts=[VerdictRecord.of(verdict.as_record()) for verdict in verdicts]
+    )
 
 
-def write_json(path: Path, record: dict[str, Any]) -> None:
-    write_atomically(path, json.dumps(record, indent=2) + "\n")
+def write_json(path: Path, record: Record) -> None:
+    write_atomically(path, json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
 
 
 def junit(verdicts: list[Verdict], name: str) -> str:

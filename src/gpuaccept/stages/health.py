@@ -19,10 +19,8 @@ from gpuaccept.facts import Facts
 from gpuaccept.facts.model import HealthFacts, XidEvent
 from gpuaccept.files import write_atomically
 from gpuaccept.probe.health import Target, XidListener
-from gpuaccept.probe.nvml import LiveNvml, Nvml, ReplayNvml
+from gpuaccept.probe.nvml import Nvml, nvml_of_this_machine
 from gpuaccept.process import run_bounded
-
-NVML_REPLAY = "GPUACCEPT_NVML_REPLAY"  # as the probe reads it
 
 SNAPSHOT_TIMEOUT_S = 60.0
 EVENTS_FILE = "xid-events.jsonl"
@@ -111,7 +109,7 @@ def keep_listener_note(folder: Path, note: str) -> None:
 class SessionListener:
     """The XID listener of a session: registered before the first stage, its events kept as files
     in the session's folder as they arrive. NVML is asked through the door the probe uses
-    (GPUACCEPT_NVML_REPLAY answers from a recording, events included)."""
+    (probe/nvml.py: a recording replayed answers events too)."""
 
     def __init__(self, facts: Facts, folder: Path):
         self.folder = Path(folder)
@@ -123,8 +121,7 @@ class SessionListener:
         if not self.facts.health.snapshots:
             return ""  # facts without health readings: a run of an older probe, or text
         try:
-            replay = os.environ.get(NVML_REPLAY)
-            self.nvml = ReplayNvml.from_file(Path(replay)) if replay else LiveNvml()
+            self.nvml = nvml_of_this_machine()
         except GpuAcceptError as error:
             note = f"no NVML event listener: {error}"
             keep_listener_note(self.folder, note)

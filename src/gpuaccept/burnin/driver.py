@@ -3,7 +3,7 @@
 What runs, in order:
 1. The fabric stages (NCCL collectives and pairs, copies) once on a machine at rest: the values
    held to the profile's floors, as a standard run measures them.
-2. The sustained load (session/sustained.py): every GPU under matrix products, each product
+2. The sustained load (sustained.py), the compute stage's loads: every GPU under matrix products, each product
    checked, from then to the end of the duration, with no gap; each `burnin.round_s` of it is a
    round with every GPU's GEMM throughput and wrong elements, HBM copy and triad, and the memory
    test at `burnin.memtest_interval`.
@@ -25,19 +25,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from gpuaccept.burnin.sustained import LoadRound, SustainedLoad
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import BurnIn, BurnInRound, CudaFacts, Measurements, TelemetrySample
 from gpuaccept.files import write_atomically
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.profile import Profile
-from gpuaccept.session.store import MeasurementStore
-from gpuaccept.session.sustained import LoadRound, SustainedLoad
+from gpuaccept.stages.registry import STAGES
+from gpuaccept.stages.store import MeasurementStore
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.telemetry import parse_duration, show_duration
 
-# The sustained load (the compute stage's GEMM, HBM and memory test, run as one load) and the
-# fabric stages, run before the load and beside it at the profile's burnin.fabric_interval.
-LOAD_STAGES: tuple[str, ...] = ("compute",)
-FABRIC_STAGES: tuple[str, ...] = ("nccl", "copies")
 SUSTAINED = "sustained"  # the load's window in the telemetry's loads and its health snapshot
 BURNIN_FILE = "burnin.json"
 POLL_S = 0.5
@@ -46,15 +44,11 @@ Readings = Callable[[], dict[int, TelemetrySample]]  # each GPU's latest telemet
 StartLoad = Callable[..., SustainedLoad]  # SustainedLoad itself; the project's tests give a stand-in
 
 
-def stages_asked(profile: Profile) -> list[str]:
-    """The burn-in stages this profile has something to measure in."""
-    spec = profile.spec
-    asks = {
-        "compute": spec.compute is not None and spec.compute.gemm is not None,
-        "nccl": spec.nccl is not None or spec.pairwise is not None,
-        "copies": spec.copies is not None,
-    }
-    return [stage for stage in (*LOAD_STAGES, *FABRIC_STAGES) if asks[stage]]
+def burnin_stages(profile: Profile | None = None) -> list[str]:
+    """The stages a burn-in runs, the sustained load's first, then the fabric stages run before it
+    and beside it (each stage's `in_burnin`); with `profile`, those it has something to measure in."""
+    runs = [stage for stage in STAGES.values() if stage.in_burnin is not None and (profile is None or stage.burnin_asks(profile.spec))]
+    return [stage.name for stage in runs if stage.in_burnin == "load"] + [stage.name for stage in runs if stage.in_burnin == "fabric"]
 
 
 class BurninDriver:
@@ -62,6 +56,7 @@ class BurninDriver:
         self, store: MeasurementStore, facts: Facts, profile: Profile, duration_s: float,
         say: Callable[[str], None] = lambda text: None, readings: Readings = dict,
         clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep, start_load: StartLoad = SustainedLoad,
+        drills: Drills = NO_DRILLS,
     ):
         self.store, self.facts, self.profile = store, facts, profile
         self.duration_s = duration_s
@@ -69,6 +64,7 @@ class BurninDriver:
         self.say = say
         self.readings = readings
         self.clock, self.sleep, self.start_load = clock, sleep, start_load
+        self.drills = drills  # the sustained load's; the fabric stages take the store's
         self.rounds: list[BurnInRound] = []
         self.start = 0.0
         self.last_fabric: float | None = None  # when the fabric stages last began, seconds into the burn-in
@@ -77,18 +73,19 @@ class BurninDriver:
         """The burn-in, until the duration is spent or until Ctrl-C or SIGTERM; written to the
         session folder. A fabric stage that has begun finishes, so a burn-in can run past its
         duration by one."""
-        stages = stages_asked(self.profile)
-        fabric = [stage for stage in FABRIC_STAGES if stage in stages]
+        stages = burnin_stages(self.profile)
+        fabric = [stage for stage in stages if STAGES[stage].in_burnin == "fabric"]
         self.start = self.clock()
         started_at = datetime.datetime.fromtimestamp(self.start, datetime.timezone.utc).isoformat(timespec="milliseconds")
         load: SustainedLoad | None = None
         ended: Literal["deadline", "interrupted"] = "deadline"
         load_window: tuple[float, float] | None = None
         try:
-            if "compute" in stages:
+            if any(STAGES[stage].in_burnin == "load" for stage in stages):
                 cuda = isinstance(self.facts.cuda, CudaFacts) and self.facts.cuda.device_count > 0
                 load = self.start_load(
-                    self.profile.spec, list(range(self.facts.gpu_count)), self.duration_s, require_cuda=cuda, on_round=self._round_done
+                    self.profile.spec, list(range(self.facts.gpu_count)), self.duration_s, require_cuda=cuda, on_round=self._round_done,
+                    drills=self.drills,
                 )
             if fabric:
                 self._fabric_round(fabric, beside_load=False)

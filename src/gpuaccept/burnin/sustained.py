@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, MemtestResult, StepFailure
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.launch import Workers, run_plan
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, SustainedRoundStep
 from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, memtest_due_flag, memtest_flag
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.session.compute import MIN_LOAD_STEP_S, compute_steps, gpu_environment, load_result
+from gpuaccept.stages.compute import MIN_LOAD_STEP_S, compute_steps, gpu_environment, load_result
 from gpuaccept.vocabulary.steps import parse_step_key
 from gpuaccept.vocabulary.telemetry import parse_duration
 
@@ -90,10 +91,12 @@ class SustainedLoad:
         env: dict[str, str] | None = None,
         require_cuda: bool = False,
         on_round: Callable[[int, int], None] = lambda gpu, index: None,
+        drills: Drills = NO_DRILLS,
     ):
         assert spec.compute is not None and spec.compute.gemm is not None, "the sustained load is the profile's compute.gemm"
         self.spec, self.gpus, self.duration_s = spec, sorted(gpus), duration_s
         self.require_cuda = require_cuda
+        self.drills = drills
         self.on_round = on_round
         self.control = Path(tempfile.mkdtemp(prefix="gpuaccept-sustained-"))
         base = dict(os.environ if env is None else env)
@@ -132,7 +135,9 @@ class SustainedLoad:
                 )
             )
         backend = "nccl" if self.require_cuda else "auto"
-        return Plan(steps=steps, backend=backend, startup_timeout_s=spec.timeouts.startup_s, stalled_s=spec.timeouts.stalled_s)
+        return Plan(
+            steps=steps, backend=backend, startup_timeout_s=spec.timeouts.startup_s, stalled_s=spec.timeouts.stalled_s, drills=self.drills
+        )
 
     def start(self) -> None:
         self.began = time.time()

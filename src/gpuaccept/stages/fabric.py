@@ -1,4 +1,5 @@
-"""The fabric stages a profile asks for: plans to run, and their outcomes as facts.
+"""The fabric stages a profile asks for: plans to run, and their outcomes as facts (the stages
+themselves, in registry.py).
 
 - the NCCL stage: every collective and size the profile has a floor for, then the pairwise
   exchange, in one set of workers (one NCCL initialization), one rank per GPU under test;
@@ -20,11 +21,13 @@ from gpuaccept.facts.model import (
     CopySweep,
     DdpResult,
     DdpSweep,
+    Measurements,
     PairResult,
     PairSweep,
     StepFailure,
     Unavailable,
 )
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.launch import Outcome, Workers, run_plan
 from gpuaccept.measure.pairwise_step import schedule
 from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
@@ -48,12 +51,16 @@ def _limit(given: float | None, seconds_at_floor: float, minimum: float) -> floa
     return given if given is not None else min(MAX_DERIVED_STEP_S, max(minimum, PACE_SLACK * seconds_at_floor))
 
 
-def _plan(steps: list, spec: ProfileSpec, backend: str = "auto") -> Plan | None:
+def _plan(steps: list, spec: ProfileSpec, backend: str = "auto", drills: Drills = NO_DRILLS) -> Plan | None:
     timeouts = spec.timeouts
-    return Plan(steps=steps, backend=backend, startup_timeout_s=timeouts.startup_s, stalled_s=timeouts.stalled_s) if steps else None
+    if not steps:
+        return None
+    return Plan(steps=steps, backend=backend, startup_timeout_s=timeouts.startup_s, stalled_s=timeouts.stalled_s, drills=drills)
 
 
-def nccl_plan(spec: ProfileSpec, ranks: int, backend: str = "auto", only: set[StepKey] | None = None) -> Plan | None:
+def nccl_plan(
+    spec: ProfileSpec, ranks: int, backend: str = "auto", only: set[StepKey] | None = None, drills: Drills = NO_DRILLS
+) -> Plan | None:
     """Every collective and size with a floor, then the pairwise exchange; `only` keeps the steps
     with those keys (the values measured again after a miss)."""
     steps: list = []
@@ -96,7 +103,7 @@ def nccl_plan(spec: ProfileSpec, ranks: int, backend: str = "auto", only: set[St
                     timeout_s=_limit(pairwise.timeout_s, at_floor, MIN_NCCL_STEP_S),
                 )
             )
-    return _plan(steps, spec, backend)
+    return _plan(steps, spec, backend, drills)
 
 
 def _copies_of(kind: CopyKind, gpus: int) -> list[CopyKey]:
@@ -108,7 +115,7 @@ def _copies_of(kind: CopyKind, gpus: int) -> list[CopyKey]:
     return [CopyKey(kind, (gpu,)) for gpu in range(gpus)]
 
 
-def copy_plan(spec: ProfileSpec, gpus: int, only: set[StepKey] | None = None) -> Plan | None:
+def copy_plan(spec: ProfileSpec, gpus: int, only: set[StepKey] | None = None, drills: Drills = NO_DRILLS) -> Plan | None:
     copies = spec.copies
     if copies is None:
         return None
@@ -129,7 +136,7 @@ def copy_plan(spec: ProfileSpec, gpus: int, only: set[StepKey] | None = None) ->
         copies=keys,
         timeout_s=_limit(copies.timeout_s, at_floor, MIN_COPY_STEP_S),
     )
-    return _plan([step], spec)
+    return _plan([step], spec, drills=drills)
 
 
 def run_nccl_stage(
@@ -140,8 +147,9 @@ def run_nccl_stage(
     env=None,
     on_event: Callable[[dict], None] | None = None,
     only: set[StepKey] | None = None,
+    drills: Drills = NO_DRILLS,
 ) -> tuple[CollectiveSweep | None, PairSweep | None]:
-    plan = nccl_plan(spec, ranks, backend, only)
+    plan = nccl_plan(spec, ranks, backend, only, drills)
     if plan is None:
         return None, None
     with tempfile.TemporaryDirectory(prefix="gpu-accept-nccl-") as folder:
@@ -200,9 +208,10 @@ def failures_of(failures: list[StepFailure], kind: type) -> list[StepFailure]:
 
 
 def run_copy_stage(
-    spec: ProfileSpec, gpus: int, *, env=None, on_event: Callable[[dict], None] | None = None, only: set[StepKey] | None = None
+    spec: ProfileSpec, gpus: int, *, env=None, on_event: Callable[[dict], None] | None = None, only: set[StepKey] | None = None,
+    drills: Drills = NO_DRILLS,
 ) -> CopySweep | None:
-    plan = copy_plan(spec, gpus, only)
+    plan = copy_plan(spec, gpus, only, drills)
     if plan is None:
         return None
     outcome: Outcome = run_plan(plan, 1, env=env, on_event=on_event)
@@ -217,11 +226,12 @@ def ddp_shape(spec: ProfileSpec) -> GptDims:
 
 
 def ddp_plan(
-    spec: ProfileSpec, ranks: int, *, without_p2p: bool = False, backend: str = "auto", only: set[StepKey] | None = None
+    spec: ProfileSpec, ranks: int, *, without_p2p: bool = False, backend: str = "auto", only: set[StepKey] | None = None,
+    drills: Drills = NO_DRILLS,
 ) -> Plan | None:
     """One step per world size up to `ranks`. The A/B arm trains only the settings `nvlink_ab`
     names; `only` keeps the settings with those keys (ddp/4gpu-bs8, ddp_without_p2p/4gpu-bs8)."""
-    return _plan([step for step in _ddp_steps(spec, without_p2p, only) if step.world <= ranks], spec, backend)
+    return _plan([step for step in _ddp_steps(spec, without_p2p, only) if step.world <= ranks], spec, backend, drills)
 
 
 def _ddp_steps(spec: ProfileSpec, without_p2p: bool, only: set[StepKey] | None) -> list[DdpStep]:
@@ -264,14 +274,15 @@ def run_ddp_stage(
     env=None,
     on_event: Callable[[dict], None] | None = None,
     only: set[StepKey] | None = None,
+    drills: Drills = NO_DRILLS,
 ) -> tuple[DdpSweep | None, DdpSweep | None]:
     """The scaling sweep, and where the profile asks for it, the same settings without P2P; with
     `only`, just the settings with those keys (an arm with none of them gives None)."""
     if spec.ddp is None:
         return None, None
     base_env = dict(os.environ if env is None else env)
-    plan = ddp_plan(spec, ranks, backend=backend, only=only)
-    ab_plan = ddp_plan(spec, ranks, without_p2p=True, backend=backend, only=only) if spec.ddp.nvlink_ab else None
+    plan = ddp_plan(spec, ranks, backend=backend, only=only, drills=drills)
+    ab_plan = ddp_plan(spec, ranks, without_p2p=True, backend=backend, only=only, drills=drills) if spec.ddp.nvlink_ab else None
     ab_env = {**base_env, "NCCL_P2P_DISABLE": "1"}
     # the A/B arm's workers import torch while the scaling arm trains: one start-up less to wait for
     with Workers(_plan_ranks(ab_plan), ab_env) if ab_plan else contextlib.nullcontext() as ab_workers:
@@ -316,3 +327,25 @@ def _ddp_sweep(spec, ranks, plan, without_p2p, backend, env, on_event, workers=N
         results=results,
         failures=failures,
     )
+
+
+def nccl_not_run(spec: ProfileSpec, gpus: list[int], reason: str) -> Measurements:
+    """Every step of the NCCL stage, failed with the reason it could not run (so each test says it).
+    A profile with neither an nccl nor a pairwise section (one GPU) has no steps: nothing is said."""
+    plan = nccl_plan(spec, spec.gpus.count)
+    failures = [
+        StepFailure(step=step.label, reason="not_run", message=f"{step.label} not run: {reason}", keys=step.keys)
+        for step in (plan.steps if plan else [])
+    ]
+    collectives = pairwise = None
+    if spec.nccl:
+        collectives = CollectiveSweep(
+            backend="", nccl_version=None, torch_version="", ranks=0, environment={}, wall_s=0.0, results=[],
+            failures=failures_of(failures, CollectiveKey),
+        )
+    if spec.pairwise:
+        pairwise = PairSweep(
+            backend="", concurrent=spec.pairwise.concurrent, wall_s=0.0, results=[],
+            failures=failures_of(failures, PairKey),
+        )
+    return Measurements(collectives=collectives, pairwise=pairwise)

@@ -39,19 +39,7 @@ from pathlib import Path
 
 from gpuaccept.checks.cluster import cluster_verdicts, node_verdicts
 from gpuaccept.checks.verdict import Verdict
-from gpuaccept.errors import EXIT_USAGE, GpuAcceptError
-from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
-from gpuaccept.facts.model import CollectiveResult, DdpResult, Unavailable
-from gpuaccept.files import write_atomically
-from gpuaccept.measure.cluster import Job, Launch, capture_nccl_info, gpu_bus_ids, join, launch_from_environment
-from gpuaccept.measure.localize import Group, localize
-from gpuaccept.measure.plan import CollectiveStep, DdpStep
-from gpuaccept.measure.worker import RECORDED_ENVIRONMENT
-from gpuaccept.probe.network import peermem_loaded, read_affinity, read_nccl_logs, read_ports
-from gpuaccept.profile.model import Profile
-from gpuaccept.profile.spec import ClusterSpec
-from gpuaccept.report import cluster_view
-from gpuaccept.session.cluster_report import (
+from gpuaccept.cluster.reports import (
     CLUSTER_HTML,
     CLUSTER_JUNIT,
     CLUSTER_RESULTS,
@@ -63,7 +51,20 @@ from gpuaccept.session.cluster_report import (
     node_record,
     write_json,
 )
-from gpuaccept.session.stages import ddp_shape
+from gpuaccept.errors import EXIT_USAGE, GpuAcceptError
+from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
+from gpuaccept.facts.model import CollectiveResult, DdpResult, Unavailable
+from gpuaccept.files import write_atomically
+from gpuaccept.measure.cluster import Job, Launch, capture_nccl_info, gpu_bus_ids, join, launch_from_environment
+from gpuaccept.measure.drills import Drills
+from gpuaccept.measure.localize import Group, localize
+from gpuaccept.measure.plan import CollectiveStep, DdpStep
+from gpuaccept.measure.worker import RECORDED_ENVIRONMENT
+from gpuaccept.probe.network import peermem_loaded, read_affinity, read_nccl_logs, read_ports
+from gpuaccept.profile.model import Profile
+from gpuaccept.profile.spec import ClusterSpec
+from gpuaccept.report import cluster_view
+from gpuaccept.stages.fabric import ddp_shape
 from gpuaccept.vocabulary.sizes import format_size, parse_size
 
 
@@ -86,13 +87,15 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
             f"the job has {launch.world} ranks, {launch.local_world} per node; profile {profile.name} wants "
             f"cluster.nodes {spec.nodes} x gpus.count {gpus} = {spec.nodes * gpus}"
         )
+    # this node's drills, read once (GPUACCEPT_INJECT_SLOW on one node's ranks makes it the slow node)
+    drills = Drills.from_environment(os.environ)
     host = socket.gethostname()
     node_out = out / f"node{launch.node}-{host}"
     capture_nccl_info(node_out)
     watchdog = start_watchdog(deadline_s(profile, spec.nodes), launch.rank, launch.world)
     if launch.local_rank == 0:
-        _preflight(profile, launch, root, node_out, gpus)
-    job = join(launch, backend, spec.rendezvous_s, spec.timeout_s)
+        _preflight(profile, launch, root, node_out, gpus, drills)
+    job = join(launch, backend, spec.rendezvous_s, spec.timeout_s, drills)
     try:
         if job.nodes != spec.nodes or any(len(ranks) != gpus for ranks in job.layout.values()):
             shape = ", ".join(f"node{node} {len(ranks)}" for node, ranks in sorted(job.layout.items()))
@@ -100,7 +103,9 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
         collectives = _measure(job, spec)
         localization = _localize(job, spec, collectives)
         ddp = _ddp(job, profile, gpus)
-        mine = _node_facts(launch, job.layout[launch.node], root, node_out, gpus, job.me.backend) if launch.local_rank == 0 else None
+        mine = None
+        if launch.local_rank == 0:
+            mine = _node_facts(launch, job.layout[launch.node], root, node_out, gpus, job.me.backend, drills)
         gathered = job.gather(mine.model_dump(mode="json") if mine else None)
         nodes = [NodeFacts.model_validate(node) for node in gathered if node is not None]
         facts = ClusterFacts(
@@ -238,7 +243,9 @@ def _ddp(job: Job, profile: Profile, gpus: int) -> list[DdpResult]:
     return results
 
 
-def _node_facts(launch: Launch, ranks: list[int], root: Path, node_out: Path, gpus: int, backend: str | None) -> NodeFacts:
+def _node_facts(
+    launch: Launch, ranks: list[int], root: Path, node_out: Path, gpus: int, backend: str | None, drills: Drills
+) -> NodeFacts:
     """This node as its local rank 0 reads it; `backend` None: before NCCL connected (the transport
     it chose is not known yet)."""
     ports = read_ports(root)
@@ -250,16 +257,18 @@ def _node_facts(launch: Launch, ranks: list[int], root: Path, node_out: Path, gp
     return NodeFacts(
         node=launch.node, host=socket.gethostname(), ranks=ranks, adapters=ports,
         affinity=read_affinity(root, gpu_bus_ids(gpus), ports), peermem=peermem_loaded(root), transport=transport,
-        environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENVIRONMENT) or k.startswith("GPUACCEPT_INJECT")},
+        environment=dict(sorted({
+            **{k: v for k, v in os.environ.items() if k.startswith(RECORDED_ENVIRONMENT)}, **drills.environment(),
+        }.items())),
     )
 
 
-def _preflight(profile: Profile, launch: Launch, root: Path, node_out: Path, gpus: int) -> None:
+def _preflight(profile: Profile, launch: Launch, root: Path, node_out: Path, gpus: int, drills: Drills) -> None:
     """This node's own tests (RDMA ports, GPU-NIC affinity, GPUDirect RDMA) read, printed and written
     to its node-results.json before it waits on any other node: a node whose job never measures, or
     hangs, still says what it found. The run's end writes the file again, with NCCL's transport."""
     ranks = [launch.rank - launch.local_rank + index for index in range(launch.local_world)]  # as torchrun and srun number them
-    node = _node_facts(launch, ranks, root, node_out, gpus, backend=None)
+    node = _node_facts(launch, ranks, root, node_out, gpus, None, drills)
     verdicts = node_verdicts(profile, node, gpus)
     write_json(node_out / NODE_RESULTS, node_record(node, verdicts, profile.name))
     for line in lines(verdicts)[:-1]:

@@ -7,7 +7,7 @@ run in order (GEMM, HBM, memory test); a step that hangs is killed and named, an
 steps run in a fresh worker.
 
 `run_compute_stage(spec, gpus)` can be called as often as wanted (the burn-in loops it): it keeps
-nothing between calls. The session's store calls it once per GPU per session and keeps the result.
+nothing between calls. The session's store (store.py) calls it once per GPU per session and keeps the result.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, MemtestResult, StepFailure
+from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, Measurements, MemtestResult, StepFailure
+from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.launch import Outcome, run_plan
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, Step
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.session.stages import MAX_DERIVED_STEP_S, PACE_SLACK
+from gpuaccept.stages.fabric import MAX_DERIVED_STEP_S, PACE_SLACK
 from gpuaccept.vocabulary.sizes import parse_size
 from gpuaccept.vocabulary.steps import LoadKey, StepKey
 
@@ -85,12 +86,12 @@ def compute_steps(spec: ProfileSpec, gpu: int, only: set[StepKey] | None = None)
     return steps
 
 
-def compute_plan(spec: ProfileSpec, gpu: int, only: set[StepKey] | None = None) -> Plan | None:
+def compute_plan(spec: ProfileSpec, gpu: int, only: set[StepKey] | None = None, drills: Drills = NO_DRILLS) -> Plan | None:
     """One GPU's plan, for its own worker."""
     steps = compute_steps(spec, gpu, only)
     if not steps:
         return None
-    return Plan(steps=steps, startup_timeout_s=spec.timeouts.startup_s, stalled_s=spec.timeouts.stalled_s)
+    return Plan(steps=steps, startup_timeout_s=spec.timeouts.startup_s, stalled_s=spec.timeouts.stalled_s, drills=drills)
 
 
 def gpu_environment(env: dict[str, str], gpu: int) -> dict[str, str]:
@@ -109,11 +110,12 @@ def run_compute_stage(
     on_event: Callable[[dict], None] | None = None,
     only: set[StepKey] | None = None,
     require_cuda: bool = False,
+    drills: Drills = NO_DRILLS,
 ) -> ComputeSweep | None:
     """Load `gpus` at once, one worker each; None where the profile asks for no per-GPU load.
     `require_cuda`: a worker that finds no CUDA device fails its steps instead of loading the CPU."""
     base = dict(os.environ if env is None else env)
-    plans = {gpu: plan for gpu in gpus if (plan := compute_plan(spec, gpu, only)) is not None}
+    plans = {gpu: plan for gpu in gpus if (plan := compute_plan(spec, gpu, only, drills)) is not None}
     if spec.compute is None or (only is not None and not plans):
         return None
     if require_cuda:
@@ -157,3 +159,15 @@ def load_result(key: LoadKey, record: dict) -> GemmResult | HbmResult | MemtestR
     if key.what == "memtest":
         return MemtestResult(**record)
     return HbmResult(**record)
+
+
+def compute_not_run(spec: ProfileSpec, gpus: list[int], reason: str) -> Measurements:
+    """Every load of `gpus`, failed with the reason they were not loaded (so each test says it)."""
+    failures = [
+        StepFailure(
+            step=f"loads on gpu{gpu}", reason="not_run", message=f"gpu{gpu} not loaded: {reason}",
+            keys=[key for step in compute_steps(spec, gpu) for key in step.keys],
+        )
+        for gpu in gpus
+    ]
+    return Measurements(compute=ComputeSweep(backend="", torch_version="", gpus=sorted(gpus), wall_s=0.0, results=[], failures=failures))

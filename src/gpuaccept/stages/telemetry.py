@@ -6,7 +6,7 @@ Two append-only JSON Lines files in the session folder:
   opened: a sampler stuck opening it still leaves a series, with no samples), then a line with each
   GPU's limits, or with why sampling could not start, then one line per sample;
 - `loads.jsonl`: one line per measurement stage that ran, with its start and end (epoch seconds),
-  written by the process that ran it (session/store.py's hook after a stage ran).
+  written by the process that ran it (stages/store.py's hook after a stage ran).
 A line cut by a killed process is left out when read.
 """
 
@@ -20,7 +20,8 @@ from typing import Any
 
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import LoadWindow, Telemetry, TelemetryLimits, TelemetrySample
-from gpuaccept.probe.telemetry import TelemetrySampler, nvml_of_this_machine
+from gpuaccept.probe.nvml import nvml_of_this_machine
+from gpuaccept.probe.telemetry import TelemetrySampler
 
 TELEMETRY_FILE = "telemetry.jsonl"
 LOADS_FILE = "loads.jsonl"

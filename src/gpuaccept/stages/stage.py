@@ -1,0 +1,73 @@
+"""What a measurement stage is: one object saying what the profile asks of it, how it runs, what it
+yields where it cannot run, whether it loads one GPU or the whole machine, and its part in a burn-in.
+
+The session's store (store.py) and the burn-in (gpuaccept/burnin) read nothing else about a stage:
+a new stage is a new `Stage` in registry.py, its sweeps in `Measurements`, its checks in
+checks/stages.py and a suite asking for it by marker (docs/adding-a-stage.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gpuaccept.facts import Facts
+from gpuaccept.facts.model import Measurements
+from gpuaccept.measure.drills import NO_DRILLS, Drills
+from gpuaccept.measure.plan import Plan
+from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.vocabulary.steps import StageName, StepKey
+
+Events = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """One run of a stage: on which GPUs, for a confirmation round the keys measured again, and the
+    fault drills of this run (a first measurement's keep the one-off dip, a confirmation round's do not)."""
+
+    facts: Facts
+    gpus: list[int]  # a per-GPU stage's GPUs; a fabric stage's are every GPU under test
+    only: set[StepKey] | None = None
+    drills: Drills = NO_DRILLS
+    on_event: Events | None = None
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: StageName
+    title: str  # in progress lines: "NCCL stage"
+    per_gpu: bool  # each GPU measured alone, one file a GPU; otherwise the whole machine at once, one file
+    asked: Callable[[ProfileSpec], bool]  # whether the profile asks for anything this stage measures
+    # what its workers are given to run (fabric.py's and compute.py's plan-building functions): one
+    # plan for the NCCL stage, one per arm for DDP, one per GPU for the per-GPU loads
+    plans: Callable[[ProfileSpec, StageRun], list[Plan]]
+    run: Callable[[ProfileSpec, StageRun], Measurements]  # the plans run, and what they measured as sweeps
+    # on which GPUs it runs, for progress lines: "on 4 GPUs", "on gpu0, gpu1"
+    where: Callable[[Facts, list[int]], str]
+    # why it cannot run on these GPUs of this machine (None: it can), and the failures it yields
+    # then, one per step, so that each test says why
+    cannot_run: Callable[[Facts, list[int]], str | None] = lambda facts, gpus: None
+    not_run: Callable[[ProfileSpec, list[int], str], Measurements] = lambda spec, gpus, reason: Measurements()
+    # its part in a burn-in: the sustained load, or a fabric stage run before it and beside it; None: not run
+    in_burnin: Literal["load", "fabric"] | None = None
+    asked_in_burnin: Callable[[ProfileSpec], bool] | None = None  # where not `asked`
+
+    @property
+    def sweeps(self) -> tuple[str, ...]:
+        """The fields of `Measurements` it fills."""
+        return Measurements.sweeps_of(self.name)
+
+    def file(self, gpu: int | str | None = None) -> str:
+        """Where the store keeps what it measured: nccl.json; compute-gpu3.json for a per-GPU stage
+        (compute-gpu*.json, every GPU's, with gpu="*")."""
+        return f"{self.name}-gpu{gpu}.json" if self.per_gpu else f"{self.name}.json"
+
+    def burnin_asks(self, spec: ProfileSpec) -> bool:
+        return self.in_burnin is not None and (self.asked_in_burnin or self.asked)(spec)
+
+    def measure(self, spec: ProfileSpec, run: StageRun) -> Measurements:
+        """What it measured on `run.gpus`, or where it cannot run there, every step failed saying why."""
+        reason = self.cannot_run(run.facts, run.gpus)
+        return self.not_run(spec, run.gpus, reason) if reason is not None else self.run(spec, run)

@@ -1,0 +1,52 @@
+"""The stages are one table: the registry, the names of stages and the sweeps of `Measurements` agree, and each
+stage's plans hold what a recorded run measured."""
+
+from typing import get_args
+
+from gpuaccept.facts.model import DdpSweep, Measurements
+from gpuaccept.measure.drills import Drills
+from gpuaccept.profile import ProfileCatalog
+from gpuaccept.stages.registry import STAGES
+from gpuaccept.stages.stage import StageRun
+from gpuaccept.vocabulary.steps import CollectiveKey, CopyKey, DdpKey, LoadKey, PairKey, StageName, parse_step_key
+from tests.helpers import example_facts
+
+
+def test_every_stage_name_has_one_stage_and_every_sweep_one_stage():
+    assert list(STAGES) == list(get_args(StageName)) == ["nccl", "copies", "ddp", "compute"]
+    assert {name: stage.sweeps for name, stage in STAGES.items()} == {
+        "nccl": ("collectives", "pairwise"), "copies": ("copies",), "ddp": ("ddp", "ddp_without_p2p"), "compute": ("compute",),
+    }
+    every = [sweep for stage in STAGES.values() for sweep in stage.sweeps]
+    assert sorted(every) == sorted(Measurements.sweep_names())  # each sweep belongs to exactly one stage
+    assert {key.stage for key in (CollectiveKey, PairKey, CopyKey, DdpKey, LoadKey)} == set(STAGES)
+
+
+def test_a_per_gpu_stage_keeps_a_file_per_gpu_and_a_fabric_stage_one():
+    assert [STAGES["nccl"].file(), STAGES["copies"].file(), STAGES["ddp"].file()] == ["nccl.json", "copies.json", "ddp.json"]
+    assert STAGES["compute"].per_gpu and STAGES["compute"].file(3) == "compute-gpu3.json"
+    assert {name for name, stage in STAGES.items() if stage.in_burnin} == {"nccl", "copies", "compute"}
+
+
+def test_each_stage_plans_what_the_recorded_run_measured():
+    facts, profile = example_facts("h200x4-measured"), ProfileCatalog.with_shipped().load("h200-4-nvswitch")
+    run = StageRun(facts=facts, gpus=[0, 1, 2, 3])
+
+    def planned(name):
+        return {str(key) for plan in STAGES[name].plans(profile.spec, run) for step in plan.steps for key in step.keys}
+
+    def recorded(name):
+        sweeps = [getattr(facts.measurements, field) for field in STAGES[name].sweeps]
+        return {str(sweep.key_of(r) if isinstance(sweep, DdpSweep) else r.key) for sweep in sweeps if sweep for r in sweep.results}
+
+    assert planned("nccl") == recorded("nccl") and len(planned("nccl")) == 21  # every collective and size, every pair
+    assert planned("copies") == recorded("copies") and len(planned("copies")) == 30
+    # the recording swept batch 2 too; the profile asks for batch 8, and its A/B arm on 4 GPUs
+    assert planned("ddp") == {"ddp/1gpu-bs8", "ddp/2gpu-bs8", "ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8"} <= recorded("ddp")
+    per_gpu = STAGES["compute"].plans(profile.spec, run)
+    assert [{key.gpu for step in plan.steps for key in step.keys} for plan in per_gpu] == [{0}, {1}, {2}, {3}]  # a plan per GPU
+    assert {plan.drills for plan in per_gpu} == {run.drills}
+    drills = Drills(dip="all_reduce 256 MiB").for_attempt(2)
+    again = StageRun(facts=facts, gpus=[0, 1, 2, 3], only={parse_step_key("collective/all_reduce/256MiB")}, drills=drills)
+    (plan,) = STAGES["nccl"].plans(profile.spec, again)
+    assert plan.drills == drills and [str(key) for step in plan.steps for key in step.keys] == ["collective/all_reduce/256MiB"]
