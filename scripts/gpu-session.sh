@@ -45,7 +45,8 @@
 #                of HOSTLINK_BURN_S (default 120) seconds whose copies stage runs at rest and then beside
 #                the sustained load every 40 s; then the health check twice (timed) and the CUDA
 #                multicast attribute as the probe reads it
-#   burn-drills  burn-ins of DRILL_S (default 60) seconds with rounds of 15 s: healthy, then a
+#   burn-drills  burn-ins of DRILL_S (default 60) seconds with rounds of 15 s and the fabric stages
+#                beside the load every 20 s: healthy, then a
 #                competing GEMM load, a slow GEMM, a corrupted product and a flipped memory bit, each
 #                on the last GPU: the failed tests of each
 #   (burnin and burnin-kill each take one device call: 5 and 3 minutes of load, and the suites)
@@ -598,7 +599,9 @@ PY
     gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
     seconds=${DRILL_S:-60}
     base=${DRILL_PROFILE:-$(gpu-accept profile list 2>/dev/null | awk -v t="$tag" '$1 == t || $1 == t"-nvswitch" {print $1; exit}')}
-    printf 'schema: 1\nextends: %s\nburnin: {round_s: 15, steady_window_s: 20}\n' "$base" > "$work/drill.yaml"
+    [ -z "${DRILL_PROFILE:-}" ] && [ -f "$work/fitted.yaml" ] && base=$work/fitted.yaml
+    # the fabric stages (NCCL on several GPUs) run at rest in the first round, then beside the load every 20 s
+    printf 'schema: 1\nextends: %s\nburnin: {round_s: 15, steady_window_s: 20, fabric_interval: 20s}\n' "$base" > "$work/drill.yaml"
     say "drill profile: $(tr '\n' ' ' < "$work/drill.yaml")"
     burn() { local name=$1; shift; LINES_PER_RUN=${LINES_PER_RUN:-30} run_suite "$name" --level burn-in --duration "${seconds}s" --profile "$work/drill.yaml" "$@"; }
     if enough $((seconds + 40)) "healthy burn-in"; then say "healthy burn-in, ${seconds}s"; burn burn-healthy; fi

@@ -12,7 +12,8 @@ import pytest
 
 from gpuaccept.facts import Facts, load_facts, parse_facts
 from gpuaccept.facts.model import CudaFacts
-from gpuaccept.facts.run_record import RunRecord, TestRecord, VerdictRecord, parse_results
+from gpuaccept.facts.run_record import RunRecord, TestRecord, parse_results
+from gpuaccept.facts.verdict import Verdict
 from gpuaccept.probe.collect import collect_facts
 from gpuaccept.probe.nvml import ReplayNvml
 
@@ -97,7 +98,7 @@ def with_verdicts(record: RunRecord, pick: Callable[[TestRecord], bool], **chang
         if not pick(test) or test.verdict is None:
             return test
         data = {**test.verdict.model_dump(mode="json"), **changes}
-        return test.model_copy(update={"verdict": VerdictRecord.model_validate_json(json.dumps(data))})
+        return test.model_copy(update={"verdict": Verdict.from_data(data)})
 
     return record.with_tests([changed(test) for test in record.tests])
 

@@ -179,7 +179,7 @@ def test_hardware_slowdown_for_long_enough_fails_that_gpu_only():
     verdicts = {g: telemetry_checks.clock_slowdown(profile, facts, g) for g in range(4)}
     assert [v.outcome for v in verdicts.values()] == [Outcome.PASSED, Outcome.PASSED, Outcome.FAILED, Outcome.PASSED]
     failed = verdicts[2]
-    assert failed.measured == 2.0 and failed.criterion == {"op": "<=", "limit": 1.0, "unit": "%"}
+    assert failed.measured == 2.0 and failed.criterion.model_dump(mode="json") == {"op": "<=", "limit": 1.0, "unit": "%"}
     assert failed.message.startswith("gpu2: clock slowdown (hardware, thermal, power brake) 2 % > 1 % (2 of 100 samples under load")
     assert "hw_slowdown" in failed.message and "profile h200-4-nvswitch" in failed.message
     # software power capping is how a loaded GPU runs: gpu0 spent every sample in it and passed

@@ -79,7 +79,7 @@ def test_one_uncorrected_sram_error_fails_against_a_limit_of_zero():
     gpu0, gpu1 = on_both_gpus(health.sram_ecc, with_health(start))
     assert gpu0.outcome is Outcome.PASSED and gpu0.measured == 0
     assert gpu1.outcome is Outcome.FAILED and gpu1.measured == 1
-    assert gpu1.criterion == {"op": "<=", "limit": 0, "unit": "errors"}
+    assert gpu1.criterion.model_dump(mode="json") == {"op": "<=", "limit": 0, "unit": "errors"}
     assert gpu1.message == "gpu1: SRAM uncorrected ECC errors (aggregate) 1 errors > 0 errors (profile h200-2-nvswitch)"
 
 
@@ -156,7 +156,8 @@ def with_exposed_share(share: float):
 def test_exposed_communication_just_over_the_profiles_maximum_fails_just_under_passes():
     over = ddp.exposed_communication(H200X4, with_exposed_share(0.241), "4gpu-bs8")
     assert over.outcome is Outcome.FAILED and over.measured == pytest.approx(0.241)
-    assert over.criterion == {"op": "<=", "limit": 0.24, "unit": ""}
+    # the criterion says where the profile's marginal line (its 3% band) was
+    assert over.criterion.model_dump(mode="json") == {"op": "<=", "limit": 0.24, "marginal_maximum": 0.2328, "unit": ""}
     assert over.message.startswith("4gpu-bs8: exposed communication 0.241 > 0.24 (step 100.0 ms, 75.9 ms without gradient all-reduce)")
     under = ddp.exposed_communication(H200X4, with_exposed_share(0.239), "4gpu-bs8")
     assert under.outcome is Outcome.PASSED and under.measured == pytest.approx(0.239) and under.marginal

@@ -214,7 +214,7 @@ def test_a_node_without_infiniband_fails_what_the_profile_requires_of_it(profile
     }
     ports = verdicts["rdma_ports", "node0"]
     assert ports.message.startswith("node0: host0: no RDMA adapter (no /sys/class/infiniband") and "expected >= 2 ports" in ports.message
-    assert ports.criterion == {"op": ">=", "limit": 2, "unit": "ports"}
+    assert ports.criterion.model_dump(mode="json") == {"op": ">=", "limit": 2, "unit": "ports"}
     transport = verdicts["nccl_transport", "node0"]
     assert "which transport NCCL used is unknown: not found (no NCCL INFO output to read)" in transport.message
 

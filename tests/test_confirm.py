@@ -59,10 +59,10 @@ def test_a_one_off_dip_is_measured_again_and_passes_as_transient(tmp_path, monke
     assert stages.asked == [None, {KEY}]  # only the step that missed was measured again
     verdict = fabric.busbw(PROFILE, facts, CASE)
     assert verdict.outcome is Outcome.PASSED and verdict.transient
-    assert verdict.attempts == (289.9, 336.1)
+    assert verdict.attempts == [289.9, 336.1]
     assert "[attempts: 289.9, 336.1 GB/s; transient: passed only when measured again]" in verdict.message
     other = fabric.busbw(PROFILE, facts, ("all_reduce", "1GiB"))
-    assert other.outcome is Outcome.PASSED and other.attempts == () and not other.transient
+    assert other.outcome is Outcome.PASSED and other.attempts == [] and not other.transient
 
 
 def test_a_persistent_miss_still_fails_with_every_attempt_in_its_message(tmp_path, monkeypatch):
@@ -89,14 +89,14 @@ def test_confirm_0_judges_the_first_measurement(tmp_path, monkeypatch):
     facts = measure(tmp_path, monkeypatch, stages, confirm=0)
     assert stages.asked == [None]
     verdict = fabric.busbw(PROFILE, facts, CASE)
-    assert verdict.outcome is Outcome.FAILED and verdict.attempts == ()
+    assert verdict.outcome is Outcome.FAILED and verdict.attempts == []
 
 
 def test_wrong_data_in_any_attempt_fails_and_no_repeat_undoes_it(tmp_path, monkeypatch):
     stages = FakeStages(nccl_with(289.9), nccl_with(336.1, wrong=3))
     facts = measure(tmp_path, monkeypatch, stages)
     correct = fabric.collective_correct(PROFILE, facts, CASE)
-    assert correct.outcome is Outcome.FAILED and correct.final and correct.attempts == (0, 3)
+    assert correct.outcome is Outcome.FAILED and correct.final and correct.attempts == [0, 3]
     assert fabric.busbw(PROFILE, facts, CASE).outcome is Outcome.PASSED
 
 

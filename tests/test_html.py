@@ -13,7 +13,8 @@ import subprocess
 import pytest
 
 from gpuaccept.facts.model import Measurements
-from gpuaccept.facts.run_record import AtLeastCriterion, RunRecord, VerdictRecord, load_results
+from gpuaccept.facts.run_record import RunRecord, load_results
+from gpuaccept.facts.verdict import AtLeast, Verdict
 from gpuaccept.report.html import FAIL, PASS, SERIES, render_html, render_page, timeseries_chart
 from tests.helpers import ROOT, results_data, run_record, with_verdict, with_verdicts
 from tests.report_page import PLOTLY_BANNER, Page, traces, values
@@ -24,7 +25,7 @@ NO_P2P = RESULTS / "h200x4-nccl-p2p-disabled.json"
 NEWER_KEYS = ("criterion", "better", "marginal", "attempts", "transient", "final")
 
 
-def verdicts_of(record: RunRecord, check: str) -> list[VerdictRecord]:
+def verdicts_of(record: RunRecord, check: str) -> list[Verdict]:
     return [v for v in record.verdicts() if v.check == check]
 
 
@@ -36,9 +37,9 @@ def with_floors(record: RunRecord) -> RunRecord:
     """The run as results.json records it now: each busbw and DDP scaling criterion as data."""
     busbw = [t.id for t in record.tests if of_check("busbw")(t)]
     for index, test_id in enumerate(busbw):
-        floor = AtLeastCriterion(op=">=", limit=300.0 + index, unit="GB/s").model_dump()
+        floor = AtLeast(300.0 + index, "GB/s").model_dump()
         record = with_verdict(record, test_id, criterion=floor, better="higher", marginal=False, attempts=[], transient=False, final=False)
-    return with_verdicts(record, of_check("ddp_scaling"), criterion=AtLeastCriterion(op=">=", limit=0.8, unit="").model_dump())
+    return with_verdicts(record, of_check("ddp_scaling"), criterion=AtLeast(0.8).model_dump())
 
 
 # -- one file, nothing fetched -------------------------------------------------------------------------

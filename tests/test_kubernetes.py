@@ -187,18 +187,33 @@ def test_a_check_that_stopped_running_is_unknown_not_ok(tmp_path):
 
 @pytest.mark.slow
 def test_a_failed_check_in_the_daemonset_becomes_the_nodes_condition(tmp_path):
-    """The DaemonSet's loop once, on replayed 4xH200 answers (this machine's torch sees no CUDA, so
-    CUDA's P2P tests fail), then NPD's plugin reading what it left."""
+    """The DaemonSet's loop once, on replayed 4xH200 answers judged against the 8xH200 profile (four
+    GPUs missing: a check fails), then NPD's plugin reading what it left."""
     shim = write(tmp_path / "bin" / "gpu-accept", f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "GPUACCEPT_NVML_REPLAY": REPLAY,
-           "GPU_ACCEPT_STATE": str(tmp_path / "state"), "GPU_ACCEPT_ONCE": "1", "GPU_ACCEPT_PROFILE": "h200-4-nvswitch",
+           "GPU_ACCEPT_STATE": str(tmp_path / "state"), "GPU_ACCEPT_ONCE": "1", "GPU_ACCEPT_PROFILE": "h200-8-nvswitch",
            "GPU_ACCEPT_METRICS": str(tmp_path / "textfile" / "gpu-accept.prom")}
     loop = subprocess.run(["sh", str(KUBERNETES / "periodic-health-check.sh")], capture_output=True, text=True, env=env, timeout=300)
     assert loop.returncode == 1, loop.stderr
     assert (tmp_path / "state" / "health" / "results.json").is_file() and (tmp_path / "textfile" / "gpu-accept.prom").is_file()
     done = plugin(tmp_path / "state" / "status")
-    assert done.returncode == 1 and done.stdout.startswith("gpu-accept: test_p2p_cuda_agrees[gpu0-gpu1,")
+    assert done.returncode == 1 and done.stdout.startswith("gpu-accept: test_") and "test_gpu_count" in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_a_node_that_could_not_be_judged_is_unknown_to_npd(tmp_path):
+    """The same loop against the 4xH200 profile: this machine's torch sees no CUDA, so CUDA's P2P
+    answers cannot be established and nothing fails: the node could not be judged (exit 2), which NPD
+    shows as Unknown, never as a healthy node."""
+    shim = write(tmp_path / "bin" / "gpu-accept", f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "GPUACCEPT_NVML_REPLAY": REPLAY,
+           "GPU_ACCEPT_STATE": str(tmp_path / "state"), "GPU_ACCEPT_ONCE": "1", "GPU_ACCEPT_PROFILE": "h200-4-nvswitch"}
+    loop = subprocess.run(["sh", str(KUBERNETES / "periodic-health-check.sh")], capture_output=True, text=True, env=env, timeout=300)
+    assert loop.returncode == 2, loop.stderr
+    done = plugin(tmp_path / "state" / "status")
+    assert done.returncode == 2 and done.stdout.startswith("gpu-accept: could not judge the node (exit 2)"), done.stdout
 
 
 def test_the_scripts_parse():

@@ -17,16 +17,15 @@ from gpuaccept.facts.run_record import (
     JOURNAL_SUFFIX,
     FactsFile,
     LiveMachine,
-    NoCriterion,
     RunInfo,
     RunProfile,
     RunRecord,
     TestRecord,
-    VerdictRecord,
     journal_of,
     load_results,
     results_json_schema,
 )
+from gpuaccept.facts.verdict import NoCriterion, Verdict
 from gpuaccept.report import junit as junit_writer
 from gpuaccept.report import results as results_writer
 from gpuaccept.report.results import ResultsWriter
@@ -108,8 +107,9 @@ def test_every_verdict_the_checks_give_is_recorded_exactly():
                 for check in checks:
                     for subject in subjects(profile):
                         verdict = check(profile, facts) if subject is None else check(profile, facts, subject)
-                        as_data = json.loads(json.dumps(verdict.as_record()))
-                        assert VerdictRecord.of(verdict.as_record()).model_dump(mode="json") == as_data
+                        as_data = json.loads(json.dumps(verdict.as_data()))
+                        assert Verdict.from_data(verdict.as_data()).as_data() == as_data
+                        assert Verdict.from_data(as_data).criterion == verdict.criterion
                         count += 1
     assert count > 3000
 
@@ -187,7 +187,7 @@ def a_test(index: int) -> TestRecord:
     }
     return TestRecord(
         id=f"test_p2p_copy[{index}]", nodeid=f"test_bandwidth.py::test_p2p_copy[{index}]", outcome=verdict["outcome"],
-        duration_s=0.0002, message="" if verdict["outcome"] == "passed" else verdict["message"], verdict=VerdictRecord.of(verdict),
+        duration_s=0.0002, message="" if verdict["outcome"] == "passed" else verdict["message"], verdict=Verdict.from_data(verdict),
     )
 
 

@@ -48,7 +48,7 @@ def _verdicts(profile, facts) -> dict[tuple[str, str], dict]:
     for subjects, checks in SUBJECTS:
         for check in checks:
             for subject in subjects(profile):
-                record = (check(profile, facts) if subject is None else check(profile, facts, subject)).as_record()
+                record = (check(profile, facts) if subject is None else check(profile, facts, subject)).as_data()
                 found[(record["check"], record["subject"])] = record
     return found
 

@@ -14,7 +14,8 @@ import pytest
 
 from gpuaccept.cli import main as cli
 from gpuaccept.facts import save_facts
-from gpuaccept.facts.run_record import AtLeastCriterion, RunRecord, TestRecord, load_results
+from gpuaccept.facts.run_record import RunRecord, TestRecord, load_results
+from gpuaccept.facts.verdict import AtLeast
 from gpuaccept.report.fleet import read_fleet, write_fleet_junit, write_runs_junit
 from gpuaccept.report.html import FAIL, MARGINAL, UNJUDGED, render_html
 from gpuaccept.report.summary import summary_lines
@@ -47,24 +48,25 @@ def written(tmp_path, name: str, record: RunRecord) -> str:
 @pytest.mark.slow
 def test_facts_without_measurements_name_each_cause_once(tmp_path):
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), "--reports", str(tmp_path))
-    assert done.returncode == 1, done.stdout + done.stderr
+    # no value failed; the measured ones could not be established from these facts: could not judge
+    assert done.returncode == 2, done.stdout + done.stderr
     record = "(record them with `gpu-accept record --measure --profile h200-4-nvswitch`) (profile h200-4-nvswitch)"
     assert summary_of(done.stdout) == [
         "71 test(s) did not pass, 4 cause(s), in layer order (inventory, health, topology, p2p, nccl, bandwidth, ddp, baseline):",
-        f"  FAILED 30 tests: could not be established: the facts hold no NCCL sweep {record}; "
+        f"  ERROR  30 tests: could not be established: the facts hold no NCCL sweep {record}; "
         "test_busbw[all_reduce-256MiB, all_reduce-1GiB and 13 more], "
         "test_collective_correct[all_reduce-256MiB, all_reduce-1GiB and 13 more]",
-        f"  FAILED 6 tests: could not be established: the facts hold no pairwise sweep {record}; "
+        f"  ERROR  6 tests: could not be established: the facts hold no pairwise sweep {record}; "
         "test_pair_busbw[gpu0-gpu1, gpu0-gpu2 and 4 more]",
-        f"  FAILED 30 tests: could not be established: the facts hold no copy bandwidth {record}; "
+        f"  ERROR  30 tests: could not be established: the facts hold no copy bandwidth {record}; "
         "test_p2p_copy[gpu0-gpu1, gpu0-gpu2 and 10 more], test_p2p_copy_bidirectional[gpu0-gpu1, gpu0-gpu2 and 4 more], "
         "test_local_copy[gpu0, gpu1 and 2 more], test_host_to_device[gpu0, gpu1 and 2 more], test_device_to_host[gpu0, gpu1 and 2 more]",
-        f"  FAILED 5 tests: could not be established: the facts hold no DDP sweep {record}; "
+        f"  ERROR  5 tests: could not be established: the facts hold no DDP sweep {record}; "
         "test_ddp_scaling[2gpu-bs8, 4gpu-bs8], test_ddp_exposed_comm[2gpu-bs8, 4gpu-bs8], test_ddp_nvlink_speedup[4gpu-bs8]",
         # 203 skipped: 167 (the health suite without readings in these facts, and test_nvls, which the
         # profile does not ask for, among them), the 12 telemetry tests (recorded facts without telemetry)
         # and the 24 per-GPU load tests they predate
-        "================== 71 failed, 69 passed, 203 skipped in " + done.stdout.rsplit(" in ", 1)[1].strip(),
+        "================== 69 passed, 203 skipped, 71 errors in " + done.stdout.rsplit(" in ", 1)[1].strip(),
     ]
     # pytest's own failure section and short summary would say every one of the 71 again, twice
     assert done.stdout.count("the facts hold no") == 4
@@ -86,7 +88,7 @@ def test_a_missing_gpu_is_named_before_the_links_and_pairs_it_fails(tmp_path):
                       "-q", "-p", "no:randomly", "-k", "not bandwidth and not ddp")
     assert done.returncode == 1, done.stdout + done.stderr
     summary = summary_of(done.stdout)
-    failures = [line for line in summary if line.startswith("  FAILED")]
+    failures = [line for line in summary if line.startswith(("  FAILED", "  ERROR"))]
     # the suites run alphabetically (nccl before topology): the summary goes by layer
     assert failures[0].startswith(
         "  FAILED test_gpu_count: vm: found 3 GPU(s), expected 4 (3 GPU(s) under test, CUDA_VISIBLE_DEVICES=0,1,2, "
@@ -315,7 +317,7 @@ def test_pair_cells_of_the_p2p_disabled_run_are_red_and_of_the_healthy_run_green
 
 def test_heat_cells_sit_between_their_floor_and_the_peak():
     document = load_results(HEALTHY)
-    floor = AtLeastCriterion(op=">=", limit=261.2, unit="GB/s").model_dump()  # as runs record it now
+    floor = AtLeast(261.2, "GB/s").model_dump()  # as runs record it now
     document = with_verdicts(document, lambda test: test.verdict is not None and test.verdict.check == "pair_busbw", criterion=floor)
     document = with_verdict(document, "test_pair_busbw[gpu0-gpu1]", marginal=True)
     document = with_verdict(document, "test_pair_busbw[gpu0-gpu2]", outcome="failed")

@@ -2,10 +2,10 @@
 
 Each measured facts file in examples/facts is judged against every shipped profile, and each
 results file in examples/results against the profile it was judged against then (found by its
-content hash among the shipped profiles and those kept in bench/runs), with the checks and
-subjects the suites use. So are the facts `gpu-accept import` reads from the reference 4xH200
-machine's command outputs (nvidia-smi topo -m, topo -p2p r and its nccl-tests logs), against
-every shipped profile. `python -m tests.verdicts` writes what the code gives now to
+content hash among the shipped profiles and those kept in bench/runs), with every check declared
+(checks/declare.py) for the subjects it declares, as the plugin parametrizes them. So are the
+facts `gpu-accept import` reads from the reference 4xH200 machine's command outputs (nvidia-smi
+topo -m, topo -p2p r and its nccl-tests logs), against every shipped profile. `python -m tests.verdicts` writes what the code gives now to
 tests/data/verdicts.json; test_verdicts.py holds the code to that file. Regenerate it only for a
 change of verdicts that is meant, and say which in the commit.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.checks import affinity, ddp, fabric, inventory, p2p, topology
+from gpuaccept.checks.declare import declared_checks
 from gpuaccept.facts import Facts, load_facts, parse_facts
 from gpuaccept.importers import import_files
 from gpuaccept.profile import Profile, ProfileCatalog, load_profile
@@ -29,21 +29,13 @@ CATALOG = ProfileCatalog.with_shipped()
 REFERENCE = Path("tests") / "data" / "reference" / "h200x4"  # command outputs of a real 4xH200 machine
 REFERENCE_OUTPUTS = ["nvidia-smi-topo-m.txt", "nvidia-smi-topo-p2p-r.txt", "nccl-tests-*-g4.txt"]
 
-# each check the suites run, with the subjects it is run for (as the plugin parametrizes them)
+# each declared check, with the subjects it is run for (as the plugin parametrizes them); but the
+# burn-in's judgement of each value over its rounds, which is those same checks again over rounds
+# that no example holds
 SUBJECTS: list[tuple[Callable[[Profile], list[Any]], list[Callable[..., Any]]]] = [
-    (lambda profile: [None], [inventory.gpu_count, inventory.driver_version, inventory.cuda_version]),
-    (
-        lambda profile: list(range(profile.gpu_count)),
-        [
-            inventory.gpu_model, inventory.gpu_memory, inventory.ecc_mode, topology.pcie_generation, topology.pcie_width,
-            topology.nvlink_links, topology.nvlink_version, topology.fabric_state, affinity.nic_affinity, affinity.cpu_affinity,
-            affinity.numa_affinity, fabric.local_copy, fabric.host_to_device, fabric.device_to_host,
-        ],
-    ),
-    (Profile.gpu_pairs, [topology.link_type, fabric.pair_busbw, fabric.p2p_copy_bidirectional]),
-    (Profile.ordered_gpu_pairs, [p2p.p2p_capability, p2p.p2p_cuda_agrees, fabric.p2p_copy]),
-    (fabric.busbw_cases, [fabric.busbw, fabric.collective_correct]),
-    (ddp.ddp_cases, [ddp.scaling, ddp.exposed_communication, ddp.nvlink_speedup]),
+    (declared.declaration.subjects.of, [declared])
+    for declared in declared_checks()
+    if declared.declaration.subjects.fixture != "burnin_case"
 ]
 
 
@@ -54,7 +46,7 @@ def verdicts(profile: Profile, facts: Facts) -> list[list[Any]]:
         for check in checks:
             for subject in subjects(profile):
                 verdict = check(profile, facts) if subject is None else check(profile, facts, subject)
-                record = verdict.as_record()
+                record = verdict.as_data()
                 found.append([record["check"], record["subject"], record["outcome"], record["measured"]])
     return found
 

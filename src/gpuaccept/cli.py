@@ -20,6 +20,7 @@ from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError, shown
 from gpuaccept.facts import save_facts
 from gpuaccept.files import write_atomically
+from gpuaccept.outcomes import pytest_exit_code, worst_exit_code
 from gpuaccept.outputs import check_output_file, check_output_folder
 from gpuaccept.plugin.options import COMMAND_FLAGS, GivenOptions, add_command_options, command_defaults, passed_to_pytest, read_options
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
@@ -27,9 +28,6 @@ from gpuaccept.profile.catalog import BASES_FOLDER
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import PROFILE_NAME_MAX, PROFILE_NAME_PATTERN, ProfileSpec
 from gpuaccept.resources import shipped_dir
-
-# pytest's exit codes, as this tool reports them
-_PYTEST_EXIT = {0: EXIT_OK, 1: EXIT_CHECK_FAILED}
 
 
 def _path(text: str) -> Path:
@@ -286,7 +284,7 @@ def _run(args, extra: list[str]) -> int:
     code = int(pytest.main(pytest_args + extra, plugins=[outcome, GivenOptions(options)]))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         _print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", err=True)
-    exit_code = _PYTEST_EXIT.get(code, EXIT_USAGE)
+    exit_code = pytest_exit_code(code)  # the plugin applied the outcome policy: a value not established is 2
     if getattr(args, "metrics", None) is not None:
         _write_metrics(Path(args.metrics), _fresh_record(reports / "results.json", began))
     return exit_code
@@ -527,9 +525,7 @@ def _report_cluster(args, extra: list[str]) -> int:
         _print(line)
     if args.output:
         write_atomically(args.output, html)
-    if cluster.errors:
-        return EXIT_USAGE  # a verdict that could not judge
-    return EXIT_CHECK_FAILED if cluster.failed else EXIT_OK
+    return cluster.exit_code  # the outcome policy's: a failure 1, else a value not established 2
 
 
 def _each_once(paths: list[str]) -> list[str]:
@@ -571,10 +567,7 @@ def _report_fleet(args, extra: list[str]) -> int:
             _print(line)
     if args.output:
         write_fleet_junit(hosts, args.output, verdict.outliers if verdict else None, clusters)
-    if any(cluster.errors for cluster in clusters):
-        return EXIT_USAGE
-    passed = (verdict is None or verdict.passed) and not any(cluster.failed for cluster in clusters)
-    return EXIT_OK if passed else EXIT_CHECK_FAILED
+    return worst_exit_code([verdict.exit_code if verdict else EXIT_OK, *(cluster.exit_code for cluster in clusters)])
 
 
 def _store_commands(commands, report_commands, fleet) -> None:
@@ -675,12 +668,17 @@ def _health_check(args, extra: list[str]) -> int:
         code = error.exit_code
         if args.metrics is not None:
             _write_metrics(Path(args.metrics), None)
-    reason = drain_reason(_fresh_record(Path(args.reports) / "results.json", began), code)
+    record = _fresh_record(Path(args.reports) / "results.json", began)
+    reason = drain_reason(record, code)
     if code == EXIT_OK:
         _print("gpu-accept health-check: PASS")
         return code
     _print(f"gpu-accept health-check: {'FAIL' if code == EXIT_CHECK_FAILED else 'COULD NOT JUDGE'}: {reason}")
-    if (code == EXIT_CHECK_FAILED and args.on_fail == "drain") or (code != EXIT_CHECK_FAILED and args.on_error == "drain"):
+    # a node whose checks ran and could not establish a value is not proven good: --on-fail drains it
+    # too, its reason saying it could not be judged; --on-error adds the runs that judged nothing
+    # (no driver, a probe that hung)
+    unproven = record is not None and any(test.outcome == "error" for test in record.tests)
+    if ((code == EXIT_CHECK_FAILED or unproven) and args.on_fail == "drain") or (code != EXIT_CHECK_FAILED and args.on_error == "drain"):
         _drain(node, reason)
     return code
 

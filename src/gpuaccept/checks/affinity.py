@@ -7,6 +7,7 @@ slower without failing anything else.
 
 from __future__ import annotations
 
+from gpuaccept.checks.declare import GPU, check
 from gpuaccept.checks.inventory import present_gpu
 from gpuaccept.checks.verdict import Described, Equals, Judge, Verdict
 from gpuaccept.facts.model import Facts, Unavailable
@@ -15,8 +16,9 @@ from gpuaccept.vocabulary.affinity import cpu_set
 from gpuaccept.vocabulary.links import PCIE_LEVELS, gpu_key
 
 
-def nic_affinity(profile: Profile, facts: Facts, index: int) -> Verdict:
-    judge = Judge("nic_affinity", profile.name)
+@check(subjects=GPU)
+def nic_affinity(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's closest NIC is at the PCIe distance the profile states, or closer."""
     wanted = profile.expected_nic(index)
     if wanted is None:
         return judge.not_applicable(gpu_key(index), "the profile states no NIC for this GPU")
@@ -39,8 +41,8 @@ def nic_affinity(profile: Profile, facts: Facts, index: int) -> Verdict:
     return judge.passed(gpu_key(index), f"closest NIC {measured}", measured, criterion)
 
 
-def _cpu_list_verdict(check: str, what: str, profile: Profile, facts: Facts, index: int) -> Verdict:
-    judge = Judge(check, profile.name)
+def _cpu_list_verdict(judge: Judge, what: str, profile: Profile, facts: Facts, index: int) -> Verdict:
+    check = judge.check
     affinity = profile.spec.affinity
     table = getattr(affinity, "cpu" if check == "cpu_affinity" else "numa") if affinity else {}
     wanted = table.get(gpu_key(index))
@@ -62,9 +64,13 @@ def _cpu_list_verdict(check: str, what: str, profile: Profile, facts: Facts, ind
     return judge.failed(gpu_key(index), f"{what} {found}, expected {wanted}", found, criterion)
 
 
-def cpu_affinity(profile: Profile, facts: Facts, index: int) -> Verdict:
-    return _cpu_list_verdict("cpu_affinity", "CPU affinity", profile, facts, index)
+@check(subjects=GPU)
+def cpu_affinity(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's CPU affinity is the CPU list the profile states."""
+    return _cpu_list_verdict(judge, "CPU affinity", profile, facts, index)
 
 
-def numa_affinity(profile: Profile, facts: Facts, index: int) -> Verdict:
-    return _cpu_list_verdict("numa_affinity", "NUMA affinity", profile, facts, index)
+@check(subjects=GPU)
+def numa_affinity(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's NUMA affinity is the node list the profile states."""
+    return _cpu_list_verdict(judge, "NUMA affinity", profile, facts, index)

@@ -14,9 +14,10 @@ with it, so there only its wrong data and hangs count, and its value is shown be
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+from gpuaccept.checks.declare import Subjects, check
 from gpuaccept.checks.stages import STAGE_VALUES, Check
 from gpuaccept.checks.verdict import Better, Judge, Outcome, Verdict
 from gpuaccept.facts.model import BurnInRound, Facts
@@ -54,6 +55,12 @@ def burnin_cases(profile: Profile) -> list[BurninCase]:
     ]
 
 
+BURNIN_CASE = Subjects(
+    "burnin_case", burnin_cases, lambda case: case.id, "no values a burn-in measures",
+    "each value the burn-in's stages measure (a stage's check and its subject)", "local_copy-gpu0",
+)
+
+
 def _measured(burnin_round: BurnInRound, key: StepKey) -> bool:
     """Whether the round measured the per-GPU load `key` (or tried and failed)."""
     sweep = burnin_round.measurements.compute
@@ -77,10 +84,11 @@ def _worst_first(verdict: Verdict) -> tuple[int, float]:
     return (0 if _decides_alone(verdict) else standing, closeness)
 
 
-def over_rounds(profile: Profile, facts: Facts, case: BurninCase) -> Verdict:
+@check(subjects=BURNIN_CASE, name="burnin_value")
+def over_rounds(_: Judge, profile: Profile, facts: Facts, case: BurninCase) -> Verdict:
     """The value of `case` judged in every burn-in round that measured its stage; the second-worst
     round decides (the worst, where it is the only round or its data is wrong)."""
-    judge = Judge(case.check.__name__, profile.name, profile.marginal_band)
+    judge = case.check.judge(profile)  # the verdict is the value's, named by its own check
     burnin = facts.burnin
     if burnin is None:
         return judge.error(case.name, "the facts hold no burn-in (run `gpu-accept burn-in --duration 30m`)")
@@ -125,4 +133,5 @@ def over_rounds(profile: Profile, facts: Facts, case: BurninCase) -> Verdict:
         "burnin_deciding_round": rounds[deciding_index].index,
         "burnin_beside_load_values": beside,
     }
-    return replace(deciding, message=f"{deciding.message} [{note}]", context=context, transient=deciding.transient or one_off)
+    update = {"message": f"{deciding.message} [{note}]", "context": context, "transient": deciding.transient or one_off}
+    return deciding.model_copy(update=update)

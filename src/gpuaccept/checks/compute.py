@@ -10,7 +10,9 @@ Inf, a memory word read back wrong) fails at once and is never measured away.
 
 from __future__ import annotations
 
-from gpuaccept.checks.attempts import StepKeys, judged_on_every_attempt
+from collections.abc import Callable
+
+from gpuaccept.checks.declare import GPU, StepKeys, check
 from gpuaccept.checks.verdict import AtLeast, Criterion, Equals, Judge, Verdict
 from gpuaccept.facts.model import ComputeSweep, Facts, GemmResult, HbmResult, MemtestResult
 from gpuaccept.profile.model import Profile
@@ -32,6 +34,16 @@ def _keys(what: LoadKind) -> StepKeys:
         return [LoadKey(what, gpu)]
 
     return keys
+
+
+def _asked(profile: Profile) -> bool:
+    """Whether the profile asks for the per-GPU loads: the compute stage runs them only then."""
+    return profile.spec.compute is not None
+
+
+def _load(what: LoadKind) -> Callable[[int], StepKey]:
+    """The key of a load on one GPU: a burn-in runs some loads (the memory test) in some rounds only."""
+    return lambda gpu: LoadKey(what, gpu)
 
 
 def _result(judge: Judge, profile: Profile, facts: Facts, key: LoadKey, criterion: Criterion) -> Result | Verdict:
@@ -57,9 +69,9 @@ def _gemm_note(result: GemmResult) -> str:
     return f"{result.dtype} {result.size}x{result.size}x{result.size}, {result.repeats} products, {result.time_us:.0f} us each"
 
 
-@judged_on_every_attempt(_keys("gemm"))
-def gemm_throughput(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("gemm_throughput", profile.name, profile.marginal_band)
+@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("gemm"), attempts=_keys("gemm"))
+def gemm_throughput(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Sustained GEMM throughput of the GPU is at least the profile's `compute.gemm.min_tflops`."""
     compute = profile.spec.compute
     gemm = compute.gemm if compute else None
     if gemm is None or gemm.min_tflops is None:
@@ -78,9 +90,9 @@ def _best(sweep: ComputeSweep, gpus: int) -> GemmResult | None:
     return max(measured, key=lambda r: r.tflops, default=None)
 
 
-@judged_on_every_attempt(_keys("gemm"))
-def gemm_within_best(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("gemm_within_best", profile.name, profile.marginal_band)
+@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, measured_again=False, key_of=_load("gemm"), attempts=_keys("gemm"))
+def gemm_within_best(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The GPU's GEMM throughput is within the profile's share of the machine's best GPU."""
     compute = profile.spec.compute
     gemm = compute.gemm if compute else None
     if gemm is None or gemm.within_best is None:
@@ -100,9 +112,9 @@ def gemm_within_best(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(gpu_key(gpu), "GEMM", result.tflops, criterion, note=note, context=context)
 
 
-@judged_on_every_attempt(_keys("gemm"))
-def gemm_correct(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("gemm_correct", profile.name)
+@check(subjects=GPU, stage="compute", asked=_asked, measured_again=False, key_of=_load("gemm"), attempts=_keys("gemm"))
+def gemm_correct(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Every repeated GEMM product equals the first, holds no NaN or Inf, and is within tolerance of a float32 reference."""
     compute = profile.spec.compute
     if compute is None or compute.gemm is None:
         return judge.not_applicable(gpu_key(gpu), "the profile sets no compute.gemm")
@@ -129,8 +141,7 @@ def gemm_correct(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(gpu_key(gpu), "GEMM result check:", wrong, criterion, note=detail, context=context)
 
 
-def _hbm(check: str, what: LoadKind, profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge(check, profile.name, profile.marginal_band)
+def _hbm(judge: Judge, what: LoadKind, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     compute = profile.spec.compute
     hbm = compute.hbm if compute else None
     name = "copy_min" if what == "hbm_copy" else "triad_min"
@@ -151,18 +162,21 @@ def _hbm(check: str, what: LoadKind, profile: Profile, facts: Facts, gpu: int) -
     return judge(gpu_key(gpu), label, result.GBps, criterion, note=note, context={"time_us": round(result.time_us, 1)})
 
 
-@judged_on_every_attempt(_keys("hbm_copy"))
-def hbm_copy(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    return _hbm("hbm_copy", "hbm_copy", profile, facts, gpu)
+@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_copy"), attempts=_keys("hbm_copy"))
+def hbm_copy(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """HBM copy bandwidth of the GPU is at least the profile's `compute.hbm.copy_min`."""
+    return _hbm(judge, "hbm_copy", profile, facts, gpu)
 
 
-@judged_on_every_attempt(_keys("hbm_triad"))
-def hbm_triad(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    return _hbm("hbm_triad", "hbm_triad", profile, facts, gpu)
+@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_triad"), attempts=_keys("hbm_triad"))
+def hbm_triad(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """HBM triad bandwidth of the GPU is at least the profile's `compute.hbm.triad_min`."""
+    return _hbm(judge, "hbm_triad", profile, facts, gpu)
 
 
-def memtest(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("memtest", profile.name)
+@check(subjects=GPU, stage="compute", asked=_asked, measured_again=False, key_of=_load("memtest"))
+def memtest(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """A memory pattern test over most of the GPU's free memory reads every word back right."""
     compute = profile.spec.compute
     if compute is None or compute.memtest is None:
         return judge.not_applicable(gpu_key(gpu), "the profile sets no compute.memtest")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuaccept.checks.attempts import judged_on_every_attempt
+from gpuaccept.checks.declare import Subjects, check
 from gpuaccept.checks.verdict import AtLeast, AtMost, Criterion, Judge, Verdict
 from gpuaccept.facts.model import DdpResult, DdpSweep, Facts
 from gpuaccept.profile.model import Profile
@@ -20,6 +20,10 @@ def ddp_cases(profile: Profile) -> list[str]:
     for table in (ddp.min_efficiency, ddp.max_exposed_comm, ddp.nvlink_ab):
         cases += [case for case in table if case not in cases]
     return cases
+
+
+DDP_CASE = Subjects("ddp_case", ddp_cases, str, "no DDP settings", "each DDP setting the profile sets a limit for",
+                    "4gpu-bs8")
 
 
 def _scaling_keys(profile: Profile, case: str) -> list[StepKey]:
@@ -45,9 +49,9 @@ def _throughput(
     return result
 
 
-@judged_on_every_attempt(_scaling_keys)
-def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
-    judge = Judge("ddp_scaling", profile.name, profile.marginal_band)
+@check(subjects=DDP_CASE, name="ddp_scaling", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys)
+def scaling(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
+    """DDP training throughput per GPU at a setting, as a share of one GPU's, is at least the profile's efficiency."""
     minimum = profile.spec.ddp.min_efficiency.get(case) if profile.spec.ddp else None
     if minimum is None:
         return judge.not_applicable(case, "the profile sets no scaling efficiency for this setting")
@@ -76,9 +80,9 @@ def scaling(profile: Profile, facts: Facts, case: str) -> Verdict:
     return judge(case, "scaling efficiency", efficiency, criterion, note=note, context=context)
 
 
-@judged_on_every_attempt(_scaling_keys)
-def exposed_communication(profile: Profile, facts: Facts, case: str) -> Verdict:
-    judge = Judge("ddp_exposed_comm", profile.name, profile.marginal_band)
+@check(subjects=DDP_CASE, name="ddp_exposed_comm", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys)
+def exposed_communication(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
+    """The share of a DDP step spent in gradient communication not hidden by compute is at most the profile's."""
     maximum = profile.spec.ddp.max_exposed_comm.get(case) if profile.spec.ddp else None
     if maximum is None:
         return judge.not_applicable(case, "the profile sets no exposed-communication limit for this setting")
@@ -94,9 +98,9 @@ def exposed_communication(profile: Profile, facts: Facts, case: str) -> Verdict:
     return judge(case, "exposed communication", exposed, criterion, note=note)
 
 
-@judged_on_every_attempt(_both_arms)
-def nvlink_speedup(profile: Profile, facts: Facts, case: str) -> Verdict:
-    judge = Judge("ddp_nvlink_speedup", profile.name, profile.marginal_band)
+@check(subjects=DDP_CASE, name="ddp_nvlink_speedup", marginal=True, stage="ddp", in_burnin=False, attempts=_both_arms)
+def nvlink_speedup(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
+    """DDP training with P2P is at least the profile's factor faster than with NCCL_P2P_DISABLE=1."""
     minimum = profile.spec.ddp.nvlink_ab.get(case) if profile.spec.ddp else None
     if minimum is None:
         return judge.not_applicable(case, "the profile sets no NVLink A/B for this setting")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpuaccept.checks.attempts import judged_on_every_attempt
+from gpuaccept.checks.declare import GPU, GPU_ORDERED_PAIR, GPU_PAIR, Subjects, check
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import AtLeast, Context, Criterion, Equals, Judge, Verdict
 from gpuaccept.facts.model import CollectiveResult, Facts, Unavailable
@@ -34,6 +34,16 @@ def busbw_cases(profile: Profile) -> list[tuple[Collective, str]]:
 
 def case_id(collective: str, size: str) -> str:
     return f"{collective}-{format_size(parse_size(size))}"
+
+
+BUSBW_CASE = Subjects(
+    "busbw_case", lambda profile: list(busbw_cases(profile)), lambda case: case_id(*case), "no collective bandwidth floors",
+    "each collective and size the profile sets a floor for", "all_reduce-1GiB",
+)
+
+
+def _pairwise(profile: Profile) -> bool:
+    return profile.spec.pairwise is not None
 
 
 def _with_peak(measured: float, peak: Peak | None) -> tuple[str, Context]:
@@ -83,10 +93,10 @@ def collective_step_keys(profile: Profile, case: tuple[Collective, str]) -> list
     return [collective_step_key(case)]
 
 
-@judged_on_every_attempt(collective_step_keys)
-def busbw(profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
+@check(subjects=BUSBW_CASE, marginal=True, stage="nccl", judged_beside_load=False, attempts=collective_step_keys)
+def busbw(judge: Judge, profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
+    """NCCL bus bandwidth of a collective at a size is at least the profile's floor."""
     collective, size_text = case
-    judge = Judge("busbw", profile.name, profile.marginal_band)
     floor = profile.spec.nccl.busbw.get(collective, {}).get(size_text) if profile.spec.nccl else None
     if floor is None:
         return judge.not_applicable(collective_label(collective, parse_size(size_text)), "the profile sets no busbw floor for this size")
@@ -103,10 +113,10 @@ def busbw(profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdi
     return judge(label, "busbw", result.busbw_GBps, criterion, note=note, context=context)
 
 
-@judged_on_every_attempt(collective_step_keys)
-def collective_correct(profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
+@check(subjects=BUSBW_CASE, stage="nccl", measured_again=False, attempts=collective_step_keys)
+def collective_correct(judge: Judge, profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
+    """Every element of a collective's result is right: wrong data fails at once."""
     collective, size_text = case
-    judge = Judge("collective_correct", profile.name)
     criterion = Equals(0, "wrong elements")
     result = _collective_result(judge, profile, facts, case, criterion)
     if isinstance(result, Verdict):
@@ -124,9 +134,9 @@ def pair_step_keys(profile: Profile, pair: tuple[int, int]) -> list[StepKey]:
     return [PairKey.between(*pair)]
 
 
-@judged_on_every_attempt(pair_step_keys)
-def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
-    judge = Judge("pair_busbw", profile.name, profile.marginal_band)
+@check(subjects=GPU_PAIR, marginal=True, stage="nccl", asked=_pairwise, judged_beside_load=False, attempts=pair_step_keys)
+def pair_busbw(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    """Send/receive bandwidth between two GPUs is at least the profile's pairwise floor."""
     subject = pair_key(*pair)
     spec = profile.spec.pairwise
     if spec is None:
@@ -151,8 +161,7 @@ def pair_busbw(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict
     return judge(subject, "send/receive", result.busbw_GBps, criterion, note=note, context=context)
 
 
-def _copy_verdict(check: str, profile: Profile, facts: Facts, what: CopyKind, gpus: tuple[int, ...], peak: Peak | None) -> Verdict:
-    judge = Judge(check, profile.name, profile.marginal_band)
+def _copy_verdict(judge: Judge, profile: Profile, facts: Facts, what: CopyKind, gpus: tuple[int, ...], peak: Peak | None) -> Verdict:
     subject = pair_key(*gpus) if len(gpus) == 2 else gpu_key(gpus[0])
     copies = profile.spec.copies
     floor = copies.floor(what) if copies else None
@@ -179,41 +188,56 @@ def _copy_keys(what: CopyKind) -> Callable[[Profile, Any], list[StepKey]]:
     return lambda profile, gpus: [CopyKey(what, gpus if isinstance(gpus, tuple) else (gpus,))]
 
 
-@judged_on_every_attempt(_copy_keys("p2p"))
-def p2p_copy(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
-    return _copy_verdict("p2p_copy", profile, facts, "p2p", pair, pair_peak(facts, *pair))
+def _copies_asked(what: CopyKind) -> Callable[[Profile], bool]:
+    """Whether the profile sets a floor for this copy: the copy stage measures it only then."""
+    return lambda profile: profile.spec.copies is not None and profile.spec.copies.floor(what) is not None
 
 
-@judged_on_every_attempt(_copy_keys("p2p_bidirectional"))
-def p2p_copy_bidirectional(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+def _copy(what: CopyKind) -> dict[str, Any]:
+    """What every copy check declares: a marginal band, the copy stage, judged on every attempt."""
+    return {"marginal": True, "stage": "copies", "asked": _copies_asked(what), "judged_beside_load": False, "attempts": _copy_keys(what)}
+
+
+@check(subjects=GPU, **_copy("local"))
+def local_copy(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Copy bandwidth within the GPU is at least the profile's floor."""
+    return _copy_verdict(judge, profile, facts, "local", (gpu,), None)
+
+
+@check(subjects=GPU, **_copy("host_to_device"))
+def host_to_device(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Copy bandwidth from pinned host memory to the GPU is at least the profile's floor."""
+    found = facts.gpu(gpu)
+    return _copy_verdict(judge, profile, facts, "host_to_device", (gpu,), pcie_peak(found) if found else None)
+
+
+@check(subjects=GPU, **_copy("device_to_host"))
+def device_to_host(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Copy bandwidth from the GPU to pinned host memory is at least the profile's floor."""
+    found = facts.gpu(gpu)
+    return _copy_verdict(judge, profile, facts, "device_to_host", (gpu,), pcie_peak(found) if found else None)
+
+
+@check(subjects=GPU_ORDERED_PAIR, **_copy("p2p"))
+def p2p_copy(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    """Copy-engine bandwidth from one GPU to another is at least the profile's floor."""
+    return _copy_verdict(judge, profile, facts, "p2p", pair, pair_peak(facts, *pair))
+
+
+@check(subjects=GPU_PAIR, **_copy("p2p_bidirectional"))
+def p2p_copy_bidirectional(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    """Copy-engine bandwidth between two GPUs, both ways at once, is at least the profile's floor."""
     peak = pair_peak(facts, *pair)
     both_ways = Peak(2 * peak.GBps, f"{peak.what}, both ways") if peak else None
-    return _copy_verdict("p2p_copy_bidirectional", profile, facts, "p2p_bidirectional", pair, both_ways)
+    return _copy_verdict(judge, profile, facts, "p2p_bidirectional", pair, both_ways)
 
 
-@judged_on_every_attempt(_copy_keys("local"))
-def local_copy(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    return _copy_verdict("local_copy", profile, facts, "local", (gpu,), None)
-
-
-@judged_on_every_attempt(_copy_keys("host_to_device"))
-def host_to_device(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    found = facts.gpu(gpu)
-    return _copy_verdict("host_to_device", profile, facts, "host_to_device", (gpu,), pcie_peak(found) if found else None)
-
-
-@judged_on_every_attempt(_copy_keys("device_to_host"))
-def device_to_host(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    found = facts.gpu(gpu)
-    return _copy_verdict("device_to_host", profile, facts, "device_to_host", (gpu,), pcie_peak(found) if found else None)
-
-
-def nvls(profile: Profile, facts: Facts) -> Verdict:
+@check()
+def nvls(judge: Judge, profile: Profile, facts: Facts) -> Verdict:
     """NCCL used NVLink SHARP where the profile expects it. Two witnesses: CUDA's multicast attribute
     per GPU (what the hardware and driver offer) and NCCL's set-up lines (what NCCL did). A board
     that offers multicast but whose NCCL set up none (fabric manager unreachable, NCCL_NVLS_ENABLE=0)
     fails as surely as one without multicast, and the message says which it was."""
-    judge = Judge("nvls", profile.name)
     subject = "NVLS"
     expected = profile.spec.nccl.nvls if profile.spec.nccl else None
     if expected is None:

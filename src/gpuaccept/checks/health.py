@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from gpuaccept.checks.declare import GPU, REGISTRY, DeclaredCheck, Subjects, check
 from gpuaccept.checks.verdict import AtMost, Criterion, Described, Equals, Judge, Outcome, Verdict
 from gpuaccept.facts.model import Facts, HealthSnapshot, Unavailable, XidEvent
 from gpuaccept.profile.model import Profile
@@ -27,6 +28,13 @@ PCIE_GTPS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0, 7: 128.0}
 NO_LOAD = "no load ran: delta not judged (only the start snapshot was taken)"
 LISTENED_ON = "NVML events listened for on "  # how probe/health.py's XidListener notes where it listened
 NO_SNAPSHOT_AFTER_LOAD = "no health snapshot after the load could be taken (only the start snapshot is in the facts)"
+
+
+# one NVLink of a GPU: `test_nvlink_errors_during_run[gpu0-link3]`
+GPU_LINK = Subjects(
+    "gpu_link", lambda profile: gpu_links(profile), lambda gpu_link: link_id(gpu_link), "no NVLinks", "each NVLink the profile expects up",
+    "gpu0-link0",
+)
 
 
 def _snapshots(facts: Facts, gpu: int) -> list[HealthSnapshot]:
@@ -102,8 +110,9 @@ def _span(first: HealthSnapshot, last: HealthSnapshot) -> str:
 # --- state: the start snapshot -------------------------------------------------------------------
 
 
-def row_remapping(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("row_remapping", profile.name)
+@check(subjects=GPU, family="health_state")
+def row_remapping(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """No row remap pending or failed at the start, and uncorrectable remaps within the profile's limit."""
     limit = profile.spec.health.remapped_uncorrectable_max
     criterion = AtMost(limit, "rows")
     start = _start(judge, facts, gpu)
@@ -142,8 +151,9 @@ def row_remapping(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     )
 
 
-def retired_pages(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("retired_pages", profile.name)
+@check(subjects=GPU, family="health_state")
+def retired_pages(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """No page pending retirement at the start, and retired pages (SBE + DBE) within the profile's limit."""
     limit = profile.spec.health.retired_pages_max
     criterion = AtMost(limit, "pages")
     start = _start(judge, facts, gpu)
@@ -165,8 +175,9 @@ def retired_pages(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(subject, "retired pages", total, criterion, note=f"SBE {start.retired_pages_sbe}, DBE {start.retired_pages_dbe}")
 
 
-def ecc_corrected(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("ecc_corrected", profile.name)
+@check(subjects=GPU, family="health_state")
+def ecc_corrected(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Corrected ECC errors (aggregate) at the start within the profile's limit, where it sets one."""
     limit = profile.spec.health.ecc_corrected_max
     if limit is None:
         return judge.not_applicable(gpu_key(gpu), "the profile sets no limit on corrected ECC errors (health.ecc_corrected_max)")
@@ -176,8 +187,9 @@ def ecc_corrected(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(gpu_key(gpu), "corrected ECC errors (aggregate)", start.ecc.corrected_aggregate, AtMost(limit, "errors"))
 
 
-def sram_ecc(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("sram_ecc", profile.name)
+@check(subjects=GPU, family="health_state")
+def sram_ecc(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """SRAM ECC errors (aggregate) within the profile's limits, and the SRAM error threshold not exceeded."""
     health = profile.spec.health
     start = _start(judge, facts, gpu)
     if isinstance(start, Verdict):
@@ -215,22 +227,23 @@ def _recovery(judge: Judge, snapshot: HealthSnapshot, scope: str = "") -> Verdic
     return judge(subject, f"recovery action (field 230) at {snapshot.label}", name, criterion, note=f"code {action}", scope=scope)
 
 
-def recovery_action(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_state")
+def recovery_action(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """NVML's recovery action field (230) at the start: anything but none fails."""
-    judge = Judge("recovery_action", profile.name)
     start = _start(judge, facts, gpu)
     return start if isinstance(start, Verdict) else _recovery(judge, start)
 
 
-def recovery_action_after_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_run")
+def recovery_action_after_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """The recovery action field at the last snapshot: what the driver says the GPU needs after the load."""
-    judge = Judge("recovery_action_after_run", profile.name)
     pair = _first_and_last(judge, facts, gpu)
     return pair if isinstance(pair, Verdict) else _recovery(judge, pair[1], scope=_span(*pair))
 
 
-def persistence_mode(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("persistence_mode", profile.name)
+@check(subjects=GPU, family="health_state")
+def persistence_mode(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """Persistence mode is on, where the profile requires it."""
     if not profile.spec.health.persistence_mode:
         return judge.not_applicable(gpu_key(gpu), "the profile does not require persistence mode (health.persistence_mode: false)")
     start = _start(judge, facts, gpu)
@@ -243,8 +256,9 @@ def persistence_mode(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(gpu_key(gpu), "persistence mode", "on" if reading else "off", criterion)
 
 
-def inforom(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("inforom", profile.name)
+@check(subjects=GPU, family="health_state")
+def inforom(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The InfoROM checksum is valid."""
     start = _start(judge, facts, gpu)
     if isinstance(start, Verdict):
         return start
@@ -255,10 +269,10 @@ def inforom(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(gpu_key(gpu), "InfoROM checksum", "valid" if reading else "corrupted", criterion)
 
 
-def other_processes(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_state", test="test_no_other_compute_process")
+def other_processes(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """No compute process of anyone else on the GPU at the start: a burn-in or a measurement beside
     another job measures that job too."""
-    judge = Judge("other_processes", profile.name)
     criterion = AtMost(0, "processes")
     start = _start(judge, facts, gpu)
     if isinstance(start, Verdict):
@@ -271,10 +285,10 @@ def other_processes(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(gpu_key(gpu), f"other compute processes at {start.label}", len(found), criterion, note=named, context=context)
 
 
-def vbios_consistent(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_state")
+def vbios_consistent(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """The VBIOS of this GPU is the one most GPUs of its model in the machine run: a GPU flashed
     apart from its siblings behaves apart."""
-    judge = Judge("vbios_consistent", profile.name)
     me = facts.gpu(gpu)
     if me is None:
         return judge.not_applicable(gpu_key(gpu), f"GPU not present ({facts.gpu_count} GPU(s) under test): test_gpu_count fails it")
@@ -288,8 +302,9 @@ def vbios_consistent(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(gpu_key(gpu), "VBIOS", me.vbios, criterion, note=f"{count} of {len(siblings)} {me.name} GPUs run {common}")
 
 
-def mig_mode(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("mig_mode", profile.name)
+@check(subjects=GPU, family="health_state")
+def mig_mode(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """MIG mode is what the profile's `health.mig` says."""
     wanted = profile.spec.health.mig
     criterion = Equals(wanted)
     start = _start(judge, facts, gpu)
@@ -313,9 +328,9 @@ def _describe(events: list[XidEvent]) -> str:
     )
 
 
-def xid_since_boot(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_state")
+def xid_since_boot(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """Critical XIDs in the kernel log from before the run (profile: fail or only report)."""
-    judge = Judge("xid_since_boot", profile.name)
     log = facts.health.kernel_log
     if facts.gpu(gpu) is None:
         return judge.not_applicable(gpu_key(gpu), f"GPU not present ({facts.gpu_count} GPU(s) under test)")
@@ -345,10 +360,10 @@ def xid_since_boot(profile: Profile, facts: Facts, gpu: int) -> Verdict:
 # --- the run: first snapshot to last, and what was heard in between -------------------------------
 
 
-def xid_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_run")
+def xid_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """NVML events (critical XID, double-bit ECC, recovery action) and new kernel log Xid lines
     seen while the run went on. A critical XID or a double-bit ECC event fails; others are reported."""
-    judge = Judge("xid_during_run", profile.name)
     criterion = AtMost(0, "critical events")
     subject = gpu_key(gpu)
     if facts.gpu(gpu) is None:
@@ -390,9 +405,9 @@ def _nvml_listened(note: str, gpu: int) -> bool:
     return gpu_key(gpu) in registered
 
 
-def ecc_errors_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_run")
+def ecc_errors_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """Any new uncorrected ECC error (all memory, DRAM, SRAM; volatile counters) fails (DCGM)."""
-    judge = Judge("ecc_errors_during_run", profile.name)
     criterion = AtMost(0, "errors")
     pair = _first_and_last(judge, facts, gpu)
     if isinstance(pair, Verdict):
@@ -410,8 +425,9 @@ def ecc_errors_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(subject, "new uncorrected ECC errors", worst, criterion, note=f"{places}", scope=_span(first, last))
 
 
-def ecc_corrected_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("ecc_corrected_during_run", profile.name)
+@check(subjects=GPU, family="health_run")
+def ecc_corrected_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """New corrected ECC errors (volatile) during the run within the profile's limit, where it sets one."""
     limit = profile.spec.health.ecc_corrected_during_run_max
     if limit is None:
         return judge.not_applicable(
@@ -428,9 +444,9 @@ def ecc_corrected_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdic
     return judge(gpu_key(gpu), "new corrected ECC errors", delta, criterion, scope=_span(first, last))
 
 
-def remapping_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_run")
+def remapping_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """New uncorrectable row remaps, or a remap pending or failed at the end of the run."""
-    judge = Judge("remapping_during_run", profile.name)
     criterion = AtMost(0, "rows")
     pair = _first_and_last(judge, facts, gpu)
     if isinstance(pair, Verdict):
@@ -448,18 +464,18 @@ def remapping_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(subject, "new uncorrectable row remaps", delta, criterion, scope=_span(first, last))
 
 
-def pcie_replay_rate(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_run")
+def pcie_replay_rate(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """PCIe replays per minute over the run against DCGM's expected rate for the link:
     lanes x GT/s x 1e-12 x 60 (Gen5 x16: 30.7 a minute), times the profile's factor."""
-    judge = Judge("pcie_replay_rate", profile.name)
     factor = profile.spec.health.pcie_replay_rate_factor
     return _pcie_rate(judge, facts, gpu, "PCIe replay", "replays", factor, "pcie_replay", rollovers_of="pcie_replay_rollover")
 
 
-def pcie_correctable_rate(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_run")
+def pcie_correctable_rate(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """PCIe correctable errors per minute over the run against the same expected rate: each is at
     least one bit error on the link, and the link is specified at a bit error rate of 1e-12."""
-    judge = Judge("pcie_correctable_rate", profile.name)
     factor = profile.spec.health.pcie_correctable_rate_factor
     return _pcie_rate(judge, facts, gpu, "PCIe correctable error", "errors", factor, "pcie_correctable")
 
@@ -506,11 +522,11 @@ def _pcie_rate(
     return judge(subject, f"{what} rate", round(count / minutes, 2), criterion, note=note, scope=_span(first, last))
 
 
-def nvlink_errors_during_run(profile: Profile, facts: Facts, gpu_link: tuple[int, int]) -> Verdict:
+@check(subjects=GPU_LINK, family="health_run")
+def nvlink_errors_during_run(judge: Judge, profile: Profile, facts: Facts, gpu_link: tuple[int, int]) -> Verdict:
     """One NVLink: replay or recovery errors during the run fail (DCGM: delta >= 1); CRC errors
     are judged as a rate (DCGM: 100 a second)."""
     gpu, link = gpu_link
-    judge = Judge("nvlink_errors_during_run", profile.name)
     subject = f"{gpu_key(gpu)}-link{link}"
     pair = _first_and_last(judge, facts, gpu)
     if isinstance(pair, Verdict):
@@ -556,12 +572,12 @@ def _load_seconds(facts: Facts) -> float | None:
     return total
 
 
-def clock_slowdown_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_run")
+def clock_slowdown_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """Time the clocks were held down by the hardware (HW thermal slowdown, HW power brake) as a
     share of the time the stages loaded the GPUs (of the whole run where no telemetry tells when
     they did): a minute of idle between stages does not thin out a slowdown under load. Software
     power capping and idle are how a GPU normally runs, and are only reported."""
-    judge = Judge("clock_slowdown_during_run", profile.name)
     criterion = AtMost(profile.spec.health.hw_slowdown_max_percent, "%")
     pair = _first_and_last(judge, facts, gpu)
     if isinstance(pair, Verdict):
@@ -590,16 +606,14 @@ def clock_slowdown_during_run(profile: Profile, facts: Facts, gpu: int) -> Verdi
 
 
 def _temperature(
-    profile: Profile,
+    judge: Judge,
     facts: Facts,
     gpu: int,
-    check: str,
     what: str,
     reading: Callable[[HealthSnapshot], Any],
     limit: Callable[[HealthSnapshot], Any],
     limit_name: str,
 ) -> Verdict:
-    judge = Judge(check, profile.name)
     subject = gpu_key(gpu)
     pair = _first_and_last(judge, facts, gpu)
     if isinstance(pair, Verdict):
@@ -618,18 +632,19 @@ def _temperature(
     return judge(subject, f"hottest {what} ({label})", hottest, criterion, note=f"NVML {limit_name} {threshold} °C")
 
 
-def gpu_temperature(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    return _temperature(
-        profile, facts, gpu, "gpu_temperature", "GPU temperature", lambda s: s.temperature_C, lambda s: s.slowdown_C, "slowdown threshold"
-    )
+@check(subjects=GPU, family="health_run")
+def gpu_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The hottest GPU temperature of the snapshots stays below NVML's slowdown threshold."""
+    return _temperature(judge, facts, gpu, "GPU temperature", lambda s: s.temperature_C, lambda s: s.slowdown_C, "slowdown threshold")
 
 
-def memory_temperature(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, family="health_run")
+def memory_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The hottest HBM temperature of the snapshots stays below NVML's memory max temperature."""
     return _temperature(
-        profile,
+        judge,
         facts,
         gpu,
-        "memory_temperature",
         "HBM temperature",
         lambda s: s.memory_temperature_C,
         lambda s: s.memory_max_C,
@@ -663,29 +678,10 @@ def link_id(gpu_link: tuple[int, int]) -> str:
     return f"{gpu_key(gpu_link[0])}-link{gpu_link[1]}"
 
 
-# the checks of each family, for the suite and for tests: state needs the start snapshot only
-STATE_CHECKS = (
-    row_remapping,
-    retired_pages,
-    ecc_corrected,
-    sram_ecc,
-    recovery_action,
-    persistence_mode,
-    inforom,
-    other_processes,
-    vbios_consistent,
-    mig_mode,
-    xid_since_boot,
-)
-RUN_CHECKS = (
-    xid_during_run,
-    recovery_action_after_run,
-    ecc_errors_during_run,
-    ecc_corrected_during_run,
-    remapping_during_run,
-    pcie_replay_rate,
-    pcie_correctable_rate,
-    clock_slowdown_during_run,
-    gpu_temperature,
-    memory_temperature,
-)
+def _family(name: str) -> tuple[DeclaredCheck[[Facts, int]], ...]:
+    """The per-GPU checks of a family, as declared: state checks need the start snapshot only."""
+    return tuple(found for found in REGISTRY.values() if found.declaration.family == name and found.declaration.subjects is GPU)
+
+
+STATE_CHECKS = _family("health_state")
+RUN_CHECKS = _family("health_run")

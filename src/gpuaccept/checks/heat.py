@@ -21,6 +21,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from gpuaccept.checks.declare import GPU, check
 from gpuaccept.checks.verdict import AtLeast, InRange, Judge, Verdict
 from gpuaccept.facts.model import BurnIn, BurnInRound, Facts, GemmResult, Telemetry, TelemetrySample
 from gpuaccept.profile.model import Profile
@@ -127,8 +128,9 @@ def _steady_or_verdict(judge: Judge, profile: Profile, facts: Facts, gpu: int) -
     return timeline, found
 
 
-def thermal_steady_state(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("thermal_steady_state", profile.name)
+@check(subjects=GPU)
+def thermal_steady_state(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The GPU reaches thermal steady state within the burn-in's sustained load."""
     found = _steady_or_verdict(judge, profile, facts, gpu)
     if isinstance(found, Verdict):
         return found
@@ -170,8 +172,9 @@ def window_conditions(timeline: LoadTimeline, gpu: int, span: tuple[float, float
     return "; ".join(parts)
 
 
-def hot_gemm_throughput(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("hot_gemm_throughput", profile.name, profile.marginal_band)
+@check(subjects=GPU, marginal=True)
+def hot_gemm_throughput(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """GEMM throughput from thermal steady state on is at least the profile's share of its first round's."""
     subject = gpu_key(gpu)
     share = profile.spec.burnin.hot_throughput_min
     if share is None:
@@ -247,8 +250,9 @@ def _power_or_verdict(judge: Judge, facts: Facts, gpu: int) -> tuple[LoadTimelin
     return judge.error(subject, f"{subject}'s power under the sustained load could not be judged: {why}")
 
 
-def power_under_load(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("power_under_load", profile.name, profile.marginal_band)
+@check(subjects=GPU, marginal=True)
+def power_under_load(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The median power drawn once the sustained load settled is at least the profile's share of NVML's power limit."""
     subject = gpu_key(gpu)
     floor = profile.spec.burnin.min_power_share
     if floor is None:
@@ -263,8 +267,9 @@ def power_under_load(profile: Profile, facts: Facts, gpu: int) -> Verdict:
                  context={"samples": samples, "power_limit_w": limit})
 
 
-def power_within_best(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("power_within_best", profile.name, profile.marginal_band)
+@check(subjects=GPU, marginal=True)
+def power_within_best(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The power drawn under the sustained load is within the profile's share of the best GPU's."""
     subject = gpu_key(gpu)
     within = profile.spec.burnin.power_within_best
     if within is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuaccept.checks.declare import GPU, check
 from gpuaccept.checks.verdict import AtLeast, AtLeastVersion, Criterion, Equals, Judge, MatchesAny, Verdict
 from gpuaccept.facts.model import Facts, GpuFacts, Unavailable
 from gpuaccept.profile.model import Profile
@@ -36,8 +37,9 @@ def _found(facts: Facts) -> str:
     return text
 
 
-def gpu_count(profile: Profile, facts: Facts) -> Verdict:
-    judge = Judge("gpu_count", profile.name)
+@check()
+def gpu_count(judge: Judge, profile: Profile, facts: Facts) -> Verdict:
+    """The number of GPUs under test is the profile's `gpus.count`."""
     criterion = Equals(profile.gpu_count)
     measured = facts.gpu_count
     if criterion.holds(measured):
@@ -47,8 +49,9 @@ def gpu_count(profile: Profile, facts: Facts) -> Verdict:
     )
 
 
-def gpu_model(profile: Profile, facts: Facts, index: int) -> Verdict:
-    judge = Judge("gpu_model", profile.name)
+@check(subjects=GPU)
+def gpu_model(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's model name matches one of the profile's `gpus.model` patterns."""
     criterion = MatchesAny(tuple(profile.spec.gpus.model))
     gpu = present_gpu(judge, facts, index, "model", criterion)
     if isinstance(gpu, Verdict):
@@ -56,8 +59,9 @@ def gpu_model(profile: Profile, facts: Facts, index: int) -> Verdict:
     return judge(gpu_key(index), "model", gpu.name, criterion, note=f"bus {gpu.pci_bus_id}" if gpu.pci_bus_id else "")
 
 
-def gpu_memory(profile: Profile, facts: Facts, index: int) -> Verdict:
-    judge = Judge("gpu_memory", profile.name)
+@check(subjects=GPU)
+def gpu_memory(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's total memory is at least the profile's `gpus.memory_min_gib`."""
     minimum = profile.spec.gpus.memory_min_gib
     if minimum is None:
         return judge.not_applicable(gpu_key(index), "the profile sets no memory minimum")
@@ -69,8 +73,9 @@ def gpu_memory(profile: Profile, facts: Facts, index: int) -> Verdict:
     return judge(gpu_key(index), "memory", total if isinstance(total, Unavailable) else total / GIB, criterion)
 
 
-def ecc_mode(profile: Profile, facts: Facts, index: int) -> Verdict:
-    judge = Judge("ecc_mode", profile.name)
+@check(subjects=GPU)
+def ecc_mode(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """ECC is in the state the profile's `gpus.ecc` asks for."""
     wanted = profile.spec.gpus.ecc
     if wanted is None:
         return judge.not_applicable(gpu_key(index), "the profile states no ECC mode")
@@ -85,16 +90,18 @@ def ecc_mode(profile: Profile, facts: Facts, index: int) -> Verdict:
     return judge(gpu_key(index), "ECC", measured, criterion)
 
 
-def driver_version(profile: Profile, facts: Facts) -> Verdict:
-    judge = Judge("driver_version", profile.name)
+@check()
+def driver_version(judge: Judge, profile: Profile, facts: Facts) -> Verdict:
+    """The NVIDIA driver is at least the profile's `software.driver_min`."""
     software = profile.spec.software
     if software is None or software.driver_min is None:
         return judge.not_applicable(facts.system.hostname, "the profile sets no minimum driver")
     return judge(facts.system.hostname, "driver", facts.system.driver_version, AtLeastVersion(software.driver_min))
 
 
-def cuda_version(profile: Profile, facts: Facts) -> Verdict:
-    judge = Judge("cuda_version", profile.name)
+@check()
+def cuda_version(judge: Judge, profile: Profile, facts: Facts) -> Verdict:
+    """The CUDA version the driver supports is at least the profile's `software.cuda_min`."""
     software = profile.spec.software
     if software is None or software.cuda_min is None:
         return judge.not_applicable(facts.system.hostname, "the profile sets no minimum CUDA version")

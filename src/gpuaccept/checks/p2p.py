@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuaccept.checks.declare import GPU_ORDERED_PAIR, check
 from gpuaccept.checks.verdict import Criterion, Described, Equals, Judge, Verdict
 from gpuaccept.facts.model import Facts, P2PFacts, Unavailable
 from gpuaccept.profile.model import Profile
@@ -28,8 +29,9 @@ def _pair_facts(judge: Judge, facts: Facts, pair: tuple[int, int], criterion: Cr
     return found
 
 
-def p2p_capability(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
-    judge = Judge("p2p_capability", profile.name)
+@check(subjects=GPU_ORDERED_PAIR)
+def p2p_capability(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    """NVML's peer-to-peer capabilities of an ordered pair are what the profile expects."""
     subject = pair_key(*pair)
     caps = profile.expected_p2p(*pair)
     stated = caps.stated() if caps else {}
@@ -55,13 +57,13 @@ def p2p_capability(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Ver
     return judge.passed(subject, "P2P " + measured, measured, criterion)
 
 
-def p2p_cuda_agrees(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+@check(subjects=GPU_ORDERED_PAIR)
+def p2p_cuda_agrees(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     """CUDA's cudaDeviceCanAccessPeer must agree with NVML's read and write status.
 
     A disagreement means the driver and the runtime see the machine differently: a P2P-disabling
     driver setting, an IOMMU or ACS configuration, or a broken probe. Either way it is a finding.
     """
-    judge = Judge("p2p_cuda_agrees", profile.name)
     subject = pair_key(*pair)
     found = _pair_facts(judge, facts, pair, AGREES)
     if isinstance(found, Verdict):

@@ -1,10 +1,10 @@
-"""The values each measurement stage yields, and the checks that judge them.
-
-One table for the two places that go over a stage's values: a standard run measuring a missed
-value again before it fails (stages/store.py, confirm-before-failing) and a burn-in judging each
-value over its rounds (checks/burnin.py). A stage's new check is added here once. Each entry names
-its subjects (the GPUs, pairs or cases a profile asks for; none where the profile sets no floor)
-and how a subject is written in a test id.
+"""The values each measurement stage yields, and the checks that judge them: a view of the checks'
+own declarations (checks/declare.py), for the two places that go over a stage's values: a standard
+run measuring a missed value again before it fails (stages/store.py, confirm-before-failing) and a burn-in judging
+each value over its rounds (checks/burnin.py). A stage's new check declares its stage where it is
+written (`@check(stage="copies", ...)`) and appears here. Each entry names its subjects (the GPUs,
+pairs or cases a profile asks the stage for; none where the profile sets no floor) and how a subject
+is written in a test id.
 """
 
 from __future__ import annotations
@@ -13,55 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaccept.checks import compute, ddp, fabric
-from gpuaccept.checks.verdict import Verdict
-from gpuaccept.facts.model import Facts
+from gpuaccept.checks import compute, ddp, fabric  # noqa: F401 (their declarations fill the registry)
+from gpuaccept.checks.declare import REGISTRY, Declaration, DeclaredCheck
 from gpuaccept.profile.model import Profile
-from gpuaccept.vocabulary.copies import CopyKind
-from gpuaccept.vocabulary.links import gpu_key, pair_key
-from gpuaccept.vocabulary.steps import LoadKey, LoadKind, StepKey
+from gpuaccept.vocabulary.steps import StepKey
 
-Check = Callable[[Profile, Facts, Any], Verdict]
+Check = DeclaredCheck[Any]
 Subjects = Callable[[Profile], list[Any]]
 
-
-def _gpus(profile: Profile) -> list[Any]:
-    return list(range(profile.gpu_count))
-
-
-def _copies(kind: CopyKind, subjects: Subjects) -> Subjects:
-    def asked(profile: Profile) -> list[Any]:
-        copies = profile.spec.copies
-        return subjects(profile) if copies is not None and copies.floor(kind) is not None else []
-
-    return asked
-
-
-def _gpus_if_compute(profile: Profile) -> list[Any]:
-    return _gpus(profile) if profile.spec.compute is not None else []
-
-
-def _pairs_if_pairwise(profile: Profile) -> list[Any]:
-    return list(profile.gpu_pairs()) if profile.spec.pairwise is not None else []
-
-
-def _busbw_cases(profile: Profile) -> list[Any]:
-    return list(fabric.busbw_cases(profile))
-
-
-def _case_id(case: Any) -> str:
-    return fabric.case_id(*case)
-
-
-def _pair_id(pair: Any) -> str:
-    return pair_key(*pair)
-
-
-def _load(what: LoadKind) -> Callable[[Any], LoadKey]:
-    def key(gpu: Any) -> LoadKey:
-        return LoadKey(what, gpu)
-
-    return key
+STAGE_ORDER = ("compute", "nccl", "copies", "ddp")  # the order the burn-in's values are listed in
 
 
 @dataclass(frozen=True)
@@ -79,36 +39,22 @@ class StageValue:
     key_of: Callable[[Any], StepKey] | None = None
 
 
+def _asked_subjects(declaration: Declaration) -> Subjects:
+    def subjects(profile: Profile) -> list[Any]:
+        asked = declaration.asked is None or declaration.asked(profile)
+        return list(declaration.subjects.of(profile)) if asked else []
+
+    return subjects
+
+
+def _value(declared: Check) -> StageValue:
+    declaration = declared.declaration
+    return StageValue(
+        declared, _asked_subjects(declaration), declaration.subjects.id_of, declaration.measured_again, declaration.in_burnin,
+        declaration.judged_beside_load, declaration.key_of,
+    )
+
+
 STAGE_VALUES: dict[str, list[StageValue]] = {
-    "compute": [
-        StageValue(compute.gemm_throughput, _gpus_if_compute, gpu_key, key_of=_load("gemm")),
-        # its limit moves with the other GPUs, which measuring one GPU again does not measure
-        StageValue(compute.gemm_within_best, _gpus_if_compute, gpu_key, measured_again=False, key_of=_load("gemm")),
-        # wrong data is final
-        StageValue(compute.gemm_correct, _gpus_if_compute, gpu_key, measured_again=False, key_of=_load("gemm")),
-        StageValue(compute.hbm_copy, _gpus_if_compute, gpu_key, key_of=_load("hbm_copy")),
-        StageValue(compute.hbm_triad, _gpus_if_compute, gpu_key, key_of=_load("hbm_triad")),
-        # a mismatch is final
-        StageValue(compute.memtest, _gpus_if_compute, gpu_key, measured_again=False, key_of=_load("memtest")),
-    ],
-    "nccl": [
-        StageValue(fabric.busbw, _busbw_cases, _case_id, judged_beside_load=False),
-        StageValue(fabric.collective_correct, _busbw_cases, _case_id, measured_again=False),  # wrong data is final
-        StageValue(fabric.pair_busbw, _pairs_if_pairwise, _pair_id, judged_beside_load=False),
-    ],
-    "copies": [
-        StageValue(fabric.local_copy, _copies("local", _gpus), gpu_key, judged_beside_load=False),
-        StageValue(fabric.host_to_device, _copies("host_to_device", _gpus), gpu_key, judged_beside_load=False),
-        StageValue(fabric.device_to_host, _copies("device_to_host", _gpus), gpu_key, judged_beside_load=False),
-        StageValue(fabric.p2p_copy, _copies("p2p", lambda p: list(p.ordered_gpu_pairs())), _pair_id, judged_beside_load=False),
-        StageValue(
-            fabric.p2p_copy_bidirectional, _copies("p2p_bidirectional", lambda p: list(p.gpu_pairs())), _pair_id,
-            judged_beside_load=False,
-        ),
-    ],
-    # the burn-in loops the per-GPU loads and the fabric; DDP training is the standard run's
-    "ddp": [
-        StageValue(check, ddp.ddp_cases, str, in_burnin=False)
-        for check in (ddp.scaling, ddp.exposed_communication, ddp.nvlink_speedup)
-    ],
+    stage: [_value(declared) for declared in REGISTRY.values() if declared.declaration.stage == stage] for stage in STAGE_ORDER
 }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import statistics
 
+from gpuaccept.checks.declare import GPU, check
 from gpuaccept.checks.verdict import AtLeast, AtMost, Judge, Verdict
 from gpuaccept.facts.model import Facts, TelemetrySample, Unavailable
 from gpuaccept.profile.model import Profile
@@ -63,9 +64,10 @@ def _none_read(judge: Judge, facts: Facts, subject: str, samples: list[Telemetry
     return judge.not_applicable(subject, reason)
 
 
-def clock_slowdown(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU)
+def clock_slowdown(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The share of samples under load with the clocks held down by the hardware is within the profile's limit."""
     limit = profile.spec.burnin.max_slowdown_share
-    judge = Judge("clock_slowdown", profile.name)
     subject = gpu_key(gpu)
     samples = _samples(judge, facts, gpu, under_load=True)
     if isinstance(samples, Verdict):
@@ -82,8 +84,9 @@ def clock_slowdown(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(subject, "clock slowdown (hardware, thermal, power brake)", share, AtMost(limit * 100, "%"), note=note, context=context)
 
 
-def max_temperature(profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    judge = Judge("max_temperature", profile.name)
+@check(subjects=GPU)
+def max_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The hottest GPU temperature the telemetry sampled stays below NVML's slowdown temperature."""
     subject = gpu_key(gpu)
     samples = _samples(judge, facts, gpu, under_load=False)
     if isinstance(samples, Verdict):
@@ -103,9 +106,10 @@ def max_temperature(profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(subject, "hottest GPU temperature", hottest, criterion, note=note, context={"samples": len(read)})
 
 
-def sm_clock_under_load(profile: Profile, facts: Facts, gpu: int) -> Verdict:
+@check(subjects=GPU, marginal=True)
+def sm_clock_under_load(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """The median SM clock under load is at least the profile's `burnin.min_sm_clock_mhz`."""
     floor = profile.spec.burnin.min_sm_clock_mhz
-    judge = Judge("sm_clock_under_load", profile.name, profile.marginal_band)
     subject = gpu_key(gpu)
     if floor is None:
         return judge.not_applicable(subject, f"profile {profile.name} sets no burnin.min_sm_clock_mhz")

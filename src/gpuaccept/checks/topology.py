@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuaccept.checks.declare import GPU, GPU_PAIR, check
 from gpuaccept.checks.inventory import present_gpu
 from gpuaccept.checks.verdict import AtLeast, Equals, Judge, Verdict
 from gpuaccept.facts.model import Facts, Unavailable
@@ -10,8 +11,9 @@ from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.nvml_codes import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
 
 
-def pcie_generation(profile: Profile, facts: Facts, index: int) -> Verdict:
-    judge = Judge("pcie_generation", profile.name)
+@check(subjects=GPU)
+def pcie_generation(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's PCIe link reaches the profile's generation."""
     pcie = profile.spec.pcie
     if pcie is None or pcie.generation is None:
         return judge.not_applicable(gpu_key(index), "the profile sets no PCIe generation")
@@ -32,8 +34,9 @@ def pcie_generation(profile: Profile, facts: Facts, index: int) -> Verdict:
     )
 
 
-def pcie_width(profile: Profile, facts: Facts, index: int) -> Verdict:
-    judge = Judge("pcie_width", profile.name)
+@check(subjects=GPU)
+def pcie_width(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's PCIe link runs at the profile's width (lanes) or wider."""
     pcie = profile.spec.pcie
     if pcie is None or pcie.width is None:
         return judge.not_applicable(gpu_key(index), "the profile sets no PCIe width")
@@ -44,8 +47,9 @@ def pcie_width(profile: Profile, facts: Facts, index: int) -> Verdict:
     return judge(gpu_key(index), "PCIe width", gpu.pcie.width_current, criterion, note=f"link max x{gpu.pcie.width_max}")
 
 
-def nvlink_links(profile: Profile, facts: Facts, index: int) -> Verdict:
-    judge = Judge("nvlink_links", profile.name)
+@check(subjects=GPU)
+def nvlink_links(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU has as many active NVLinks as the profile expects."""
     nvlink = profile.spec.nvlink
     if nvlink is None:
         return judge.not_applicable(gpu_key(index), "the profile states no NVLink expectation")
@@ -71,8 +75,9 @@ def nvlink_links(profile: Profile, facts: Facts, index: int) -> Verdict:
     return judge.failed(gpu_key(index), detail, measured, criterion)
 
 
-def nvlink_version(profile: Profile, facts: Facts, index: int) -> Verdict:
-    judge = Judge("nvlink_version", profile.name)
+@check(subjects=GPU)
+def nvlink_version(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's NVLink version is the profile's."""
     nvlink = profile.spec.nvlink
     if nvlink is None or nvlink.version is None:
         return judge.not_applicable(gpu_key(index), "the profile states no NVLink version")
@@ -99,8 +104,9 @@ def _version_name(code: int | Unavailable) -> str:
     return NVLINK_VERSION_NAMES.get(code, f"code {code}")
 
 
-def fabric_state(profile: Profile, facts: Facts, index: int) -> Verdict:
-    judge = Judge("fabric_state", profile.name)
+@check(subjects=GPU)
+def fabric_state(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
+    """The GPU's NVSwitch fabric registration is in the state the profile expects."""
     fabric = profile.spec.fabric
     if fabric is None:
         return judge.not_applicable(gpu_key(index), "the profile states no NVSwitch fabric expectation")
@@ -121,8 +127,9 @@ def fabric_state(profile: Profile, facts: Facts, index: int) -> Verdict:
     return judge(gpu_key(index), "fabric state", state, criterion, note=f"clique {info.clique_id}" if state == "completed" else "")
 
 
-def link_type(profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
-    judge = Judge("link_type", profile.name)
+@check(subjects=GPU_PAIR)
+def link_type(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
+    """The link between two GPUs (NVLink or the PCIe path) is the type the profile expects."""
     a, b = pair
     subject = pair_key(a, b)
     expected = profile.expected_link(a, b)

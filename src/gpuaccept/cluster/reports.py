@@ -12,11 +12,11 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from gpuaccept import outcomes
 from gpuaccept.checks.verdict import Outcome, Verdict
 from gpuaccept.facts.cluster import ClusterFacts, NodeFacts
 from gpuaccept.facts.cluster_record import ClusterRecord, NodeRecord
 from gpuaccept.facts.model import Record
-from gpuaccept.facts.run_record import VerdictRecord
 from gpuaccept.files import write_atomically
 from gpuaccept.report.junit import junit_xml, verdict_suite
 
@@ -36,19 +36,17 @@ def counts(verdicts: list[Verdict]) -> dict[str, int]:
 
 
 def exit_code(verdicts: list[Verdict]) -> int:
-    """0 every check passed or was skipped; 1 a check failed; 2 a value could not be judged."""
-    if any(verdict.outcome is Outcome.ERROR for verdict in verdicts):
-        return 2
-    return 1 if any(verdict.outcome is Outcome.FAILED for verdict in verdicts) else 0
+    """The outcome policy's (outcomes.py): 1 a check failed; else 2 a value could not be judged; else 0."""
+    return outcomes.exit_code(verdict.outcome for verdict in verdicts)
 
 
 def cluster_record(facts: ClusterFacts, verdicts: list[Verdict]) -> ClusterRecord:
-    return ClusterRecord(facts=facts, summary=counts(verdicts), verdicts=[VerdictRecord.of(verdict.as_record()) for verdict in verdicts])
+    return ClusterRecord(facts=facts, summary=counts(verdicts), verdicts=list(verdicts))
 
 
 def node_record(node: NodeFacts, verdicts: list[Verdict], profile: str) -> NodeRecord:
     return NodeRecord(
-        profile=profile, node=node, summary=counts(verdicts), verdicts=[VerdictRecord.of(verdict.as_record()) for verdict in verdicts]
+        profile=profile, node=node, summary=counts(verdicts), verdicts=list(verdicts)
     )
 
 
@@ -58,13 +56,12 @@ def write_json(path: Path, record: Record) -> None:
 
 def junit(verdicts: list[Verdict], name: str) -> str:
     """The cluster's JUnit file, through the writer of every other JUnit file of this tool."""
-    return junit_xml([verdict_suite(name, [verdict.as_record() for verdict in verdicts], {})], name)
+    return junit_xml([verdict_suite(name, verdicts, {})], name)
 
 
 def lines(verdicts: list[Verdict]) -> list[str]:
     """One line a verdict, the outcome first, then a summary: what the rank printing it shows."""
-    shown = {Outcome.PASSED: "PASSED", Outcome.FAILED: "FAILED", Outcome.ERROR: "ERROR", Outcome.NOT_APPLICABLE: "SKIPPED"}
-    out = [f"{shown[verdict.outcome]} {test_id(verdict)}: {verdict.message}" for verdict in verdicts]
+    out = [f"{outcomes.SHOWN[verdict.outcome.value]} {test_id(verdict)}: {verdict.message}" for verdict in verdicts]
     tally = counts(verdicts)
     out.append(f"{tally['passed']} passed, {tally['failed']} failed, {tally['error']} errors, {tally['not_applicable']} skipped")
     return out

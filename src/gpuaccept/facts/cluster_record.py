@@ -10,7 +10,7 @@ from pydantic import Field, ValidationError
 
 from gpuaccept.facts.cluster import ClusterFacts, NodeFacts
 from gpuaccept.facts.model import Record
-from gpuaccept.facts.run_record import VerdictRecord
+from gpuaccept.facts.verdict import Verdict
 
 CLUSTER_KIND: Literal["gpu-accept cluster"] = "gpu-accept cluster"
 NODE_KIND: Literal["gpu-accept cluster node"] = "gpu-accept cluster node"
@@ -22,7 +22,7 @@ class ClusterRecord(Record):
     kind: Literal["gpu-accept cluster"] = CLUSTER_KIND
     facts: ClusterFacts
     summary: dict[str, int] = Field(default_factory=dict)  # how many verdicts of each outcome, for people: never judged by
-    verdicts: list[VerdictRecord]
+    verdicts: list[Verdict]
 
 
 class NodeRecord(Record):
@@ -32,7 +32,7 @@ class NodeRecord(Record):
     profile: str
     node: NodeFacts
     summary: dict[str, int] = Field(default_factory=dict)
-    verdicts: list[VerdictRecord]
+    verdicts: list[Verdict]
 
 
 def parse_cluster_record(text: str) -> ClusterRecord:

@@ -7,7 +7,7 @@ below the profiles (profile init reads runs) and the report writers (which write
 
 Files written before a key existed still read: each later key has the default that says "not
 recorded" (a verdict without `criterion` has `NoCriterion`, without `better` has `better=None`,
-without `attempts` none). `summary` is derived from `tests` and recomputed when read.
+without `attempts` none; a criterion without a marginal line has none). `summary` is derived from `tests` and recomputed when read.
 
 A run being written keeps a journal beside results.json (report/results.py says why): test records
 appended one JSON line at a time since results.json was last rewritten whole. `load_results` merges
@@ -21,22 +21,14 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import (
-    BeforeValidator,
-    Discriminator,
-    Field,
-    JsonValue,
-    PlainSerializer,
-    Tag,
-    TypeAdapter,
-    ValidationError,
-    WithJsonSchema,
-)
+from pydantic import BeforeValidator, Field, PlainSerializer, TypeAdapter, ValidationError, WithJsonSchema
 
 from gpuaccept.errors import InputFileError, Problem
 from gpuaccept.facts.io import validation_problems
 from gpuaccept.facts.model import Facts, Record, Unavailable
+from gpuaccept.facts.verdict import Verdict
 from gpuaccept.files import read_input_text
+from gpuaccept.outcomes import TestOutcome, run_exit_code
 
 RESULTS_FORMAT: Literal["gpu-accept-results"] = "gpu-accept-results"
 RESULTS_VERSION: Literal[1] = 1
@@ -80,124 +72,7 @@ FactsSource = Annotated[
 FACTS_SOURCE: TypeAdapter[LiveMachine | FactsFile] = TypeAdapter(FactsSource)
 
 
-# -- verdicts ------------------------------------------------------------------------------------------
-
-Measured = bool | int | float | str | None  # the exact value judged, as checks/verdict.py's as_record gives it
-Number = int | float
-VerdictOutcome = Literal["passed", "failed", "error", "not_applicable"]
-TestOutcome = Literal["passed", "failed", "error", "skipped"]
-
-
-class AtLeastCriterion(Record):
-    op: Literal[">="]
-    limit: Number
-    unit: str = ""
-
-
-class AtMostCriterion(Record):
-    op: Literal["<="]
-    limit: Number
-    unit: str = ""
-
-
-class EqualsCriterion(Record):
-    op: Literal["=="]
-    value: Measured
-    unit: str = ""
-
-
-class InRangeCriterion(Record):
-    op: Literal["in"]
-    minimum: Number
-    maximum: Number
-    unit: str = ""
-
-
-class MatchesCriterion(Record):
-    op: Literal["matches"]
-    patterns: list[str]
-    unit: str = ""
-
-
-class VersionCriterion(Record):
-    op: Literal[">=version"]
-    limit: str
-    unit: str = ""
-
-
-class RuleCriterion(Record):
-    """A rule only words state ("CUDA agrees with NVML"): its check decides."""
-
-    op: Literal["rule"]
-    text: str
-    unit: str = ""
-
-
-class NoCriterion(Record):
-    """A verdict judged against no rule (the profile asks nothing), or an older one that did not record it."""
-
-
-def _criterion_tag(value: object) -> str:
-    op = value.get("op") if isinstance(value, dict) else getattr(value, "op", None)
-    return op if isinstance(op, str) else "none"
-
-
-Criterion = Annotated[
-    Annotated[AtLeastCriterion, Tag(">=")]
-    | Annotated[AtMostCriterion, Tag("<=")]
-    | Annotated[EqualsCriterion, Tag("==")]
-    | Annotated[InRangeCriterion, Tag("in")]
-    | Annotated[MatchesCriterion, Tag("matches")]
-    | Annotated[VersionCriterion, Tag(">=version")]
-    | Annotated[RuleCriterion, Tag("rule")]
-    | Annotated[NoCriterion, Tag("none")],
-    Discriminator(_criterion_tag),
-]
-
-
-class VerdictRecord(Record):
-    """One judgement as checks/verdict.py's `Verdict.as_record` gives it. `better` is None in results
-    written before verdicts said which way their value improves."""
-
-    check: str
-    subject: str
-    outcome: VerdictOutcome
-    measured: Measured
-    expected: str
-    criterion: Criterion = Field(default_factory=NoCriterion)
-    better: Literal["higher", "lower", "exact"] | None = None
-    unit: str = ""
-    marginal: bool = False
-    attempts: list[Measured] = Field(default_factory=list)
-    transient: bool = False
-    final: bool = False
-    message: str = ""
-    profile: str = ""
-    context: dict[str, JsonValue] = Field(default_factory=dict)
-
-    @classmethod
-    def of(cls, record: dict[str, Any]) -> VerdictRecord:
-        """From `Verdict.as_record()` (sent as plain data from pytest-xdist workers), read as the file reads it."""
-        return cls.model_validate_json(json.dumps(record))
-
-    @property
-    def limit(self) -> float | None:
-        """The number the criterion compares against (a floor or a ceiling), where it has one."""
-        if isinstance(self.criterion, AtLeastCriterion | AtMostCriterion):
-            return float(self.criterion.limit)
-        return None
-
-    @property
-    def numeric(self) -> float | None:
-        """The measured value where it is a number (not a state, not a bool, not missing)."""
-        value = self.measured
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-    @property
-    def attempts_text(self) -> str:
-        """The attempts as JUnit's `attempts` property holds them: `310.2, 331` (`-`: none measured)."""
-        return ", ".join("-" if value is None else str(value) for value in self.attempts)
-
+# -- verdicts: one record, facts/verdict.py's ------------------------------------------------------
 
 class TestRecord(Record):
     """One test of the run: its outcome, and the verdict that decided it (None where the test
@@ -210,7 +85,7 @@ class TestRecord(Record):
     outcome: TestOutcome
     duration_s: float = 0.0
     message: str = ""
-    verdict: VerdictRecord | None = None
+    verdict: Verdict | None = None
 
     @property
     def module(self) -> str:
@@ -256,7 +131,7 @@ class RunInfo(Record):
     command: list[str]
     facts_source: FactsSource
     profile: RunProfile
-    exit_status: int | None = None  # pytest's, None until the run ends
+    exit_status: int | None = None  # pytest's (an error counts as a failure there), None until the run ends
 
     @property
     def live(self) -> bool:
@@ -337,8 +212,13 @@ class RunRecord(Record):
     def with_facts(self, facts: Facts) -> RunRecord:
         return self.model_copy(update={"facts": facts, "environment": Environment.of(facts)})
 
-    def verdicts(self) -> list[VerdictRecord]:
+    def verdicts(self) -> list[Verdict]:
         return [test.verdict for test in self.tests if test.verdict is not None]
+
+    def exit_code(self) -> int:
+        """gpu-accept's exit code for this run, by the outcome policy (outcomes.py): 0 passed, 1 a check
+        failed, 2 could not judge (a value not established, or the run interrupted or unfinished)."""
+        return run_exit_code(self.run.exit_status, self.complete, (test.outcome for test in self.tests))
 
     def to_json(self) -> str:
         # json.dumps, not pydantic's own writer: it keeps a float that is not finite as NaN, not null

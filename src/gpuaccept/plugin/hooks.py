@@ -31,7 +31,7 @@ from gpuaccept.plugin.options import RunOptions, given_options, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
 from gpuaccept.plugin.terminal import terminal_line
-from gpuaccept.plugin.verdicts import VERDICTS_KEY, failure_message
+from gpuaccept.plugin.verdicts import VERDICT_ON_REPORT, VERDICTS_KEY, failure_message, report_status
 from gpuaccept.stages.health import SnapshotAfterStage
 from gpuaccept.stages.store import MeasurementStore
 
@@ -179,7 +179,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     verdicts = item.stash.get(VERDICTS_KEY, None)
     if report.when == "call" and verdicts:
         # plain data, which travels with the report from xdist workers to the controller's recording
-        report.gpuaccept_verdict = verdicts[-1].as_record()  # type: ignore[attr-defined]
+        setattr(report, VERDICT_ON_REPORT, verdicts[-1].as_data())
     crash = getattr(report.longrepr, "reprcrash", None)
     if report.when == "call" and report.failed and message and crash is not None:
         # the verdict's own line, without pytest's "Failed: " prefix, in the summary and in JUnit
@@ -189,6 +189,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         path, line = item.reportinfo()[:2]
         report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
     return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    return report_status(report)  # a verdict that could not be established: ERROR, not FAILED
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -224,6 +229,9 @@ class RecordingHooks:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.recording is not None:
             self.recording.finish(session)
+            if int(session.exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+                # the outcome policy's exit code: pytest counts an error as a failure
+                session.exitstatus = self.recording.writer.record.exit_code()
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         lines = self.recording.summary_lines() if self.recording is not None else []

@@ -22,6 +22,7 @@ from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts.cluster_record import CLUSTER_KIND, ClusterRecord, parse_cluster_record
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.files import read_input_bytes, read_input_text
+from gpuaccept.outcomes import EXIT_FAILED, exit_code
 from gpuaccept.report import cluster_view
 from gpuaccept.report.junit import Counts, Suite, count, failing_suite, fleet_host_suite, suite, verdict_suite, write_junit, xml_attribute
 from gpuaccept.report.summary import attempts_of, did_not_pass, marginal_tests, transient_tests
@@ -67,6 +68,14 @@ class HostResults:
     @property
     def failed(self) -> int:
         return self.counts.failures + self.counts.errors
+
+    @property
+    def outcome(self) -> str:
+        """`failed` where a check failed or the run did not end or judge (as before), `error` where its
+        values could only not be established (outcomes.py), else `passed`."""
+        if self.counts.failures or not self.complete or self.not_judged:
+            return "failed"
+        return "error" if self.counts.errors else "passed"
 
     @property
     def label(self) -> str:
@@ -147,7 +156,8 @@ def write_fleet_junit(
 ) -> int:
     """Fleet JUnit: a test case per host (failed where it did not pass its profile, its failures
     named), a test case per outlier value, then a testsuite per cluster run."""
-    cases = [(name, host.profile, host.verdict_line(), _host_properties(host)) for host, name in zip(hosts, _names(hosts), strict=True)]
+    named = zip(hosts, _names(hosts), strict=True)
+    cases = [(name, host.profile, host.verdict_line(), _host_properties(host), host.outcome) for host, name in named]
     suites = [fleet_host_suite("fleet hosts", cases, {"hosts": str(len(hosts))})]
     if outliers:
         found = [(outlier.host, f"fleet_median[{outlier.test}]", outlier.message) for outlier in outliers]
@@ -200,6 +210,11 @@ class ClusterResults:
     def failed(self) -> int:
         return int(self.suite.counts.failures + self.suite.counts.errors)
 
+    @property
+    def exit_code(self) -> int:
+        """The outcome policy's: 1 where a check failed, else 2 where a value could not be judged, else 0."""
+        return exit_code(verdict.outcome for verdict in self.record.verdicts)
+
     def lines(self) -> list[str]:
         shown = [v for v in self.record.verdicts if v.outcome in ("failed", "error")][:FAILURES_SHOWN]
         named = "; ".join(f"test_{v.check}[{v.subject}]: {v.message}" for v in shown)
@@ -211,8 +226,7 @@ def read_cluster(path: str) -> ClusterResults:
     try:
         record = parse_cluster_record(read_input_text(path))
         name = f"cluster {record.facts.profile} ({Path(path).name})"
-        verdicts = [verdict.model_dump(mode="json") for verdict in record.verdicts]
-        suite = verdict_suite(name, verdicts, {"results_file": path, "world": str(record.facts.world)})
+        suite = verdict_suite(name, record.verdicts, {"results_file": path, "world": str(record.facts.world)})
         cluster_view.text(record)  # what the fleet report shows of it: damage found here, not halfway through the report
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         said = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
@@ -304,6 +318,14 @@ class FleetVerdict:
     @property
     def passed(self) -> bool:
         return not self.outliers and not self.failed_hosts
+
+    @property
+    def exit_code(self) -> int:
+        """The outcome policy's (outcomes.py): 1 where a host failed a check or is an outlier (or its
+        run did not end or judge, as before); else 2 where a host's values could not be established; else 0."""
+        if self.outliers:
+            return EXIT_FAILED
+        return exit_code(host.outcome for host in self.failed_hosts)
 
 
 def judge_fleet(hosts: list[HostResults], tolerance: float, outliers: list[Outlier] | None = None) -> FleetVerdict:

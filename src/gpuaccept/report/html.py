@@ -36,7 +36,8 @@ from typing import Any
 
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import GemmResult
-from gpuaccept.facts.run_record import EqualsCriterion, RunRecord, TestRecord, VerdictRecord
+from gpuaccept.facts.run_record import RunRecord, TestRecord
+from gpuaccept.facts.verdict import Equals, Verdict
 from gpuaccept.report.summary import in_layer_order, marginal_tests, transient_tests
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.drills import drills_in
@@ -62,6 +63,11 @@ MARKS = (
     ("marginal", "passed within the profile's marginal band of its limit"),
     ("transient", "missed at first, passed when measured again"),
 )
+
+
+def _why(verdict: Verdict, mark: str, why: str) -> str:
+    """A mark's title: where the marginal line was, for a marginal value whose criterion holds it."""
+    return f"{why}: {verdict.marginal_line}" if mark == "marginal" and verdict.marginal_line else why
 
 
 @functools.cache
@@ -250,11 +256,11 @@ def _failures(tests: list[TestRecord]) -> list[dict]:
     return [{"outcome": t.outcome, "colour": OUTCOME_COLOURS[t.outcome], "id": t.id, "message": t.message} for t in bad]
 
 
-def _by_subject(verdicts: list[VerdictRecord], check: str) -> dict[str, VerdictRecord]:
+def _by_subject(verdicts: list[Verdict], check: str) -> dict[str, Verdict]:
     return {v.subject: v for v in verdicts if v.check == check}
 
 
-def _links(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
+def _links(facts: Facts, verdicts: list[Verdict]) -> dict | None:
     count = facts.gpu_count
     if count < 2:
         return None
@@ -279,12 +285,12 @@ def _links(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
     return {"count": count, "rows": rows}
 
 
-def _expected_value(verdict: VerdictRecord | None) -> str:
+def _expected_value(verdict: Verdict | None) -> str:
     """What a state check expected: the criterion's value; an older record without a criterion
     has only the rule as text, shown as it is."""
     if verdict is None:
         return "not stated"
-    if isinstance(verdict.criterion, EqualsCriterion):
+    if isinstance(verdict.criterion, Equals):
         return str(verdict.criterion.value)
     return verdict.expected or "not stated"
 
@@ -293,22 +299,22 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _peak_of(verdict: VerdictRecord | None) -> float | None:
+def _peak_of(verdict: Verdict | None) -> float | None:
     peak = verdict.context.get("peak_GBps") if verdict is not None else None
     return float(peak) if isinstance(peak, int | float) and _is_number(peak) and peak > 0 else None
 
 
-def _limit_of(verdict: VerdictRecord | None) -> float | None:
+def _limit_of(verdict: Verdict | None) -> float | None:
     limit = verdict.limit if verdict is not None else None
     return limit if limit is not None and math.isfinite(limit) else None
 
 
-def _busbw(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
+def _busbw(facts: Facts, verdicts: list[Verdict]) -> dict | None:
     sweep = facts.measurements.collectives
     if not sweep or not sweep.results:
         return None
     judged = _by_subject(verdicts, "busbw")
-    series: dict[str, list[tuple[int, float, VerdictRecord | None]]] = defaultdict(list)
+    series: dict[str, list[tuple[int, float, Verdict | None]]] = defaultdict(list)
     for r in sweep.results:
         # the check names its subject from the size the profile asked for ("all_reduce 1 GiB"):
         # made here from the facts the same way, never split apart
@@ -327,7 +333,7 @@ def _busbw(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
     }
 
 
-def _busbw_figure(collective: str, points: list[tuple[int, float, VerdictRecord | None]]):
+def _busbw_figure(collective: str, points: list[tuple[int, float, Verdict | None]]):
     """Measured busbw against message size (log), each point coloured by its verdict; the floors
     (criterion limits) as red ticks at their sizes; the physical peak as a dashed line."""
     import plotly.graph_objects as go
@@ -375,7 +381,7 @@ def _busbw_figure(collective: str, points: list[tuple[int, float, VerdictRecord 
     return figure
 
 
-def heat_cell(value: float, verdict: VerdictRecord | None) -> tuple[str, str, str, str]:
+def heat_cell(value: float, verdict: Verdict | None) -> tuple[str, str, str, str]:
     """(state, background, text colour, tooltip) of one heat map cell, from its verdict's outcome,
     criterion limit, marginal mark and the physical peak in its context. Each cell is coloured by
     its own verdict: red below the floor, amber within the marginal band, green from the floor
@@ -389,7 +395,7 @@ def heat_cell(value: float, verdict: VerdictRecord | None) -> tuple[str, str, st
     if verdict.outcome != "passed":
         return "failed", FAIL, "#fff", explained
     if verdict.marginal:
-        return "marginal", MARGINAL, "#1f2328", explained + ", marginal"
+        return "marginal", MARGINAL, "#1f2328", explained + f", {verdict.marginal_line or 'marginal'}"
     low = limit if limit is not None and verdict.better != "lower" else 0.0
     share = (value - low) / (peak - low) if peak and peak > low else PASS_UNSCALED
     share = min(max(share, 0.0), 1.0)
@@ -408,7 +414,7 @@ def _heat_legend() -> list[tuple[str, str]]:
 
 
 def _heatmap(
-    title: str, anchor: str, count: int, values: dict[tuple[int, int], float], judged: dict[tuple[int, int], VerdictRecord], note: str
+    title: str, anchor: str, count: int, values: dict[tuple[int, int], float], judged: dict[tuple[int, int], Verdict], note: str
 ) -> dict | None:
     if not values:
         return None
@@ -430,7 +436,7 @@ def _figure(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def _pairs(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
+def _pairs(facts: Facts, verdicts: list[Verdict]) -> dict | None:
     sweep = facts.measurements.pairwise
     if not sweep or not sweep.results:
         return None
@@ -448,7 +454,7 @@ def _pairs(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
     return _heatmap("send/receive GB/s each way", "pair-matrix", facts.gpu_count, values, by_cell, how)
 
 
-def _copies(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
+def _copies(facts: Facts, verdicts: list[Verdict]) -> dict | None:
     sweep = facts.measurements.copies
     if not sweep or not sweep.results:
         return None
@@ -479,7 +485,7 @@ def _copies(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
     return {"heatmap": heatmap, "host": host}
 
 
-def _ddp(facts: Facts, verdicts: list[VerdictRecord]) -> dict | None:
+def _ddp(facts: Facts, verdicts: list[Verdict]) -> dict | None:
     measured = facts.measurements
     sweep = measured.ddp
     if sweep is None or not sweep.results:
@@ -549,7 +555,7 @@ def _ddp_figure(bars: list[dict]):
     return figure
 
 
-def _steady_points(verdicts: Sequence[VerdictRecord]) -> list[tuple[float, str]]:
+def _steady_points(verdicts: Sequence[Verdict]) -> list[tuple[float, str]]:
     """Where each GPU reached thermal steady state, as its verdict recorded it (telemetry time)."""
     points = []
     for verdict in verdicts:
@@ -630,7 +636,7 @@ def _telemetry(facts: Facts, steady: Sequence[tuple[float, str]] = ()) -> dict |
     return {"charts": charts, "note": note}
 
 
-def _judged_cell(value: float | None, verdict: VerdictRecord | None, unit: str = "") -> dict | None:
+def _judged_cell(value: float | None, verdict: Verdict | None, unit: str = "") -> dict | None:
     """A measured number, and where a check judged it, its expectation, coloured by the outcome."""
     if value is None:
         return None
@@ -652,11 +658,12 @@ def _all_tests(tests: list[TestRecord]) -> list[dict]:
         rows.append({
             "outcome": test.outcome,
             "colour": OUTCOME_COLOURS.get(test.outcome, SKIP),
-            "marks": [(name, why) for name, why in MARKS if verdict is not None and getattr(verdict, name)],
+            "marks": [(name, _why(verdict, name, why)) for name, why in MARKS if verdict is not None and getattr(verdict, name)],
             "id": test.id,
             "measured": "" if measured is None else show(measured),
             "attempts": ", ".join("-" if a is None else show(a) for a in attempts) if len(attempts) > 1 else "",
-            "expected": verdict.expected if verdict else None,
+            # the criterion, and where its marginal line was: ">= 330 GB/s (marginal below 346.5 GB/s)"
+            "expected": (f"{verdict.expected} ({verdict.marginal_line})" if verdict.marginal_line else verdict.expected) if verdict else None,
             "unit": verdict.unit if verdict else None,
             "message": test.message or (verdict.message if verdict else None),
         })

@@ -2,8 +2,9 @@
 fleet JUnit (one testsuite per host).
 
 A test case carries its verdict as properties (check, subject, outcome, measured, expected, unit,
-profile, marginal, attempts, transient) and a failure, error or skipped element with the test's
-message; a test suite carries the run's machine, software, profile and facts source. The shape
+profile, marginal, marginal_line, attempts, transient) and a failure, error or skipped element with
+the test's message, as the outcome policy (outcomes.py) says: a check that failed is a <failure>, a
+value that could not be established an <error>; a test suite carries the run's machine, software, profile and facts source. The shape
 depends on the record alone, so a run killed half way and a finished run give the same elements
 and property names, and so do a run and a fleet of runs. The flavour is xunit1's: test-case
 properties, which CI servers keep (Jenkins `keepProperties`, GitLab).
@@ -14,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gpuaccept.facts.run_record import RunRecord, TestRecord
+from gpuaccept.facts.verdict import Verdict
 from gpuaccept.files import write_atomically
+from gpuaccept.outcomes import JUNIT_ELEMENT, test_outcome
 
 # XML 1.0 allows no control characters but tab, newline and carriage return, and no unpaired
 # surrogates: each is written as U+FFFD. In an attribute a newline or tab is kept as a character
@@ -28,7 +30,6 @@ _IN_ATTRIBUTE = str.maketrans(
     {**dict.fromkeys(map(chr, _ILLEGAL), "\ufffd"), "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\n": "&#10;", "\r": "&#13;",
      "\t": "&#9;"}
 )
-_PROBLEM_ELEMENT = {"failed": "failure", "error": "error", "skipped": "skipped"}
 
 
 def _text(value: object) -> str:
@@ -94,14 +95,15 @@ def case_properties(test: TestRecord) -> dict[str, str]:
     return {
         "check": verdict.check,
         "subject": verdict.subject,
-        "outcome": verdict.outcome,
-        "measured": "" if verdict.measured is None else str(verdict.measured),
+        "outcome": verdict.outcome.value,
+        "measured": _property_text(verdict.measured),
         "expected": verdict.expected,
         "unit": verdict.unit,
         "profile": verdict.profile,
-        "marginal": str(verdict.marginal).lower(),
+        "marginal": _property_text(verdict.marginal),
+        "marginal_line": verdict.marginal_line,  # where the criterion's marginal line was: 'marginal below 346.5 GB/s'
         "attempts": verdict.attempts_text,
-        "transient": str(verdict.transient).lower(),
+        "transient": _property_text(verdict.transient),
     }
 
 
@@ -115,7 +117,7 @@ def _properties(properties: dict[str, str]) -> str:
 
 def _case(test: TestRecord) -> str:
     head = f"<testcase{_attributes(classname=test.module, name=test.id, time=f'{test.duration_s:.4f}')}>"
-    problem = _PROBLEM_ELEMENT.get(test.outcome)
+    problem = JUNIT_ELEMENT.get(test.outcome)
     body = f"<{problem}{_attributes(type=problem, message=test.message)}>{_text(test.message)}</{problem}>" if problem else ""
     return head + _properties(case_properties(test)) + body + "</testcase>"
 
@@ -152,20 +154,24 @@ def failing_suite(name: str, cases: Sequence[tuple[str, str, str]], properties: 
     return Suite(head + _properties(properties) + body + "</testsuite>", Counts(len(cases), len(cases)))
 
 
-def fleet_host_suite(name: str, cases: Sequence[tuple[str, str, str | None, dict[str, str]]], properties: dict[str, str]) -> Suite:
-    """A fleet's hosts, a test case each: (host, profile, the line saying why it failed or None, properties)."""
-    failures = sum(1 for _, _, failure, _ in cases if failure)
-    head = f"<testsuite{_attributes(name=name, tests=len(cases), failures=failures, errors=0, skipped=0)}>"
+def fleet_host_suite(
+    name: str, cases: Sequence[tuple[str, str, str | None, dict[str, str], str]], properties: dict[str, str]
+) -> Suite:
+    """A fleet's hosts, a test case each: (host, profile, the line saying why it did not pass or None,
+    properties, the host's outcome: `failed`, or `error` where its values could not be established)."""
+    failures = sum(1 for _, _, line, _, outcome in cases if line and outcome != "error")
+    errors = sum(1 for _, _, line, _, outcome in cases if line and outcome == "error")
+    head = f"<testsuite{_attributes(name=name, tests=len(cases), failures=failures, errors=errors, skipped=0)}>"
     body = "".join(
-        f"<testcase{_attributes(classname=f'fleet.{profile}', name=host)}>" + _properties(each)
-        + (f"<failure{_attributes(type='failure', message=failure)}>{_text(failure)}</failure>" if failure else "") + "</testcase>"
-        for host, profile, failure, each in cases
+        f"<testcase{_attributes(classname=f'fleet.{profile}', name=host)}>" + _properties(each) + _problem(line, outcome) + "</testcase>"
+        for host, profile, line, each, outcome in cases
     )
-    return Suite(head + _properties(properties) + body + "</testsuite>", Counts(len(cases), failures))
+    return Suite(head + _properties(properties) + body + "</testsuite>", Counts(len(cases), failures, errors))
 
 
-_VERDICT_PROBLEM = {"failed": "failure", "error": "error", "not_applicable": "skipped"}
-_VERDICT_PROPERTIES = ("check", "subject", "outcome", "measured", "expected", "unit", "profile", "marginal", "transient")
+def _problem(line: str | None, outcome: str) -> str:
+    element = JUNIT_ELEMENT.get(outcome, "failure")
+    return f"<{element}{_attributes(type=element, message=line)}>{_text(line)}</{element}>" if line else ""
 
 
 def _property_text(value: object) -> str:
@@ -174,20 +180,24 @@ def _property_text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _verdict_case(verdict: dict[str, Any]) -> str:
-    check, subject, message = verdict["check"], verdict["subject"], verdict["message"]
+def _verdict_case(verdict: Verdict) -> str:
+    check, subject, message = verdict.check, verdict.subject, verdict.message
     head = f"<testcase{_attributes(classname=f'cluster.{check}', name=f'test_{check}[{subject}]')}>"
-    problem = _VERDICT_PROBLEM.get(verdict["outcome"])
+    problem = JUNIT_ELEMENT.get(test_outcome(verdict.outcome))
     body = f"<{problem}{_attributes(type=problem, message=message)}>{_text(message)}</{problem}>" if problem else ""
-    properties = {key: _property_text(verdict.get(key)) for key in _VERDICT_PROPERTIES}
+    properties = {
+        "check": check, "subject": subject, "outcome": verdict.outcome.value, "measured": _property_text(verdict.measured),
+        "expected": verdict.expected, "unit": verdict.unit, "profile": verdict.profile, "marginal": _property_text(verdict.marginal),
+        "marginal_line": verdict.marginal_line, "transient": _property_text(verdict.transient),
+    }
     return head + _properties(properties) + body + "</testcase>"
 
 
-def verdict_suite(name: str, verdicts: Sequence[dict[str, Any]], properties: dict[str, str]) -> Suite:
-    """A testsuite of verdict records judged outside a pytest run (a cluster's): a test case each,
-    named like a run's (`test_<check>[<subject>]`), with its measured value and criterion."""
-    outcomes = [verdict["outcome"] for verdict in verdicts]
-    counts = Counts(len(outcomes), outcomes.count("failed"), outcomes.count("error"), outcomes.count("not_applicable"))
+def verdict_suite(name: str, verdicts: Sequence[Verdict], properties: dict[str, str]) -> Suite:
+    """A testsuite of verdicts judged outside a pytest run (a cluster's): a test case each, named
+    like a run's (`test_<check>[<subject>]`), with its measured value and criterion."""
+    outcomes = [test_outcome(verdict.outcome) for verdict in verdicts]
+    counts = Counts(len(outcomes), outcomes.count("failed"), outcomes.count("error"), outcomes.count("skipped"))
     tally = _attributes(name=name, tests=counts.tests, failures=counts.failures, errors=counts.errors, skipped=counts.skipped)
     return Suite(f"<testsuite{tally}>" + _properties(properties) + "".join(_verdict_case(v) for v in verdicts) + "</testsuite>", counts)
 

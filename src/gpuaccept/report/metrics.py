@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gpuaccept.facts.run_record import RunRecord, TestRecord, VerdictRecord
+from gpuaccept.facts.run_record import RunRecord, TestRecord
+from gpuaccept.facts.verdict import Verdict
 
 PREFIX = "gpu_accept"
 
@@ -38,8 +39,6 @@ _UNITS: dict[str, tuple[str, float]] = {
 }
 # checks whose values carry no unit but are shares of something: a ratio in Prometheus' words
 _RATIOS = {"ddp_scaling", "ddp_exposed_comm"}
-
-_EXIT_CODES = {0: 0, 1: 1}  # pytest's exit status -> gpu-accept's exit code; anything else: 2, could not judge
 
 
 @dataclass
@@ -85,11 +84,9 @@ def render_metrics(records: Iterable[RunRecord]) -> str:
 
 
 def exit_code_of(record: RunRecord) -> int:
-    """gpu-accept's exit code for a run: 0 passed, 1 a check failed, 2 could not judge (interrupted,
-    nothing judged, or not finished)."""
-    if not record.complete or record.run.exit_status is None:
-        return 2
-    return _EXIT_CODES.get(record.run.exit_status, 2)
+    """gpu-accept's exit code for a run, by the outcome policy: 0 passed, 1 a check failed, 2 could not
+    judge (a value not established, or the run interrupted, judging nothing, or not finished)."""
+    return record.exit_code()
 
 
 def _run_metrics(families: _Families, record: RunRecord) -> None:
@@ -142,7 +139,7 @@ def _test_metrics(families: _Families, run: dict[str, str], test: TestRecord) ->
 _EXPECTED = re.compile(r"^\s*(>=|<=)\s*([-+0-9.eE]+)")
 
 
-def _direction(verdict: VerdictRecord) -> str | None:
+def _direction(verdict: Verdict) -> str | None:
     """higher or lower: which way the value improves. Results written before verdicts said so
     (no `better`) tell it by their expectation's text, `>= 326.8 GB/s`."""
     if verdict.better in ("higher", "lower"):
@@ -152,7 +149,7 @@ def _direction(verdict: VerdictRecord) -> str | None:
     return None
 
 
-def _limit(verdict: VerdictRecord) -> float | None:
+def _limit(verdict: Verdict) -> float | None:
     if verdict.limit is not None:
         return verdict.limit
     match = _EXPECTED.match(verdict.expected) if verdict.better is None else None
@@ -162,7 +159,7 @@ def _limit(verdict: VerdictRecord) -> float | None:
         return None
 
 
-def _value_name(verdict: VerdictRecord) -> tuple[str, float] | None:
+def _value_name(verdict: Verdict) -> tuple[str, float] | None:
     if verdict.unit in _UNITS:
         return _UNITS[verdict.unit]
     if verdict.unit == "":

@@ -2,12 +2,14 @@
 
 Slurm shows the reason in `sinfo -R` and `scontrol show node`; an operator reads it to know what to
 look at, so it names the failing tests first (`test_busbw[all_reduce-1GiB]`, `test_gpu_model[gpu3]`)
-and is cut to a length that stays one line in those listings.
+and is cut to a length that stays one line in those listings. A node drained because values could
+not be established (exit 2, outcomes.py) says so: `gpu-accept: could not judge: test_xid_during_run[gpu0] (...)`.
 """
 
 from __future__ import annotations
 
 from gpuaccept.facts.run_record import RunRecord
+from gpuaccept.outcomes import EXIT_NOT_JUDGED
 
 REASON_MAX = 200  # characters: long enough for a handful of test ids, one line in `sinfo -R`
 
@@ -18,9 +20,11 @@ def drain_reason(record: RunRecord | None, exit_code: int, limit: int = REASON_M
     if record is None:
         return _cut(f"gpu-accept: could not judge the node (exit {exit_code}; no results were written)", limit)
     tail = f"exit {exit_code}, profile {record.run.profile.name}"
+    # could not judge: the values not established, which is why the node is not proven good
+    not_judged = exit_code == EXIT_NOT_JUDGED
     grouped: dict[str, list[str]] = {}
     for test in record.tests:
-        if test.did_not_pass:
+        if test.outcome == "error" if not_judged else test.did_not_pass:
             name, _, parameter = test.id.partition("[")
             grouped.setdefault(name, []).append(parameter.removesuffix("]"))
     total = sum(len(parameters) for parameters in grouped.values())
@@ -28,7 +32,7 @@ def drain_reason(record: RunRecord | None, exit_code: int, limit: int = REASON_M
         why = "could not judge the node" if exit_code != 1 else "a check failed"
         return _cut(f"gpu-accept: {why} ({tail})", limit)
     shown = 0
-    text = "gpu-accept:"
+    text = "gpu-accept: could not judge:" if not_judged else "gpu-accept:"
     for name, parameters in grouped.items():
         taken: list[str] = []
         for parameter in parameters:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuaccept.facts.run_record import TestRecord, VerdictRecord
+from gpuaccept.facts.run_record import TestRecord
+from gpuaccept.facts.verdict import Verdict
 from gpuaccept.vocabulary.display import show
 
 # checks whose numbers are worth seeing even when they pass, in the order they are shown
@@ -104,7 +105,7 @@ def abbreviated(test_ids: list[str]) -> str:
     return ", ".join(parts)
 
 
-def attempts_of(verdict: VerdictRecord) -> str:
+def attempts_of(verdict: Verdict) -> str:
     """A verdict's attempts for people: `310.2, 331 GB/s`."""
     shown = ", ".join("-" if value is None else show(value) for value in verdict.attempts)
     return f"{shown} {verdict.unit}".rstrip()
@@ -134,7 +135,11 @@ def watch_lines(tests: list[TestRecord]) -> list[str]:
         lines.append(f"{len(transient)} value(s) passed only when measured again (transient): {_listed(entries)}")
     marginal = [(t.id, t.verdict) for t in marginal_tests(tests) if t.verdict is not None]
     if marginal:
-        entries = [f"{test_id} ({show(verdict.measured, verdict.unit)}, expected {verdict.expected})" for test_id, verdict in marginal]
+        entries = [
+            f"{test_id} ({show(verdict.measured, verdict.unit)}, expected {verdict.expected}"
+            + (f", {verdict.marginal_line})" if verdict.marginal_line else ")")
+            for test_id, verdict in marginal
+        ]
         lines.append(f"{len(marginal)} value(s) marginal, passed within the profile's marginal band of the limit: {_listed(entries)}")
     return lines
 

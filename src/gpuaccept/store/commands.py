@@ -112,7 +112,7 @@ def report_fleet(args: argparse.Namespace, tolerance: float, paths: list[str]) -
         write_fleet_junit(hosts, args.output, verdict.outliers)
     if args.html is not None:
         _say(f"wrote {args.html}")
-    return EXIT_OK if verdict.passed else EXIT_CHECK_FAILED
+    return verdict.exit_code  # the outcome policy's
 
 
 def _report_history(args: argparse.Namespace, extra: list[str]) -> int:

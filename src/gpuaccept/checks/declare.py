@@ -1,0 +1,172 @@
+"""Checks declare themselves: `@check(...)` above a check function says, once, what the lists that
+read it need, and the registry holds every declaration.
+
+A declaration names the check (the function's own name, unless it says otherwise), its subjects
+(the GPUs, pairs or cases a profile asks for, and how each is written in a test id:
+`test_link_type[gpu0-gpu1]`), the stage that measures its value, if any (and whether a miss is
+measured again before it fails, whether a burn-in judges it over its rounds, whether it is judged
+beside the sustained load), and whether its value is judged with the profile's marginal band. The
+check function receives its `Judge`, made from the declaration: no check retypes its own name.
+
+Derived from the registry: the test parametrization of the plugin (plugin/parametrize.py), the
+values of each stage (checks/stages.py's STAGE_VALUES), the health families, the golden verdicts of
+the tests, and docs/checks.md (`python -m gpuaccept.checks.catalog > docs/checks.md`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Concatenate, Generic, ParamSpec
+
+from gpuaccept.checks.verdict import Judge, Verdict, best_attempt
+from gpuaccept.facts.model import Facts
+from gpuaccept.profile.model import Profile
+from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.steps import StepKey
+
+P = ParamSpec("P")
+StepKeys = Callable[[Profile, Any], list[StepKey]]  # (profile, subject) -> keys of the values it judges
+
+# every module of checks that declares checks, in the order the suites go (the layers: inventory first)
+CHECK_MODULES = ("inventory", "health", "topology", "affinity", "p2p", "fabric", "compute", "ddp", "telemetry", "heat", "burnin")
+
+
+@dataclass(frozen=True)
+class Subjects:
+    """One kind of subject: the fixture a suite asks for it by (`gpu`), the subjects a profile asks
+    for, how one is written in a test id, and what a profile without any has none of."""
+
+    fixture: str
+    of: Callable[[Profile], list[Any]]
+    id_of: Callable[[Any], str]
+    nothing: str
+    described: str  # for people: "each GPU"
+    example: str = ""  # one subject as a test id writes it: "gpu0"
+
+
+MACHINE = Subjects("", lambda profile: [None], lambda subject: "", "", "the machine")
+GPU = Subjects("gpu", lambda profile: list(range(profile.gpu_count)), gpu_key, "no GPUs", "each GPU", "gpu0")
+GPU_PAIR = Subjects(
+    "gpu_pair", lambda profile: list(profile.gpu_pairs()), lambda pair: pair_key(*pair), "no GPU pairs", "each GPU pair", "gpu0-gpu1"
+)
+GPU_ORDERED_PAIR = Subjects(
+    "gpu_ordered_pair", lambda profile: list(profile.ordered_gpu_pairs()), lambda pair: pair_key(*pair), "no GPU pairs",
+    "each ordered GPU pair (both ways)", "gpu1-gpu0",
+)
+
+
+@dataclass(frozen=True)
+class Declaration:
+    name: str
+    module: str
+    summary: str  # the first line of the check's docstring
+    subjects: Subjects
+    marginal: bool = False  # its value is judged with the profile's marginal band
+    stage: str | None = None  # the measurement stage whose value it judges
+    asked: Callable[[Profile], bool] | None = None  # whether the profile asks the stage for this value at all
+    measured_again: bool = True  # a miss is measured again before it fails (stage values)
+    in_burnin: bool = True  # judged over a burn-in's rounds (stage values)
+    judged_beside_load: bool = True  # a burn-in round beside the sustained load samples it (stage values)
+    key_of: Callable[[Any], StepKey] | None = None  # its key, where some rounds of its stage do not measure it
+    attempts: StepKeys | None = None  # judged on every attempt: the steps that measure a subject
+    family: str | None = None  # a family of checks the suites mark alike (health_state, health_run)
+    test: str | None = None  # the suites' test of it, where it is not test_<name>
+
+    @property
+    def test_name(self) -> str:
+        return self.test or f"test_{self.name}"
+
+    def test_id(self, subject: Any) -> str:
+        """How a test of this check reads in a run: `test_link_type[gpu0-gpu1]`."""
+        shown = self.subjects.id_of(subject)
+        return f"{self.test_name}[{shown}]" if shown else self.test_name
+
+
+class DeclaredCheck(Generic[P]):
+    """A check as the suites call it, `(profile, facts, subject) -> Verdict`, with its declaration.
+    Where it is judged on every attempt, it is evaluated on the first measurement and on each
+    confirmation round that measured its subject's steps, and `best_attempt` makes one verdict."""
+
+    def __init__(self, judged: Callable[Concatenate[Judge, Profile, P], Verdict], declaration: Declaration) -> None:
+        self.judged = judged
+        self.declaration = declaration
+        functools.update_wrapper(self, judged)
+        self.__name__ = declaration.name
+
+    def judge(self, profile: Profile) -> Judge:
+        """The judge of this check against `profile`."""
+        band = profile.marginal_band if self.declaration.marginal else 0.0
+        return Judge(self.declaration.name, profile.name, band)
+
+    def step_keys(self, profile: Profile, subject: Any) -> list[StepKey]:
+        return self.declaration.attempts(profile, subject) if self.declaration.attempts is not None else []
+
+    def __call__(self, profile: Profile, *args: P.args, **kwargs: P.kwargs) -> Verdict:
+        judge = self.judge(profile)
+        attempts = self.declaration.attempts
+        first = self.judged(judge, profile, *args, **kwargs)
+        if attempts is None or not args or not isinstance(args[0], Facts):
+            return first
+        facts, subject = args[0], args[1] if len(args) > 1 else None
+        keys = set(attempts(profile, subject))
+        found = [first]
+        for index, again in enumerate(facts.measurements.rounds):
+            if keys & set(again.keys):
+                rest = (facts.at_attempt(index), *args[1:])
+                found.append(self.judged(judge, profile, *rest, **kwargs))  # type: ignore[arg-type]
+        return best_attempt(found)
+
+
+REGISTRY: dict[str, DeclaredCheck[Any]] = {}
+
+
+def check(
+    *,
+    subjects: Subjects = MACHINE,
+    name: str | None = None,
+    marginal: bool = False,
+    stage: str | None = None,
+    asked: Callable[[Profile], bool] | None = None,
+    measured_again: bool = True,
+    in_burnin: bool = True,
+    judged_beside_load: bool = True,
+    key_of: Callable[[Any], StepKey] | None = None,
+    attempts: StepKeys | None = None,
+    family: str | None = None,
+    test: str | None = None,
+) -> Callable[[Callable[Concatenate[Judge, Profile, P], Verdict]], DeclaredCheck[P]]:
+    """Declare a check (see the module's docstring); it is registered under its name."""
+
+    def declare(judged: Callable[Concatenate[Judge, Profile, P], Verdict]) -> DeclaredCheck[P]:
+        summary = (judged.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+        declaration = Declaration(
+            name or judged.__name__, judged.__module__.rsplit(".", 1)[-1], " ".join(summary.split()), subjects, marginal, stage, asked,
+            measured_again, in_burnin, judged_beside_load, key_of, attempts, family, test,
+        )
+        earlier = REGISTRY.get(declaration.name)
+        # a module imported again (pytest's in-process runs restore sys.modules) declares its checks
+        # again: the same function replaces itself; another function of the same name is a mistake
+        if earlier is not None and (earlier.judged.__module__, earlier.judged.__qualname__) != (judged.__module__, judged.__qualname__):
+            raise ValueError(f"check {declaration.name!r} is declared twice: {earlier.judged.__module__} and {judged.__module__}")
+        declared = DeclaredCheck(judged, declaration)
+        REGISTRY[declaration.name] = declared
+        return declared
+
+    return declare
+
+
+def declared_checks() -> list[DeclaredCheck[Any]]:
+    """Every declared check, in the order of CHECK_MODULES and, within a module, of the file."""
+    for module in CHECK_MODULES:
+        importlib.import_module(f"gpuaccept.checks.{module}")
+    order = {module: index for index, module in enumerate(CHECK_MODULES)}
+    return sorted(REGISTRY.values(), key=lambda declared: order[declared.declaration.module])
+
+
+def subject_kinds() -> dict[str, Subjects]:
+    """Every kind of subject a declared check has, by the fixture a suite asks for it by."""
+    kinds = (declared.declaration.subjects for declared in declared_checks())
+    return {kind.fixture: kind for kind in kinds if kind.fixture}

@@ -1,0 +1,112 @@
+"""Checks declare themselves once (checks/declare.py): the lists read from the declarations (the
+suites' tests, the plugin's subjects, each stage's values, the health families, docs/checks.md)
+are what they were when kept by hand, and say where a criterion's marginal line is."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from gpuaccept.checks import compute, fabric, health
+from gpuaccept.checks.catalog import checks_markdown
+from gpuaccept.checks.declare import REGISTRY, check, declared_checks, subject_kinds
+from gpuaccept.checks.stages import STAGE_VALUES
+from gpuaccept.checks.verdict import AtLeast, Judge, Outcome
+from gpuaccept.facts.run_record import TestRecord
+from gpuaccept.report.junit import case_properties
+from tests.helpers import ROOT
+
+SUITES = ROOT / "suites"
+
+
+def test_docs_checks_md_is_what_the_declarations_say():
+    written = (ROOT / "docs" / "checks.md").read_text(encoding="utf-8")
+    assert written == checks_markdown(), "run: python -m gpuaccept.checks.catalog > docs/checks.md"
+
+
+def _suite_tests() -> set[str]:
+    found = set()
+    for path in SUITES.glob("test_*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+    return found
+
+
+def test_every_declared_check_has_its_suite_test_and_every_suite_test_its_check():
+    declared = {found.declaration.test_name for found in declared_checks()}
+    # the regression gate judges a baseline's values, not a profile's: its own check, not declared
+    assert _suite_tests() - declared == {"test_no_regression"}
+    assert declared - _suite_tests() == set()
+
+
+def test_a_check_is_named_by_its_function_unless_it_says_otherwise():
+    names = {found.__name__: found.declaration.name for found in declared_checks()}
+    assert names["busbw"] == "busbw" and names["ddp_scaling"] == "ddp_scaling"
+    assert fabric.busbw.__name__ == "busbw" and compute.memtest.declaration.module == "compute"
+    assert len(names) == len(declared_checks())  # each name once
+
+
+def test_the_subjects_the_plugin_parametrizes_come_from_the_declarations():
+    assert set(subject_kinds()) == {"gpu", "gpu_pair", "gpu_ordered_pair", "busbw_case", "ddp_case", "burnin_case", "gpu_link"}
+
+
+def test_each_stages_values_are_those_kept_by_hand_before():
+    view = {
+        stage: [(v.check.__name__, v.measured_again, v.in_burnin, v.judged_beside_load, v.key_of is not None) for v in values]
+        for stage, values in STAGE_VALUES.items()
+    }
+    assert view == {
+        "compute": [
+            ("gemm_throughput", True, True, True, True), ("gemm_within_best", False, True, True, True),
+            ("gemm_correct", False, True, True, True), ("hbm_copy", True, True, True, True), ("hbm_triad", True, True, True, True),
+            ("memtest", False, True, True, True),
+        ],
+        "nccl": [
+            ("busbw", True, True, False, False), ("collective_correct", False, True, True, False), ("pair_busbw", True, True, False, False),
+        ],
+        "copies": [
+            ("local_copy", True, True, False, False), ("host_to_device", True, True, False, False),
+            ("device_to_host", True, True, False, False), ("p2p_copy", True, True, False, False),
+            ("p2p_copy_bidirectional", True, True, False, False),
+        ],
+        "ddp": [
+            ("ddp_scaling", True, False, True, False), ("ddp_exposed_comm", True, False, True, False),
+            ("ddp_nvlink_speedup", True, False, True, False),
+        ],
+    }
+
+
+def test_the_health_families_come_from_the_declarations():
+    assert [c.__name__ for c in health.STATE_CHECKS] == [
+        "row_remapping", "retired_pages", "ecc_corrected", "sram_ecc", "recovery_action", "persistence_mode", "inforom",
+        "other_processes", "vbios_consistent", "mig_mode", "xid_since_boot",
+    ]
+    assert {c.__name__ for c in health.RUN_CHECKS} == {
+        "xid_during_run", "recovery_action_after_run", "ecc_errors_during_run", "ecc_corrected_during_run", "remapping_during_run",
+        "pcie_replay_rate", "pcie_correctable_rate", "clock_slowdown_during_run", "gpu_temperature", "memory_temperature",
+    }
+
+
+def test_the_marginal_line_is_inside_the_criterion_and_every_writer_says_where():
+    judge = Judge("busbw", "h200-4-nvswitch", marginal_band=0.05)
+    verdict = judge("all_reduce 1 GiB", "busbw", 340.0, AtLeast(330.0, "GB/s"))
+    assert verdict.outcome is Outcome.PASSED and verdict.marginal
+    assert verdict.criterion.model_dump(mode="json") == {"op": ">=", "limit": 330.0, "marginal_minimum": 346.5, "unit": "GB/s"}
+    assert verdict.marginal_line == "marginal below 346.5 GB/s" and verdict.expected == ">= 330 GB/s"
+    clear = judge("all_reduce 1 GiB", "busbw", 350.0, AtLeast(330.0, "GB/s"))
+    assert not clear.marginal and clear.criterion == verdict.criterion  # the line is the criterion's, whatever the value
+    test = TestRecord(id="test_busbw[all_reduce-1GiB]", nodeid="test_nccl.py::test_busbw[x]", outcome="passed", verdict=verdict)
+    assert case_properties(test)["marginal_line"] == "marginal below 346.5 GB/s"
+    # a check judged without a band writes its criterion as before: no line
+    plain = Judge("gpu_memory", "p")("gpu0", "memory", 141.0, AtLeast(140.0, "GiB"))
+    assert "marginal_minimum" not in plain.criterion.model_dump(mode="json") and plain.marginal_line == ""
+
+
+def test_two_checks_of_one_name_are_refused_and_a_module_imported_again_declares_itself_again():
+    with pytest.raises(ValueError, match="'busbw' is declared twice"):
+        check(name="busbw")(lambda judge, profile, facts: judge.error("x", "never judged"))
+    before = REGISTRY["busbw"]
+    again = check(name="busbw")(before.judged)  # as a module imported again declares it
+    assert REGISTRY["busbw"] is again
+    REGISTRY["busbw"] = before
