@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Callable
+from importlib.util import find_spec
 from pathlib import Path
+
+import pytest
 
 from gpuaccept.facts import Facts, load_facts, parse_facts
 from gpuaccept.facts.model import CudaFacts
@@ -18,6 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 EXAMPLES = ROOT / "examples" / "facts"
 REFERENCE = DATA / "reference" / "h200x4"  # captures from a real 4xH200 machine
+
+# Tests that run torch skip where it is not installed. Asked of the installed packages, not by importing
+# torch: its import costs about 2 s of CPU, which collection would pay even where those tests are deselected.
+needs_torch = pytest.mark.skipif(find_spec("torch") is None, reason="torch is not installed")
 
 
 def example_facts(name: str) -> Facts:

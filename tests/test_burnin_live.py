@@ -17,13 +17,11 @@ from lxml import etree
 
 from gpuaccept.facts.run_record import load_results
 from gpuaccept.resources import shipped_dir
-from tests.helpers import DATA, ROOT, write
+from tests.helpers import DATA, ROOT, needs_torch, write
 from tests.live_cpu import CPU_PROFILE, gpu_accept_run
 from tests.telemetry_nvml import telemetry_recording
 
-pytestmark = pytest.mark.slow  # live runs: probe, gloo workers, reports
-
-pytest.importorskip("torch")
+pytestmark = [pytest.mark.slow, needs_torch]  # live runs: probe, gloo workers, reports
 
 # the NCCL stage of the CPU profile, one size: a few seconds on CPU; the sustained load a 64x64 product per
 # "GPU" in rounds of 4 s, the memory test every 8 s. The recording's GPUs draw 452 W of 700: a power share of

@@ -431,6 +431,7 @@ def test_pytests_own_options_are_not_taken_for_abbreviations_of_ours(tmp_path):
     ],
     ids=["report-html", "report-fleet", "profile-validate", "import", "run-facts", "run-baseline"],
 )
+@pytest.mark.slow
 def test_a_named_pipe_that_nothing_writes_to_is_one_line_not_a_wait(tmp_path, command, said):
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
@@ -493,6 +494,7 @@ def test_an_empty_value_of_a_run_option_is_refused_not_ignored(tmp_path, capsys,
     assert capsys.readouterr().err == f"gpu-accept: {option}: the value is empty\n"
 
 
+@pytest.mark.slow
 def test_a_file_whose_name_begins_with_a_dash_is_a_value_not_an_option(tmp_path):
     (tmp_path / "-facts.json").write_bytes((EXAMPLES / "h200x4-measured.json").read_bytes())
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts=-facts.json", "--reports=-reports", "-q", cwd=tmp_path)

@@ -123,6 +123,7 @@ def test_a_ranks_deadline_is_every_timeout_of_the_profile_together() -> None:
     assert deadline_s(cpu, nodes=2) == 60 + (1 + 2 * 2 + 4) * 60 + 2 * 90
 
 
+@pytest.mark.slow
 def test_a_rank_past_its_deadline_ends_in_one_line_with_exit_2() -> None:
     hung = "from gpuaccept.cluster.runner import start_watchdog; import time; start_watchdog(0.5, 3, 8); time.sleep(60)"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "src"))

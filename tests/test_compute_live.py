@@ -7,11 +7,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests.helpers import needs_torch
 from tests.live_cpu import cpu_profile, gpu_accept_run
 
-pytestmark = pytest.mark.slow  # live runs: probe, load workers, reports
-
-pytest.importorskip("torch")
+pytestmark = [pytest.mark.slow, needs_torch]  # live runs: probe, load workers, reports
 
 # floors far below what a loaded 2-core machine gives (about 0.1 TFLOP/s and 60 GB/s per worker
 # here) and far above an injected slow GPU (each product followed by 200 ms idle: about 2e-5 TFLOP/s);

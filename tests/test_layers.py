@@ -20,6 +20,7 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=root, env=environment, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_the_tree_keeps_every_contract():
     done = lint_imports(ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -56,6 +57,7 @@ def test_one_forbidden_import_breaks_its_contract_naming_it(tmp_path, module, li
     assert named in done.stdout
 
 
+@pytest.mark.slow
 def test_recording_measurements_imports_no_pytest():
     # what `gpu-accept record --measure` runs: the command line, the probe and the stage store
     script = "import sys, gpuaccept.cli, gpuaccept.probe, gpuaccept.stages.store; print(sorted(m for m in sys.modules if 'pytest' in m))"

@@ -6,11 +6,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests.helpers import needs_torch
 from tests.live_cpu import CPU_PROFILE, cpu_profile, gpu_accept_run
 
-pytestmark = pytest.mark.slow  # each test is a live run: probe, gloo workers, reports
-
-pytest.importorskip("torch")
+pytestmark = [pytest.mark.slow, needs_torch]  # each test is a live run: probe, gloo workers, reports
 
 # the CPU profile's NCCL stage alone (30 s a step); the hang test names its hung step at 20 s, a limit
 # the steps that must finish (64 KiB each, milliseconds) keep on a loaded machine too

@@ -17,8 +17,9 @@ from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.stages.fabric import nccl_plan, run_nccl_stage
 from gpuaccept.vocabulary.collectives import COLLECTIVES
 from gpuaccept.vocabulary.steps import CollectiveKey, PairKey
+from tests.helpers import needs_torch
 
-pytest.importorskip("torch")
+pytestmark = needs_torch
 
 
 def small_spec(ranks: int, **extra) -> ProfileSpec:

@@ -2,6 +2,7 @@
 outliers, baselines, profiles from a golden machine. The run they read is a real CPU run of the
 live path."""
 
+import fcntl
 import json
 import os
 import signal
@@ -22,17 +23,33 @@ from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit
 from gpuaccept.report.html import FAIL, render_html
 from gpuaccept.report.results import IDLE_S
 from gpuaccept.resources import shipped_dir
-from tests.helpers import DATA, EXAMPLES, ROOT, write
+from tests.helpers import DATA, EXAMPLES, ROOT, needs_torch, write
 from tests.live_cpu import gpu_accept_run
 from tests.report_page import Page, traces, values
 
-pytest.importorskip("torch")
+pytestmark = needs_torch
 
 
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("cpu-run")
-    done = gpu_accept_run(folder, "--save-baseline", str(folder / "baseline.json"))
+    """One live run that several tests read. Under xdist (`-n N`) the first worker to ask makes it and
+    the others wait for it and read it, from the folder all workers share: a run made again on each
+    worker would cost as much as the tests that read it."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tmp_path_factory.mktemp("cpu-run")
+        done = gpu_accept_run(folder, "--save-baseline", str(folder / "baseline.json"))
+    else:
+        shared = tmp_path_factory.getbasetemp().parent
+        folder, saved = shared / "cpu-run", shared / "cpu-run.json"
+        with open(shared / "cpu-run.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if saved.exists():
+                done = subprocess.CompletedProcess(**json.loads(saved.read_text()))
+            else:
+                folder.mkdir()
+                done = gpu_accept_run(folder, "--save-baseline", str(folder / "baseline.json"))
+                said = {"args": done.args, "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+                saved.write_text(json.dumps(said))
     # CUDA peer access cannot be read on a CPU: those values could not be established (exit 2), nothing failed
     assert done.returncode == 2, done.stdout + done.stderr
     return folder, done

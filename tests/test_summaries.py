@@ -210,6 +210,7 @@ def test_a_results_file_named_twice_is_one_host_of_the_fleet(tmp_path, capsys):
     ]
 
 
+@pytest.mark.slow
 def test_a_results_file_given_through_a_pipe_is_read_whole():
     import subprocess
     import sys

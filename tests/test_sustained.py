@@ -15,11 +15,18 @@ from gpuaccept.burnin.sustained import memtest_rounds, rounds_of
 from gpuaccept.measure import load_steps
 from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.plan import HbmStep, MemtestStep, SustainedRoundStep
+from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, clear_kept, memtest_due_flag, memtest_flag, sustained_round
+from tests.helpers import needs_torch
 
-torch = pytest.importorskip("torch")
-from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, clear_kept, memtest_due_flag, memtest_flag, sustained_round  # noqa: E402
+pytestmark = needs_torch
 
-CPU = SimpleNamespace(cuda=False, device=torch.device("cpu"))
+
+@pytest.fixture
+def cpu():
+    """The worker's view of its device, here the CPU; torch is imported by the tests that run, not at collection."""
+    import torch
+
+    return SimpleNamespace(cuda=False, device=torch.device("cpu"))
 
 
 @pytest.fixture(autouse=True)
@@ -38,8 +45,8 @@ def _step(tmp_path, index=1, seconds=0.05, memtest=True, **changes) -> Sustained
     )
 
 
-def test_a_round_checks_every_product_then_measures_hbm_and_the_memory(tmp_path):
-    records = {r["key"]: r for r in sustained_round(_step(tmp_path), CPU)}
+def test_a_round_checks_every_product_then_measures_hbm_and_the_memory(tmp_path, cpu):
+    records = {r["key"]: r for r in sustained_round(_step(tmp_path), cpu)}
     assert sorted(records) == ["load/gemm/gpu1", "load/hbm_copy/gpu1", "load/hbm_triad/gpu1", "load/memtest/gpu1"]
     gemm = records["load/gemm/gpu1"]
     assert gemm["repeats"] >= 4 and gemm["repeats"] % 4 == 0 and gemm["verify_repeats"] == gemm["repeats"] - 1
@@ -48,35 +55,35 @@ def test_a_round_checks_every_product_then_measures_hbm_and_the_memory(tmp_path)
     assert not memtest_flag(tmp_path, 1).exists() and not memtest_due_flag(tmp_path, 1).exists()
 
 
-def test_a_round_begun_after_its_end_still_measures_one_chunk(tmp_path):
-    (gemm,) = [r for r in sustained_round(_step(tmp_path, seconds=-10, memtest=False), CPU) if r["load"] == "gemm"]
+def test_a_round_begun_after_its_end_still_measures_one_chunk(tmp_path, cpu):
+    (gemm,) = [r for r in sustained_round(_step(tmp_path, seconds=-10, memtest=False), cpu) if r["load"] == "gemm"]
     assert gemm["repeats"] == 4
 
 
-def test_a_corrupted_product_is_counted_in_its_round_only(tmp_path):
+def test_a_corrupted_product_is_counted_in_its_round_only(tmp_path, cpu):
     drills = Drills.from_environment({"GPUACCEPT_INJECT_CORRUPT_GEMM": "gpu1"})
-    first = next(r for r in sustained_round(_step(tmp_path, 1, memtest=False), CPU, drills) if r["load"] == "gemm")
-    second = next(r for r in sustained_round(_step(tmp_path, 2, memtest=False), CPU, drills) if r["load"] == "gemm")
+    first = next(r for r in sustained_round(_step(tmp_path, 1, memtest=False), cpu, drills) if r["load"] == "gemm")
+    second = next(r for r in sustained_round(_step(tmp_path, 2, memtest=False), cpu, drills) if r["load"] == "gemm")
     assert first["mismatches"] == 1 and second["mismatches"] == 0
 
 
-def test_after_the_stop_flag_the_rounds_left_give_nothing_at_once(tmp_path):
+def test_after_the_stop_flag_the_rounds_left_give_nothing_at_once(tmp_path, cpu):
     (tmp_path / STOP_FLAG).touch()
     began = time.monotonic()
-    records = sustained_round(_step(tmp_path, seconds=600), CPU)
+    records = sustained_round(_step(tmp_path, seconds=600), cpu)
     assert time.monotonic() - began < 60  # not the round's 10 minutes
     assert all(r.get("skipped") for r in records) and len(records) == 4
 
 
-def test_a_memory_test_due_while_a_fabric_stage_runs_waits_then_runs(tmp_path):
+def test_a_memory_test_due_while_a_fabric_stage_runs_waits_then_runs(tmp_path, cpu):
     (tmp_path / FABRIC_FLAG).touch()
     # the wait is bounded (a driver that died leaves its flag): with none allowed it runs at once, saying it was due
-    records = {r["key"]: r for r in sustained_round(_step(tmp_path, memtest_wait_s=0), CPU)}
+    records = {r["key"]: r for r in sustained_round(_step(tmp_path, memtest_wait_s=0), cpu)}
     assert records["load/memtest/gpu1"]["bytes_tested"] > 0
     assert not memtest_due_flag(tmp_path, 1).exists() and not memtest_flag(tmp_path, 1).exists()
 
 
-def test_the_memory_test_lets_its_memory_go_when_it_returns(monkeypatch):
+def test_the_memory_test_lets_its_memory_go_when_it_returns(monkeypatch, cpu):
     chunks: list[weakref.ref] = []
     original = load_steps._Memtest.__init__
 
@@ -88,7 +95,7 @@ def test_the_memory_test_lets_its_memory_go_when_it_returns(monkeypatch):
     gc.disable()  # the memory must go without a garbage collection: a worker goes on after it
     try:
         step = MemtestStep(gpu=0, fraction=0.9, max_bytes=1 << 20, chunk_bytes=1 << 18, time_cap_s=30)
-        assert load_steps.measure_memtest(step, CPU)["bytes_tested"] > 0
+        assert load_steps.measure_memtest(step, cpu)["bytes_tested"] > 0
         assert chunks and all(ref() is None for ref in chunks)
     finally:
         gc.enable()

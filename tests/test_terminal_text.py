@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from gpuaccept.cli import main
 from gpuaccept.errors import format_path, shown
 from tests.helpers import EXAMPLES, write
@@ -45,6 +47,7 @@ def test_profile_list_shows_a_description_escaped(tmp_path, capsys):
     assert "\x1b" not in out and "\x07" not in out and "\r" not in out
 
 
+@pytest.mark.slow
 def test_the_run_header_shows_a_host_name_escaped(tmp_path):
     recorded = json.loads((EXAMPLES / "h200x4-measured.json").read_text(encoding="utf-8"))
     recorded["system"]["hostname"] = f"node7{FORGERY}"
