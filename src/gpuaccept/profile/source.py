@@ -7,6 +7,8 @@ nodes and converted here, recording the line of each value under its key path.
 
 from __future__ import annotations
 
+import copy
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,14 @@ def read_document(path: Path, display_name: str | None = None) -> Document:
 
 
 def parse_document(text: str, name: str) -> Document:
+    # the same profiles are read again and again (a base under each profile, every catalog listing,
+    # each xdist worker's context): pure-Python YAML is the slow part, so each text is parsed once
+    # and every caller gets a copy of its own to change
+    return copy.deepcopy(_parsed(text, name))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str, name: str) -> Document:
     try:
         loader = _ProfileLoader(text)  # checks every character at once
     except yaml.reader.ReaderError as exc:
