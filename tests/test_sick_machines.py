@@ -97,3 +97,19 @@ def test_a_gpu_whose_telemetry_is_not_supported_throughout_the_load_while_the_ot
     everywhere = [s.model_copy(update=blind) for s in samples]
     skipped = telemetry_checks.clock_slowdown(profile, facts.model_copy(update={"telemetry": telemetry(everywhere)}), 2)
     assert skipped.outcome is Outcome.NOT_APPLICABLE  # no GPU of the machine gives it: a VM's NVML, not a sick GPU
+
+
+def test_a_gpu_the_machine_lacks_is_not_a_telemetry_that_could_not_be_sampled():
+    """A 2-GPU machine judged against a 4-GPU profile: the absent GPUs' telemetry tests say the GPU is
+    not there (test_gpu_count fails it), not that the sampler stopped."""
+    from gpuaccept.checks import telemetry as telemetry_checks
+    from tests.helpers import example_facts
+    from tests.telemetry_nvml import sample, telemetry
+
+    four = example_facts("h200x4")
+    two = four.model_copy(update={"gpus": four.gpus[:2], "telemetry": telemetry([sample(t, gpu) for t in range(10) for gpu in range(2)])})
+    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
+    for check in (telemetry_checks.clock_slowdown, telemetry_checks.max_temperature, telemetry_checks.sm_clock_under_load):
+        assert check(profile, two, 1).outcome is Outcome.PASSED
+        absent = check(profile, two, 3)
+        assert absent.outcome is Outcome.NOT_APPLICABLE and "GPU not present (2 GPU(s) under test)" in absent.message

@@ -36,6 +36,8 @@ def _samples(judge: Judge, facts: Facts, gpu: int, under_load: bool) -> list[Tel
     """The GPU's samples (those taken while a stage loaded the GPUs, if `under_load`), or the verdict
     where there are none: a skip where nothing was to be sampled, an error where sampling failed."""
     subject = gpu_key(gpu)
+    if gpu >= facts.gpu_count:  # nothing samples a GPU the machine lacks: that is no sampling failure
+        return judge.not_applicable(subject, f"GPU not present ({facts.gpu_count} GPU(s) under test): test_gpu_count fails it")
     telemetry = facts.telemetry
     if telemetry is None:
         return judge.not_applicable(subject, NO_TELEMETRY)
