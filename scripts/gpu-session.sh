@@ -61,7 +61,8 @@
 #                Needs 2 GPUs or more (ranks cannot share a GPU); skipped with the reason on 1.
 #   fit          where no shipped profile matches the machine (a 2xH100 has none): one standard run
 #                against scripts/calibration/fit.yaml (floors at 1), and `gpu-accept profile init
-#                --margin 0.9` from it; every later run_suite of the call without --profile uses it
+#                --margin 0.9` from it over the model's base (the per-GPU loads, burn-in and health
+#                limits); every later run_suite of the call without --profile uses it
 #   loads        the per-GPU loads (suites/test_compute.py) with --profile auto and -n <GPUs>:
 #                LOADS_RUNS (default 5) healthy runs (their
 #                values per GPU, and floors from them: scripts/calibrate_compute.py), the GEMM/HBM
@@ -632,6 +633,13 @@ PY
     sed "s/@GPUS@/$gpus/" scripts/calibration/fit.yaml > "$work/fit.yaml"
     run_suite fit-run --profile "$work/fit.yaml"
     gpu-accept profile init --from "$work/fit-run/results.json" --margin 0.9 --name "$tag-fitted" -o "$work/fitted.yaml" 2>&1 | tail -2 | tee -a "$log"
+    # a profile made from runs holds no per-GPU loads, burn-in or health limits: the model's base gives them
+    case "$model" in
+      *H100*) base=hgx-h100 ;;
+      *H200*) base=hgx-h200 ;;
+      *) base="" ;;
+    esac
+    [ -n "$base" ] && sed -i "0,/^schema: 1\$/s//schema: 1\nextends: bases\/$base/" "$work/fitted.yaml"
     cp "$work/fitted.yaml" "$OUT/$tag-fitted.yaml" 2>/dev/null
     ;;
   *) say "unknown stage $stage" ;;
