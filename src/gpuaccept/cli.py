@@ -618,7 +618,8 @@ def _add_health_check(commands) -> None:
         help="the quick level as a Slurm HealthCheckProgram, prolog or epilog: no load, the exit code is the verdict",
         description="Run the quick level (health readings, inventory, topology, P2P capability; no load: about 8 s on an "
         "H100) and end with one line: PASS, FAIL and the failing test ids, or COULD NOT JUDGE. Exit 0 passed, 1 a check "
-        "failed, 2 could not judge. With --on-fail drain a failed node is drained in Slurm (scontrol update ... "
+        "failed, 2 could not judge. With --on-fail drain a node where a check failed or a value could not be established "
+        "is drained in Slurm (scontrol update ... "
         "state=drain reason=\"gpu-accept: <test ids>\"); nothing is ever resumed. Arguments this command does not know "
         "go to pytest.",
     )
@@ -627,7 +628,8 @@ def _add_health_check(commands) -> None:
     _add_metrics_option(health)
     health.add_argument(
         "--on-fail", choices=["none", "drain"], default="none",
-        help="drain: where a check failed (exit 1), drain this node in Slurm with the failing test ids as the reason",
+        help="drain: where a check failed (exit 1) or its checks ran and a value could not be established (exit 2), drain "
+        "this node in Slurm with those test ids as the reason",
     )
     health.add_argument(
         "--on-error", choices=["none", "drain"], default="none",

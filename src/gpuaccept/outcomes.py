@@ -12,9 +12,10 @@ HTML, metrics, the report commands) asks this module; docs/outcomes.md states th
 
 A check that failed anywhere makes the run exit 1: the machine is shown not to be what the profile
 says. Otherwise a value that could not be established makes it exit 2, "could not judge": the
-machine is not proven good, and it is not shown bad either. A test that ended in an exception of
-the suite or a fixture is an error too. Bad usage and unreadable input exit 2 before anything is
-judged (errors.py); an interrupted run, or one that judged nothing, exits 2 as well.
+machine is not proven good, and it is not shown bad either. A fixture that raised before its test
+could judge is an error too (a test whose own code raised is failed, as pytest counts it). Bad usage
+and unreadable input exit 2 before anything is judged (errors.py); an interrupted run exits 1 where
+a check had failed by then and 2 otherwise; one that judged nothing exits 2.
 """
 
 from __future__ import annotations
@@ -90,12 +91,15 @@ def worst_exit_code(codes: Iterable[int]) -> int:
 
 
 def run_exit_code(pytest_status: int | None, complete: bool, test_outcomes: Iterable[str]) -> int:
-    """The exit code of a recorded run: its tests decide where pytest ran them to the end (pytest's
-    status 0, or 1, which pytest gives for a failure and an error alike); a run that did not end
-    (killed, interrupted, nothing judged, an internal or usage error) could not judge."""
+    """The exit code of a recorded run: a check that failed makes it 1 however the run ended; else its
+    tests decide where pytest ran them to the end (pytest's status 0, or 1, which pytest gives for a
+    failure and an error alike); a run that did not end (killed, interrupted, nothing judged, an
+    internal or usage error) could not judge."""
+    code = exit_code(test_outcomes)
+    if code == EXIT_FAILED:
+        return EXIT_FAILED  # a check that failed stands, however the run ended
     if not complete or pytest_status not in (0, 1):
         return EXIT_NOT_JUDGED
-    code = exit_code(test_outcomes)
     return EXIT_FAILED if pytest_status == 1 and code == EXIT_PASSED else code
 
 

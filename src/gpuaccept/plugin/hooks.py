@@ -229,9 +229,11 @@ class RecordingHooks:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.recording is not None:
             self.recording.finish(session)
-            if int(session.exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-                # the outcome policy's exit code: pytest counts an error as a failure
-                session.exitstatus = self.recording.writer.record.exit_code()
+            status, code = int(session.exitstatus), self.recording.writer.record.exit_code()
+            # the outcome policy's exit code: pytest counts an error as a failure; a run interrupted
+            # (or whose reports could not be written) after a check failed has still found the machine faulty
+            if status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or (status == pytest.ExitCode.INTERRUPTED and code == 1):
+                session.exitstatus = code
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         lines = self.recording.summary_lines() if self.recording is not None else []

@@ -14,7 +14,7 @@ import pytest
 from gpuaccept.checks.verdict import Outcome, Verdict
 from gpuaccept.errors import shown
 from gpuaccept.facts.run_record import TestRecord
-from gpuaccept.outcomes import SHOWN, TestOutcome, test_outcome
+from gpuaccept.outcomes import SHOWN, TestOutcome
 
 VERDICTS_KEY = pytest.StashKey[list[Verdict]]()
 VERDICT_ON_REPORT = "gpuaccept_verdict"  # the deciding verdict as plain data, carried by the call's report (from xdist workers too)
@@ -56,8 +56,8 @@ def report_outcome(report: pytest.TestReport) -> TestOutcome | None:
     """The outcome of a test's phase by the outcome policy: None for phases that decide nothing."""
     if report.when == "call":
         verdict = verdict_of(report)
-        if report.failed and verdict is not None:
-            return test_outcome(verdict["outcome"])  # failed, or error where the value could not be established
+        if report.failed and verdict is not None and verdict["outcome"] == Outcome.ERROR.value:
+            return "error"  # the value could not be established; any other failure of the call is a failure
         return report.outcome
     if report.when == "setup" and not report.passed:
         return "skipped" if report.skipped else "error"

@@ -1,9 +1,9 @@
 """What a measurement stage is: one object saying what the profile asks of it, how it runs, what it
 yields where it cannot run, whether it loads one GPU or the whole machine, and its part in a burn-in.
 
-The session's store (store.py) and the burn-in (gpuaccept/burnin) read nothing else about a stage:
-a new stage is a new `Stage` in registry.py, its sweeps in `Measurements`, its checks in
-checks/stages.py and a suite asking for it by marker (docs/adding-a-stage.md).
+The measurement store (store.py) and the burn-in (gpuaccept/burnin) read nothing else about a stage:
+a new stage is a new `Stage` in registry.py, its sweeps in `Measurements`, checks that declare it as
+their stage (checks/declare.py) and a suite asking for it by marker (docs/adding-a-stage.md).
 """
 
 from __future__ import annotations
