@@ -110,3 +110,35 @@ def test_two_checks_of_one_name_are_refused_and_a_module_imported_again_declares
     again = check(name="busbw")(before.judged)  # as a module imported again declares it
     assert REGISTRY["busbw"] is again
     REGISTRY["busbw"] = before
+
+
+def _suite_marks() -> dict[str, list[pytest.Mark]]:
+    """Each suite test's marks, its own before its module's (the closest first, as pytest reads them)."""
+    import importlib
+
+    from _pytest.mark.structures import get_unpacked_marks
+
+    found: dict[str, list[pytest.Mark]] = {}
+    for path in sorted(SUITES.glob("test_*.py")):
+        module = importlib.import_module(f"gpuaccept.suites.{path.stem}")
+        module_marks = list(get_unpacked_marks(module))
+        for name, function in vars(module).items():
+            if name.startswith("test_") and callable(function):
+                found[name] = [*get_unpacked_marks(function), *module_marks]
+    return found
+
+
+def test_a_suite_test_asks_for_the_stage_and_the_health_readings_its_check_declares():
+    """A test whose facts lack its check's stage would skip (a compute check with no sweep is not
+    applicable) and pass a machine that was never loaded: the suite's marker and the check's
+    declaration must agree, and nothing else holds them together."""
+    marks = _suite_marks()
+    for found in declared_checks():
+        declaration = found.declaration
+        test_marks = marks[declaration.test_name]
+        needs = next((mark for mark in test_marks if mark.name == "needs"), None)
+        asked = set(needs.args) if needs else set()
+        if declaration.stage is not None:
+            assert declaration.stage in asked or "every_stage" in asked, (declaration.test_name, declaration.stage, asked)
+        if declaration.family is not None:
+            assert any(mark.name == declaration.family for mark in test_marks), (declaration.test_name, declaration.family)
