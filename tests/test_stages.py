@@ -3,6 +3,7 @@ stage's plans hold what a recorded run measured."""
 
 from typing import get_args
 
+from gpuaccept.checks.stages import STAGE_ORDER
 from gpuaccept.facts.model import DdpSweep, Measurements
 from gpuaccept.measure.drills import Drills
 from gpuaccept.profile import ProfileCatalog
@@ -20,6 +21,7 @@ def test_every_stage_name_has_one_stage_and_every_sweep_one_stage():
     every = [sweep for stage in STAGES.values() for sweep in stage.sweeps]
     assert sorted(every) == sorted(Measurements.sweep_names())  # each sweep belongs to exactly one stage
     assert {key.stage for key in (CollectiveKey, PairKey, CopyKey, DdpKey, LoadKey)} == set(STAGES)
+    assert sorted(STAGE_ORDER) == sorted(STAGES)  # the burn-in lists every stage's values, a new stage's too
 
 
 def test_a_per_gpu_stage_keeps_a_file_per_gpu_and_a_fabric_stage_one():

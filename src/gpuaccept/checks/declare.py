@@ -25,7 +25,7 @@ from gpuaccept.checks.verdict import Judge, Verdict, best_attempt
 from gpuaccept.facts.model import Facts
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key, pair_key
-from gpuaccept.vocabulary.steps import StepKey
+from gpuaccept.vocabulary.steps import StageName, StepKey
 
 P = ParamSpec("P")
 StepKeys = Callable[[Profile, Any], list[StepKey]]  # (profile, subject) -> keys of the values it judges
@@ -65,7 +65,7 @@ class Declaration:
     summary: str  # the first line of the check's docstring
     subjects: Subjects
     marginal: bool = False  # its value is judged with the profile's marginal band
-    stage: str | None = None  # the measurement stage whose value it judges
+    stage: StageName | None = None  # the measurement stage whose value it judges
     asked: Callable[[Profile], bool] | None = None  # whether the profile asks the stage for this value at all
     measured_again: bool = True  # a miss is measured again before it fails (stage values)
     in_burnin: bool = True  # judged over a burn-in's rounds (stage values)
@@ -128,7 +128,7 @@ def check(
     subjects: Subjects = MACHINE,
     name: str | None = None,
     marginal: bool = False,
-    stage: str | None = None,
+    stage: StageName | None = None,
     asked: Callable[[Profile], bool] | None = None,
     measured_again: bool = True,
     in_burnin: bool = True,

@@ -16,12 +16,13 @@ from typing import Any
 from gpuaccept.checks import compute, ddp, fabric  # noqa: F401 (their declarations fill the registry)
 from gpuaccept.checks.declare import REGISTRY, Declaration, DeclaredCheck
 from gpuaccept.profile.model import Profile
-from gpuaccept.vocabulary.steps import StepKey
+from gpuaccept.vocabulary.steps import StageName, StepKey
 
 Check = DeclaredCheck[Any]
 Subjects = Callable[[Profile], list[Any]]
 
-STAGE_ORDER = ("compute", "nccl", "copies", "ddp")  # the order the burn-in's values are listed in
+# the order the burn-in's values are listed in: the load's first, then the fabric's
+STAGE_ORDER: tuple[StageName, ...] = ("compute", "nccl", "copies", "ddp")
 
 
 @dataclass(frozen=True)
