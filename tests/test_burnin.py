@@ -28,6 +28,7 @@ from gpuaccept.facts.model import (
     Telemetry,
     Unavailable,
 )
+from gpuaccept.measure.drills import NO_DRILLS
 from gpuaccept.probe.nvml import ReplayNvml
 from gpuaccept.probe.telemetry import TelemetrySampler
 from gpuaccept.profile import ProfileCatalog, load_profile
@@ -325,6 +326,7 @@ class FakeStore:
         self.ran: list[tuple[float, str]] = []
         self.loads: list[str] = []
         self.interrupt_at = interrupt_at
+        self.drills = NO_DRILLS  # the run's drills, as MeasurementStore holds them
 
     def measure_stage(self, stage, facts, profile):
         if self.interrupt_at is not None and len(self.ran) == self.interrupt_at:

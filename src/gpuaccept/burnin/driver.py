@@ -29,7 +29,6 @@ from gpuaccept.burnin.sustained import LoadRound, SustainedLoad
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import BurnIn, BurnInRound, CudaFacts, Measurements, TelemetrySample
 from gpuaccept.files import write_atomically
-from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.profile import Profile
 from gpuaccept.stages.registry import STAGES
 from gpuaccept.stages.store import MeasurementStore
@@ -56,7 +55,6 @@ class BurninDriver:
         self, store: MeasurementStore, facts: Facts, profile: Profile, duration_s: float,
         say: Callable[[str], None] = lambda text: None, readings: Readings = dict,
         clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep, start_load: StartLoad = SustainedLoad,
-        drills: Drills = NO_DRILLS,
     ):
         self.store, self.facts, self.profile = store, facts, profile
         self.duration_s = duration_s
@@ -64,7 +62,6 @@ class BurninDriver:
         self.say = say
         self.readings = readings
         self.clock, self.sleep, self.start_load = clock, sleep, start_load
-        self.drills = drills  # the sustained load's; the fabric stages take the store's
         self.rounds: list[BurnInRound] = []
         self.start = 0.0
         self.last_fabric: float | None = None  # when the fabric stages last began, seconds into the burn-in
@@ -85,7 +82,7 @@ class BurninDriver:
                 cuda = isinstance(self.facts.cuda, CudaFacts) and self.facts.cuda.device_count > 0
                 load = self.start_load(
                     self.profile.spec, list(range(self.facts.gpu_count)), self.duration_s, require_cuda=cuda, on_round=self._round_done,
-                    drills=self.drills,
+                    drills=self.store.drills,  # the run's, as the fabric stages take them
                 )
             if fabric:
                 self._fabric_round(fabric, beside_load=False)

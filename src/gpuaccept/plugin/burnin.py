@@ -56,7 +56,7 @@ class BurninHooks:
         duration = options.burnin_s or parse_duration(context.profile.spec.burnin.duration)
         say = terminal_line(self.config)
         readings = self.telemetry.latest if self.telemetry is not None else dict
-        driver = BurninDriver(self.run.store, context.facts, context.profile, duration, say=say, readings=readings, drills=context.drills)
+        driver = BurninDriver(self.run.store, context.facts, context.profile, duration, say=say, readings=readings)
         burnin = driver.run()
         if burnin.ended == "interrupted":
             # the signal ended the rounds; the tests still judge what ran, and the exit status says so

@@ -22,6 +22,7 @@ import pytest
 from gpuaccept.burnin.driver import burnin_stages
 from gpuaccept.errors import GpuAcceptError, shown
 from gpuaccept.measure.drills import Drills
+from gpuaccept.outcomes import EXIT_FAILED
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
@@ -232,7 +233,8 @@ class RecordingHooks:
             status, code = int(session.exitstatus), self.recording.writer.record.exit_code()
             # the outcome policy's exit code: pytest counts an error as a failure; a run interrupted
             # (or whose reports could not be written) after a check failed has still found the machine faulty
-            if status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or (status == pytest.ExitCode.INTERRUPTED and code == 1):
+            stopped_after_a_failure = status == pytest.ExitCode.INTERRUPTED and code == EXIT_FAILED
+            if status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or stopped_after_a_failure:
                 session.exitstatus = code
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
