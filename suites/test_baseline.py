@@ -9,4 +9,4 @@ pytestmark = [pytest.mark.levels("standard"), pytest.mark.needs("every_stage")]
 
 
 def test_no_regression(baseline_metric, baseline, profile, facts, verdict):
-    verdict(no_regression(baseline.baseline, facts, baseline_metric, baseline.max_regression, profile.name))
+    verdict(no_regression(profile, facts, baseline_metric, baseline.baseline, baseline.max_regression))

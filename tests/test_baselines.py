@@ -20,8 +20,11 @@ from gpuaccept.cli import main as cli
 from gpuaccept.errors import InputFileError
 from gpuaccept.facts.run_record import load_results, parse_results
 from gpuaccept.files import OutputError
+from gpuaccept.profile import ProfileCatalog
 from gpuaccept.report.baseline import SPREAD_TOLERANCE_CAP, load_baseline, save_baseline
 from tests.helpers import EXAMPLES, ROOT, example_facts, mutated, results_data
+
+SHIPPED = ProfileCatalog.with_shipped()
 
 RESULTS = ROOT / "examples" / "results"
 HEALTHY = RESULTS / "h200x4.json"
@@ -123,7 +126,7 @@ def test_the_tolerance_a_spread_earns_is_capped_and_the_values_at_the_cap_named(
     assert baseline.metrics["busbw-all_reduce-1GiB"].tolerance(0.05) == 0.05  # runs within 2.5%: the asked-for share
     # the shipped runs' NCCL_P2P_DISABLE=1 drill: every NCCL value regressed
     broken = load_results(bench_results("h200x4-faults-shipped.tar.gz", "nop2p/results.json", tmp_path))
-    verdict = no_regression(baseline, broken.facts, "busbw-all_reduce-1GiB", 0.05, "h200-4-nvswitch")
+    verdict = no_regression(SHIPPED.load("h200-4-nvswitch"), broken.facts, "busbw-all_reduce-1GiB", baseline, 0.05)
     assert verdict.outcome is Outcome.FAILED and "-92.0%; at most 5% worse allowed" in verdict.message
 
 
@@ -134,7 +137,7 @@ def test_a_healthy_and_a_broken_run_can_no_longer_make_a_gate_that_never_fires(t
     save_baseline(tmp_path / "b.json", healthy, "h200-4-calibrated", [broken])
     baseline = load_baseline(tmp_path / "b.json")
     assert baseline.metrics["busbw-all_reduce-256MiB"].spread > 1.6  # 355 and 28 GB/s
-    verdict = no_regression(baseline, broken, "busbw-all_reduce-1GiB", 0.05, "p")
+    verdict = no_regression(SHIPPED.load("h200-4-nvswitch"), broken, "busbw-all_reduce-1GiB", baseline, 0.05)
     assert verdict.outcome is Outcome.FAILED
     assert "at most 25% worse allowed (twice the 170.6% its baseline runs varied by, capped at 25%)" in verdict.message
 
@@ -294,7 +297,8 @@ def test_a_gemm_that_lost_eight_percent_above_its_floor_fails_its_regression_tes
                 load["tflops"] *= 0.92  # still above the floor of 594: only the baseline can see it
 
     after_update = mutated(runs[0], gemm_slower)
-    verdicts = {key: no_regression(golden, after_update, key, 0.05, "h200-2-nvswitch") for key in golden.metrics}
+    profile = SHIPPED.load("h200-2-nvswitch")
+    verdicts = {key: no_regression(profile, after_update, key, golden, 0.05) for key in golden.metrics}
     assert [key for key, v in verdicts.items() if v.outcome is not Outcome.PASSED] == ["gemm-gpu1"]
     assert "TFLOP/s" in verdicts["gemm-gpu1"].message
 

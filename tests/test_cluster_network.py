@@ -329,6 +329,26 @@ def test_ddp_scaling_from_one_node_to_all(tmp_path: Path) -> None:
     assert missing[0].outcome is Outcome.ERROR
 
 
+def test_a_clusters_verdicts_are_its_declared_checks_each_subject_in_order(tmp_path: Path) -> None:
+    from gpuaccept.checks.declare import declared_checks
+
+    path = tmp_path / "ddp.yaml"
+    path.write_text(PROFILE + "  ddp_min_efficiency: 0.8\nddp: {model: tiny, world_sizes: [1, 2], batches: [8, 16]}\n", encoding="utf-8")
+    profile = load_profile(path)
+    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=4,
+                         gpus_per_node=2, nodes=[node(TREE, index=0), node(TREE, index=1)])
+    verdicts = [(v.check, v.subject) for v in cluster_verdicts(profile, facts)]
+    node_checks = ["rdma_ports", "rdma_rate", "gpu_nic_affinity", "gpu_nic_affinity", "gpudirect_rdma", "nccl_transport"]
+    node_subjects = ["{0}", "{0}", "{0}-gpu0", "{0}-gpu1", "{0}", "{0}"]
+    assert verdicts == [
+        *[(check, subject.format("node0")) for check, subject in zip(node_checks, node_subjects, strict=True)],
+        *[(check, subject.format("node1")) for check, subject in zip(node_checks, node_subjects, strict=True)],
+        ("cluster_busbw", "all_reduce-1GiB"), ("cluster_ddp_efficiency", "4gpu-bs8"), ("cluster_ddp_efficiency", "4gpu-bs16"),
+    ]
+    declared = [found.declaration.name for found in declared_checks("cluster")]
+    assert declared == list(dict.fromkeys(check for check, _ in verdicts))  # every declared check, none other
+
+
 def test_a_real_two_node_run_on_a_lent_2xh200_names_its_slowed_node_in_the_fleet_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -154,5 +154,5 @@ def test_a_baseline_judges_the_attempt_the_verdict_took_not_the_dip_before_it(tm
     key = "busbw-all_reduce-256MiB"
     assert measured_values(facts)[key].value == 336.1  # the first attempt was 250
     before = Baseline(path="base.json", machine={}, metrics={key: Metric(key, 340.0, "GB/s")})
-    verdict = no_regression(before, facts, key, 0.05, PROFILE.name)
+    verdict = no_regression(PROFILE, facts, key, before, 0.05)
     assert verdict.outcome is Outcome.PASSED and verdict.measured == 336.1

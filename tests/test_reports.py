@@ -18,7 +18,7 @@ import pytest
 from gpuaccept.cli import main as cli
 from gpuaccept.errors import InputFileError
 from gpuaccept.facts.run_record import RunRecord, load_results
-from gpuaccept.profile import load_profile
+from gpuaccept.profile import ProfileCatalog, load_profile
 from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit, write_runs_junit
 from gpuaccept.report.html import FAIL, render_html
 from gpuaccept.report.results import IDLE_S
@@ -364,8 +364,9 @@ def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
     metric = baseline.metrics["p2p_bidirectional-gpu0-gpu1"]
     assert metric.value == 700.0 and metric.spread == round((779.8 - 652.8) / 700.0, 4)
     key = "p2p_bidirectional-gpu0-gpu1"
-    assert no_regression(baseline, with_bidirectional(620.0), key, 0.05, "p").outcome is Outcome.PASSED
-    slow = no_regression(baseline, with_bidirectional(400.0), key, 0.05, "p")
+    profile = ProfileCatalog.with_shipped().load("h200-2-nvswitch")
+    assert no_regression(profile, with_bidirectional(620.0), key, baseline, 0.05).outcome is Outcome.PASSED
+    slow = no_regression(profile, with_bidirectional(400.0), key, baseline, 0.05)
     # twice 18.1% would allow 36% worse: the spread earns at most the 25% cap
     assert slow.outcome is Outcome.FAILED
     assert "at most 25% worse allowed (twice the 18.1% its baseline runs varied by, capped at 25%)" in slow.message

@@ -1,14 +1,25 @@
-"""The regression check: a measured value against the same value in a baseline."""
+"""The regression gate: each value a baseline holds (`--baseline FILE`), measured again in this run,
+is at most `--max-regression` worse than it was."""
 
 from __future__ import annotations
 
+from gpuaccept.checks.declare import Subjects, check
 from gpuaccept.checks.verdict import AtLeast, AtMost, Criterion, Judge, Verdict
 from gpuaccept.facts import Facts
+from gpuaccept.profile.model import Profile
 from gpuaccept.report.baseline import Baseline, measured_values
 
+# the values a baseline holds are its subjects: the baseline file names them, not the profile (the
+# plugin parametrizes `baseline_metric` from the file given)
+BASELINE_VALUE = Subjects(
+    "", lambda profile: [], str, "no baseline", "each value the baseline holds", "busbw-all_reduce-1GiB"
+)
 
-def no_regression(baseline: Baseline, facts: Facts, key: str, max_regression: float, profile_name: str) -> Verdict:
-    judge = Judge("no_regression", profile_name)
+
+@check(subjects=BASELINE_VALUE)
+def no_regression(judge: Judge, profile: Profile, facts: Facts, key: str, baseline: Baseline, max_regression: float) -> Verdict:
+    """This run's value is at most `--max-regression` (a share) worse than the baseline's: more where
+    the baseline's own runs varied more (twice their spread, up to a cap)."""
     before = baseline.metrics[key]
     allowed = before.tolerance(max_regression)
     criterion: Criterion

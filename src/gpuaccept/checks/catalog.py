@@ -34,7 +34,8 @@ def gemm_throughput(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> V
 then the suite's test that calls it (`test_<name>`, asking for its subjects' fixture: `gpu`), and
 write this file again. The plugin's test ids, the stage's values (measured again, judged over a
 burn-in's rounds), the health families and the golden verdicts of the tests follow from the
-declaration; a test fails where a declared check has no suite test, or a suite test no check.
+declaration; a test fails where a declared check has no suite test, or a suite test no check. The
+checks of a cluster are declared alike (`runner="cluster"`) and judged by `gpu-accept cluster`.
 """
 
 
@@ -44,7 +45,7 @@ def _mark(flag: bool) -> str:
 
 def _row(declaration: Declaration) -> str:
     subject = declaration.subjects
-    test_id = f"`{declaration.test_name}[{subject.example}]`" if subject.fixture else f"`{declaration.test_name}`"
+    test_id = f"`{declaration.test_name}[{subject.example}]`" if subject.example else f"`{declaration.test_name}`"
     staged = declaration.stage is not None
     cells = [
         test_id,
@@ -61,7 +62,7 @@ def _row(declaration: Declaration) -> str:
 
 def checks_markdown() -> str:
     """The page, one section per module of checks, in the suites' layer order."""
-    declared = [found.declaration for found in declared_checks()]
+    declared = [found.declaration for found in declared_checks(runner=None)]
     lines = [HEADER]
     for module in CHECK_MODULES:
         mine = [declaration for declaration in declared if declaration.module == module]
@@ -69,6 +70,9 @@ def checks_markdown() -> str:
             continue
         about = (importlib.import_module(f"gpuaccept.checks.{module}").__doc__ or "").strip().split("\n\n")[0]
         lines += [f"## {module}", "", " ".join(about.split()), ""]
+        if mine[0].runner == "cluster":
+            lines += ["Judged by `gpu-accept cluster` over every node of one job ([many-nodes.md](many-nodes.md)), "
+                      "its JUnit cases named like the suites' tests.", ""]
         lines += ["| test id | check | subjects | stage | marginal | again | burn-in | what |", "|---|---|---|---|---|---|---|---|"]
         lines += [_row(declaration) for declaration in mine]
         lines.append("")

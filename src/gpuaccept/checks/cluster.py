@@ -6,10 +6,16 @@ each GPU's closest adapter, GPUDirect RDMA, the transport NCCL used, each where 
 it. A node without any RDMA adapter (no /sys/class/infiniband: no adapter, or its driver not
 loaded) lacks what the profile requires and fails, as does one whose adapters are there but down;
 adapters that could not be read, or NCCL lines that were not, are an error: never a skip.
+
+These checks are declared like the suites' (checks/declare.py, runner "cluster") and judged by
+`gpu-accept cluster`: node_verdicts and cluster_verdicts below go through the declarations.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from gpuaccept.checks.declare import DeclaredCheck, Subjects, check, declared_checks
 from gpuaccept.checks.verdict import AtLeast, Criterion, Described, Judge, Verdict
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NodeFacts
 from gpuaccept.facts.model import Unavailable
@@ -28,6 +34,41 @@ def _spec(profile: Profile) -> ClusterSpec | None:
     return profile.spec.cluster
 
 
+def _nodes(profile: Profile) -> list[int]:
+    spec = _spec(profile)
+    return list(range(spec.nodes)) if spec else []
+
+
+def _cases(profile: Profile) -> list[tuple[str, str]]:
+    spec = _spec(profile)
+    return [(collective, size) for collective, sizes in spec.busbw.items() for size in sizes] if spec else []
+
+
+def _batches(profile: Profile) -> list[tuple[int, int]]:
+    """(every GPU of every node, batch) for each batch DDP is judged at between the nodes."""
+    spec = _spec(profile)
+    if spec is None or spec.ddp_min_efficiency is None:
+        return []
+    batches = profile.spec.ddp.batches if profile.spec.ddp else [0]
+    return [(spec.nodes * profile.gpu_count, batch) for batch in batches]
+
+
+# the subjects of a cluster's checks; the suites parametrize none of them (no fixture): the job's
+# nodes give the node checks their NodeFacts, the runner the rest
+NODE = Subjects("", _nodes, node_key, "no nodes", "each node", "node1")
+NODE_GPU = Subjects(
+    "", lambda profile: [(node, gpu) for node in _nodes(profile) for gpu in range(profile.gpu_count)],
+    lambda subject: f"{node_key(subject[0])}-{gpu_key(subject[1])}", "no GPUs", "each GPU of each node", "node1-gpu0",
+)
+CLUSTER_CASE = Subjects(
+    "", _cases, lambda case: f"{case[0]}-{format_size(parse_size(case[1]))}", "no inter-node floors",
+    "each collective and size the profile sets an inter-node floor for", "all_reduce-1GiB",
+)
+CLUSTER_BATCH = Subjects(
+    "", _batches, lambda case: ddp_case(*case), "no DDP efficiency between nodes", "each DDP batch per GPU", "16gpu-bs8"
+)
+
+
 def _no_adapters(judge: Judge, subject: str, node: NodeFacts, reading: Unavailable, criterion: Criterion) -> Verdict:
     """The profile states RDMA adapters and the node gave none: none there fails, unreadable errs."""
     if reading.unavailable == "not_found":
@@ -36,8 +77,10 @@ def _no_adapters(judge: Judge, subject: str, node: NodeFacts, reading: Unavailab
     return judge.unavailable(subject, f"{node.host}: RDMA adapters", reading, criterion)
 
 
-def rdma_ports(profile: Profile, node: NodeFacts) -> Verdict:
-    judge = Judge("rdma_ports", profile.name)
+@check(subjects=NODE, runner="cluster")
+def rdma_ports(judge: Judge, profile: Profile, node: NodeFacts) -> Verdict:
+    """The node has at least `cluster.nics.count` RDMA ports ACTIVE and LinkUp (of the link layer the
+    profile names)."""
     spec = _spec(profile)
     if spec is None or spec.nics is None:
         return judge.not_applicable(node_key(node.node), "the profile states no RDMA adapters")
@@ -55,8 +98,9 @@ def rdma_ports(profile: Profile, node: NodeFacts) -> Verdict:
     return judge(node_key(node.node), f"ports ACTIVE, LinkUp{layer}:", len(up), criterion, note=note)
 
 
-def rdma_rate(profile: Profile, node: NodeFacts) -> Verdict:
-    judge = Judge("rdma_rate", profile.name)
+@check(subjects=NODE, runner="cluster")
+def rdma_rate(judge: Judge, profile: Profile, node: NodeFacts) -> Verdict:
+    """The slowest ACTIVE RDMA port of the node runs at `cluster.nics.rate_gbps` or faster."""
     spec = _spec(profile)
     if spec is None or spec.nics is None:
         return judge.not_applicable(node_key(node.node), "the profile states no RDMA adapters")
@@ -74,8 +118,10 @@ def rdma_rate(profile: Profile, node: NodeFacts) -> Verdict:
     return judge(node_key(node.node), "slowest ACTIVE port", rates[slowest], criterion, note=f"{node.host} {slowest}")
 
 
-def gpu_nic_affinity(profile: Profile, node: NodeFacts, gpu: int) -> Verdict:
-    judge = Judge("gpu_nic_affinity", profile.name)
+@check(subjects=NODE_GPU, runner="cluster")
+def gpu_nic_affinity(judge: Judge, profile: Profile, node: NodeFacts, gpu: int) -> Verdict:
+    """The GPU's closest RDMA adapter is at the PCIe distance `affinity.nic` names, or closer (and is
+    the adapter it names)."""
     subject = f"{node_key(node.node)}-{gpu_key(gpu)}"
     wanted = profile.expected_nic(gpu)
     if wanted is None:
@@ -96,8 +142,10 @@ def gpu_nic_affinity(profile: Profile, node: NodeFacts, gpu: int) -> Verdict:
     return judge.passed(subject, f"{node.host}: closest RDMA adapter {measured}", measured, criterion)
 
 
-def gpudirect_rdma(profile: Profile, node: NodeFacts) -> Verdict:
-    judge = Judge("gpudirect_rdma", profile.name)
+@check(subjects=NODE, runner="cluster")
+def gpudirect_rdma(judge: Judge, profile: Profile, node: NodeFacts) -> Verdict:
+    """GPUDirect RDMA works on the node: nvidia_peermem loaded, or NCCL's network channels went
+    through GDRDMA (dma-buf)."""
     spec = _spec(profile)
     if spec is None or not spec.gpudirect_rdma:
         return judge.not_applicable(node_key(node.node), "the profile does not require GPUDirect RDMA")
@@ -117,8 +165,10 @@ def gpudirect_rdma(profile: Profile, node: NodeFacts) -> Verdict:
     return judge.failed(node_key(node.node), f"{node.host}: nvidia_peermem not loaded and {seen}, expected {criterion}", False, criterion)
 
 
-def nccl_transport(profile: Profile, node: NodeFacts) -> Verdict:
-    judge = Judge("nccl_transport", profile.name)
+@check(subjects=NODE, runner="cluster")
+def nccl_transport(judge: Judge, profile: Profile, node: NodeFacts) -> Verdict:
+    """NCCL's channels between the nodes went through a network transport the profile accepts
+    (`cluster.transport`: IB, Socket)."""
     spec = _spec(profile)
     if spec is None or spec.transport is None:
         return judge.not_applicable(node_key(node.node), "the profile names no NCCL network transport")
@@ -137,10 +187,12 @@ def nccl_transport(profile: Profile, node: NodeFacts) -> Verdict:
     return judge.passed(node_key(node.node), detail, measured, criterion)
 
 
-def cluster_busbw(profile: Profile, facts: ClusterFacts, collective: str, size: str) -> Verdict:
+@check(subjects=CLUSTER_CASE, marginal=True, runner="cluster")
+def cluster_busbw(judge: Judge, profile: Profile, facts: ClusterFacts, collective: str, size: str) -> Verdict:
+    """Bus bandwidth of a collective over every GPU of every node is at least the profile's
+    `cluster.busbw` floor; a miss names the slow node where measuring groups of nodes apart found one."""
     spec = _spec(profile)
     floors = spec.busbw if spec else {}
-    judge = Judge("cluster_busbw", profile.name, profile.spec.judging.marginal_band)
     size_bytes = parse_size(size)
     subject = f"{collective}-{format_size(size_bytes)}"
     scope = f"{collective} {human_size(size_bytes)} over {facts.world} ranks on {len(facts.nodes)} nodes"
@@ -163,22 +215,24 @@ def cluster_busbw(profile: Profile, facts: ClusterFacts, collective: str, size: 
                  context={"algbw_GBps": result.algbw_GBps, "time_us": result.time_us, "ranks": result.ranks})
 
 
-def cluster_ddp(profile: Profile, facts: ClusterFacts, batch: int) -> Verdict:
-    """Samples/s per GPU training on every node over on one node: what the network costs DDP."""
+@check(subjects=CLUSTER_BATCH, name="cluster_ddp_efficiency", marginal=True, runner="cluster")
+def cluster_ddp(judge: Judge, profile: Profile, facts: ClusterFacts, case: tuple[int, int]) -> Verdict:
+    """DDP samples/s per GPU training on every node over on one node (what the network costs DDP) is
+    at least the profile's `cluster.ddp_min_efficiency`."""
     spec = _spec(profile)
-    judge = Judge("cluster_ddp_efficiency", profile.name, profile.spec.judging.marginal_band)
-    subject = ddp_case(facts.world, batch)
+    world, batch = case
+    subject = ddp_case(world, batch)
     if spec is None or spec.ddp_min_efficiency is None:
         return judge.not_applicable(subject, "the profile sets no cluster.ddp_min_efficiency")
     criterion = AtLeast(spec.ddp_min_efficiency)
-    many = next((r for r in facts.ddp if r.world == facts.world and r.batch == batch), None)
+    many = next((r for r in facts.ddp if r.world == world and r.batch == batch), None)
     one = next((r for r in facts.ddp if r.world == facts.gpus_per_node and r.batch == batch), None)
     scope = f"DDP batch {batch} per GPU, {len(facts.nodes)} nodes over 1"
     if many is None or one is None:
         return judge.error(subject, "DDP on one node and on every node was not measured (the profile needs a ddp: section)",
                            criterion, scope=scope)
     efficiency = many.samples_per_s_per_gpu / one.samples_per_s_per_gpu
-    note = f"{many.samples_per_s_per_gpu:.4g} samples/s per GPU on {facts.world} GPUs, {one.samples_per_s_per_gpu:.4g} on {one.world}"
+    note = f"{many.samples_per_s_per_gpu:.4g} samples/s per GPU on {world} GPUs, {one.samples_per_s_per_gpu:.4g} on {one.world}"
     return judge(subject, "efficiency", efficiency, criterion, note=note, scope=scope)
 
 
@@ -193,19 +247,27 @@ def localization_note(facts: ClusterFacts, found: LocalizationFacts) -> str:
     return f"no single node named ({found.reason}); undecided: {', '.join(named(i) for i in found.undecided)}"
 
 
+def _checks_of(subjects: Subjects) -> list[DeclaredCheck[Any]]:
+    return [found for found in declared_checks("cluster") if found.declaration.subjects is subjects]
+
+
 def node_verdicts(profile: Profile, node: NodeFacts, gpus_per_node: int) -> list[Verdict]:
-    verdicts = [rdma_ports(profile, node), rdma_rate(profile, node)]
-    verdicts += [gpu_nic_affinity(profile, node, gpu) for gpu in range(gpus_per_node)]
-    verdicts += [gpudirect_rdma(profile, node), nccl_transport(profile, node)]
+    """Every check of one node, each GPU's after the node's own: what a rank judges of its node."""
+    verdicts = []
+    for found in declared_checks("cluster"):
+        subjects = found.declaration.subjects
+        if subjects is NODE:
+            verdicts.append(found(profile, node))
+        elif subjects is NODE_GPU:
+            verdicts += [found(profile, node, gpu) for gpu in range(gpus_per_node)]
     return verdicts
 
 
 def cluster_verdicts(profile: Profile, facts: ClusterFacts) -> list[Verdict]:
-    spec = _spec(profile)
+    """Every node's checks, then the collectives and DDP over every node."""
     verdicts = [v for node in facts.nodes for v in node_verdicts(profile, node, facts.gpus_per_node)]
-    if spec is not None:
-        verdicts += [cluster_busbw(profile, facts, collective, size) for collective, sizes in spec.busbw.items() for size in sizes]
-        if spec.ddp_min_efficiency is not None:
-            batches = profile.spec.ddp.batches if profile.spec.ddp else [0]
-            verdicts += [cluster_ddp(profile, facts, batch) for batch in batches]
+    for case in CLUSTER_CASE.of(profile):
+        verdicts += [found(profile, facts, *case) for found in _checks_of(CLUSTER_CASE)]
+    for case in CLUSTER_BATCH.of(profile):
+        verdicts += [found(profile, facts, case) for found in _checks_of(CLUSTER_BATCH)]
     return verdicts

@@ -11,6 +11,9 @@ check function receives its `Judge`, made from the declaration: no check retypes
 Derived from the registry: the test parametrization of the plugin (plugin/parametrize.py), the
 values of each stage (checks/stages.py's STAGE_VALUES), the health families, the golden verdicts of
 the tests, and docs/checks.md (`python -m gpuaccept.checks.catalog > docs/checks.md`).
+
+Most checks are judged by the suites' tests (runner "suites"); the checks of a cluster are judged by
+`gpu-accept cluster` over every node of the job (runner "cluster"), from the same declarations.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Concatenate, Generic, ParamSpec
+from typing import Any, Concatenate, Generic, Literal, ParamSpec
 
 from gpuaccept.checks.verdict import Judge, Verdict, best_attempt
 from gpuaccept.facts.model import Facts
@@ -29,9 +32,14 @@ from gpuaccept.vocabulary.steps import StageName, StepKey
 
 P = ParamSpec("P")
 StepKeys = Callable[[Profile, Any], list[StepKey]]  # (profile, subject) -> keys of the values it judges
+Runner = Literal["suites", "cluster"]  # who judges a check: the suites' tests, or `gpu-accept cluster`
 
-# every module of checks that declares checks, in the order the suites go (the layers: inventory first)
-CHECK_MODULES = ("inventory", "health", "topology", "affinity", "p2p", "fabric", "compute", "ddp", "telemetry", "heat", "burnin")
+# every module of checks that declares checks, in the order the suites go (the layers: inventory
+# first), then the regression gate against a baseline, then the checks of a cluster
+CHECK_MODULES = (
+    "inventory", "health", "topology", "affinity", "p2p", "fabric", "compute", "ddp", "telemetry", "heat", "burnin", "baseline",
+    "cluster",
+)
 
 
 @dataclass(frozen=True)
@@ -39,7 +47,7 @@ class Subjects:
     """One kind of subject: the fixture a suite asks for it by (`gpu`), the subjects a profile asks
     for, how one is written in a test id, and what a profile without any has none of."""
 
-    fixture: str
+    fixture: str  # "" where no suite test is parametrized by it (the machine, a cluster's nodes)
     of: Callable[[Profile], list[Any]]
     id_of: Callable[[Any], str]
     nothing: str
@@ -74,6 +82,7 @@ class Declaration:
     attempts: StepKeys | None = None  # judged on every attempt: the steps that measure a subject
     family: str | None = None  # a family of checks the suites mark alike (health_state, health_run)
     test: str | None = None  # the suites' test of it, where it is not test_<name>
+    runner: Runner = "suites"
 
     @property
     def test_name(self) -> str:
@@ -137,6 +146,7 @@ def check(
     attempts: StepKeys | None = None,
     family: str | None = None,
     test: str | None = None,
+    runner: Runner = "suites",
 ) -> Callable[[Callable[Concatenate[Judge, Profile, P], Verdict]], DeclaredCheck[P]]:
     """Declare a check (see the module's docstring); it is registered under its name."""
 
@@ -144,7 +154,7 @@ def check(
         summary = (judged.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
         declaration = Declaration(
             name or judged.__name__, judged.__module__.rsplit(".", 1)[-1], " ".join(summary.split()), subjects, marginal, stage, asked,
-            measured_again, in_burnin, judged_beside_load, key_of, attempts, family, test,
+            measured_again, in_burnin, judged_beside_load, key_of, attempts, family, test, runner,
         )
         earlier = REGISTRY.get(declaration.name)
         # a module imported again (pytest's in-process runs restore sys.modules) declares its checks
@@ -158,15 +168,17 @@ def check(
     return declare
 
 
-def declared_checks() -> list[DeclaredCheck[Any]]:
-    """Every declared check, in the order of CHECK_MODULES and, within a module, of the file."""
+def declared_checks(runner: Runner | None = "suites") -> list[DeclaredCheck[Any]]:
+    """Every check `runner` judges (every declared check for None), in the order of CHECK_MODULES
+    and, within a module, of the file."""
     for module in CHECK_MODULES:
         importlib.import_module(f"gpuaccept.checks.{module}")
     order = {module: index for index, module in enumerate(CHECK_MODULES)}
-    return sorted(REGISTRY.values(), key=lambda declared: order[declared.declaration.module])
+    found = [declared for declared in REGISTRY.values() if runner is None or declared.declaration.runner == runner]
+    return sorted(found, key=lambda declared: order[declared.declaration.module])
 
 
 def subject_kinds() -> dict[str, Subjects]:
-    """Every kind of subject a declared check has, by the fixture a suite asks for it by."""
+    """Every kind of subject the suites' checks have, by the fixture a suite asks for it by."""
     kinds = (declared.declaration.subjects for declared in declared_checks())
     return {kind.fixture: kind for kind in kinds if kind.fixture}
