@@ -398,8 +398,11 @@ def test_a_binary_baseline_is_one_line(tmp_path):
         (["run", "--level", "burn-in", "--duration", "abc"],
          "--duration 'abc' is not a duration: write a number with s, m or h (90s, 30m, 2h)"),
         (["record", "-o", "facts.json", "--confirm", "-1"], "--confirm -1: the number of measurements more to make, 0 or more"),
+        (["record", "-o", "facts.json", "--measure", "--profile-dir", ""], "--profile-dir: the folder's name is empty"),
+        (["cluster", "--out", "out"], "--profile: name the profile of the cluster (a name or a YAML path with a cluster: section); "
+         "auto picks by one node's GPUs and knows no cluster"),
     ],
-    ids=["tolerance", "duration-of-run", "record-confirm"],
+    ids=["tolerance", "duration-of-run", "record-confirm", "record-empty-folder", "cluster-without-profile"],
 )
 def test_an_option_value_that_cannot_be_used_is_named_in_one_line(tmp_path, capsys, monkeypatch, arguments, said):
     monkeypatch.chdir(tmp_path)

@@ -22,8 +22,17 @@ from gpuaccept.facts import save_facts
 from gpuaccept.files import write_atomically
 from gpuaccept.outcomes import pytest_exit_code, worst_exit_code
 from gpuaccept.outputs import check_output_file, check_output_folder
-from gpuaccept.plugin.options import COMMAND_FLAGS, GivenOptions, add_command_options, command_defaults, passed_to_pytest, read_options
-from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
+from gpuaccept.plugin.options import (
+    COMMAND_FLAGS,
+    GivenOptions,
+    NamedProfile,
+    RunOptions,
+    add_command_options,
+    command_defaults,
+    passed_to_pytest,
+    read_options,
+)
+from gpuaccept.profile import Profile, ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import PROFILE_NAME_MAX, PROFILE_NAME_PATTERN, ProfileSpec
@@ -139,11 +148,8 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("-o", "--output", required=True, help="facts file to write")
     record.add_argument("--nvml-log", help="also write every raw NVML answer (for replay in tests)")
     record.add_argument("--measure", action="store_true", help="also run the measurement stages the profile asks for")
-    record.add_argument("--profile", default="auto", help="with --measure: whose stages to run (default: auto)")
-    record.add_argument("--profile-dir", action="append", default=[])
-    record.add_argument(
-        "--confirm", type=int, default=2, metavar="N", help="with --measure: measure a miss again up to N more times (default 2)"
-    )
+    # with --measure: whose stages to run, and how often a miss is measured again, as `run` takes them
+    add_command_options(record, only=("gpuaccept_profile", "gpuaccept_profile_dirs", "gpuaccept_confirm"))
     record.set_defaults(handler=_record)
 
     cluster = commands.add_parser(
@@ -154,8 +160,7 @@ def _parser() -> argparse.ArgumentParser:
         "names a slow node, reads each node's RDMA network. Global rank 0 writes OUT/cluster-results.json and "
         "OUT/cluster-junit.xml; each node writes OUT/node<i>-<host>/node-results.json.",
     )
-    cluster.add_argument("--profile", required=True, help="profile name or YAML path; it needs a cluster: section")
-    cluster.add_argument("--profile-dir", action="append", default=[], help="another folder of profiles (repeatable)")
+    add_command_options(cluster, only=("gpuaccept_profile", "gpuaccept_profile_dirs"))  # the profile needs a cluster: section
     cluster.add_argument("--out", type=_path, default=Path("reports/cluster"), help="folder for the reports (default reports/cluster)")
     cluster.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto", help="auto: NCCL where CUDA is, gloo elsewhere")
     cluster.add_argument("--sys-root", type=_path, default=Path("/"), help="where /sys is read from (a fake tree in tests)")
@@ -330,12 +335,12 @@ def _record(args, extra: list[str]) -> int:
     from gpuaccept.measure.drills import Drills
     from gpuaccept.probe import probe_machine
 
-    if args.confirm < 0:
-        raise OptionError(f"--confirm {args.confirm}: the number of measurements more to make, 0 or more")
+    options = read_options(args, COMMAND_FLAGS)
+    assert options is not None  # --profile is always given: auto where not named
     drills = Drills.from_environment(os.environ)  # read once, here: the stages' plans carry them
     facts = drills.recorded_in(probe_machine(nvml_log=args.nvml_log))
     if args.measure:
-        facts = _measure(facts, args, drills)
+        facts = _measure(facts, options, drills)
     save_facts(facts, Path(args.output))
     gpus = facts.gpus
     _print(f"recorded {len(gpus)}x {gpus[0].name if gpus else 'no GPU'} on {facts.system.hostname} to {args.output}")
@@ -345,7 +350,7 @@ def _record(args, extra: list[str]) -> int:
 def _cluster(args, extra: list[str]) -> int:
     from gpuaccept.cluster.runner import run_cluster
 
-    profile = _catalog(args).load(args.profile)
+    profile = _cluster_profile(args)
     check_output_folder(args.out, "--out")
     code = run_cluster(profile, args.out, root=args.sys_root, backend=args.backend)
     # Every rank holds the verdict and the reports are written. An orderly exit would tear down the
@@ -354,6 +359,19 @@ def _cluster(args, extra: list[str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _cluster_profile(args) -> Profile:
+    """The profile `gpu-accept cluster` was given, as `run` reads --profile and --profile-dir: named,
+    with a cluster: section."""
+    options = read_options(args, COMMAND_FLAGS)
+    if options is None or not isinstance(options.profile, NamedProfile):
+        raise OptionError("--profile: name the profile of the cluster (a name or a YAML path with a cluster: section); "
+                          "auto picks by one node's GPUs and knows no cluster")
+    profile = ProfileCatalog.with_shipped(list(options.profile_dirs)).load(options.profile.name)
+    if profile.spec.cluster is None:
+        raise ProfileError([Problem(str(profile.path), None, "cluster", f"profile {profile.name} has no cluster: section")])
+    return profile
 
 
 def _torchrun(args, extra: list[str]) -> int:
@@ -366,26 +384,26 @@ def _torchrun(args, extra: list[str]) -> int:
     torchrun_args, cluster_args = arguments[:split], arguments[split + 1 :]
     # the cluster's options are checked here, once, before any node waits on another
     cluster = _parser().parse_args(["cluster", *cluster_args])
-    profile = _catalog(cluster).load(cluster.profile)
-    if profile.spec.cluster is None:
-        raise ProfileError([Problem(str(profile.path), None, "cluster", f"profile {profile.name} has no cluster: section")])
+    profile = _cluster_profile(cluster)
     check_output_folder(cluster.out, "--out")
+    assert profile.spec.cluster is not None
     torchrun_args = with_join_timeout(torchrun_args, profile.spec.cluster.rendezvous_s)
     return run_torchrun(torchrun_args, ["gpuaccept", "cluster", *cluster_args])
 
 
-def _measure(facts, args, drills):
+def _measure(facts, options: RunOptions, drills):
     """Every stage the profile asks for, run exactly as a pytest session runs them."""
     from gpuaccept.stages.health import SessionListener, SnapshotAfterStage, with_health
     from gpuaccept.stages.registry import STAGES
     from gpuaccept.stages.store import MeasurementStore
 
-    catalog = _catalog(args)
-    profile = catalog.auto_select(*facts.installed()).profile if args.profile == "auto" else catalog.load(args.profile)
+    catalog = ProfileCatalog.with_shipped(list(options.profile_dirs))
+    choice = options.profile
+    profile = catalog.load(choice.name) if isinstance(choice, NamedProfile) else catalog.auto_select(*facts.installed()).profile
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
         say = lambda text: _print(text, err=True)  # noqa: E731
         snapshot = SnapshotAfterStage(Path(folder), say)
-        store = MeasurementStore(Path(folder), live=True, say=say, confirm=args.confirm, after_stage=[snapshot], drills=drills)
+        store = MeasurementStore(Path(folder), live=True, say=say, confirm=options.confirm, after_stage=[snapshot], drills=drills)
         listener = SessionListener(facts, Path(folder))
         listener.start()
         try:
