@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuaccept.cli import main
 from gpuaccept.facts.run_record import load_results
-from gpuaccept.report.metrics import exit_code_of, render_metrics, render_not_judged, subject_labels
+from gpuaccept.report.metrics import render_metrics, render_not_judged, subject_labels
 from tests.helpers import EXAMPLES, with_verdict
 
 RESULTS = EXAMPLES.parent / "results"
@@ -32,7 +32,7 @@ def test_a_failed_run_reads_as_failed_with_each_value_in_its_base_unit_beside_it
     record = load_results(RESULTS / "h200x4-nccl-p2p-disabled.json")
     families = parsed(render_metrics([record]))
     run = {"host": record.environment.host, "profile": "h200-4-calibrated"}
-    assert sample(families, "gpu_accept_run_exit_code", **run).value == 1 == exit_code_of(record)
+    assert sample(families, "gpu_accept_run_exit_code", **run).value == 1 == record.exit_code()
     assert sample(families, "gpu_accept_run_passed", **run).value == 0
     assert sample(families, "gpu_accept_tests", outcome="failed", **run).value == record.summary.failed > 0
     busbw = next(t for t in record.tests if t.id == "test_busbw[all_reduce-1GiB]").verdict
@@ -139,7 +139,7 @@ def test_report_metrics_serves_each_hosts_latest_run(tmp_path, capsys):
     assert main(["report", "metrics", str(failed), str(healthy), "-o", str(target)]) == 0
     assert capsys.readouterr().out == f"wrote {target}: 1 host(s) from 2 run(s)\n"
     [code] = parsed(target.read_text())["gpu_accept_run_exit_code"]
-    assert code.value == exit_code_of(load_results(later))
+    assert code.value == load_results(later).exit_code()
 
 
 def test_report_metrics_refuses_an_output_it_cannot_write_before_reading(capsys):

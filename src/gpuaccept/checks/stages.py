@@ -19,7 +19,6 @@ from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.steps import StageName, StepKey
 
 Check = DeclaredCheck[Any]
-Subjects = Callable[[Profile], list[Any]]
 
 # the order the burn-in's values are listed in: the load's first, then the fabric's
 STAGE_ORDER: tuple[StageName, ...] = ("compute", "nccl", "copies", "ddp")
@@ -27,35 +26,41 @@ STAGE_ORDER: tuple[StageName, ...] = ("compute", "nccl", "copies", "ddp")
 
 @dataclass(frozen=True)
 class StageValue:
+    """A check of a stage's value, read from its declaration: the subjects the profile asks the
+    stage for, how one is written in a test id, and how a miss, a burn-in and the sustained load
+    treat the value (Declaration says what each means)."""
+
     check: Check
-    subjects: Subjects
-    name_of: Callable[[Any], str]
-    measured_again: bool = True  # a miss is measured again before it fails
-    in_burnin: bool = True  # judged over a burn-in's rounds
-    # a bandwidth shared with the sustained load is no sample of the unloaded one: in a burn-in round
-    # beside the load only its wrong data and hangs count
-    judged_beside_load: bool = True
-    # the value's key where some rounds of its stage do not measure it (the memory test runs at an
-    # interval): a burn-in judges it over the rounds that did
-    key_of: Callable[[Any], StepKey] | None = None
 
+    @property
+    def declaration(self) -> Declaration:
+        return self.check.declaration
 
-def _asked_subjects(declaration: Declaration) -> Subjects:
-    def subjects(profile: Profile) -> list[Any]:
-        asked = declaration.asked is None or declaration.asked(profile)
-        return list(declaration.subjects.of(profile)) if asked else []
+    def subjects(self, profile: Profile) -> list[Any]:
+        """The subjects of this value the profile asks for: none where it sets no floor."""
+        asked = self.declaration.asked is None or self.declaration.asked(profile)
+        return list(self.declaration.subjects.of(profile)) if asked else []
 
-    return subjects
+    def name_of(self, subject: Any) -> str:
+        return self.declaration.subjects.id_of(subject)
 
+    @property
+    def measured_again(self) -> bool:
+        return self.declaration.measured_again
 
-def _value(declared: Check) -> StageValue:
-    declaration = declared.declaration
-    return StageValue(
-        declared, _asked_subjects(declaration), declaration.subjects.id_of, declaration.measured_again, declaration.in_burnin,
-        declaration.judged_beside_load, declaration.key_of,
-    )
+    @property
+    def in_burnin(self) -> bool:
+        return self.declaration.in_burnin
+
+    @property
+    def judged_beside_load(self) -> bool:
+        return self.declaration.judged_beside_load
+
+    @property
+    def key_of(self) -> Callable[[Any], StepKey] | None:
+        return self.declaration.key_of
 
 
 STAGE_VALUES: dict[str, list[StageValue]] = {
-    stage: [_value(declared) for declared in REGISTRY.values() if declared.declaration.stage == stage] for stage in STAGE_ORDER
+    stage: [StageValue(declared) for declared in REGISTRY.values() if declared.declaration.stage == stage] for stage in STAGE_ORDER
 }

@@ -83,15 +83,9 @@ def render_metrics(records: Iterable[RunRecord]) -> str:
     return families.text()
 
 
-def exit_code_of(record: RunRecord) -> int:
-    """gpu-accept's exit code for a run, by the outcome policy: 0 passed, 1 a check failed, 2 could not
-    judge (a value not established, or the run interrupted, judging nothing, or not finished)."""
-    return record.exit_code()
-
-
 def _run_metrics(families: _Families, record: RunRecord) -> None:
     run = {"host": record.environment.host, "profile": record.run.profile.name}
-    code = exit_code_of(record)
+    code = record.exit_code()  # by the outcome policy (outcomes.py)
     families.add(f"{PREFIX}_run_exit_code", "gpu-accept's exit code: 0 every check passed, 1 a check failed, 2 could not judge", run, code)
     families.add(f"{PREFIX}_run_passed", "1 where every check of the run passed (exit code 0), else 0", run, 1.0 if code == 0 else 0.0)
     families.add(f"{PREFIX}_run_complete", "1 where the run reached its end, 0 where it was killed", run, float(record.complete))
