@@ -10,15 +10,18 @@ their keys too (`Outcome.values`): nothing here, or above, finds a step by its l
 
 Workers start, import torch and then wait for their plan (`Workers`): a stage can start the next
 set ahead, so that its import overlaps the measurement running now. They touch no GPU while they
-wait, so they cannot disturb it.
+wait, so they cannot disturb it. One process imports torch and forks the ranks (worker.py's
+`--ranks`); each rank is still watched, and killed, as a process of its own (`Rank`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +39,7 @@ from gpuaccept.process import kill_group
 from gpuaccept.vocabulary.steps import StepKey, parse_step_key
 
 POLL_S = 0.1
+FORKER_REAP_S = 10.0  # how long the process that forked the ranks may take to reap them once killed
 
 
 @dataclass
@@ -122,6 +126,42 @@ class _Attempt:
     stop: _Stop | None = None
 
 
+class Rank:
+    """One rank forked by the process that imported torch for them all (its `forker`), watched as a
+    process of its own: its pid and exit code are what the forker wrote for it. Until the fork the
+    rank is the forker: it dies with it, and is killed with it."""
+
+    def __init__(self, forker: subprocess.Popen, workdir: Path, rank: int):
+        self.forker = forker
+        self.workdir = workdir
+        self.rank = rank
+        self._pid: int | None = None
+
+    @property
+    def pid(self) -> int:
+        if self._pid is None:
+            try:
+                self._pid = int((self.workdir / f"rank{self.rank}.pid").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return self.forker.pid  # not forked yet (or its pid not yet written)
+        return self._pid
+
+    def poll(self) -> int | None:
+        """Its exit code once it ended (None while it runs); a forker that died first ends it too."""
+        try:
+            return int((self.workdir / f"rank{self.rank}.exit").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass
+        code = self.forker.poll()
+        if code is None:
+            return None
+        return code if code != 0 else -signal.SIGKILL  # the forker exits 0 only after every rank's exit was written
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            os.killpg(self.pid, signal.SIGKILL)
+
+
 class Workers:
     """One worker process per rank, started now, each in its own process group, waiting for a plan.
 
@@ -132,25 +172,21 @@ class Workers:
     def __init__(self, ranks: int, env: dict[str, str] | None = None):
         self.ranks = ranks
         self.workdir = Path(tempfile.mkdtemp(prefix="gpuaccept-measure-"))
-        self.processes: list[subprocess.Popen] = []
+        self.processes: list[Rank] = []
+        self.forker: subprocess.Popen | None = None
         base = dict(os.environ if env is None else env)
         base.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), **{LAUNCHER_PID: str(os.getpid())})
         plan, out = str(self.workdir / "plan.json"), str(self.workdir)
-        command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", plan, "--out", out, "--wait"]
+        command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", plan, "--out", out, "--wait", "--ranks", str(ranks)]
         try:
             for rank in range(ranks):
                 heartbeat_file(self.workdir, rank).touch()  # a rank's life counts from its start
-                with open(self.workdir / f"rank{rank}.log", "w", encoding="utf-8") as log:
-                    self.processes.append(
-                        subprocess.Popen(
-                            command,
-                            env=dict(base, RANK=str(rank), LOCAL_RANK=str(rank)),
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL,
-                            start_new_session=True,
-                        )
-                    )
+            # what goes wrong before the fork (torch cannot be imported) is rank 0's to say
+            with open(self.workdir / "rank0.log", "w", encoding="utf-8") as log:
+                self.forker = subprocess.Popen(
+                    command, env=base, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                )
+            self.processes = [Rank(self.forker, self.workdir, rank) for rank in range(ranks)]
         except BaseException:
             self.close()
             raise
@@ -169,10 +205,15 @@ class Workers:
 
     def close(self) -> None:
         for process in self.processes:
-            kill_group(process)
-        for process in self.processes:
-            process.wait()
+            process.kill()
+        if self.forker is not None:
+            try:
+                self.forker.wait(timeout=FORKER_REAP_S)  # it reaps its killed ranks, then exits
+            except subprocess.TimeoutExpired:  # a rank stuck in the kernel: init reaps it later
+                kill_group(self.forker)
+                self.forker.wait()
         self.processes = []
+        self.forker = None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> Workers:

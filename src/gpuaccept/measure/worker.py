@@ -11,9 +11,17 @@ group is up; a `start` before each step, with the keys of the values it measures
 value, each under its `key`; `done` at the end. The launcher watches that file to enforce each
 step's time limit and to fail the values of a step that hung, by key.
 
-With `--wait` (how the suite starts its workers) the process imports torch first and then waits
-for the file `DIR/go`, which holds the rendezvous port; the plan is read after it. The suite can
-so start workers ahead while other measurements run. A waiting worker whose parent is gone exits.
+With `--wait` the process imports torch first and then waits for the file `DIR/go`, which holds
+the rendezvous port; the plan is read after it. The suite can so start workers ahead while other
+measurements run. A waiting worker whose parent is gone exits.
+
+With `--ranks N` (how the suite starts its workers on one node) the process imports torch once and
+forks the N ranks from itself, each in a session of its own with `DIR/rank<r>.log` as its output,
+then stays as their parent: it writes each rank's pid to `DIR/rank<r>.pid` and, when the rank
+ends, its exit code to `DIR/rank<r>.exit`. Importing torch is most of a rank's start-up (a second
+on a CPU, several with CUDA's libraries): paid once, not once a rank. Nothing of CUDA is set up
+before the fork (torch does that on first use, in each rank), so each rank is as one started alone.
+If the launcher dies, this process ends its ranks and exits.
 
 The plan carries the run's drills (measure/drills.py), and each step is handed them. The `hang`
 drill acts here: naming a step ("all_reduce 1 GiB", or "collective/all_reduce/1GiB"), it makes the
@@ -26,6 +34,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -35,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuaccept.files import write_atomically
 from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.plan import LOAD_STEPS, ONE_GPU_STEPS, CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan, SustainedRoundStep
 
@@ -92,7 +102,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--wait", action="store_true", help="import torch, then wait for DIR/go (the rendezvous port) before reading the plan"
     )
+    parser.add_argument("--ranks", type=int, help="import torch once, then fork ranks 0 to N-1 from this process")
     args = parser.parse_args(argv)
+    if args.ranks:
+        return fork_ranks(args)
+    return serve(args)
+
+
+def serve(args: argparse.Namespace, import_s: float | None = None) -> int:
+    """One rank: its heartbeat, torch, the wait for the go, then the plan. `import_s`: where torch
+    was imported before the fork, how long that took."""
     rank, world, local_rank = rank_from_environment()
     # the launcher names itself: a launcher that died before this line ran would otherwise leave
     # init as the parent this worker waits beside forever
@@ -100,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     start_heartbeat(heartbeat_file(args.out, rank), parent)
     try:
         began = time.perf_counter()
-        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-        import torch.distributed  # noqa: F401  the slow part of start-up, paid before the wait
-
+        _import_torch()  # the slow part of start-up, paid before the wait
         imported = time.perf_counter()
+        if import_s is not None:
+            began = imported - import_s
         if args.wait:
             print(f"{WAITING_MARK} rank {rank}: torch imported in {imported - began:.1f} s", flush=True)
             if not wait_for_go(args.out, parent):
@@ -117,6 +136,61 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ERROR_MARK} rank {rank}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
         return 3
     return 0
+
+
+def _import_torch() -> None:
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    import torch.distributed  # noqa: F401
+
+
+def fork_ranks(args: argparse.Namespace) -> int:
+    """--ranks N: torch imported here once, each rank forked from this process (see the module's
+    docstring); returns when every rank has ended, or ends them when the launcher is gone."""
+    parent = int(os.environ.get(LAUNCHER_PID, os.getppid()))
+    began = time.perf_counter()
+    _import_torch()
+    import_s = time.perf_counter() - began
+    ranks: dict[int, int] = {}  # pid -> rank
+    for rank in range(args.ranks):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(_forked_rank(args, rank, import_s))
+        ranks[pid] = rank
+        write_atomically(args.out / f"rank{rank}.pid", str(pid))
+    while ranks:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid:
+            write_atomically(args.out / f"rank{ranks.pop(pid)}.exit", str(os.waitstatus_to_exitcode(status)))
+        elif os.getppid() != parent:  # the launcher is gone: its ranks must not hold the GPUs
+            for pid in ranks:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+            return ORPHANED_EXIT
+        else:
+            time.sleep(WAIT_POLL_S)
+    return 0
+
+
+def _forked_rank(args: argparse.Namespace, rank: int, import_s: float) -> int:
+    """In the forked child: a session of its own (the launcher kills a rank by its group), its
+    log as its output, its rank in its environment, this process as the parent it watches."""
+    code = 3
+    try:
+        os.setsid()
+        log = os.open(args.out / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), LAUNCHER_PID: str(os.getppid())})
+        code = serve(args, import_s)
+    except BaseException:  # a forked child never returns into its parent's code
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return code
 
 
 def heartbeat_file(out: Path, rank: int) -> Path:
