@@ -69,6 +69,23 @@ def test_cuda_visible_devices_without_cuda_is_an_error_not_a_guess():
     assert facts.gpu_count == 4 and facts.p2p_of(0, 1).cuda_can_access_peer == no_torch
 
 
+
+def test_without_the_cuda_driver_cuda_is_not_installed_and_torch_is_not_asked(monkeypatch):
+    import ctypes
+    import sys
+
+    from gpuaccept.probe import cuda
+
+    def no_library(name):
+        raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_library)
+    monkeypatch.setitem(sys.modules, "torch", None)  # importing it now would raise ImportError
+    reading = cuda.probe_cuda()
+    assert reading == Unavailable(
+        unavailable="not_installed", detail="no CUDA driver: libcuda.so.1: cannot open shared object file: No such file or directory"
+    )
+
 def test_no_gpu_is_no_driver_error():
     replay = ReplayNvml([{"query": "device_count", "args": [], "value": 0}, {"query": "driver_version", "args": [], "value": "580"}])
     with pytest.raises(NoDriverError, match="NVML reports 0 devices"):

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 from gpuaccept.facts.model import CudaFacts, Unavailable
 
+CUDA_DRIVER = "libcuda.so.1"  # what torch's CUDA runtime loads to reach the GPUs
+
 
 def probe_cuda() -> CudaFacts | Unavailable:
+    # without the CUDA driver's library no CUDA device can be seen: said without importing torch
+    # (seconds of a probe that runs before every quick check)
+    try:
+        ctypes.CDLL(CUDA_DRIVER)
+    except OSError as exc:
+        return Unavailable(unavailable="not_installed", detail=f"no CUDA driver: {str(exc).splitlines()[0]}")
     try:
         import torch
     except ImportError:
