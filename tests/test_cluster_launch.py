@@ -72,6 +72,7 @@ def test_gpu_accept_torchrun_without_its_separator_is_one_line_and_exit_2(capsys
     ]
 
 
+@pytest.mark.slow  # torchrun's own parser: imports torch
 def test_gpu_accept_torchrun_names_a_torchrun_option_it_does_not_know(tmp_path: Path, capsys) -> None:
     profile = Path(__file__).parents[1] / "examples" / "profiles" / "cluster-cpu-gloo.yaml"
     code = main(["torchrun", "--nodes-please", "2", "--", "--profile", str(profile), "--out", str(tmp_path / "out")])
@@ -80,6 +81,7 @@ def test_gpu_accept_torchrun_names_a_torchrun_option_it_does_not_know(tmp_path: 
     assert line.startswith("gpu-accept: torchrun options: unrecognized arguments: --nodes-please")
 
 
+@pytest.mark.slow  # torchrun itself: imports torch
 @pytest.mark.parametrize(
     ("options", "said"),
     [

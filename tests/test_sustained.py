@@ -18,7 +18,7 @@ from gpuaccept.measure.plan import HbmStep, MemtestStep, SustainedRoundStep
 from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, clear_kept, memtest_due_flag, memtest_flag, sustained_round
 from tests.helpers import needs_torch
 
-pytestmark = needs_torch
+pytestmark = [needs_torch, pytest.mark.slow]  # the load's own code on the CPU: imports torch
 
 
 @pytest.fixture

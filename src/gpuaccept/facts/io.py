@@ -47,7 +47,7 @@ def parse_facts(text: str, name: str) -> Facts:
     if not text.strip():
         raise FactsError([Problem(name, None, "", "the file is empty: expected the facts JSON that gpu-accept record writes")])
     try:
-        raw = json.loads(text, parse_int=_int_or_too_long)
+        raw, too_long = _read_json(text)
     except json.JSONDecodeError as exc:
         raise FactsError([Problem(name, exc.lineno, "", f"invalid JSON: {exc.msg} (column {exc.colno})")]) from None
     except RecursionError:
@@ -56,7 +56,6 @@ def parse_facts(text: str, name: str) -> Facts:
         raise FactsError([Problem(name, None, "", "expected a JSON object of facts")])
     if raw.get("format") in _NOT_FACTS:
         raise FactsError([Problem(name, None, "", _NOT_FACTS[raw["format"]])])
-    too_long = _path_to(raw, lambda value: isinstance(value, _TooLong))
     if too_long is not None:
         raise FactsError([Problem(name, None, _key(too_long), "a number too long to be a fact")])
     version = raw.get("facts_version")
@@ -68,6 +67,18 @@ def parse_facts(text: str, name: str) -> Facts:
         return Facts.model_validate_json(text)
     except ValidationError as exc:
         raise FactsError(validation_problems(exc, raw, name)) from None
+
+
+def _read_json(text: str) -> tuple[object, KeyPath | None]:
+    """The JSON, and where an integer of more digits than Python converts (4300) sits, if any: the
+    text is read a second time, marking them, only where the first reading met one."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raw = json.loads(text, parse_int=_int_or_too_long)
+        return raw, _path_to(raw, lambda value: isinstance(value, _TooLong))
 
 
 class _TooLong:

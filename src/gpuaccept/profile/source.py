@@ -7,7 +7,6 @@ nodes and converted here, recording the line of each value under its key path.
 
 from __future__ import annotations
 
-import copy
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,8 +90,18 @@ def read_document(path: Path, display_name: str | None = None) -> Document:
 def parse_document(text: str, name: str) -> Document:
     # the same profiles are read again and again (a base under each profile, every catalog listing,
     # each xdist worker's context): pure-Python YAML is the slow part, so each text is parsed once
-    # and every caller gets a copy of its own to change
-    return copy.deepcopy(_parsed(text, name))
+    # and every caller gets a copy of its own to change (locations and problems are never changed)
+    parsed = _parsed(text, name)
+    return Document(parsed.file, _copied(parsed.data), dict(parsed.locations), dict(parsed.comments), list(parsed.problems))
+
+
+def _copied(value: Any) -> Any:
+    """A copy of parsed YAML: its mappings and lists new, its scalars (immutable) shared."""
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    return value
 
 
 @functools.lru_cache(maxsize=256)
