@@ -4,6 +4,10 @@
 requested only from the top-level conftest.
 """
 
+import sys
+
+import pytest
+
 pytest_plugins = ["pytester"]
 
 
@@ -20,3 +24,13 @@ def pytest_collection_modifyitems(config, items):
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
+
+
+@pytest.fixture(autouse=True)
+def _a_quick_test_imports_no_torch(request):
+    """The quick loop (-m "not slow") imports no torch: a second in each worker. A test that does
+    is marked slow; one that is not fails here, named."""
+    had_torch = "torch" in sys.modules
+    yield
+    if not had_torch and "torch" in sys.modules and request.node.get_closest_marker("slow") is None:
+        pytest.fail(f"{request.node.nodeid} imported torch: mark it @pytest.mark.slow (the quick loop imports none)")

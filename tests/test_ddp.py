@@ -58,6 +58,7 @@ def test_gloo_ddp_trains_each_gradient_accumulation_setting_and_on_a_subgroup():
     assert accumulated.samples_per_s_per_gpu * accumulated.step_s == pytest.approx(6)  # batch 2 in each of 3 micro-steps
 
 
+@pytest.mark.slow  # builds the model: imports torch
 def test_the_gpt_parameter_count_formula_matches_the_model():
     torch = pytest.importorskip("torch")
 

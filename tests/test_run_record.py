@@ -58,6 +58,7 @@ def test_the_published_schema_is_current():
     assert json.loads(SCHEMA.read_text()) == results_json_schema(), "run: gpu-accept report schema > schemas/results.schema.json"
 
 
+@pytest.mark.slow  # reads every run kept in bench/runs' archives
 def test_real_results_of_every_age_read_and_meet_the_schema(tmp_path):
     validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
     runs = EXAMPLE_RESULTS + bench_results(tmp_path)
