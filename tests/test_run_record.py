@@ -25,7 +25,7 @@ from gpuaccept.facts.run_record import (
     load_results,
     results_json_schema,
 )
-from gpuaccept.facts.verdict import NoCriterion, Verdict
+from gpuaccept.facts.verdict import NoCriterion, Outcome, Verdict
 from gpuaccept.report import junit as junit_writer
 from gpuaccept.report import results as results_writer
 from gpuaccept.report.results import ResultsWriter
@@ -302,3 +302,22 @@ def test_a_new_run_does_not_take_in_the_journal_a_killed_one_left(tmp_path):
     ResultsWriter(started().model_copy(update={"run": started().run.model_copy(update={"started_at": "2026-11-23T12:00:00+00:00"})}),
                   results, idle_s=None)
     assert load_results(results).tests == []
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        {"peak_GBps": 478.12, "ranks": 4, "note": "x", "ok": True, "none": None, "rounds": [1, 2, [3]]},
+        {"pairs": (0, 1), "nested": {"t": ((1, 2), (3, 4))}},  # tuples: lists in the file
+        {"by_gpu": {0: 1.5, 1: 2.5}, "flags": {True: 1, None: 2}},  # keys that are not text: text in the file
+        {"path": Path("/x/y"), "outcome": Outcome.PASSED, "nan": float("nan")},  # objects as their text; an enum as its value
+    ],
+    ids=["plain", "tuples", "keys", "objects"],
+)
+def test_a_verdicts_evidence_is_held_as_the_file_will_read_it_back(evidence):
+    from gpuaccept.facts.verdict import _as_json
+
+    held = _as_json(evidence)
+    read_back = json.loads(json.dumps(evidence, default=str))
+    assert json.dumps(held, sort_keys=True) == json.dumps(read_back, sort_keys=True)
+    assert repr(held) == repr(read_back)  # the same types too: no tuple, no enum left

@@ -49,8 +49,34 @@ def plain(value: Any) -> Any:
 Measured = Annotated[bool | int | float | str | None, BeforeValidator(plain)]  # the exact value judged
 
 
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+class _NotJson(Exception):
+    pass
+
+
+def _json_copy(value: Any) -> Any:
+    """A copy of `value` where it is already what JSON reads back (mappings with text keys, lists,
+    plain scalars: no tuple, no subclass such as an enum); raises _NotJson otherwise."""
+    kind = type(value)
+    if kind in _JSON_SCALARS:
+        return value
+    if kind is dict:
+        if not all(type(key) is str for key in value):
+            raise _NotJson
+        return {key: _json_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [_json_copy(item) for item in value]
+    raise _NotJson
+
+
 def _as_json(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))  # tuples as lists, as the file will hold them
+    """`value` as the file will hold it: tuples as lists, keys as text, anything else as its text."""
+    try:
+        return _json_copy(value)  # most evidence already is: no round trip through the text
+    except _NotJson:
+        return json.loads(json.dumps(value, default=str))
 
 
 Evidence = Annotated[dict[str, JsonValue], BeforeValidator(_as_json)]
