@@ -14,14 +14,17 @@ pytestmark = [pytest.mark.slow, needs_torch]  # live runs: probe, load workers, 
 
 # floors far below what a loaded 2-core machine gives (about 0.1 TFLOP/s and 60 GB/s per worker
 # here) and far above an injected slow GPU (each product followed by 200 ms idle: about 2e-5 TFLOP/s);
-# within_best 0.95: a healthy worker only has to reach a twentieth of the best one
+# within_best 0.99: a healthy worker only has to reach a hundredth of the best one. Its products are
+# timed over a millisecond or two, which one lost time slice of a crowded CPU stretches tenfold (a
+# twentieth was missed once under two xdist workers that each ran this); the slowed GPU is at a
+# five-thousandth.
 PROFILE = """
     schema: 1
     extends: bases/hgx-h200
     description: the 4xH200 recording, with per-GPU loads a CPU can carry
     gpus: {count: 4}
     compute:
-      gemm: {size: 128, warmup: 1, repeats: 10, verify_repeats: 2, min_tflops: 0.0002, within_best: 0.95}
+      gemm: {size: 128, warmup: 1, repeats: 10, verify_repeats: 2, min_tflops: 0.0002, within_best: 0.99}
       hbm: {size: 1MiB, iterations: 5, copy_min: 0.01, triad_min: 0.01}
       memtest: {fraction: 0.9, max_size: 4MiB, chunk: 1MiB, time_cap_s: 30}
 """
@@ -72,7 +75,7 @@ def test_the_stage_loads_only_the_gpus_asked_and_a_hung_load_costs_only_its_own_
     from gpuaccept.resources import shipped_dir
     from gpuaccept.stages.compute import run_compute_stage
 
-    text = PROFILE.replace("within_best: 0.95}", "within_best: 0.95, timeout_s: 5}")
+    text = PROFILE.replace("within_best: 0.99}", "within_best: 0.99, timeout_s: 5}")
     profile = load_profile(cpu_profile(tmp_path, text), [shipped_dir("profiles")])
     drills = Drills.from_environment({"GPUACCEPT_INJECT_HANG": "load/gemm/gpu3"})
     sweep = run_compute_stage(profile.spec, [1, 3], drills=drills)

@@ -203,7 +203,7 @@ def test_a_failed_check_in_the_daemonset_becomes_the_nodes_condition(tmp_path):
 
 @pytest.mark.slow
 def test_a_node_that_could_not_be_judged_is_unknown_to_npd(tmp_path):
-    """The same loop against the 4xH200 profile: this machine's torch sees no CUDA, so CUDA's P2P
+    """The same loop against the 4xH200 profile: this machine has no CUDA driver, so CUDA's P2P
     answers cannot be established and nothing fails: the node could not be judged (exit 2), which NPD
     shows as Unknown, never as a healthy node."""
     shim = write(tmp_path / "bin" / "gpu-accept", f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@"\n')

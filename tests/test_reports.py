@@ -84,7 +84,7 @@ def test_terminal_summary_lists_failures_first_then_key_values(cpu_run):
     assert summary.index("test(s) did not pass") < summary.index("busbw:") < summary.index("ddp_scaling:")
     # the twelve pairs share one cause: it is named once, with the tests it failed
     assert (
-        "  ERROR  12 tests: could not be established: CUDA peer access could not be read: error (torch "
+        "  ERROR  12 tests: could not be established: CUDA peer access could not be read: not installed (no CUDA driver: "
         in summary
     ) and ") (profile cpu); test_p2p_cuda_agrees[gpu0-gpu1, gpu0-gpu2 and 10 more]\n" in summary
     assert summary.count("CUDA peer access could not be read") == 1

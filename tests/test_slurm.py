@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "deploy" / "slurm"
 REPLAY = str(ROOT / "tests" / "data" / "nvml" / "h200x4.json")
 # judged against these recorded 4xH200 answers: the 8xH200 profile finds four GPUs missing (a check
-# fails); the 4xH200 profile fails nothing, but this machine's torch sees no CUDA, so CUDA's P2P
+# fails); the 4xH200 profile fails nothing, but this machine has no CUDA driver, so CUDA's P2P
 # answers cannot be established (could not judge)
 FAILS, NOT_JUDGED = "h200-8-nvswitch", "h200-4-nvswitch"
 FAKE_SCONTROL = """#!/bin/sh
