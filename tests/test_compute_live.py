@@ -76,6 +76,7 @@ def test_the_stage_loads_only_the_gpus_asked_and_a_hung_load_costs_only_its_own_
     from gpuaccept.stages.compute import run_compute_stage
 
     text = PROFILE.replace("within_best: 0.99}", "within_best: 0.99, timeout_s: 5}")
+    assert text != PROFILE
     profile = load_profile(cpu_profile(tmp_path, text), [shipped_dir("profiles")])
     drills = Drills.from_environment({"GPUACCEPT_INJECT_HANG": "load/gemm/gpu3"})
     sweep = run_compute_stage(profile.spec, [1, 3], drills=drills)
