@@ -26,7 +26,8 @@
 #                GPU: only that GPU's test_no_other_compute_process may fail
 #   drills       fault drills with --profile auto: NCCL_P2P_DISABLE=1, NCCL_MAX_NCHANNELS=1, a GEMM
 #                load on the last GPU, CUDA_VISIBLE_DEVICES hiding the last GPU, a one-off dip
-#                (GPUACCEPT_INJECT_DIP), one measurement worker stopped with SIGSTOP
+#                (GPUACCEPT_INJECT_DIP), one measurement worker stopped with SIGSTOP; DRILLS="dip stop"
+#                runs only those named (of nop2p onechannel hog hidden dip stop)
 #   killed       a run killed with SIGKILL while one GPU's GEMM load hangs: its measurement workers
 #                must end by themselves (and leave the GPU); then the retired-page and remapping
 #                readings of the quick level
@@ -254,15 +255,16 @@ for stage in "$@"; do
     ;;
   drills)
     gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
-    if enough 90 "NCCL_P2P_DISABLE=1"; then
+    wanted() { [[ " ${DRILLS:-nop2p onechannel hog hidden dip stop} " == *" $1 "* ]]; }
+    if wanted nop2p && enough 90 "NCCL_P2P_DISABLE=1"; then
       say "NCCL_P2P_DISABLE=1: busbw, pairs and DDP must fail"
       NCCL_P2P_DISABLE=1 LINES_PER_RUN=40 run_suite nop2p -k "busbw or pair_busbw or ddp"
     fi
-    if enough 60 "NCCL_MAX_NCHANNELS=1"; then
+    if wanted onechannel && enough 60 "NCCL_MAX_NCHANNELS=1"; then
       say "NCCL_MAX_NCHANNELS=1: busbw must fail"
       NCCL_MAX_NCHANNELS=1 LINES_PER_RUN=40 run_suite onechannel -k "busbw"
     fi
-    if enough 90 "GEMM load on GPU$last"; then
+    if wanted hog && enough 90 "GEMM load on GPU$last"; then
       say "a competing GEMM load on GPU$last: its tests must fail, naming it"
       python3 scripts/gemm_load.py --gpu "$last" > "$work/gemm.out" 2>&1 &
       hog=$!
@@ -270,21 +272,26 @@ for stage in "$@"; do
       LINES_PER_RUN=40 run_suite hog
       kill $hog; wait $hog 2>/dev/null
     fi
-    if [ "$gpus" -ge 2 ] && enough 70 "CUDA_VISIBLE_DEVICES hiding GPU$last"; then
+    if wanted hidden && [ "$gpus" -ge 2 ] && enough 70 "CUDA_VISIBLE_DEVICES hiding GPU$last"; then
       say "CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((last - 1))) (GPU$last hidden), --profile auto: the installed machine's profile, the hidden GPU named"
       CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((last - 1))) LINES_PER_RUN=12 run_suite hidden
     fi
-    if enough 60 "a one-off dip"; then
+    if wanted dip && enough 60 "a one-off dip"; then
       say "GPUACCEPT_INJECT_DIP=all_reduce 1 GiB: the first measurement a third slower, the repeat healthy: must pass, transient"
       GPUACCEPT_INJECT_DIP="all_reduce 1 GiB" run_suite dip -k "busbw"
     fi
-    if enough 120 "SIGSTOP"; then
+    if wanted stop && enough 120 "SIGSTOP"; then
       say "SIGSTOP: the first measurement worker stopped 3 s after it starts"
       began=$(date +%s)
       gpu-accept run --reports "$work/stop" -q > "$work/stop.out" 2>&1 &
       runner=$!
       worker=""
-      for _ in $(seq 1 900); do worker=$(pgrep -P "$runner" -f gpuaccept.measure.worker | head -1); [ -n "$worker" ] && break; sleep 0.1; done
+      # the run's child that imported torch forks the ranks: the first rank forked is the one stopped
+      for _ in $(seq 1 900); do
+        forker=$(pgrep -P "$runner" -f gpuaccept.measure.worker | head -1)
+        [ -n "$forker" ] && worker=$(pgrep -P "$forker" | head -1)
+        [ -n "$worker" ] && break; sleep 0.1
+      done
       sleep 3
       kill -STOP "$worker"; stopped=$(date +%s.%N)
       wait $runner; code=$?
