@@ -292,7 +292,7 @@ for stage in "$@"; do
         [ -n "$forker" ] && worker=$(pgrep -P "$forker" | head -1)
         [ -n "$worker" ] && break; sleep 0.1
       done
-      sleep 3
+      sleep "${STOP_AFTER_S:-3}"  # within the first stage: on one GPU its copies take about 7 s
       kill -STOP "$worker"; stopped=$(date +%s.%N)
       wait $runner; code=$?
       ended=$(date +%s.%N)
