@@ -86,6 +86,21 @@ def test_a_crashing_worker_is_reported_with_its_error_not_waited_for():
     assert failure.keys == [CollectiveKey("all_reduce", 64 << 10)] and outcome.values == {}
 
 
+
+@pytest.mark.slow
+def test_a_torch_that_cannot_be_imported_is_one_line_and_no_rank_starts(tmp_path):
+    # a torch that breaks as it is imported, found first on the path: the process that would fork
+    # the ranks fails before any rank exists, and says so as rank 0
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text('raise ImportError("this torch is broken")\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+    outcome = run_plan(Plan(steps=[step], backend="gloo"), 2, env=env, max_restarts=0)
+    (failure,) = outcome.failures
+    assert failure.reason == "crashed"
+    assert failure.message == "start-up: rank 0: ImportError: this torch is broken"
+    assert outcome.values == {} and outcome.ready is None
+
 @pytest.mark.slow
 def test_workers_started_ahead_run_a_plan_given_later():
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)

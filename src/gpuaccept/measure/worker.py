@@ -132,10 +132,15 @@ def serve(args: argparse.Namespace, import_s: float | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         run(plan, args.out, rank, world, local_rank, import_s=imported - began, waited_s=waited - imported)
     except Exception as exc:  # reported to the launcher in one line; the traceback goes to this rank's log
-        traceback.print_exc()
-        print(f"{ERROR_MARK} rank {rank}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
+        _report_error(rank, exc)
         return 3
     return 0
+
+
+def _report_error(rank: int, exc: Exception) -> None:
+    """The traceback into the log, then the one line the launcher reports."""
+    traceback.print_exc()
+    print(f"{ERROR_MARK} rank {rank}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
 
 
 def _import_torch() -> None:
@@ -148,7 +153,11 @@ def fork_ranks(args: argparse.Namespace) -> int:
     docstring); returns when every rank has ended, or ends them when the launcher is gone."""
     parent = int(os.environ.get(LAUNCHER_PID, os.getppid()))
     began = time.perf_counter()
-    _import_torch()
+    try:
+        _import_torch()
+    except Exception as exc:  # said as rank 0 would say it (its log is this process's output): no rank started
+        _report_error(0, exc)
+        return 3
     import_s = time.perf_counter() - began
     ranks: dict[int, int] = {}  # pid -> rank
     for rank in range(args.ranks):
