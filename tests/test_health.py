@@ -354,6 +354,29 @@ def test_an_xid_during_the_run_is_new_even_where_the_same_xid_came_before(tmp_pa
     assert "2 critical events > 0 critical events" in verdict.message, verdict.message
 
 
+
+def test_readings_that_workers_wrote_out_of_order_are_merged_in_the_order_taken(tmp_path):
+    # two xdist workers each snapshot every GPU after their part of the compute stage: the later
+    # reading's file can come first; the facts hold snapshots in the order taken, or refuse them
+    from gpuaccept.facts import parse_facts
+    from gpuaccept.stages.health import with_health as session_health
+
+    facts = with_health(healthy_h200x2(), healthy_h200x2())
+    start = [s for s in facts.health.snapshots if s.label == "start"]
+    base = facts.model_copy(update={"health": facts.health.model_copy(update={"snapshots": start, "events": []})})
+
+    def reading(label: str, taken_at: str) -> HealthFacts:
+        return HealthFacts(snapshots=[s.model_copy(update={"label": label, "taken_at": taken_at}) for s in start])
+
+    later, earlier = reading("after compute", "2099-01-01T00:00:02.000+00:00"), reading("after compute", "2099-01-01T00:00:01.000+00:00")
+    (tmp_path / "health-1-a.json").write_text(later.model_dump_json(), encoding="utf-8")  # written first, taken last
+    (tmp_path / "health-2-b.json").write_text(earlier.model_dump_json(), encoding="utf-8")
+    merged = session_health(base, tmp_path)
+    assert [(s.gpu, s.taken_at[-15:]) for s in merged.health.snapshots[len(start):]] == [
+        (0, "00:01.000+00:00"), (1, "00:01.000+00:00"), (0, "00:02.000+00:00"), (1, "00:02.000+00:00"),
+    ]
+    assert parse_facts(merged.model_dump_json(), "merged") == merged  # the order the facts require
+
 def test_a_critical_xid_since_boot_fails_its_gpu_or_is_reported():
     facts = with_health(healthy_h200x2())
     events = parse_kernel_xids(KERNEL_LOG, {"00000000:00:06": 0, "00000000:00:07": 1})

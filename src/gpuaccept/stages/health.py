@@ -3,7 +3,7 @@ stage (a bounded child process, as the probe is), XID events heard while the sui
 facts with all of them, as any pytest process of the session (xdist workers too) sees them.
 
 Everything is kept as files in the session's folder, beside the stages' measurements:
-`health-<n>.json` per reading, `xid-events.jsonl` one event a line.
+`health-<time>-<pid>.json` per reading, `xid-events.jsonl` one event a line.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import HealthFacts, XidEvent
+from gpuaccept.facts.model import HealthFacts, HealthSnapshot, XidEvent
+from gpuaccept.facts.relations import readable_time
 from gpuaccept.files import write_atomically
 from gpuaccept.probe.health import Target, XidListener
 from gpuaccept.probe.nvml import Nvml, nvml_of_this_machine
@@ -50,8 +52,9 @@ class SnapshotAfterStage:
             self.say(f"gpu-accept: health snapshot {label} not taken: {why}")
             return
         reading = HealthFacts.model_validate_json(finished.stdout)
-        number = len(list(self.folder.glob("health-*.json")))
-        write_atomically(self.folder / f"health-{number:03d}.json", reading.model_dump_json())
+        # named by when it was written and by whom: xdist workers each take theirs, at once (a count
+        # of the files there gave two workers one name, and one reading was lost)
+        write_atomically(self.folder / f"health-{time.time_ns():020d}-{os.getpid()}.json", reading.model_dump_json())
 
 
 def with_health(facts: Facts, folder: Path) -> Facts:
@@ -85,8 +88,19 @@ def with_health(facts: Facts, folder: Path) -> Facts:
                 events.append(XidEvent.model_validate_json(line))
     listener_note = folder / LISTENER_FILE
     listener = listener_note.read_text(encoding="utf-8") if listener_note.exists() else health.listener
-    merged = HealthFacts(snapshots=snapshots, events=events, listener=listener, kernel_log=kernel_log)
+    merged = HealthFacts(snapshots=in_order_taken(snapshots), events=events, listener=listener, kernel_log=kernel_log)
     return facts.model_copy(update={"health": merged})
+
+
+def in_order_taken(snapshots: list[HealthSnapshot]) -> list[HealthSnapshot]:
+    """The snapshots by the time each was taken: readings of several workers finish, and are
+    written, in any order. One whose time cannot be read keeps its place (the facts refuse it,
+    naming it)."""
+    taken = [readable_time(snapshot.taken_at) for snapshot in snapshots]
+    if any(moment is None for moment in taken):
+        return snapshots
+    order = sorted(range(len(snapshots)), key=lambda index: (taken[index], index))
+    return [snapshots[index] for index in order]
 
 
 def _line_of(event: XidEvent) -> tuple:
