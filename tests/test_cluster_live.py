@@ -35,11 +35,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def profile(tmp_path: Path, nodes: int, gpus: int = 1, rendezvous_s: float = 60) -> Path:
+def profile(tmp_path: Path, nodes: int, gpus: int = 1, rendezvous_s: float = 60, ddp: bool = True) -> Path:
+    """The CPU cluster profile for `nodes` x `gpus` ranks; without `ddp`, no DDP training between the
+    nodes (the network's checks and the localization alone)."""
     spec = yaml.safe_load(CPU_PROFILE.read_text(encoding="utf-8"))
     spec["gpus"]["count"] = gpus
     spec["cluster"]["nodes"] = nodes
     spec["cluster"]["rendezvous_s"] = rendezvous_s
+    if not ddp:
+        del spec["cluster"]["ddp_min_efficiency"]
     path = tmp_path / f"cluster-{nodes}x{gpus}.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     return path
@@ -65,9 +69,11 @@ def torchrun_command(nodes: int, gpus: int, spec: Path, out: Path, plain: bool =
     return [sys.executable, "-m", "gpuaccept", "torchrun", *rendezvous, "--", *cluster]
 
 
-def torchrun_nodes(tmp_path: Path, nodes: int, gpus: int, slow: int | None = None, plain: bool = False) -> list[tuple[int, str]]:
+def torchrun_nodes(
+    tmp_path: Path, nodes: int, gpus: int, slow: int | None = None, plain: bool = False, ddp: bool = True
+) -> list[tuple[int, str]]:
     """Start one torchrun agent a node, the `slow`-th with GPUACCEPT_INJECT_SLOW; their exit codes and output."""
-    command = torchrun_command(nodes, gpus, profile(tmp_path, nodes, gpus), tmp_path / "out", plain)
+    command = torchrun_command(nodes, gpus, profile(tmp_path, nodes, gpus, ddp=ddp), tmp_path / "out", plain)
     agents = []
     for index in range(nodes):
         env = environment(GPUACCEPT_INJECT_SLOW="1") if index == slow else environment()
@@ -125,7 +131,7 @@ def test_two_nodes_of_two_ranks_measure_as_one_job_under_plain_torchrun(tmp_path
 
 
 def slow_node_named(tmp_path: Path, nodes: int, slow: int) -> dict:  # type: ignore[type-arg]
-    agents = torchrun_nodes(tmp_path, nodes=nodes, gpus=1, slow=slow)
+    agents = torchrun_nodes(tmp_path, nodes=nodes, gpus=1, slow=slow, ddp=False)  # the localization is what is tested
     unexpected = [output[-3000:] for code, output in agents if code != 1]
     assert not unexpected, unexpected  # a failed check fails every node's job, as a failed check
     assert all("Traceback" not in output for _, output in agents)
