@@ -10,6 +10,12 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+# pytest caches each test module with its asserts rewritten (in __pycache__, which git ignores), but
+# not where PYTHONDONTWRITEBYTECODE is set, as on the CPU machines CI uses: rewriting the 1,800
+# asserts of tests/ then costs every worker 2 s of every run. The project's own test runs keep that
+# cache whatever the environment says.
+sys.dont_write_bytecode = False
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "browser: drives a headless Chromium (apt-get install chromium); run with -m browser")
