@@ -49,7 +49,8 @@
 #   burn-drills  burn-ins of DRILL_S (default 60) seconds with rounds of 15 s and the fabric stages
 #                beside the load every 20 s: healthy, then a
 #                competing GEMM load, a slow GEMM, a corrupted product and a flipped memory bit, each
-#                on the last GPU: the failed tests of each
+#                on the last GPU: the failed tests of each. Under about 60 s the load is shorter than
+#                the 20-s steady window: thermal steady state and hot GEMM are not judged (exit 2)
 #   (burnin and burnin-kill each take one device call: 5 and 3 minutes of load, and the suites)
 #   nodes        the machine split into two torchrun "nodes" of GPUS/2 GPUs each on localhost, with
 #                a different NCCL_HOSTID per node so NCCL goes between them through its network
@@ -118,7 +119,7 @@ run_suite() {
   gpu-accept run --reports "$work/$name" -q "$@" > "$work/$name.out" 2>&1
   local code=$?
   grep -E "passed|failed|error" "$work/$name.out" | tail -1 | sed "s/^/$name: exit $code: /" | tee -a "$log"
-  sed -n '/gpu-accept summary/,$p' "$work/$name.out" | grep -E "^(FAILED|ERROR| +FAIL|[0-9]+ test)" | head -${LINES_PER_RUN:-12} >> "$log"
+  sed -n '/gpu-accept summary/,$p' "$work/$name.out" | grep -E "^(FAILED|ERROR| +FAIL| +ERROR|[0-9]+ test)" | head -${LINES_PER_RUN:-12} >> "$log"
   return 0
 }
 
