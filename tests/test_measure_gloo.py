@@ -101,6 +101,20 @@ def test_a_torch_that_cannot_be_imported_is_one_line_and_no_rank_starts(tmp_path
     assert failure.message == "start-up: rank 0: ImportError: this torch is broken"
     assert outcome.values == {} and outcome.ready is None
 
+
+@pytest.mark.slow
+def test_a_slow_import_of_torch_is_no_stalled_rank(tmp_path):
+    # torch taking 8 s to import (a cold network filesystem takes longer) against a stall limit of
+    # 5 s: the ranks' heartbeats go on while it is imported for them, so what ends the start-up is
+    # what the import said, not a rank taken for stopped
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text('import time\ntime.sleep(8)\nraise ImportError("this torch is slow, then broken")\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+    outcome = run_plan(Plan(steps=[step], backend="gloo", stalled_s=5), 2, env=env, max_restarts=0)
+    (failure,) = outcome.failures
+    assert failure.message == "start-up: rank 0: ImportError: this torch is slow, then broken", failure.message
+
 @pytest.mark.slow
 def test_workers_started_ahead_run_a_plan_given_later():
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)

@@ -21,7 +21,8 @@ then stays as their parent: it writes each rank's pid to `DIR/rank<r>.pid` and, 
 ends, its exit code to `DIR/rank<r>.exit`. Importing torch is most of a rank's start-up (a second
 on a CPU, several with CUDA's libraries): paid once, not once a rank. Nothing of CUDA is set up
 before the fork (torch does that on first use, in each rank), so each rank is as one started alone.
-If the launcher dies, this process ends its ranks and exits.
+While it imports torch it beats every rank's heartbeat (a rank forked beats its own). If the
+launcher dies, this process ends its ranks and exits.
 
 The plan carries the run's drills (measure/drills.py), and each step is handed them. The `hang`
 drill acts here: naming a step ("all_reduce 1 GiB", or "collective/all_reduce/1GiB"), it makes the
@@ -40,6 +41,7 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,11 +155,16 @@ def fork_ranks(args: argparse.Namespace) -> int:
     docstring); returns when every rank has ended, or ends them when the launcher is gone."""
     parent = int(os.environ.get(LAUNCHER_PID, os.getppid()))
     began = time.perf_counter()
+    # the ranks' heartbeats while torch is imported for them: seconds with CUDA's libraries, far more
+    # from a cold network filesystem; the thread has ended before the first fork
+    stop_beating = _beat_for_ranks(args.out, args.ranks, parent)
     try:
         _import_torch()
     except Exception as exc:  # said as rank 0 would say it (its log is this process's output): no rank started
         _report_error(0, exc)
         return 3
+    finally:
+        stop_beating()
     import_s = time.perf_counter() - began
     ranks: dict[int, int] = {}  # pid -> rank
     for rank in range(args.ranks):
@@ -180,6 +187,21 @@ def fork_ranks(args: argparse.Namespace) -> int:
         else:
             time.sleep(WAIT_POLL_S)
     return 0
+
+
+def _beat_for_ranks(out: Path, ranks: int, parent: int) -> Callable[[], None]:
+    """Every rank's heartbeat from a thread, as each rank beats its own once forked; the process
+    ends where the launcher is gone. Returns the function that ends the thread."""
+    stop = threading.Event()
+    paths = [heartbeat_file(out, rank) for rank in range(ranks)]
+    thread = threading.Thread(target=_beat, args=(paths, parent, stop), name="gpuaccept-heartbeats", daemon=True)
+    thread.start()
+
+    def stopped() -> None:
+        stop.set()
+        thread.join()
+
+    return stopped
 
 
 def _forked_rank(args: argparse.Namespace, rank: int, import_s: float) -> int:
@@ -213,16 +235,19 @@ def start_heartbeat(path: Path, parent: int) -> None:
     (killed with SIGKILL: nothing could stop its workers) ends itself: left alone, a rank inside a
     hung collective or a GPU load would hold its GPU and its memory for good."""
 
-    def beat() -> None:
-        while True:
-            if os.getppid() != parent:
-                print(f"{ERROR_MARK} pid {os.getpid()}: the launcher (pid {parent}) is gone: ending", file=sys.stderr, flush=True)
-                os._exit(ORPHANED_EXIT)
+    threading.Thread(target=_beat, args=([path], parent, threading.Event()), name="gpuaccept-heartbeat", daemon=True).start()
+
+
+def _beat(paths: list[Path], parent: int, stop: threading.Event) -> None:
+    """Touch `paths` every HEARTBEAT_S until `stop` is set; end the process where its parent is gone."""
+    while not stop.is_set():
+        if os.getppid() != parent:
+            print(f"{ERROR_MARK} pid {os.getpid()}: the launcher (pid {parent}) is gone: ending", file=sys.stderr, flush=True)
+            os._exit(ORPHANED_EXIT)
+        for path in paths:
             with contextlib.suppress(OSError):  # the launcher removed the folder: the run is over
                 path.touch()
-            time.sleep(HEARTBEAT_S)
-
-    threading.Thread(target=beat, name="gpuaccept-heartbeat", daemon=True).start()
+        stop.wait(HEARTBEAT_S)
 
 
 def wait_for_go(out: Path, parent: int) -> bool:
