@@ -87,15 +87,20 @@ def test_a_crashing_worker_is_reported_with_its_error_not_waited_for():
 
 
 
-@pytest.mark.slow
-def test_a_torch_that_cannot_be_imported_is_one_line_and_no_rank_starts(tmp_path):
-    # a torch that breaks as it is imported, found first on the path: the process that would fork
-    # the ranks fails before any rank exists, and says so as rank 0
+def with_torch_that_imports(tmp_path, source: str, stalled_s: float = 20.0):
+    """run_plan of one collective on 2 ranks, with a torch package of `source` found first on the path."""
     (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text('raise ImportError("this torch is broken")\n')
+    (tmp_path / "torch" / "__init__.py").write_text(source)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
-    outcome = run_plan(Plan(steps=[step], backend="gloo"), 2, env=env, max_restarts=0)
+    return run_plan(Plan(steps=[step], backend="gloo", stalled_s=stalled_s), 2, env=env, max_restarts=0)
+
+
+@pytest.mark.slow
+def test_a_torch_that_cannot_be_imported_is_one_line_and_no_rank_starts(tmp_path):
+    # a torch that breaks as it is imported: the process that would fork the ranks fails before
+    # any rank exists, and says so as rank 0
+    outcome = with_torch_that_imports(tmp_path, 'raise ImportError("this torch is broken")\n')
     (failure,) = outcome.failures
     assert failure.reason == "crashed"
     assert failure.message == "start-up: rank 0: ImportError: this torch is broken"
@@ -107,12 +112,8 @@ def test_a_slow_import_of_torch_is_no_stalled_rank(tmp_path):
     # torch taking 8 s to import (a cold network filesystem takes longer) against a stall limit of
     # 5 s: the ranks' heartbeats go on while it is imported for them, so what ends the start-up is
     # what the import said, not a rank taken for stopped
-    (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text('import time\ntime.sleep(8)\nraise ImportError("this torch is slow, then broken")\n')
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
-    outcome = run_plan(Plan(steps=[step], backend="gloo", stalled_s=5), 2, env=env, max_restarts=0)
-    (failure,) = outcome.failures
+    source = 'import time\ntime.sleep(8)\nraise ImportError("this torch is slow, then broken")\n'
+    (failure,) = with_torch_that_imports(tmp_path, source, stalled_s=5).failures
     assert failure.message == "start-up: rank 0: ImportError: this torch is slow, then broken", failure.message
 
 @pytest.mark.slow

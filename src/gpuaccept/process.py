@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ def run_bounded(command: list[str], timeout_s: float, env: dict[str, str] | None
         raise
 
 
-def kill_group(process: subprocess.Popen) -> None:
+class _Process(Protocol):
+    pid: int
+
+
+def kill_group(process: _Process) -> None:
+    """SIGKILL to the process group `process` leads (a session of its own: its pid is the group's)."""
     with contextlib.suppress(ProcessLookupError):  # already gone
         os.killpg(process.pid, signal.SIGKILL)

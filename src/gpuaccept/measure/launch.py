@@ -16,7 +16,6 @@ wait, so they cannot disturb it. One process imports torch and forks the ranks (
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -158,8 +157,7 @@ class Rank:
         return code if code != 0 else -signal.SIGKILL  # the forker exits 0 only after every rank's exit was written
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):  # already gone
-            os.killpg(self.pid, signal.SIGKILL)
+        kill_group(self)  # a rank not forked yet is its forker, and dies with it
 
 
 class Workers:
