@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 EXAMPLES = ROOT / "examples" / "facts"
 REFERENCE = DATA / "reference" / "h200x4"  # captures from a real 4xH200 machine
+# examples/facts/h200x4-measured.json was recorded before the health readings, the per-GPU loads and
+# the telemetry: judged whole, those areas could not judge (exit 2); the README's demo leaves them out
+NOT_IN_THE_OLDER_FACTS = "not test_health.py and not test_compute.py and not test_telemetry.py"
 
 # Tests that run torch skip where it is not installed. Asked of the installed packages, not by importing
 # torch: its import costs about 2 s of CPU, which collection would pay even where those tests are deselected.

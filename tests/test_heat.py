@@ -128,7 +128,9 @@ def test_a_gpu_that_draws_less_power_than_its_siblings_fails_naming_it(tmp_path,
 
 def test_facts_without_a_sustained_load_are_not_judged_hot_and_a_load_without_telemetry_errs(recorded):
     older = example_facts("h200x4-measured")
-    assert heat.thermal_steady_state(H200, older, 0).outcome is Outcome.NOT_APPLICABLE
+    # the profile asks for the per-GPU loads a burn-in sustains: facts without that load could not judge it
+    steady = heat.thermal_steady_state(H200, older, 0)
+    assert steady.outcome is Outcome.ERROR and steady.missing == "the facts hold no sustained load"
     untimed = recorded.model_copy(update={"telemetry": None})
     assert heat.hot_gemm_throughput(H200, untimed, 0).outcome is Outcome.ERROR
     unsampled = recorded.model_copy(update={"telemetry": Telemetry(started_at=recorded.telemetry.started_at, period_s=1.0,  # type: ignore[union-attr]

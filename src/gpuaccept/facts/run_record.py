@@ -7,7 +7,9 @@ below the profiles (profile init reads runs) and the report writers (which write
 
 Files written before a key existed still read: each later key has the default that says "not
 recorded" (a verdict without `criterion` has `NoCriterion`, without `better` has `better=None`,
-without `attempts` none; a criterion without a marginal line has none). `summary` is derived from `tests` and recomputed when read.
+without `attempts` none; a criterion without a marginal line has none). `summary` is derived from `tests` and recomputed when read,
+and so are `coverage` (what was checked, by area) and `causes` (the tests that did not pass, root
+causes first): facts/coverage.py.
 
 A run being written keeps a journal beside results.json (report/results.py says why): test records
 appended one JSON line at a time since results.json was last rewritten whole. `load_results` merges
@@ -24,6 +26,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, PlainSerializer, TypeAdapter, ValidationError, WithJsonSchema
 
 from gpuaccept.errors import InputFileError, Problem
+from gpuaccept.facts.coverage import AreaCoverage, CauseGroup, coverage, root_causes, unchecked_lines
 from gpuaccept.facts.io import validation_problems
 from gpuaccept.facts.model import Facts, Record, Unavailable
 from gpuaccept.facts.verdict import Verdict
@@ -197,6 +200,10 @@ class RunRecord(Record):
     facts: Facts  # as far as they were known: probed, and whatever the stages had measured
     tests: list[TestRecord]
     summary: Summary = Field(default_factory=Summary)
+    # what the run left out by -k, -m or test ids: area -> tests; coverage counts them as not checked
+    not_selected: dict[str, int] = Field(default_factory=dict)
+    coverage: list[AreaCoverage] = Field(default_factory=list)  # derived from the tests and not_selected
+    causes: list[CauseGroup] = Field(default_factory=list)  # derived from the tests
 
     @classmethod
     def started(cls, run: RunInfo, facts: Facts) -> RunRecord:
@@ -207,7 +214,18 @@ class RunRecord(Record):
         )
 
     def with_tests(self, tests: list[TestRecord]) -> RunRecord:
-        return self.model_copy(update={"tests": list(tests), "summary": summarize(tests)})
+        """The record with these tests, and what is derived from them."""
+        return self.model_copy(update={
+            "tests": list(tests), "summary": summarize(tests), "coverage": coverage(tests, self.not_selected),
+            "causes": root_causes(tests),
+        })
+
+    def with_not_selected(self, not_selected: dict[str, int]) -> RunRecord:
+        return self.model_copy(update={"not_selected": dict(not_selected)}).with_tests(self.tests)
+
+    def unchecked(self) -> list[str]:
+        """One line per area not wholly checked (`not checked: compute — the facts hold no per-GPU loads ...`)."""
+        return unchecked_lines(self.coverage)
 
     def with_facts(self, facts: Facts) -> RunRecord:
         return self.model_copy(update={"facts": facts, "environment": Environment.of(facts)})

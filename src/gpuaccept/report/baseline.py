@@ -16,11 +16,11 @@ from pathlib import Path
 
 from gpuaccept.errors import InputFileError, Problem
 from gpuaccept.facts import Facts
+from gpuaccept.facts.coverage import did_not_pass
 from gpuaccept.facts.model import GemmResult, HbmResult
 from gpuaccept.facts.run_record import Environment, RunRecord
 from gpuaccept.files import read_input_text, write_atomically
 from gpuaccept.report.results import now
-from gpuaccept.report.summary import did_not_pass
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.steps import ddp_case
 

@@ -1,13 +1,15 @@
 """What a Slurm node's drain reason says about a run: the tests that did not pass, by id.
 
 Slurm shows the reason in `sinfo -R` and `scontrol show node`; an operator reads it to know what to
-look at, so it names the failing tests first (`test_busbw[all_reduce-1GiB]`, `test_gpu_model[gpu3]`)
+look at, so it names the failing tests first, root causes first (`test_no_other_compute_process[gpu1]` before
+the collectives it slowed; `test_gpu_model[gpu3]`)
 and is cut to a length that stays one line in those listings. A node drained because values could
 not be established (exit 2, outcomes.py) says so: `gpu-accept: could not judge: test_xid_during_run[gpu0] (...)`.
 """
 
 from __future__ import annotations
 
+from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.run_record import RunRecord
 from gpuaccept.outcomes import EXIT_NOT_JUDGED
 
@@ -23,7 +25,7 @@ def drain_reason(record: RunRecord | None, exit_code: int, limit: int = REASON_M
     # could not judge: the values not established, which is why the node is not proven good
     not_judged = exit_code == EXIT_NOT_JUDGED
     grouped: dict[str, list[str]] = {}
-    for test in record.tests:
+    for test in causes_first(record.tests):  # a root cause (a GPU missing, someone else's load) first
         if test.outcome == "error" if not_judged else test.did_not_pass:
             name, _, parameter = test.id.partition("[")
             grouped.setdefault(name, []).append(parameter.removesuffix("]"))

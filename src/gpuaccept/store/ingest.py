@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuaccept.errors import GpuAcceptError
+from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.run_record import RunRecord, load_results
-from gpuaccept.report.summary import did_not_pass
 from gpuaccept.store.db import open_for_writing
 
 # the columns of a result row, in the order the CSV holds them
@@ -76,7 +76,7 @@ def _vbios(record: RunRecord) -> list[str | None]:
 def rows_of(record: RunRecord, path: str, size: int, mtime_ns: int) -> ReadRun:
     run_id = run_id_of(record)
     run, env = record.run, record.environment
-    ranks = {id(test): rank for rank, test in enumerate(did_not_pass(record.tests))}
+    ranks = {id(test): rank for rank, test in enumerate(causes_first(record.tests))}  # root causes first
     # CSV, in RESULT_COLUMNS' order: a C writer, and DuckDB's fastest reader (JSON lines cost twice the time)
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
