@@ -1,6 +1,8 @@
 """The fleet page: one self-contained HTML file, hosts x test families as a heat map (failed,
-outlier, transient, marginal, passed), sortable by any column, and a host's history drawn when its
-row is clicked. The data is one JSON object inside the page, drawn by the script beside it: the
+outlier, not judged, transient, marginal, passed, and skipped where the profile asked nothing: a
+family nothing judged is never painted as passed), sortable by any column, and a host's history
+drawn when its row is clicked. It fits a 1400-px window with the ten families of a full run: the
+family names stand upright, and the history panel goes below the table where it has no room beside it. The data is one JSON object inside the page, drawn by the script beside it: the
 rows of 10,000 hosts are built by the browser, not written out as markup.
 """
 
@@ -22,16 +24,17 @@ tr.host { cursor: pointer; }
 tr.host:hover td { outline: 1px solid #999; }
 .failed { background: #d73027; color: #fff; } .outlier { background: #fc8d59; } .transient { background: #fee08b; }
 .marginal { background: #d9ef8b; } .passed { background: #91cf60; } .none { background: #eee; }
-.split { display: flex; gap: 16px; align-items: flex-start; }
-#detail { position: sticky; top: 0; flex: 0 0 500px; padding: 8px; border: 1px solid #ccc; background: #fff; }
+.not_judged { background: #9e9ac8; color: #fff; } .skipped { background: repeating-linear-gradient(45deg, #f4f4f4 0 3px, #d4d4d4 3px 5px); }
+th.family { writing-mode: vertical-rl; transform: rotate(180deg); vertical-align: bottom; padding: 6px 2px; white-space: nowrap; }
+.split { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
+#detail { position: sticky; top: 0; flex: 1 1 380px; max-width: 520px; min-width: 340px; padding: 8px; border: 1px solid #ccc; background: #fff; }
 #detail .why { color: #a00; margin: 4px 0; white-space: normal; }
 svg text { font-size: 10px; }
 """
 
 SCRIPT = r"""
 const data = JSON.parse(document.getElementById('fleet-data').textContent);
-const COLORS = {failed: '#d73027', outlier: '#fc8d59', transient: '#fee08b', marginal: '#d9ef8b', passed: '#91cf60'};
-const RANK = {failed: 4, outlier: 3, transient: 2, marginal: 1, passed: 0, '': -1};
+const RANK = {failed: 5, outlier: 4, not_judged: 3, transient: 2, marginal: 1, passed: 0, skipped: -1, '': -2};
 const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
 let rows = data.hosts.slice();
 let sortKey = 'worst', sortDown = true;
@@ -47,10 +50,10 @@ function sortRows() {
 function draw() {
   sortRows();
   const head = ['<tr><th data-key="host">host</th><th data-key="profile">profile</th>']
-    .concat(data.families.map((f, i) => `<th data-key="family:${i}" title="${f}">${f.replace(/^test_/, '')}</th>`))
+    .concat(data.families.map((f, i) => `<th class="family" data-key="family:${i}" title="${f}">${f.replace(/^test_/, '')}</th>`))
     .concat(['<th data-key="failed">failed</th><th data-key="outliers">outliers</th><th data-key="transient">transient</th><th data-key="marginal">marginal</th></tr>']);
   const body = rows.map((h, n) => `<tr class="host" data-n="${data.hosts.indexOf(h)}"><td>${h.host}</td><td>${h.profile}</td>`
-    + h.states.map((s, i) => `<td class="cell ${s || 'none'}" title="${data.families[i]}: ${s || 'not run'}"></td>`).join('')
+    + h.states.map((s, i) => `<td class="cell ${s || 'none'}" title="${data.families[i]}: ${(s || 'not run').replace('_', ' ')}"></td>`).join('')
     + `<td>${h.failed}</td><td>${h.outliers}</td><td>${h.transient}</td><td>${h.marginal}</td></tr>`);
   document.getElementById('hosts').innerHTML = head.join('') + body.join('');
   document.querySelectorAll('#hosts th').forEach(th => th.onclick = () => {
@@ -66,9 +69,9 @@ function show(h) {
   const all = families.flatMap(f => own.series[f]).filter(v => v !== null);
   const lo = Math.min(0.8, ...all), hi = Math.max(1.1, ...all);
   const n = own.runs.length;
-  const x = i => L + (n <= 1 ? (W - L) / 2 : i * (W - L - 10) / (n - 1));
+  const x = i => L + (n <= 1 ? (W - L) / 2 : i * (W - L - 50) / (n - 1));  // room on the right for the last date, slanted
   const y = v => 10 + (hi - v) * (H - B - 10) / (hi - lo);
-  let svg = `<svg width="${W}" height="${H}" role="img" aria-label="history of ${esc(h.host)}">`;
+  let svg = `<svg viewBox="0 0 ${W} ${H}" width="100%" role="img" aria-label="history of ${esc(h.host)}">`;
   for (const v of [lo, 1 - data.tolerance, 1, hi]) {
     svg += `<line x1="${L}" x2="${W}" y1="${y(v)}" y2="${y(v)}" stroke="${v === 1 ? '#555' : '#ddd'}" stroke-dasharray="${v === 1 - data.tolerance ? '4 3' : ''}"/>`;
     svg += `<text x="2" y="${y(v) + 3}">${(v * 100).toFixed(0)}%</text>`;
@@ -97,7 +100,8 @@ if (rows.length) show(rows.find(h => h.host === wanted) || rows[0]);
 
 def render_fleet_page(data: dict[str, Any]) -> str:
     summary = data["summary"]
-    legend = "".join(f'<span class="{state}">{state}</span>' for state in ("failed", "outlier", "transient", "marginal", "passed"))
+    states = ("failed", "outlier", "not_judged", "transient", "marginal", "passed", "skipped")
+    legend = "".join(f'<span class="{state}">{state.replace("_", " ")}</span>' for state in states)
     # `</` inside the JSON would end the script element early
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     return (
