@@ -186,8 +186,10 @@ def test_a_burn_in_cut_short_by_a_signal_is_not_judged_hot_and_says_why(recorded
     facts = recorded.model_copy(update={"burnin": cut})
     for check in (heat.thermal_steady_state, heat.hot_gemm_throughput):
         verdict = check(H200, facts, 0)
-        assert verdict.outcome is Outcome.NOT_APPLICABLE, verdict.message
+        # the profile asked for it and the load was cut short: could not judge, never a skip
+        assert verdict.outcome is Outcome.ERROR, verdict.message
         assert "ended by a signal after 20 s of sustained load: thermal steady state not reached" in verdict.message
+        assert verdict.missing == "the facts hold no whole sustained load (the burn-in was ended by a signal)"
     # the same burn-in run to its deadline, had it stopped there, could not be judged: an error, not a skip
     short = facts.model_copy(update={"burnin": cut.model_copy(update={"ended": "deadline"})})
     assert heat.thermal_steady_state(H200, short, 0).outcome is Outcome.ERROR

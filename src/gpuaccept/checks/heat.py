@@ -59,6 +59,13 @@ class LoadTimeline:
         return [r for r in self.burnin.rounds if r.stages == ["compute"] and not r.beside_load]
 
 
+def _cut_short(judge: Judge, subject: str, load_s: float, what: str) -> Verdict:
+    """A burn-in ended by a signal before its load could show this: could not judge, the facts
+    holding no whole sustained load (never a skip: the profile asked for it)."""
+    verdict = judge.error(subject, CUT_SHORT.format(load_s=load_s, what=what))
+    return verdict.model_copy(update={"missing": "the facts hold no whole sustained load (the burn-in was ended by a signal)"})
+
+
 def load_timeline(judge: Judge, profile: Profile, facts: Facts, subject: str) -> LoadTimeline | Verdict:
     """Where the sustained load ran, or why it cannot be judged (could not judge where the facts hold
     no burn-in load of a profile that asks for one, a skip where it asks for none, an error where its
@@ -115,11 +122,11 @@ def _steady_or_verdict(judge: Judge, profile: Profile, facts: Facts, gpu: int) -
     found = steady_state(timeline, gpu, burnin.steady_window_s, burnin.steady_slope_c_per_min)
     load_s = timeline.ended_s - timeline.began_s
     if found.samples == 0 and timeline.burnin.ended == "interrupted":
-        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="no temperature sample under it"))
+        return _cut_short(judge, subject, load_s, "no temperature sample under it")
     if found.samples == 0:
         return judge.error(subject, f"no temperature sample of {subject} under the {load_s:.0f} s sustained load")
     if found.reached_s is None and timeline.burnin.ended == "interrupted":
-        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="thermal steady state not reached"))
+        return _cut_short(judge, subject, load_s, "thermal steady state not reached")
     if found.reached_s is None:
         rising = f"still rising {found.last_slope:.2g} °C/min" if found.last_slope is not None else "no full window"
         return judge.error(
@@ -193,7 +200,7 @@ def hot_gemm_throughput(judge: Judge, profile: Profile, facts: Facts, gpu: int) 
     hot = [(r, g) for r, g in measured[1:] if timeline.round_span(r)[0] >= steady.reached_s]
     if not hot and timeline.burnin.ended == "interrupted":
         load_s = timeline.ended_s - timeline.began_s
-        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="no round began at thermal steady state"))
+        return _cut_short(judge, subject, load_s, "no round began at thermal steady state")
     if not hot:
         return judge.error(
             subject,
@@ -248,7 +255,7 @@ def _power_or_verdict(
         why = f"NVML gives no power reading: {samples[0].power_w}"
     elif timeline.burnin.ended == "interrupted":
         load_s = timeline.ended_s - timeline.began_s
-        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="no power sample once it settled"))
+        return _cut_short(judge, subject, load_s, "no power sample once it settled")
     else:
         why = "no power sample once the load settled"
     return judge.error(subject, f"{subject}'s power under the sustained load could not be judged: {why}")
