@@ -122,7 +122,8 @@ def test_workers_started_ahead_run_a_plan_given_later():
     workers = Workers(2)
     logs = [workers.workdir / f"rank{rank}.log" for rank in range(2)]
     deadline = time.monotonic() + 120
-    while not all(WAITING_MARK in log.read_text() for log in logs):  # the plan comes while they wait
+    # the plan comes while they wait (a rank's log is there once the rank has begun: not at once after the fork)
+    while not all(log.is_file() and WAITING_MARK in log.read_text() for log in logs):
         assert time.monotonic() < deadline, "workers never got to waiting"
         time.sleep(0.05)
     events: list[dict] = []
