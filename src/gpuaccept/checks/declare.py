@@ -47,13 +47,13 @@ CHECK_MODULES = (
     "inventory", "health", "topology", "affinity", "p2p", "fabric", "compute", "ddp", "telemetry", "heat", "burnin", "baseline",
     "cluster",
 )
-# the area of each module's checks, where a check names no stage (a stage's checks are of its area)
+# the area of each module's checks, where a check names no stage (a stage's checks are of the area
+# the stage is named after: nccl, copies, ddp, compute)
 MODULE_AREAS = {
     "inventory": "inventory", "health": "health", "topology": "topology", "affinity": "topology", "p2p": "p2p", "fabric": "nccl",
     "compute": "compute", "ddp": "ddp", "telemetry": "telemetry", "heat": "burn-in", "burnin": "burn-in", "baseline": "baseline",
     "cluster": "cluster",
 }
-STAGE_AREAS: dict[str, str] = {"nccl": "nccl", "copies": "copies", "ddp": "ddp", "compute": "compute"}
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,7 @@ def check(
         # again: the same function replaces itself; another function of the same name is a mistake
         if earlier is not None and (earlier.judged.__module__, earlier.judged.__qualname__) != (judged.__module__, judged.__qualname__):
             raise ValueError(f"check {named!r} is declared twice: {earlier.judged.__module__} and {judged.__module__}")
-        declared_area = area or (STAGE_AREAS[stage] if stage is not None else MODULE_AREAS.get(module, ""))
+        declared_area = area or stage or MODULE_AREAS.get(module, "")
         if declared_area not in AREAS:
             raise ValueError(f"check {named!r}: area {declared_area!r} is not one of {', '.join(AREAS)}")
         declaration = Declaration(

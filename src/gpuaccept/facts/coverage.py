@@ -81,7 +81,7 @@ class AreaCoverage(Record):
         return "not checked" if unchecked else "not asked"
 
     def line(self) -> str:
-        """`not checked: compute — the facts hold no per-GPU loads (24 tests)`; '' for an area that
+        """`not checked: compute — the facts hold no per-GPU loads (24 test(s) not judged)`; '' for an area that
         was checked, or that the profile asks nothing of."""
         if self.state in ("checked", "not asked"):
             return ""
