@@ -165,7 +165,9 @@ class DdpChoice(Sourced):
 
 
 RuleName = Literal["floor", "load_floor", "ceiling", "public_floor"]
-AllowanceName = Literal["other_count_up", "other_count_down", "other_link_rate", "other_link_kind", "other_gpu", "unmeasured_gpu"]
+AllowanceName = Literal[
+    "other_count_up", "other_count_down", "other_link_rate", "other_link_kind", "across_sockets", "other_gpu", "unmeasured_gpu"
+]
 
 
 class FabricFile(Strict):
