@@ -3,6 +3,7 @@ back from what was measured on them; machines of other sizes and kinds (recorded
 public command outputs) get the profile they should; a GPU missing is never a healthy smaller machine."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -51,45 +52,51 @@ def test_the_catalogue_covers_every_gpu_the_shipped_profiles_name_and_the_datace
     assert {record.kind for record in CATALOGUE.records.values()} == {"measured", "public"}
 
 
-def test_a_broken_catalogue_is_refused_naming_file_line_and_key(tmp_path):
+def copied_catalogue(tmp_path: Path) -> Path:
+    """A copy of the shipped catalogue to break."""
     folder = tmp_path / "catalogue"
     shutil.copytree(ROOT / "profiles" / "catalogue", folder)
-    gpus = (folder / "gpus.yaml").read_text()
-    gpus = gpus.replace('    power_w: {value: 72, public: "https://www.nvidia.com/en-us/data-center/l4/ (72 W)"}',
-                        '    power_w: {value: 72}\n    pci_width: 16', 1)
-    (folder / "gpus.yaml").write_text(gpus)
-    measured = (folder / "measured.yaml").read_text()
-    measured = measured.replace("    gpu: h100-sxm\n    fabric: none", "    gpu: h900-sxm\n    fabric: none", 1)
-    measured = measured.replace("[[vm/8ed058dc, 3, 54.51, 54.68]]", "[[vm/8ed058dc, 3, 54.68, 54.51]]", 1)
-    (folder / "measured.yaml").write_text(measured)
+    return folder
+
+
+def problems_after(folder: Path, name: str, *changes: tuple[str, str]) -> tuple[str, list[str]]:
+    """The file `name` of the catalogue in `folder` with each (old, new) change made, and the lines
+    the catalogue is then refused with."""
+    text = (folder / name).read_text()
+    for old, new in changes:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    (folder / name).write_text(text)
     with pytest.raises(ProfileError) as error:
         load_catalogue(folder)
-    lines = error.value.lines()
+    return text, error.value.lines()
+
+
+def test_a_broken_catalogue_is_refused_naming_file_line_and_key(tmp_path):
+    folder = copied_catalogue(tmp_path)
+    unsourced = '    power_w: {value: 72, public: "https://www.nvidia.com/en-us/data-center/l4/ (72 W)"}'
+    gpus, lines = problems_after(folder, "gpus.yaml", (unsourced, "    power_w: {value: 72}\n    pci_width: 16"))
     line_of = {text: number for number, text in enumerate(gpus.splitlines(), start=1)}
     assert any(line.startswith(f"{folder}/gpus.yaml:{line_of['    power_w: {value: 72}']}: gpus.l4.power_w: give exactly one source")
                for line in lines), lines
     assert any(f"gpus.yaml:{line_of['    pci_width: 16']}: gpus.l4.pci_width: unknown key" in line for line in lines), lines
-    # the cross-file problem is reported once the files read: here the record's GPU is unknown
     shutil.copy(ROOT / "profiles" / "catalogue" / "gpus.yaml", folder / "gpus.yaml")
-    with pytest.raises(ProfileError) as error:
-        load_catalogue(folder)
+    reversed_range = ("[[vm/8ed058dc, 3, 54.51, 54.68]]", "[[vm/8ed058dc, 3, 54.68, 54.51]]")
+    _, lines = problems_after(folder, "measured.yaml", reversed_range)
     wrong = "records.h100-1.values.copies.host_to_device_min.runs[0]: lowest 54.68 is above highest 54.51"
-    assert any("measured.yaml" in line and wrong in line for line in error.value.lines()), error.value.lines()
-    (folder / "measured.yaml").write_text(measured.replace("[[vm/8ed058dc, 3, 54.68, 54.51]]", "[[vm/8ed058dc, 3, 54.51, 54.68]]"))
-    with pytest.raises(ProfileError, match=r"measured.yaml:\d+: records.h100-1.gpu: 'h900-sxm' is no GPU of gpus.yaml"):
-        load_catalogue(folder)
+    assert any("measured.yaml" in line and wrong in line for line in lines), lines
+    # a record of a GPU the catalogue does not know: found once each file reads
+    unknown_gpu = ("    gpu: h100-sxm\n    fabric: none", "    gpu: h900-sxm\n    fabric: none")
+    _, lines = problems_after(folder, "measured.yaml", reversed_range[::-1], unknown_gpu)
+    assert len(lines) == 1 and re.search(r"measured.yaml:\d+: records.h100-1.gpu: 'h900-sxm' is no GPU of gpus.yaml", lines[0]), lines
 
 
 def test_a_public_figure_without_its_address_and_a_measurement_without_its_machine_are_refused(tmp_path):
-    folder = tmp_path / "catalogue"
-    shutil.copytree(ROOT / "profiles" / "catalogue", folder)
-    text = (folder / "fabric.yaml").read_text()
-    text = text.replace('other_gpu: {value: 0.9, derived:', 'other_gpu: {value: 0.9, public:', 1)
-    text = text.replace("from 2 to 4 GPUs of the lent H200 boards", "from 2 to 4 GPUs of H200 boards", 1)
-    (folder / "fabric.yaml").write_text(text)
-    with pytest.raises(ProfileError) as error:
-        load_catalogue(folder)
-    lines = error.value.lines()
+    _, lines = problems_after(
+        copied_catalogue(tmp_path), "fabric.yaml",
+        ("other_gpu: {value: 0.9, derived:", "other_gpu: {value: 0.9, public:"),
+        ("from 2 to 4 GPUs of the lent H200 boards", "from 2 to 4 GPUs of H200 boards"),
+    )
     assert any("allowances.other_gpu: a public figure names its address" in line for line in lines), lines
     assert any("allowances.other_count_up: a measurement names the lent machine" in line for line in lines), lines
 
@@ -405,3 +412,14 @@ def test_run_with_a_derived_profile_says_how_it_was_made_and_judges(tmp_path):
     refused = gpu_accept("run", "--profile", "h200-2-nvswitch", "--expect-gpus", "2", "--facts",
                          str(ROOT / "examples" / "facts" / "h200x2-measured.json"), "--reports", str(tmp_path / "again"))
     assert refused.returncode == 2 and "--expect-gpus 2: a named profile states its GPU count" in refused.stderr
+
+
+def test_the_bench_table_of_derived_floors_is_what_the_catalogue_derives(tmp_path, capsys):
+    from bench.derived_floors import main
+
+    assert main(["--markdown", str(tmp_path / "floors.md")]) == 0
+    assert (tmp_path / "floors.md").read_text() == (ROOT / "bench" / "derived-floors.md").read_text(), (
+        "bench/derived-floors.md is stale: python bench/derived_floors.py --markdown bench/derived-floors.md"
+    )
+    summary = capsys.readouterr().out.strip()
+    assert summary in (ROOT / "bench" / "README.md").read_text(), "the summary in bench/README.md is stale"

@@ -142,11 +142,19 @@ class Gpu(Strict):
         return self
 
 
-class GpuFile(Strict):
+class CatalogueFile(Strict):
+    """One file of the catalogue: its format version, and its entries by name."""
+
     schema_version: Literal[1] = Field(alias="schema")
-    gpus: dict[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$")], Gpu] = Field(min_length=1)
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False, populate_by_name=False)
+
+
+EntryName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+
+
+class GpuFile(CatalogueFile):
+    gpus: dict[EntryName, Gpu] = Field(min_length=1)
 
 
 class Rule(Sourced):
@@ -170,14 +178,11 @@ AllowanceName = Literal[
 ]
 
 
-class FabricFile(Strict):
-    schema_version: Literal[1] = Field(alias="schema")
+class FabricFile(CatalogueFile):
     pcie_lane_GBps: dict[Annotated[str, StringConstraints(pattern=r"^[1-6]$")], Number]
     rules: dict[RuleName, Rule]
     allowances: dict[AllowanceName, Allowance]
     ddp: list[DdpChoice] = Field(min_length=1)
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False, populate_by_name=False)
 
     @model_validator(mode="after")
     def _complete(self) -> FabricFile:
@@ -276,11 +281,8 @@ class Record(Sourced):
         return self
 
 
-class MeasuredFile(Strict):
-    schema_version: Literal[1] = Field(alias="schema")
-    records: dict[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$")], Record] = Field(min_length=1)
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False, populate_by_name=False)
+class MeasuredFile(CatalogueFile):
+    records: dict[EntryName, Record] = Field(min_length=1)
 
 
 class Catalogue(BaseModel):

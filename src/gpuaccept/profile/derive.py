@@ -251,8 +251,10 @@ class _Builder:
                     factors.append(self._allowance("other_gpu"))
                 nearest = abs(math.log2(count / at)) if at else 99.0
                 # nearest first: the link, then the GPU count, then a machine of this size, then this GPU model
+                # where NCCL uses NVLink SHARP here, a figure taken with it comes before one taken without
+                without_nvls = int(t.nvls and not record.conditions.nvls)
                 score = (kind_step, rate_step, count_step, round(nearest * 10), int(at > count), int(record.gpus != t.count),
-                         other_gpu, int(record.public is not None))
+                         other_gpu, without_nvls, int(record.public is not None))
                 candidates.append(_Candidate(record_key, record, entry, score, tuple(factors)))
                 del entry_key
         return self._best(key, candidates)
@@ -653,7 +655,8 @@ class _Builder:
         own = t.gpu.matmul_tflops.value
         value = round(own * share * rule.margin, 1)
         formula = f"{own:g} x {share:.3f} ({low:g} lowest on {gpu} over its public {public_low:g}) x {rule.margin:g}"
-        return Value(value, "public", f"matrix products {own:g} (public: {t.gpu.matmul_tflops.source}): {formula} = {value:g}", "")
+        note = f"matrix products {own:g} (public: {t.gpu.matmul_tflops.source}): {formula} = {value:g}"
+        return Value(value, "public", note, f"{t.key}'s public matrix products")
 
     def summary(self) -> str:
         counts: dict[Origin, int] = {"measured": 0, "carried": 0, "public": 0, "datasheet": 0}
