@@ -186,6 +186,11 @@ def test_gpus_on_the_pci_bus_that_nvml_does_not_see_are_counted_and_named(tmp_pa
         write(folder / "vendor", "0x10de\n")
         write(folder / "class", kind + "\n")
     write(tmp_path / "sys/bus/pci/devices/0000:00:1f.0/vendor", "0x8086\n")
+    given = tmp_path / "sys/bus/pci/devices/0000:c1:00.0"  # a GPU bound to vfio-pci: a VM's, not missing
+    write(given / "vendor", "0x10de\n")
+    write(given / "class", "0x030200\n")
+    write(tmp_path / "sys/bus/pci/drivers/vfio-pci/bind", "")
+    (given / "driver").symlink_to(tmp_path / "sys/bus/pci/drivers/vfio-pci")
     pci = read_pci_functions(tmp_path)
     assert pci == (["00000000:" + bus.split(":", 1)[1].upper() if bus.count(":") == 2 else bus, "00000000:2A:00.0"], ["00000000:90:00.0"])
     from gpuaccept.probe.collect import collect_facts
@@ -423,3 +428,13 @@ def test_the_bench_table_of_derived_floors_is_what_the_catalogue_derives(tmp_pat
     )
     summary = capsys.readouterr().out.strip()
     assert summary in (ROOT / "bench" / "README.md").read_text(), "the summary in bench/README.md is stale"
+
+
+def test_the_line_names_the_conditions_the_measurements_were_taken_under_where_this_machine_differs():
+    def older(d):
+        d["system"]["driver_version"] = "550.54.15"
+        d["measurements"]["collectives"]["nccl_version"] = "2.21.5"
+
+    assert "measured with" not in derive_profile(example_facts("h200x2-measured"), CATALOGUE).summary
+    summary = derive_profile(mutated(example_facts("h200x2-measured"), older), CATALOGUE).summary
+    assert summary.endswith("; measured with driver 580, this machine runs 550; measured with nccl 2.28, this machine runs 2.21")

@@ -418,13 +418,13 @@ def _measure(facts, options: RunOptions, drills):
 
     catalog = ProfileCatalog.with_shipped(list(options.profile_dirs))
     choice = options.profile
-    if isinstance(choice, NamedProfile):
-        profile = catalog.load(choice.name)
-    else:
-        selection = catalog.select(facts, options.expect_gpus, derived_only=isinstance(choice, DerivedProfile))
-        _print(f"gpu-accept: profile {selection.profile.name}: {selection.reason}", err=True)
-        profile = selection.profile
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
+        if isinstance(choice, NamedProfile):
+            profile = catalog.load(choice.name)
+        else:  # a derived profile is kept only while its stages run: the facts are what is recorded
+            selection = catalog.select(facts, options.expect_gpus, Path(folder), derived_only=isinstance(choice, DerivedProfile))
+            _print(f"gpu-accept: profile {selection.profile.name}: {selection.reason}", err=True)
+            profile = selection.profile
         say = lambda text: _print(text, err=True)  # noqa: E731
         snapshot = SnapshotAfterStage(Path(folder), say)
         store = MeasurementStore(Path(folder), live=True, say=say, confirm=options.confirm, after_stage=[snapshot], drills=drills)

@@ -2,12 +2,14 @@
 
 NVML counts the GPUs its driver brought up. A GPU that fell off the bus or failed to initialize
 is missing from NVML and is often still a PCI function; an NVSwitch is a PCI function of its own
-on a bare-metal HGX board. Read from /sys/bus/pci/devices/<bdf>/{vendor,class} (files only, the
-root given: `/` on a machine, a small tree in the tests).
+on a bare-metal HGX board. Read from /sys/bus/pci/devices/<bdf>/{vendor,class,driver} (files
+only, the root given: `/` on a machine, a small tree in the tests). A GPU bound to vfio-pci is
+given to a VM on purpose, and is not counted.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gpuaccept.facts.model import Unavailable
@@ -17,6 +19,8 @@ from gpuaccept.probe.network import PCI_DEVICES
 NVIDIA_VENDOR = "0x10de"
 GPU_CLASSES = ("0x0300", "0x0302")  # VGA-compatible and 3D controllers: what a GPU presents
 NVSWITCH_CLASS = "0x0680"  # "bridge, other": how an NVSwitch presents itself
+# drivers that hold a GPU for someone else on purpose (a VM's passthrough): not this machine's to test
+GIVEN_AWAY = ("vfio-pci", "pci-stub")
 
 
 def read_pci_functions(root: Path = Path("/")) -> tuple[list[str] | Unavailable, list[str] | Unavailable]:
@@ -35,7 +39,7 @@ def read_pci_functions(root: Path = Path("/")) -> tuple[list[str] | Unavailable,
             if vendor != NVIDIA_VENDOR:
                 continue
             kind = _read(function / "class")
-            if kind.startswith(GPU_CLASSES):
+            if kind.startswith(GPU_CLASSES) and _driver(function) not in GIVEN_AWAY:
                 gpus.append(normalize_bus_id(function.name))
             elif kind.startswith(NVSWITCH_CLASS):
                 switches.append(normalize_bus_id(function.name))
@@ -43,6 +47,14 @@ def read_pci_functions(root: Path = Path("/")) -> tuple[list[str] | Unavailable,
         failed = Unavailable(unavailable="error", detail=f"/{PCI_DEVICES}: {exc.strerror or exc}")
         return failed, failed
     return gpus, switches
+
+
+def _driver(function: Path) -> str:
+    """The driver bound to a PCI function ('' where none is: a GPU the driver lost may be unbound)."""
+    try:
+        return os.path.basename(os.readlink(function / "driver"))
+    except OSError:
+        return ""
 
 
 def _read(path: Path) -> str:

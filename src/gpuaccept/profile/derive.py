@@ -65,6 +65,7 @@ class Target:
     fabric: Fabric
     nvls: bool  # NCCL may use NVLink SHARP here
     driver: str | None  # the driver's major version
+    nccl: str | None = None  # NCCL's major.minor where the facts hold a measurement that names it
 
     @property
     def count(self) -> int:
@@ -114,7 +115,9 @@ def derive_profile(
         and not no_multicast
     )
     driver = facts.system.driver_version
-    target = Target(key, gpu, installed, fabric, nvls, driver.split(".")[0] if isinstance(driver, str) else None)
+    sweep = facts.measurements.collectives
+    nccl = ".".join(sweep.nccl_version.split(".")[:2]) if sweep is not None and sweep.nccl_version else None
+    target = Target(key, gpu, installed, fabric, nvls, driver.split(".")[0] if isinstance(driver, str) else None, nccl)
     name = name or f"derived-{installed.count}x-{key}" + (f"-{fabric.kind}" if fabric.kind != "none" else "")
     builder = _Builder(catalogue, target, _listed_links(facts))
     data = builder.profile_data(name)
@@ -677,9 +680,12 @@ class _Builder:
         if records:
             text += f"; measured on: {', '.join(records)}"
         t = self.target
-        measured_drivers = {r.conditions.driver for r in self.catalogue.records.values() if r.conditions.driver}
-        if t.driver and measured_drivers and t.driver not in measured_drivers:
-            text += f"; measured with driver {'/'.join(sorted(measured_drivers))}, this machine runs {t.driver}"
+        # the conditions the measurements were taken under, where this machine's differ
+        used = [self.catalogue.records[name] for value in self.values.values() if value.origin != "datasheet" for name in value.records]
+        for condition, here in (("driver", t.driver), ("nccl", t.nccl)):
+            then = {getattr(record.conditions, condition) for record in used} - {None}
+            if here and then and here not in then:
+                text += f"; measured with {condition} {'/'.join(sorted(then))}, this machine runs {here}"
         return text
 
 
