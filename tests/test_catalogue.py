@@ -407,7 +407,8 @@ def test_run_with_a_derived_profile_says_how_it_was_made_and_judges(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     header = next(line for line in done.stdout.splitlines() if line.startswith("gpu-accept: profile derived-2x-h200-sxm-nvswitch"))
     assert "derived from the catalogue (--profile derived) (2x NVIDIA H200 as installed: 2 under test)" in header
-    assert "27 floors: 27 measured on this kind of machine; measured on: h200-1, h200-2-nvswitch" in header
+    assert ("catalogue entries h200-sxm (nvswitch, 18 x 26.5625 GB/s NVLink 4.0 through NVSwitch); 27 floors: 27 measured on this kind "
+            "of machine; measured on: h200-1, h200-2-nvswitch") in header
     assert (tmp_path / "derived-2x-h200-sxm-nvswitch.yaml").is_file() and "failed" not in done.stdout
     from gpuaccept.facts.run_record import load_results
 

@@ -670,7 +670,9 @@ class _Builder:
                 distances[value.distance] = distances.get(value.distance, 0) + 1
         total = sum(counts.values())
         parts = [f"{n} {ORIGIN_WORDS[origin]}" for origin, n in counts.items() if n]
-        text = f"{total} floors: {', '.join(parts) or 'none'}"
+        t = self.target
+        fabric = f"{t.fabric.kind}, {t.fabric.rate_text}" if t.fabric.kind != "none" else "alone"
+        text = f"catalogue entries {t.key} ({fabric}); {total} floors: {', '.join(parts) or 'none'}"
         if distances:
             nearest = sorted(distances.items(), key=lambda item: -item[1])
             text += "; carried: " + "; ".join(f"{n} from {where}" for where, n in nearest[:3])
@@ -679,7 +681,6 @@ class _Builder:
         records = sorted({name for v in self.values.values() if v.origin == "measured" for name in v.records})
         if records:
             text += f"; measured on: {', '.join(records)}"
-        t = self.target
         # the conditions the measurements were taken under, where this machine's differ
         used = [self.catalogue.records[name] for value in self.values.values() if value.origin != "datasheet" for name in value.records]
         for condition, here in (("driver", t.driver), ("nccl", t.nccl)):
