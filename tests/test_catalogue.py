@@ -91,6 +91,18 @@ def test_a_broken_catalogue_is_refused_naming_file_line_and_key(tmp_path):
     assert len(lines) == 1 and re.search(r"measured.yaml:\d+: records.h100-1.gpu: 'h900-sxm' is no GPU of gpus.yaml", lines[0]), lines
 
 
+def test_profile_validate_reads_a_catalogue_file_with_the_other_two(tmp_path, capsys):
+    from gpuaccept.cli import main
+
+    assert main(["profile", "validate", str(ROOT / "profiles" / "catalogue" / "measured.yaml")]) == 0
+    assert "(the catalogue in " in capsys.readouterr().out
+    folder = copied_catalogue(tmp_path)
+    problems_after(folder, "gpus.yaml", ("    form: sxm\n", "    form: socket\n"))
+    assert main(["profile", "validate", str(folder / "measured.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "gpus.yaml:" in err and "gpus.a100-sxm4-40gb.form: Input should be 'sxm', 'pcie' or 'superchip' (got 'socket')" in err
+
+
 def test_a_public_figure_without_its_address_and_a_measurement_without_its_machine_are_refused(tmp_path):
     _, lines = problems_after(
         copied_catalogue(tmp_path), "fabric.yaml",

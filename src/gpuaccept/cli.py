@@ -35,6 +35,8 @@ from gpuaccept.plugin.options import (
 )
 from gpuaccept.profile import Profile, ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
+from gpuaccept.profile.catalogue import CATALOGUE_FOLDER, load_catalogue
+from gpuaccept.profile.catalogue import FILES as CATALOGUE_FILES
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import PROFILE_NAME_MAX, PROFILE_NAME_PATTERN, ProfileSpec
 from gpuaccept.resources import shipped_dir
@@ -461,6 +463,10 @@ def _profile_validate(args, extra: list[str]) -> int:
             if path.parent.name == BASES_FOLDER:
                 check_base_profile(path, catalog.base_folders())
                 _print(f"ok: {path} (base profile)")
+            elif path.parent.name == CATALOGUE_FOLDER and path.name in CATALOGUE_FILES:
+                # a file of the catalogue is read with the other two: a record names a GPU of gpus.yaml
+                load_catalogue(path.parent)
+                _print(f"ok: {path} (the catalogue in {path.parent})")
             else:
                 profile = load_profile(path, catalog.base_folders())
                 _print(f"ok: {path} ({profile.name})")
