@@ -174,7 +174,8 @@ class DdpChoice(Sourced):
 
 RuleName = Literal["floor", "load_floor", "ceiling", "public_floor"]
 AllowanceName = Literal[
-    "other_count_up", "other_count_down", "other_link_rate", "other_link_kind", "across_sockets", "other_gpu", "unmeasured_gpu"
+    "other_count_up", "other_count_down", "other_link_rate", "other_link_kind", "across_sockets", "other_gpu", "unmeasured_gpu",
+    "unmeasured_gpu_compute",
 ]
 
 

@@ -211,6 +211,7 @@ class _Builder:
             "across_sockets": "across the sockets",
             "other_gpu": "another GPU model",
             "unmeasured_gpu": "a GPU not measured here",
+            "unmeasured_gpu_compute": "a GPU not measured here",
         }[name]
         return allowance.value, words
 
@@ -382,7 +383,7 @@ class _Builder:
             return None
         share, gpu, low, reference = min(shares)
         rule = self.catalogue.fabric.rules["load_floor"]
-        allowance, words = self._allowance("unmeasured_gpu")
+        allowance, words = self._allowance("unmeasured_gpu_compute" if key.startswith("compute.gemm") else "unmeasured_gpu")
         value = round(own * share * rule.margin * allowance, 1)
         formula = f"{own:g} x {share:.3f} ({low:g} lowest on {gpu} over its {reference:g}) x {rule.margin:g} x {allowance:g} ({words})"
         figure = t.gpu.memory_GBps if what == "memory" else t.gpu.bf16_tflops
