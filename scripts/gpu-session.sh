@@ -73,6 +73,13 @@
 #                that GPU's GEMM test(s) and no other GPU's; the GEMM's timing window
 #                (bench/gemm_window.py); one memory bit flipped on the last GPU
 #                (GPUACCEPT_INJECT_MEMTEST_FLIP): only its test_memtest fails; on 1, 2, 4 or 8 GPUs
+#   derived      the shipped profiles out of the way: `gpu-accept profile derive` (this machine, from
+#                the catalogue alone) to $OUT/derived-TAG.yaml, a healthy whole run with --profile
+#                derived (must pass), then the drills against the written profile: NCCL_P2P_DISABLE=1,
+#                NCCL_MAX_NCHANNELS=1 (on 2+ GPUs) and a GEMM load on the last GPU; each run's facts
+#                are judged again (--facts, no GPU) against the profile --profile auto picks (the
+#                shipped one where one matches) and the failed tests of both compared
+#                (scripts/derived_compare.py). About 4-5 minutes on 2 GPUs
 #
 # The wheels it installs come from scripts/fetch-wheels.sh (run here, before the device call).
 #
@@ -304,6 +311,42 @@ for stage in "$@"; do
     fi
     python3 scripts/run_digest.py $(ls "$work"/{nop2p,onechannel,hog,hidden,dip,stop}/results.json 2>/dev/null) | tee -a "$log"
     tar -czf "$OUT/drills-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d {nop2p,onechannel,hog,hidden,dip,stop}/results.json 2>/dev/null)
+    ;;
+  derived)
+    gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
+    derived_yaml="$OUT/derived-$tag.yaml"
+    say "profile derive: this machine's profile from the catalogue alone"
+    gpu-accept profile derive -o "$derived_yaml" 2>&1 | tee -a "$log"
+    if enough 90 "healthy run with --profile derived"; then
+      say "healthy whole run, --profile derived (no profile folder searched): must pass"
+      LINES_PER_RUN=30 run_suite derived-healthy --profile derived
+      grep -m1 "^gpu-accept: profile" "$work/derived-healthy.out" | tee -a "$log"
+    fi
+    # each drill: (name, the tests it runs, its environment); the GEMM load is started around its run
+    drill_names=(nop2p onechannel hog); drill_tests=("busbw or pair_busbw or ddp" "busbw" "")
+    drill_envs=("NCCL_P2P_DISABLE=1" "NCCL_MAX_NCHANNELS=1" "")
+    for i in 0 1 2; do
+      name=${drill_names[$i]}; tests=${drill_tests[$i]}
+      if [ "$gpus" -lt 2 ] && [ "$name" != hog ]; then say "derived $name: skipped, one GPU has no collectives"; continue; fi
+      enough 100 "derived drill $name" || continue
+      selection=(); [ -n "$tests" ] && selection=(-k "$tests")
+      if [ "$name" = hog ]; then
+        say "a competing GEMM load on GPU$last against the derived profile"
+        python3 scripts/gemm_load.py --gpu "$last" > "$work/gemm-derived.out" 2>&1 &
+        hog=$!; sleep 5
+      else
+        say "${drill_envs[$i]} against the derived profile"
+      fi
+      # in a subshell: the drill's variable reaches this run only
+      ( [ -n "${drill_envs[$i]}" ] && export "${drill_envs[$i]}"; LINES_PER_RUN=40 run_suite "derived-$name" --profile "$derived_yaml" "${selection[@]}" )
+      [ "$name" = hog ] && { kill $hog; wait $hog 2>/dev/null; }
+      # the same measurements judged by the profile --profile auto picks: the shipped one where one matches
+      gpu-accept run --facts "$work/derived-$name/facts.json" --reports "$work/derived-$name-auto" -q "${selection[@]}" \
+        > "$work/derived-$name-auto.out" 2>&1
+      python3 scripts/derived_compare.py "$name" "$work/derived-$name/results.json" "$work/derived-$name-auto/results.json" 2>&1 | tee -a "$log"
+    done
+    python3 scripts/run_digest.py $(ls "$work"/derived-*/results.json 2>/dev/null) | tee -a "$log"
+    tar -czf "$OUT/derived-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d derived-*/results.json derived-*/facts.json derived-*/*.yaml 2>/dev/null)
     ;;
   killed)
     gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))

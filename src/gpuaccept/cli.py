@@ -24,6 +24,7 @@ from gpuaccept.outcomes import pytest_exit_code, worst_exit_code
 from gpuaccept.outputs import check_output_file, check_output_folder
 from gpuaccept.plugin.options import (
     COMMAND_FLAGS,
+    DerivedProfile,
     GivenOptions,
     NamedProfile,
     RunOptions,
@@ -34,6 +35,8 @@ from gpuaccept.plugin.options import (
 )
 from gpuaccept.profile import Profile, ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
+from gpuaccept.profile.catalogue import CATALOGUE_FOLDER, load_catalogue
+from gpuaccept.profile.catalogue import FILES as CATALOGUE_FILES
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import PROFILE_NAME_MAX, PROFILE_NAME_PATTERN, ProfileSpec
 from gpuaccept.resources import shipped_dir
@@ -127,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
         "ends the rounds, judges what ran and writes the reports (exit 1 where a check failed, else 2). Arguments this "
         "command does not know go to pytest.",
     )
-    add_command_options(burn, only=("gpuaccept_burnin", "gpuaccept_profile", "gpuaccept_profile_dirs"))
+    add_command_options(burn, only=("gpuaccept_burnin", "gpuaccept_profile", "gpuaccept_profile_dirs", "gpuaccept_expect_gpus"))
     burn.add_argument("--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json")
     _add_metrics_option(burn)
     burn.set_defaults(handler=_burn_in)
@@ -149,7 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--nvml-log", help="also write every raw NVML answer (for replay in tests)")
     record.add_argument("--measure", action="store_true", help="also run the measurement stages the profile asks for")
     # with --measure: whose stages to run, and how often a miss is measured again, as `run` takes them
-    add_command_options(record, only=("gpuaccept_profile", "gpuaccept_profile_dirs", "gpuaccept_confirm"))
+    add_command_options(record, only=("gpuaccept_profile", "gpuaccept_profile_dirs", "gpuaccept_confirm", "gpuaccept_expect_gpus"))
     record.set_defaults(handler=_record)
 
     cluster = commands.add_parser(
@@ -180,7 +183,7 @@ def _parser() -> argparse.ArgumentParser:
     torchrun.add_argument("arguments", nargs=argparse.REMAINDER, help="torchrun's options, then --, then gpu-accept cluster's")
     torchrun.set_defaults(handler=_torchrun)
 
-    profile = commands.add_parser("profile", help="list, validate and show profiles")
+    profile = commands.add_parser("profile", help="list, validate, show, write and derive profiles")
     profile_commands = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
     listing = profile_commands.add_parser("list", help="the profiles that --profile NAME can name")
     listing.add_argument("--profile-dir", action="append", default=[])
@@ -209,6 +212,24 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("--name", required=True, help="the profile's name (e.g. the SKU)")
     init.add_argument("-o", "--output", type=_path, help="file to write (default: print)")
     init.set_defaults(handler=_profile_init)
+    derive = profile_commands.add_parser(
+        "derive",
+        help="a profile derived from the catalogue: for this machine, recorded facts, or command outputs",
+        description="The profile --profile auto derives where no profile matches: expectations from the catalogue "
+        "(profiles/catalogue) keyed by the GPU model, how the GPUs are joined and how many the machine must have, each "
+        "value with the comment that says where it came from. Probes this machine unless --facts or --from-text is given.",
+    )
+    derived_from = derive.add_mutually_exclusive_group()
+    derived_from.add_argument("--facts", type=_path, metavar="FILE", help="facts recorded earlier (gpu-accept record)")
+    derived_from.add_argument(
+        "--from-text", dest="texts", type=_path, nargs="+", metavar="FILE",
+        help="the machine's command outputs: nvidia-smi topo -m, topo -p2p, nvlink -s, nccl-tests logs",
+    )
+    derive.add_argument("--gpu-model", help="NVML's name of the GPU model, where the outputs do not name it (topo -m alone)")
+    derive.add_argument("--gpus", type=int, metavar="N", help="the GPUs the machine must have (default: as installed)")
+    derive.add_argument("--name", help="the profile's name (default: derived-<count>x-<model>-<fabric>)")
+    derive.add_argument("-o", "--output", type=_path, help="file to write (default: print)")
+    derive.set_defaults(handler=_profile_derive)
 
     baseline = commands.add_parser("baseline", help="baselines from results.json files")
     baseline_commands = baseline.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
@@ -399,8 +420,13 @@ def _measure(facts, options: RunOptions, drills):
 
     catalog = ProfileCatalog.with_shipped(list(options.profile_dirs))
     choice = options.profile
-    profile = catalog.load(choice.name) if isinstance(choice, NamedProfile) else catalog.auto_select(*facts.installed()).profile
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
+        if isinstance(choice, NamedProfile):
+            profile = catalog.load(choice.name)
+        else:  # a derived profile is kept only while its stages run: the facts are what is recorded
+            selection = catalog.select(facts, options.expect_gpus, Path(folder), derived_only=isinstance(choice, DerivedProfile))
+            _print(f"gpu-accept: profile {selection.profile.name}: {selection.reason}", err=True)
+            profile = selection.profile
         say = lambda text: _print(text, err=True)  # noqa: E731
         snapshot = SnapshotAfterStage(Path(folder), say)
         store = MeasurementStore(Path(folder), live=True, say=say, confirm=options.confirm, after_stage=[snapshot], drills=drills)
@@ -437,6 +463,10 @@ def _profile_validate(args, extra: list[str]) -> int:
             if path.parent.name == BASES_FOLDER:
                 check_base_profile(path, catalog.base_folders())
                 _print(f"ok: {path} (base profile)")
+            elif path.parent.name == CATALOGUE_FOLDER and path.name in CATALOGUE_FILES:
+                # a file of the catalogue is read with the other two: a record names a GPU of gpus.yaml
+                load_catalogue(path.parent)
+                _print(f"ok: {path} (the catalogue in {path.parent})")
             else:
                 profile = load_profile(path, catalog.base_folders())
                 _print(f"ok: {path} ({profile.name})")
@@ -493,6 +523,42 @@ def _profile_init(args, extra: list[str]) -> int:
     else:
         args.output.write_text(text, encoding="utf-8")
         _print(f"wrote {args.output}: review it, then gpu-accept profile validate {args.output}", err=True)
+    return EXIT_OK
+
+
+def _profile_derive(args, extra: list[str]) -> int:
+    from gpuaccept.facts import load_facts
+    from gpuaccept.profile.catalogue import load_catalogue
+    from gpuaccept.profile.derive import derive_profile
+    from gpuaccept.profile.machine import UnknownMachine
+
+    if args.name is not None and (not re.fullmatch(PROFILE_NAME_PATTERN, args.name) or len(args.name) > PROFILE_NAME_MAX):
+        raise OptionError(f"--name {args.name!r}: a profile's name is its file's name: letters, digits, '.', '_' and '-'")
+    if args.gpus is not None and not 1 <= args.gpus <= 1024:
+        raise OptionError(f"--gpus {args.gpus}: the GPUs the machine must have, 1 to 1024")
+    if args.output is not None:
+        check_output_file(args.output, "--output")
+    if args.texts:
+        facts = _read_imports(args.texts).facts
+    elif args.facts is not None:
+        facts = load_facts(args.facts)
+    else:
+        from gpuaccept.probe import probe_machine
+
+        facts = probe_machine()
+    if args.gpu_model is None and not all(isinstance(gpu.name, str) for gpu in facts.gpus):
+        raise OptionError("the outputs do not name the GPU model (nvidia-smi nvlink -s and nccl-tests logs do; topo -m does not): "
+                          "give it with --gpu-model, as NVML names it (e.g. 'NVIDIA L40S')")
+    try:
+        derivation = derive_profile(facts, load_catalogue(), args.gpus, args.gpu_model, args.name, args.output)
+    except UnknownMachine as error:
+        raise GpuAcceptError(str(error)) from None
+    _print(f"gpu-accept: {derivation.name}: {derivation.summary}", err=True)
+    if args.output is None:
+        sys.stdout.write(derivation.text)
+    else:
+        write_atomically(args.output, derivation.text)
+        _print(f"wrote {args.output}: review it, then gpu-accept run --profile {args.output}", err=True)
     return EXIT_OK
 
 

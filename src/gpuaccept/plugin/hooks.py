@@ -70,7 +70,11 @@ def pytest_configure(config: pytest.Config) -> None:
         for option, path in options.outputs.named():  # before anything is probed: not at the end of a full run
             check_output_file(path, option)
         # the fault drills are read here, once: the workers of pytest-xdist get them with the context
-        context = RunContext.build(options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ))
+        # a profile derived from the catalogue is kept beside the reports, to review and keep
+        derive_into = options.outputs.results.parent if options.outputs.results is not None else None
+        context = RunContext.build(
+            options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ), options.expect_gpus, derive_into
+        )
         _refuse_a_baseline_of_another_kind(options, context)
         _refuse_a_burnin_without_loads(options, context)
     except GpuAcceptError as error:
