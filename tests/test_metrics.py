@@ -223,3 +223,8 @@ def test_report_metrics_serves_each_hosts_latest_run(tmp_path, capsys):
 def test_report_metrics_refuses_an_output_it_cannot_write_before_reading(capsys):
     assert main(["report", "metrics", str(RESULTS / "h200x4.json"), "-o", "/sys/fleet.prom"]) == 2
     assert capsys.readouterr().err.startswith("gpu-accept: -o /sys/fleet.prom: cannot write in /sys (")
+
+
+def test_the_docs_name_the_shipped_alert_rules():
+    docs = (EXAMPLES.parents[1] / "docs" / "metrics.md").read_text()
+    assert "deploy/prometheus/gpu-accept-rules.yml" in docs and "report metrics --db" not in docs
