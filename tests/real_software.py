@@ -135,3 +135,74 @@ def daemons() -> Iterator[Daemons]:
         yield running
     finally:
         running.stop()
+
+
+class OneNodeSlurm:
+    """munge, slurmctld and slurmd of Debian's packages on this machine: one node (this host's short
+    name, at 127.0.0.1) in one partition, ports picked free, everything in `folder`. Commands run
+    against it through `run` (SLURM_CONF set: the host's /etc/slurm is never read)."""
+
+    def __init__(self, folder: Path, running: Daemons, settings: str):
+        self.commands = require("munged", "slurmctld", "slurmd", "scontrol", "sinfo", "srun")
+        self.folder = folder
+        self.running = running
+        self.node = socket.gethostname().split(".")[0]
+        self.conf = folder / "slurm.conf"
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        munge = folder / "munge"
+        munge.mkdir(mode=0o755)  # munged wants its socket's folder, and every one above it, open to all
+        key = munge / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        self.socket = munge / "munge.socket"
+        for sub in ("state", "spool"):
+            (folder / sub).mkdir()
+        self.conf.write_text(
+            f"ClusterName=gpuaccepttest\nSlurmctldHost={self.node}(127.0.0.1)\nSlurmctldPort={free_port()}\nSlurmdPort={free_port()}\n"
+            f"AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket={self.socket}\nSlurmUser=root\nSlurmdUser=root\n"
+            f"StateSaveLocation={folder}/state\nSlurmdSpoolDir={folder}/spool\nSlurmctldPidFile={folder}/slurmctld.pid\n"
+            f"SlurmdPidFile={folder}/slurmd.pid\nSlurmctldLogFile={folder}/slurmctld.log\nSlurmdLogFile={folder}/slurmd.log\n"
+            "SlurmdDebug=info\nProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSwitchType=switch/none\nMpiDefault=none\n"
+            "ReturnToService=2\nSelectType=select/cons_tres\nSchedulerType=sched/builtin\nPrologEpilogTimeout=120\n"
+            "MessageTimeout=100\n"  # a prolog on a loaded machine may take longer than srun's 10 s by default
+            f"{settings}"
+            f"NodeName={self.node} NodeHostname={self.node} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN\n"
+            f"PartitionName=test Nodes={self.node} Default=YES MaxTime=10 State=UP\n"
+        )
+        self.slurmctld_log = folder / "slurmctld.log"
+        self.slurmd_log = folder / "slurmd.log"
+
+    def start(self) -> None:
+        munge_log = self.folder / "munge" / "munged.out"
+        self.running.start([self.commands["munged"], "--foreground", f"--key-file={self.folder}/munge/munge.key",
+                            f"--socket={self.socket}", f"--pid-file={self.folder}/munge/munged.pid",
+                            f"--log-file={self.folder}/munge/munged.log", f"--seed-file={self.folder}/munge/seed"], munge_log)
+        wait_for("munged's socket", self.socket.exists, 60, logs=(munge_log,))
+        self.running.start([self.commands["slurmctld"], "-D", "-c", "-f", str(self.conf)], self.folder / "slurmctld.out", self.env)
+        wait_for("slurmctld answering", lambda: self.run("scontrol", "ping").returncode == 0, 120,
+                 logs=(self.folder / "slurmctld.out", self.slurmctld_log))
+        self.running.start([self.commands["slurmd"], "-D", "-f", str(self.conf)], self.folder / "slurmd.out", self.env)
+
+    def run(self, command: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([self.commands.get(command, command), *args], capture_output=True, text=True, env=self.env,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def state(self) -> tuple[str, str]:
+        """The node's state as sinfo says it (`idle`, `drained`, `draining`...) and its reason."""
+        done = self.run("sinfo", "-h", "-N", "-o", "%T|%E")
+        state, _, reason = done.stdout.strip().partition("|")
+        return state.rstrip("*"), reason  # '*': slurmctld has not heard from slurmd for a moment (a loaded machine)
+
+    def wait_state(self, what: str, accept: Callable[[str, str], bool], timeout_s: float = 180) -> tuple[str, str]:
+        seen: list[tuple[str, str]] = []
+
+        def reached() -> tuple[str, str] | None:
+            seen.append(self.state())
+            return seen[-1] if accept(*seen[-1]) else None
+
+        try:
+            found = wait_for(what, reached, timeout_s, logs=(self.slurmd_log, self.slurmctld_log), every_s=0.5)
+        except pytest.fail.Exception as failure:
+            raise AssertionError(f"{failure}\nlast sinfo state and reason: {seen[-1] if seen else None}") from None
+        assert isinstance(found, tuple)
+        return found
