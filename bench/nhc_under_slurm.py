@@ -70,7 +70,8 @@ def main(prefix: Path) -> int:
                 print(f"-- sinfo: state {state!r}, reason {reason!r}")
                 print("-- sinfo -R:\n" + slurm.run("sinfo", "-R").stdout.rstrip())
 
-            print(f"nhc: {nhc} ({subprocess.run(['git', '-C', str(prefix.parent / 'src'), 'describe', '--tags'], capture_output=True, text=True).stdout.strip()})")
+            described = subprocess.run(["git", "-C", str(prefix.parent / "src"), "describe", "--tags"], capture_output=True, text=True)
+            print(f"nhc: {nhc} ({described.stdout.strip()})")
             print(f"slurm: {slurm.run('sinfo', '--version').stdout.strip()}")
             run_nhc("1. the check fails", "h200-8-nvswitch", "failing")
             run_nhc("2. the check passes", "h200-4-nvswitch", "passing")

@@ -345,9 +345,13 @@ def _output_to(log: Path | None):
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    try:
+        opened = open(log, "w", encoding="utf-8")  # noqa: SIM115 (closed below, after the descriptors are back)
+    except OSError as exc:
+        raise GpuAcceptError(f"{log}: cannot write it ({exc.strerror or exc})") from None
     saved = os.dup(1), os.dup(2)
     try:
-        with open(log, "w", encoding="utf-8") as file:
+        with opened as file:
             os.dup2(file.fileno(), 1)
             os.dup2(file.fileno(), 2)
             try:
@@ -406,6 +410,9 @@ def _judged_run(args, extra: list[str], command: str, *, log: Path | None = None
         cause = prepared.outcome.cause
     except GpuAcceptError as error:
         code, cause = error.exit_code, "; ".join(error.lines())
+        if log is None:  # health-check's one line carries the cause
+            for line in error.lines():
+                _print(f"gpu-accept: {line}", err=True)
     record = _fresh_record(prepared.reports / "results.json", began)
     if record is not None:
         verdict = record.verdict or record.judged()
