@@ -161,9 +161,15 @@ def test_npd_loads_the_plugin_from_the_configmap_and_reads_the_status_the_daemon
     assert volumes["state"]["hostPath"]["path"] in paths
 
 
+def this_environment() -> dict[str, str]:
+    """os.environ without the settings of the scripts under test: a host set up with them (its state or
+    textfile folder) is never read or written by a test."""
+    return {key: value for key, value in os.environ.items() if not key.startswith("GPU_ACCEPT")}
+
+
 def plugin(status: Path, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(["sh", str(NPD / "gpu-accept-status.sh")], capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "GPU_ACCEPT_STATUS": str(status), **env})
+                          env={**this_environment(), "GPU_ACCEPT_STATUS": str(status), **env})
 
 
 LONG_FAIL = ("1 test_p2p_cuda_agrees[gpu0-gpu1,gpu0-gpu2,gpu0-gpu3,gpu1-gpu0] (+8 more; gpu-accept exit 1, profile "
@@ -219,7 +225,7 @@ def test_a_failed_check_in_the_daemonset_becomes_the_nodes_condition(tmp_path):
     GPUs missing: a check fails), then NPD's plugin reading what it left."""
     shim = write(tmp_path / "bin" / "gpu-accept", f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@"\n')
     shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "GPUACCEPT_NVML_REPLAY": REPLAY,
+    env = {**this_environment(), "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "GPUACCEPT_NVML_REPLAY": REPLAY,
            "GPU_ACCEPT_STATE": str(tmp_path / "state"), "GPU_ACCEPT_ONCE": "1", "GPU_ACCEPT_PROFILE": "h200-8-nvswitch",
            "GPU_ACCEPT_METRICS": str(tmp_path / "textfile" / "gpu-accept.prom")}
     loop = subprocess.run(["sh", str(KUBERNETES / "periodic-health-check.sh")], capture_output=True, text=True, env=env, timeout=300)
@@ -236,7 +242,7 @@ def test_a_node_that_could_not_be_judged_is_unknown_to_npd(tmp_path):
     shows as Unknown, never as a healthy node."""
     shim = write(tmp_path / "bin" / "gpu-accept", f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@"\n')
     shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "GPUACCEPT_NVML_REPLAY": REPLAY,
+    env = {**this_environment(), "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "GPUACCEPT_NVML_REPLAY": REPLAY,
            "GPU_ACCEPT_STATE": str(tmp_path / "state"), "GPU_ACCEPT_ONCE": "1", "GPU_ACCEPT_PROFILE": "h200-4-nvswitch"}
     loop = subprocess.run(["sh", str(KUBERNETES / "periodic-health-check.sh")], capture_output=True, text=True, env=env, timeout=300)
     assert loop.returncode == 2, loop.stderr
@@ -251,7 +257,8 @@ def test_a_check_that_could_not_start_is_unknown_with_its_cause(tmp_path):
 
     shim = write(tmp_path / "bin" / "gpu-accept", f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@"\n')
     shim.chmod(0o755)
-    env = {**without_driver(tmp_path), "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
+    bare = {key: value for key, value in without_driver(tmp_path).items() if not key.startswith("GPU_ACCEPT")}
+    env = {**bare, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
            "GPU_ACCEPT_STATE": str(tmp_path / "state"), "GPU_ACCEPT_ONCE": "1"}
     loop = subprocess.run(["sh", str(KUBERNETES / "periodic-health-check.sh")], capture_output=True, text=True, env=env, timeout=300)
     assert loop.returncode == 2, loop.stderr

@@ -125,8 +125,9 @@ def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
 
 
 def test_promtool_finds_nothing_to_say_of_any_metrics_file(tmp_path):
-    """`promtool check metrics`, Prometheus' own linter: the names, units, types and help of a failed
-    run, a passed one, one in progress, one that judged nothing, and the fleet's export."""
+    """`promtool check metrics`, Prometheus' own parser and linter: the names, units, types and help of
+    a failed run, a passed one, one in progress, one that judged nothing, one whose host and test ids
+    would forge a series were they not escaped, and the fleet's export."""
     failed = load_results(EXAMPLES.parent / "results" / "h200x4-nccl-p2p-disabled.json")
     healthy = load_results(HEALTHY_RUN)
     texts = {
@@ -136,6 +137,10 @@ def test_promtool_finds_nothing_to_say_of_any_metrics_file(tmp_path):
             "health-check", run_verdict.in_progress(host="n1", profile="p", started_at="2026-11-27T10:00:00+00:00"), None),
         "no driver": render_run_metrics("health-check", run_verdict.could_not_judge("no NVIDIA driver found", host="n1"), None),
     }
+    hostile = 'x"} 1\ngpu_accept_run_passed{host="other"} 1\n# \\ \x1b]0;t\x07 \u202e \ud800'
+    odd = healthy.model_copy(update={"environment": healthy.environment.model_copy(update={"host": hostile})})
+    odd = odd.with_tests([t.model_copy(update={"id": f"{t.id}{hostile}"}) for t in odd.tests])
+    texts["hostile names"] = render_run_metrics("run", odd.judged(), odd)
     fleet = tmp_path / "fleet.prom"
     done = subprocess.run([sys.executable, "-m", "gpuaccept", "report", "metrics", str(HEALTHY_RUN), "-o", str(fleet)],
                           capture_output=True, text=True, timeout=120)
