@@ -260,12 +260,12 @@ def _catalog(args) -> ProfileCatalog:
 
 def _run(args, extra: list[str]) -> int:
     """`gpu-accept run`: the suites judged, and the run's verdict written (verdict.json, metrics)."""
-    return _judged_run(args, extra, "run")
+    return _judged_run(args, extra, "run")[0]
 
 
 def _burn_in(args, extra: list[str]) -> int:
     """`gpu-accept run --level burn-in`, always on this machine."""
-    return _judged_run(argparse.Namespace(**{**vars(args), "gpuaccept_level": "burn-in"}), extra, "burn-in")
+    return _judged_run(argparse.Namespace(**{**vars(args), "gpuaccept_level": "burn-in"}), extra, "burn-in")[0]
 
 
 class _Prepared:
@@ -393,7 +393,7 @@ def _require_torch(options: RunOptions) -> None:
 TORCH_IMPORT_LIMIT_S = 120  # a cold network filesystem takes tens of seconds; a hung import is no torch
 
 
-def _judged_run(args, extra: list[str], command: str, *, log: Path | None = None) -> int:
+def _judged_run(args, extra: list[str], command: str, *, log: Path | None = None) -> tuple[int, run_verdict.RunVerdict]:
     """A run of the suites for `command` (run, burn-in, health-check) that leaves its verdict whatever
     happens: verdict.json in the reports folder (and --metrics) say "in progress" from its start, and
     its verdict at its end, also where it ended before any test (no driver, no torch). Bad options
@@ -425,7 +425,7 @@ def _judged_run(args, extra: list[str], command: str, *, log: Path | None = None
         verdict = run_verdict.could_not_judge(cause or f"the run ended before any test (pytest exit status {prepared.exit_status})",
                                               host=host, profile=prepared.profile_named, started_at=started, finished_at=_now())
     _write_verdict(prepared, command, verdict, record)
-    return code
+    return code, verdict
 
 
 def _write_verdict(prepared: _Prepared, command: str, verdict, record) -> None:
@@ -847,9 +847,7 @@ def _health_check(args, extra: list[str]) -> int:
         gpuaccept_profile=args.gpuaccept_profile, gpuaccept_profile_dirs=args.gpuaccept_profile_dirs, reports=args.reports,
         gpuaccept_level="quick", metrics=args.metrics,
     )
-    reports = Path(args.reports)
-    code = _judged_run(quick, extra, "health-check", log=reports / "health-check.log")
-    verdict = _verdict_of_this_run(reports, code)
+    code, verdict = _judged_run(quick, extra, "health-check", log=Path(args.reports) / "health-check.log")
     if code == EXIT_OK:
         _print("gpu-accept health-check: PASS")
         return code
@@ -865,18 +863,6 @@ def _health_check(args, extra: list[str]) -> int:
         done = f" [{said[-1]}]" if said else ""
     _print(f"gpu-accept health-check: {HEALTH_WORDS[verdict.result]}: {reason}{done}")
     return code
-
-
-def _verdict_of_this_run(reports: Path, code: int):
-    """verdict.json as this run left it; where it could not be written or read back, a verdict that
-    says so (the exit code is the run's)."""
-    try:
-        verdict = run_verdict.load_verdict(reports / run_verdict.VERDICT_FILE)
-    except GpuAcceptError as error:
-        return run_verdict.could_not_judge(f"the verdict could not be read back: {error}", host=_host())
-    if verdict.exit_code != code or verdict.in_progress:
-        return run_verdict.could_not_judge(f"{reports / run_verdict.VERDICT_FILE} is not this run's verdict", host=_host())
-    return verdict
 
 
 def _fresh_record(results: Path, since: float):
