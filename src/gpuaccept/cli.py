@@ -295,6 +295,8 @@ class _Prepared:
             given.gpuaccept_facts_out = str(self.reports / "facts.json")
         self.options = read_options(given, COMMAND_FLAGS)
         assert self.options is not None  # --profile is always given: auto where not named
+        for option, path in self.options.outputs.named():  # as the plugin checks them, before the verdict's first word
+            check_output_file(path, option)
         suites = shipped_dir("suites")
         pytest_args = [str(suites), "-c", str(suites / "pytest.ini"), "--rootdir", str(suites), *passed_to_pytest(given)]
         self.pytest_args = pytest_args + (extra[1:] if extra[:1] == ["--"] else extra)
