@@ -110,5 +110,5 @@ def drain(node: str, reason: str, say: Callable[[str], None]) -> bool:
         said = (done.stderr or done.stdout).strip().splitlines()
         say(f"could not drain {node}: scontrol exited {done.returncode}: {shown(said[-1]) if said else 'no output'}")
         return False
-    say(f"drained {node} in Slurm: {reason}")
+    say(f"drained {node} in Slurm")
     return True
