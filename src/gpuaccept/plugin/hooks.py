@@ -30,7 +30,7 @@ from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
 from gpuaccept.plugin.needs import needs_of
 from gpuaccept.plugin.options import RunOptions, given_options, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
-from gpuaccept.plugin.recording import RunRecording
+from gpuaccept.plugin.recording import NOT_STARTED_KEY, RunRecording
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import VERDICT_ON_REPORT, VERDICTS_KEY, failure_message, report_status
 from gpuaccept.stages.health import SnapshotAfterStage
@@ -78,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _refuse_a_baseline_of_another_kind(options, context)
         _refuse_a_burnin_without_loads(options, context)
     except GpuAcceptError as error:
+        config.stash[NOT_STARTED_KEY] = "; ".join(error.lines())  # the run's verdict carries it (gpu-accept run)
         raise pytest.UsageError(_usage(error)) from None
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
     say = terminal_line(config)
