@@ -1,9 +1,102 @@
-"""The quick level imports no torch and starts no worker: peer access and the rest of what it asks
-CUDA come from the CUDA driver API (the fake driver of tests/cuda_driver.py here)."""
+"""Start-up paid once and hidden: each stage's workers started ahead while the stage before it
+measures (torch imported, no GPU touched), a plan that brings its own environment to them, and the
+quick level, which imports no torch and starts no worker."""
 
 from __future__ import annotations
 
 import pytest
+
+from gpuaccept.facts.model import Measurements
+from gpuaccept.profile import ProfileCatalog
+from gpuaccept.stages import store as store_module
+from gpuaccept.stages.store import MeasurementStore, starts_ahead
+from tests.helpers import example_facts
+
+PROBED = example_facts("h200x4-measured").model_copy(update={"measurements": Measurements()})
+
+
+class FakePool:
+    """Records what the store asks to be started ahead; hands out nothing (the stages are stand-ins)."""
+
+    def __init__(self):
+        self.prepared: list[list[int]] = []
+
+    def prepare(self, ranks):
+        self.prepared.append(list(ranks))
+
+    def take(self, ranks):
+        return None
+
+    def close(self):
+        self.prepared.append(["closed"])
+
+
+def stand_in(stage, facts, profile, gpus, only=None, attempt=0):
+    return Measurements()
+
+
+def test_each_stage_starts_the_workers_of_the_next_as_it_begins(tmp_path, monkeypatch):
+    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
+    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)  # a GPU machine with cores to spare
+    store = MeasurementStore(tmp_path, live=True)
+    store.pool = pool = FakePool()
+    monkeypatch.setattr(store, "_measure", stand_in)
+    store.expect(["copies", "compute", "ddp", "nccl"], PROBED, profile)
+    assert pool.prepared == [[1]]  # the first stage's: one process that sees every GPU
+    store.with_stage("copies", PROBED, profile)
+    assert pool.prepared[-1] == [1, 1, 1, 1, 1]  # its own, and the next's: one worker a GPU
+    store.with_stage("compute", PROBED, profile, [2])
+    assert pool.prepared[-1] == [1, 1, 1, 1, 4, 4]  # the DDP stage's: four ranks, and four for its NVLink A/B arm
+    store.with_stage("ddp", PROBED, profile)
+    store.with_stage("nccl", PROBED, profile)
+    assert pool.prepared[-2:] == [[4, 4, 4], [4]]  # the NCCL stage's four, and nothing after the last
+    store.with_stage("compute", PROBED, profile)  # measured already: nothing starts
+    store.close()
+    assert len(pool.prepared) == 6 and pool.prepared[-1] == ["closed"]
+
+
+def test_nothing_starts_ahead_for_a_stage_measured_already_or_that_cannot_run(tmp_path, monkeypatch):
+    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
+    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)
+    store = MeasurementStore(tmp_path, live=True)
+    store.pool = pool = FakePool()
+    monkeypatch.setattr(store, "_measure", stand_in)
+    store.with_stage("copies", PROBED, profile)  # measured before the session said what comes
+    one_gpu = PROBED.model_copy(update={"gpus": PROBED.gpus[:1]})
+    store.expect(["copies", "nccl"], one_gpu, profile)  # copies done; NCCL needs two GPUs
+    assert pool.prepared == []
+
+
+def test_workers_start_ahead_only_beside_gpu_measurements_with_cores_to_spare(monkeypatch):
+    cpu_only = PROBED.model_copy(update={"cuda": PROBED.cuda.model_copy(update={"device_count": 0})})
+    monkeypatch.setattr(store_module.os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert starts_ahead(PROBED) and not starts_ahead(cpu_only)  # on the CPU, the import would slow what is measured
+    monkeypatch.setattr(store_module.os, "sched_getaffinity", lambda pid: set(range(9)))
+    assert not starts_ahead(PROBED)  # 4 GPUs' ranks and an import beside them want 10 cores
+
+
+@pytest.mark.slow
+def test_a_set_started_ahead_serves_any_plan_of_its_size_with_the_plans_own_environment():
+    from gpuaccept.measure.launch import WorkerPool, run_plan
+    from gpuaccept.measure.plan import CollectiveStep, Plan
+
+    pool = WorkerPool()
+    try:
+        pool.prepare([2, 2])
+        pool.prepare([2])  # two wait already: none more
+        assert pool.waiting == [2, 2]
+        step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+        plan = Plan(steps=[step], backend="gloo", environment={"NCCL_ALGO": "Ring", "CUDA_VISIBLE_DEVICES": "7,5"})
+        outcome = run_plan(plan, 2, pool=pool)
+        assert pool.waiting == [2]  # one taken
+        assert set(outcome.values) == set(step.keys) and not outcome.failures
+        ready = outcome.ready or {}
+        # set in the ranks after torch's import, before anything of CUDA or NCCL: as the ranks saw it
+        assert ready["environment"]["NCCL_ALGO"] == "Ring" and ready["environment"]["CUDA_VISIBLE_DEVICES"] == "7,5"
+        assert pool.take(3) is None  # no set of that size waits: the stage starts its own
+    finally:
+        pool.close()
+    assert pool.waiting == []
 
 
 def quick_level(folder, *, command=("run", "--level", "quick"), no_peer=()):

@@ -77,3 +77,11 @@ def needs_of(item: pytest.Item) -> Needs:
         telemetry=TELEMETRY in what,
         health=health,
     )
+
+
+def stages_asked(needs: Needs, level: str) -> list[str]:
+    """The stages a test with `needs` has measured at `level`, in the order it asks for them: with
+    the level's loads, every stage at the standard level, none at the quick level (it loads
+    nothing) nor in a burn-in (its rounds measure)."""
+    stages = set(STAGES) if needs.level_loads and level not in ("quick", "burn-in") else set(needs.stages)
+    return [name for name in STAGES if name in stages]
