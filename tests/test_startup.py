@@ -75,6 +75,33 @@ def test_workers_start_ahead_only_beside_gpu_measurements_with_cores_to_spare(mo
     assert not starts_ahead(PROBED)  # 4 GPUs' ranks and an import beside them want 10 cores
 
 
+@pytest.mark.parametrize(
+    "level, source, xdist, driver, started",
+    [
+        ("standard", "live", None, True, [[1]]),  # imports torch while the machine is probed
+        ("burn-in", "live", None, True, [[1]]),
+        ("quick", "live", None, True, []),  # the quick level starts no worker
+        ("standard", "facts", None, True, []),  # recorded facts: nothing is measured
+        ("standard", "live", 4, True, []),  # pytest-xdist: which process measures first is not known
+        ("standard", "live", None, False, []),  # no CUDA driver: the CPU measures, and an import beside it would slow it
+    ],
+    ids=["standard", "burn-in", "quick", "recorded", "xdist", "cpu"],
+)
+def test_the_first_worker_starts_before_the_probe_only_where_gpus_are_measured(monkeypatch, level, source, xdist, driver, started):
+    from types import SimpleNamespace
+
+    from gpuaccept.facts.run_record import FactsFile, LiveMachine
+    from gpuaccept.plugin import hooks
+
+    prepared: list[list[int]] = []
+    monkeypatch.setattr(hooks.WorkerPool, "prepare", lambda self, ranks: prepared.append(list(ranks)))
+    monkeypatch.setattr(hooks, "driver_loads", lambda: driver)
+    config = SimpleNamespace(option=SimpleNamespace(numprocesses=xdist, collectonly=False))
+    options = SimpleNamespace(level=level, source=LiveMachine() if source == "live" else FactsFile(path="facts.json"))
+    hooks._first_worker_ahead(config, options)
+    assert prepared == started
+
+
 @pytest.mark.slow
 def test_a_set_started_ahead_serves_any_plan_of_its_size_with_the_plans_own_environment():
     from gpuaccept.measure.launch import WorkerPool, run_plan

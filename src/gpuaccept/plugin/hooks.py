@@ -35,6 +35,7 @@ from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import VERDICT_ON_REPORT, VERDICTS_KEY, failure_message, report_status
+from gpuaccept.probe.cuda import driver_loads
 from gpuaccept.stages.health import SnapshotAfterStage
 from gpuaccept.stages.store import MeasurementStore
 
@@ -95,11 +96,14 @@ def pytest_configure(config: pytest.Config) -> None:
 def _first_worker_ahead(config: pytest.Config, options: RunOptions) -> WorkerPool:
     """A measuring run's first worker (one rank: the copy stage's, or a GPU's loads), started before
     the machine is probed: it imports torch while the probe runs and the tests are collected, when
-    nothing is measured. Not at the quick level (it starts no worker), not for recorded facts, not
-    under pytest-xdist (which process measures first is not known)."""
+    nothing is measured. As every worker started ahead, only where the measurements run on GPUs (the
+    CUDA driver is there; on the CPU the import would take its share of what the CPU measures next);
+    not at the quick level (it starts no worker), not for recorded facts, not under pytest-xdist
+    (which process measures first is not known)."""
     pool = WorkerPool()
     distributed = getattr(config.option, "numprocesses", None) not in (None, 0)
-    if options.level != "quick" and isinstance(options.source, LiveMachine) and not distributed and not config.option.collectonly:
+    measures = options.level != "quick" and isinstance(options.source, LiveMachine) and not config.option.collectonly
+    if measures and not distributed and driver_loads():
         pool.prepare([1])
     return pool
 

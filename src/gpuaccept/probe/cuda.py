@@ -55,6 +55,16 @@ class _Driver:
         return f"CUDA error {status}"
 
 
+def driver_loads(library: str = CUDA_DRIVER) -> bool:
+    """Whether the CUDA driver's library loads here: a machine whose GPUs CUDA can use (nothing is
+    initialized)."""
+    try:
+        ctypes.CDLL(library)
+    except OSError:
+        return False
+    return True
+
+
 def _uuid_text(raw: bytes) -> str:
     """A CUuuid's 16 bytes as torch and nvidia-smi write them, without the GPU- prefix."""
     hexed = raw.hex()
