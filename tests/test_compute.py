@@ -234,13 +234,16 @@ def test_a_gpu_slower_than_its_siblings_loaded_beside_them_fails_its_own_tests_o
     assert compute.gemm_throughput(profile, facts, 1).attempts == [350.0, 350.0, 350.0]  # measured again twice, alone
 
 
-def test_a_gemm_dip_is_measured_again_on_its_gpu_only_and_passes_as_transient(tmp_path, monkeypatch, profile):
+def test_a_gemm_dip_is_measured_again_beside_its_siblings_and_passes_as_transient_on_its_gpu_only(tmp_path, monkeypatch, profile):
     store = MeasurementStore(tmp_path, live=True)
     loads = FakeLoads(slow_first=600.0)  # below the 660 floor, by less than a dip may be
     monkeypatch.setattr(store, "_measure", loads)
     facts = store.with_stage("compute", PROBED, profile)
-    # every GPU at once, then gpu1's GEMM alone
-    assert loads.asked == [([0, 1, 2, 3], None), ([1], {LoadKey("gemm", 1)})]
+    # every GPU at once, then the GEMM again on every GPU, as gpu1's was first measured beside its
+    # siblings' loads; only gpu1's kept
+    assert loads.asked == [([0, 1, 2, 3], None), ([0, 1, 2, 3], {LoadKey("gemm", gpu) for gpu in range(4)})]
+    (again,) = facts.measurements.rounds
+    assert again.keys == [LoadKey("gemm", 1)] and [r.key for r in again.measurements.compute.results] == [LoadKey("gemm", 1)]
     verdict = compute.gemm_throughput(profile, facts, 1)
     assert verdict.outcome is Outcome.PASSED and verdict.transient and verdict.attempts == [600.0, 750.0]
     assert compute.gemm_throughput(profile, facts, 0).attempts == []

@@ -14,6 +14,7 @@ overlaps the measurement in flight (docs/what-is-checked.md says what never over
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -206,19 +207,21 @@ class MeasurementStore:
 
     def _confirmed(self, stage: Stage, facts: Facts, profile: Profile, measured: Measurements, gpus: list[int]) -> Measurements:
         """Confirm before failing: a value that missed its criterion, by no more than a dip would
-        (profile judging.confirm_within), is measured again, only its own step, up to `confirm`
-        times; the checks then judge every attempt. The rounds of one stage together get as long
+        (profile judging.confirm_within), is measured again, only its own step (a per-GPU load
+        beside the same load on the GPUs loaded with it), up to `confirm` times; the checks then
+        judge every attempt. The rounds of one stage together get as long
         as the stage itself took (at least MIN_CONFIRM_BUDGET_S); what is left then stays
         unconfirmed, and the report says so."""
         budget = max(MIN_CONFIRM_BUDGET_S, _stage_wall(measured))
         spent = 0.0
         for attempt in range(1, self.confirm + 1):
             keys = self._misses(stage.name, merge(facts, measured), profile)
-            again_on = gpus
-            if stage.per_gpu:  # a per-GPU stage measures again the GPUs it measured that missed, and only those
-                missed = {key: getattr(key, "gpu", None) for key in keys}
-                keys = [key for key, gpu in missed.items() if gpu in gpus]
-                again_on = sorted({gpu for gpu in missed.values() if gpu in gpus})
+            steps = set(keys)
+            if stage.per_gpu:
+                # a per-GPU stage measures a value that missed again beside its siblings, as it was
+                # first measured: the same load on every GPU loaded then, and only the missed values kept
+                keys = [key for key in keys if getattr(key, "gpu", None) in gpus]
+                steps = {dataclasses.replace(key, gpu=gpu) for key in keys for gpu in gpus}
             if not keys:
                 break
             if spent >= budget:
@@ -226,7 +229,7 @@ class MeasurementStore:
                 return measured.model_copy(update={"unconfirmed": keys})
             self.say(f"gpu-accept: {len(keys)} value(s) missed their criterion; measuring again: {', '.join(map(str, keys))}")
             began = time.monotonic()
-            again = self._measure(stage, facts, profile, again_on, only=set(keys), attempt=attempt)
+            again = _only(self._measure(stage, facts, profile, gpus, only=steps, attempt=attempt), stage, set(keys))
             wall = time.monotonic() - began
             spent += wall
             round_ = ConfirmationRound(stage=stage.name, keys=keys, measurements=again, wall_s=wall)
@@ -253,6 +256,24 @@ class MeasurementStore:
 def starts_ahead(facts: Facts) -> bool:
     cuda = isinstance(facts.cuda, CudaFacts) and facts.cuda.device_count > 0
     return cuda and len(os.sched_getaffinity(0)) >= 2 * facts.gpu_count + 2
+
+
+def _only(measured: Measurements, stage: Stage, keys: set[StepKey]) -> Measurements:
+    """A per-GPU stage's measurements with only the values of `keys` (and their failures) kept; a
+    fabric stage's as they are (a confirmation round measured only its keys' steps)."""
+    if not stage.per_gpu:
+        return measured
+    update = {}
+    for name in stage.sweeps:
+        sweep = getattr(measured, name)
+        if sweep is not None:
+            update[name] = sweep.model_copy(
+                update={
+                    "results": [result for result in sweep.results if result.key in keys],
+                    "failures": [failure for failure in sweep.failures if set(failure.keys) & keys],
+                }
+            )
+    return measured.model_copy(update=update)
 
 
 def _every_gpu(facts: Facts) -> list[int]:
