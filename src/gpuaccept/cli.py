@@ -598,9 +598,11 @@ def _measure(facts, options: RunOptions, drills):
         listener = SessionListener(facts, Path(folder))
         listener.start()
         try:
+            store.expect(list(STAGES), facts, profile)  # each stage's workers start while the one before runs
             for stage in STAGES:
                 facts = store.with_stage(stage, facts, profile)
         finally:
+            store.close()
             listener.stop()
         facts = with_health(facts, Path(folder))
     return facts
@@ -865,8 +867,8 @@ def _add_health_check(commands) -> None:
         "health-check",
         allow_abbrev=False,
         help="the quick level as a Slurm HealthCheckProgram, prolog or epilog: no load, the exit code is the verdict",
-        description="Run the quick level (health readings, inventory, topology, P2P capability; no load: about 8 s on an "
-        "H100) and print one line: PASS, FAIL and the failing test ids, or COULD NOT JUDGE and why; pytest's own output "
+        description="Run the quick level (health readings, inventory, topology, P2P capability; no load, no torch: "
+        "seconds) and print one line: PASS, FAIL and the failing test ids, or COULD NOT JUDGE and why; pytest's own output "
         "goes to health-check.log in the reports folder, the verdict to verdict.json. Exit 0 passed, 1 a check failed, 2 "
         "could not judge. With --on-fail drain a node where a check failed or a value could not be established is drained "
         "in Slurm (scontrol update ... state=drain reason=\"<test ids> (gpu-accept exit 1, ...)\"); nothing is ever "

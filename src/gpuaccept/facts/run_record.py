@@ -166,7 +166,7 @@ class Environment(Record):
         nccl = next((s.nccl_version for s in sweeps if s.nccl_version), None)
         torch = next((s.torch_version for s in sweeps if s.torch_version), None)
         if torch is None and not isinstance(facts.cuda, Unavailable):
-            torch = facts.cuda.torch_version
+            torch = facts.cuda.torch_version or None  # "": the probe found no torch installed
         return cls(
             host=facts.system.hostname,
             driver=_text(facts.system.driver_version),
