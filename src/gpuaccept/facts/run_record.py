@@ -26,9 +26,10 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, PlainSerializer, TypeAdapter, ValidationError, WithJsonSchema
 
 from gpuaccept.errors import InputFileError, Problem
-from gpuaccept.facts.coverage import AreaCoverage, CauseGroup, coverage, root_causes, unchecked_lines
+from gpuaccept.facts.coverage import AreaCoverage, CauseGroup, causes_first, coverage, root_causes, unchecked_lines
 from gpuaccept.facts.io import validation_problems
 from gpuaccept.facts.model import Facts, Record, Unavailable
+from gpuaccept.facts.run_verdict import RESULT_OF_EXIT, NotJudged, RunVerdict, one_line
 from gpuaccept.facts.verdict import Verdict
 from gpuaccept.files import read_input_text
 from gpuaccept.outcomes import TestOutcome, run_exit_code
@@ -168,7 +169,7 @@ class Environment(Record):
         nccl = next((s.nccl_version for s in sweeps if s.nccl_version), None)
         torch = next((s.torch_version for s in sweeps if s.torch_version), None)
         if torch is None and not isinstance(facts.cuda, Unavailable):
-            torch = facts.cuda.torch_version
+            torch = facts.cuda.torch_version or None  # "": the probe found no torch installed
         return cls(
             host=facts.system.hostname,
             driver=_text(facts.system.driver_version),
@@ -200,6 +201,7 @@ class RunRecord(Record):
     facts: Facts  # as far as they were known: probed, and whatever the stages had measured
     tests: list[TestRecord]
     summary: Summary = Field(default_factory=Summary)
+    verdict: RunVerdict | None = None  # the run's verdict (run_verdict.py), written at its end; None in older files
     # what the run left out by -k, -m or test ids: area -> tests; coverage counts them as not checked
     not_selected: dict[str, int] = Field(default_factory=dict)
     coverage: list[AreaCoverage] = Field(default_factory=list)  # derived from the tests and not_selected
@@ -238,9 +240,43 @@ class RunRecord(Record):
         failed, 2 could not judge (a value not established, or the run interrupted or unfinished)."""
         return run_exit_code(self.run.exit_status, self.complete, (test.outcome for test in self.tests))
 
+    def judged(self) -> RunVerdict:
+        """The run's verdict as integrations read it: its exit code by the outcome policy, the tests that
+        failed, those that could not be judged with their reasons, and the cause in one line."""
+        code = self.exit_code()
+        ordered = causes_first(self.tests)  # a root cause (a GPU missing, someone else's load) first
+        failed = [test for test in ordered if test.outcome == "failed"]
+        errors = [test for test in ordered if test.outcome == "error"]
+        if code == 0:
+            cause = ""
+        elif failed:
+            first = failed[0]
+            more = f" (+{len(failed) - 1} more failed)" if len(failed) > 1 else ""
+            cause = f"{first.id}: {_reason(first)}{more}"
+        elif errors:
+            first = errors[0]
+            more = f" (+{len(errors) - 1} more not judged)" if len(errors) > 1 else ""
+            cause = f"could not judge: {first.id}: {_reason(first)}{more}"
+        elif not self.complete:
+            cause = "could not judge: the run did not finish (killed or interrupted before its end)"
+        else:
+            cause = f"could not judge: the run ended with pytest's exit status {self.run.exit_status} and no test judged"
+        return RunVerdict(
+            exit_code=code, result=RESULT_OF_EXIT[code], cause=one_line(cause), failed=[test.id for test in failed],
+            not_judged=[NotJudged(id=test.id, reason=one_line(_reason(test))) for test in errors],
+            host=self.environment.host, profile=self.run.profile.name, started_at=self.run.started_at,
+            finished_at=self.run.finished_at, not_checked=self.unchecked(),
+        )
+
     def to_json(self) -> str:
         # json.dumps, not pydantic's own writer: it keeps a float that is not finite as NaN, not null
         return json.dumps(self.model_dump(mode="json"), indent=1) + "\n"
+
+
+def _reason(test: TestRecord) -> str:
+    """Why a test did not pass, in its verdict's words (or the exception that ended it)."""
+    message = test.verdict.message if test.verdict is not None and test.verdict.message else test.message
+    return message.strip().splitlines()[0] if message.strip() else "no message"
 
 
 class JournalEntry(Record):
