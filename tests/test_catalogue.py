@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuaccept.checks.declare import declared_checks
 from gpuaccept.errors import ProfileError, ProfileNotFound
 from gpuaccept.importers import import_files
 from gpuaccept.probe.nvml import ReplayNvml
@@ -23,6 +24,11 @@ from tests.verdicts import verdicts
 
 CATALOGUE = load_catalogue()
 CATALOG = ProfileCatalog.with_shipped()
+# the checks of what examples/facts/*-measured.json predate: the health readings, the per-GPU loads,
+# the telemetry (and the burn-in they never were)
+LACKED_BY_THE_OLDER_FACTS = {
+    found.declaration.name for found in declared_checks() if found.declaration.area in ("health", "compute", "telemetry", "burn-in")
+}
 IMPORTS = DATA / "imports"
 
 
@@ -146,7 +152,11 @@ def test_a_healthy_measured_run_passes_its_derived_profile(measured):
     facts = example_facts(measured)
     derived = derive_profile(facts, CATALOGUE)
     outcomes = verdicts(derived.profile, facts)
-    assert [v for v in outcomes if v[2] in ("failed", "error")] == []
+    assert [v for v in outcomes if v[2] == "failed"] == []
+    # these facts were recorded before the health readings, the per-GPU loads and the telemetry: what
+    # they lack could not be judged, and that is all that was not
+    lacking = [v for v in outcomes if v[2] == "error"]
+    assert {check for check, *_ in lacking} <= LACKED_BY_THE_OLDER_FACTS, lacking
     assert sum(1 for v in outcomes if v[2] == "passed") > 60
 
 

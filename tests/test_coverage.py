@@ -141,9 +141,12 @@ def test_every_view_of_a_run_says_what_it_did_not_check():
     properties = {p.get("name"): p.get("value") for p in ET.fromstring(junit_xml([suite(record)], "x")).iter("property")}
     assert properties["coverage.telemetry"] == "not checked: 0 passed, 0 failed, 12 not judged, 0 skipped (the facts hold no telemetry)"
     metrics = render_metrics([record])
-    assert 'gpu_accept_area_checked{area="compute",host="vm",profile="h200-4-calibrated"} 0' in metrics
-    assert 'gpu_accept_area_checked{area="nccl",host="vm",profile="h200-4-calibrated"} 1' in metrics
-    assert 'gpu_accept_area_tests{area="compute",host="vm",outcome="error",profile="h200-4-calibrated"} 24' in metrics
+    run = 'command="fleet",host="vm"'
+    assert f'gpu_accept_area_checked{{area="compute",{run},profile="h200-4-calibrated"}} 0' in metrics
+    assert f'gpu_accept_area_checked{{area="nccl",{run},profile="h200-4-calibrated"}} 1' in metrics
+    assert f'gpu_accept_area_tests{{area="compute",{run},outcome="error",profile="h200-4-calibrated"}} 24' in metrics
+    # the run's verdict record, which every integration reads, names the areas not checked
+    assert "not checked: compute — the facts hold no per-GPU loads (24 test(s) not judged)" in record.judged().not_checked
     # results.json holds the coverage as data, read back as written
     again = RunRecord.model_validate_json(record.to_json())
     assert again.coverage == record.coverage and [a.state for a in again.coverage if a.area == "compute"] == ["not checked"]
@@ -177,7 +180,8 @@ def test_a_competing_load_on_one_gpu_is_named_the_cause_of_what_it_slowed():
     assert cause == "test_no_other_compute_process[gpu1]"
     assert {p.get("name"): p.get("value") for p in cases["test_no_other_compute_process[gpu1]"].iter("property")}["cause"] == ""
     # the drain reason names the root cause first
-    assert drain_reason(record, 1).startswith("gpu-accept: test_no_other_compute_process[gpu1] test_busbw[")
+    assert drain_reason(record.judged()).startswith("test_no_other_compute_process[gpu1] test_busbw[")
+    assert record.judged().failed[0] == "test_no_other_compute_process[gpu1]"
     # the HTML: the cause first, its followers under it
     page = render_html(record)
     section = page[page.index("id='causes'"):page.index("id='coverage'")]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.facts import run_verdict
+from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.run_record import load_results
 from tests.helpers import EXAMPLES, write
 from tests.test_cli import one_error_line, without_driver
@@ -29,8 +30,9 @@ def test_a_record_judges_itself_as_the_outcome_policy_does():
     failed = load_results(RESULTS / "h200x4-nccl-p2p-disabled.json")
     verdict = failed.judged()
     assert verdict.exit_code == failed.exit_code() == 1 and verdict.result == "failed"
-    assert verdict.failed == [t.id for t in failed.tests if t.outcome == "failed"]
-    first = next(t for t in failed.tests if t.outcome == "failed")
+    # root causes first, then by area from the bottom up (facts/coverage.py)
+    assert verdict.failed == [t.id for t in causes_first(failed.tests) if t.outcome == "failed"]
+    first = next(t for t in causes_first(failed.tests) if t.outcome == "failed")
     assert verdict.cause.startswith(f"{first.id}: ") and verdict.cause.endswith(f"(+{len(verdict.failed) - 1} more failed)")
     healthy = load_results(RESULTS / "h200x4.json").judged()
     assert (healthy.exit_code, healthy.result, healthy.cause, healthy.failed) == (0, "passed", "", [])
