@@ -81,9 +81,14 @@ def test_a_run_without_a_driver_leaves_a_verdict_with_its_cause(tmp_path):
 def test_the_verdict_of_a_finished_run_is_in_results_json_too(tmp_path):
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "--reports",
                       str(tmp_path), "-q")
-    assert done.returncode == 0, done.stderr
+    # those facts predate the health readings, the per-GPU loads and the telemetry: could not judge them
+    assert done.returncode == 2, done.stderr
     record = load_results(tmp_path / "results.json")
     assert record.verdict == run_verdict.load_verdict(tmp_path / "verdict.json") == record.judged()
+    assert record.verdict is not None and record.verdict.result == "not_judged" and record.verdict.not_checked[1:] == [
+        "not checked: compute — the facts hold no per-GPU loads (24 test(s) not judged)",
+        "not checked: telemetry — the facts hold no telemetry (12 test(s) not judged)",
+    ]
 
 
 @pytest.mark.slow
