@@ -76,15 +76,28 @@ def shown(text: str, limit: int = LONGEST_LINE) -> str:
     than `limit` is cut, saying how long it was. The one helper every printed line goes through."""
     if text.isascii() and text.isprintable() and len(text) <= limit:
         return text
+    line = _escaped(text, kept="\t")
+    return line if len(line) <= limit else f"{line[: limit - 40]}... (cut: {len(line)} characters)"
+
+
+def visible(text: str) -> str:
+    r"""Text from a machine or an input file as a page shows it: `shown`'s escapes (a bidirectional
+    override or a zero-width character would make a name read as another; a carriage return or a NUL
+    would not come back from the page as written), with its line breaks and tabs kept and nothing cut."""
+    if text.isascii() and text.isprintable():
+        return text
+    return _escaped(text, kept="\t\n")
+
+
+def _escaped(text: str, kept: str) -> str:
     out = []
     for character in text:
         category = unicodedata.category(character)
-        if character != "\t" and (category in _NOT_SHOWN_AS_IS or (category == "Zs" and character != " ")):
+        if character not in kept and (category in _NOT_SHOWN_AS_IS or (category == "Zs" and character != " ")):
             out.append(ascii(character)[1:-1])
         else:
             out.append(character)
-    line = "".join(out)
-    return line if len(line) <= limit else f"{line[: limit - 40]}... (cut: {len(line)} characters)"
+    return "".join(out)
 
 
 class InputFileError(GpuAcceptError):

@@ -48,7 +48,7 @@ def hosts_of(connection: Any) -> list[HostResults]:
         transients[run_id].append(f"{test_id} (attempts {attempts})")
     families: dict[str, dict[str, str]] = defaultdict(dict)
     for run_id, family, failed, transient, marginal in connection.execute(
-        "SELECT r.run_id, r.family, bool_or(r.outcome IN ('failed', 'error')), bool_or(r.transient), bool_or(r.marginal) "
+        "SELECT r.run_id, coalesce(r.family, ''), bool_or(r.outcome IN ('failed', 'error')), bool_or(r.transient), bool_or(r.marginal) "
         "FROM results r JOIN latest USING (run_id) GROUP BY ALL"
     ).fetchall():
         families[run_id][family] = "failed" if failed else "transient" if transient else "marginal" if marginal else "passed"

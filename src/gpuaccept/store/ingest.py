@@ -77,9 +77,10 @@ def rows_of(record: RunRecord, path: str, size: int, mtime_ns: int) -> ReadRun:
     run_id = run_id_of(record)
     run, env = record.run, record.environment
     ranks = {id(test): rank for rank, test in enumerate(did_not_pass(record.tests))}
-    # CSV, in RESULT_COLUMNS' order: a C writer, and DuckDB's fastest reader (JSON lines cost twice the time)
+    # CSV, in RESULT_COLUMNS' order: a C writer, and DuckDB's fastest reader (JSON lines cost twice the time).
+    # Every field quoted: Python's writer leaves a carriage return unquoted, which ends a row for DuckDB
     text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
+    writer = csv.writer(text, lineterminator="\n", quoting=csv.QUOTE_ALL)
     families: dict[str, str] = {}  # a run's 300 tests come from a handful of modules: each named once
     for test in record.tests:
         verdict = test.verdict
@@ -223,8 +224,10 @@ class _Batch:
                         kinds = {name: columns.get(name, "VARCHAR") for name in RESULT_COLUMNS}
                         spec = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in kinds.items()) + "}"
                         connection.execute(
-                            f"INSERT INTO results BY NAME SELECT * FROM read_csv(?, header = false, "
-                            f"columns = {spec}, quote = '\"', escape = '\"', nullstr = '', strict_mode = true)",
+                            # the dialect given, never sniffed: a quoted carriage return or NUL is text, not a row's end
+                            f"INSERT INTO results BY NAME SELECT * FROM read_csv(?, header = false, auto_detect = false, "
+                            f"delim = ',', new_line = '\\n', columns = {spec}, quote = '\"', escape = '\"', nullstr = '', "
+                            f"strict_mode = true)",
                             [str(source)],
                         )
                         continue
