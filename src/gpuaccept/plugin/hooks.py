@@ -32,7 +32,7 @@ from gpuaccept.plugin.options import RunOptions, given_options, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import RunRecording
 from gpuaccept.plugin.terminal import terminal_line
-from gpuaccept.plugin.verdicts import VERDICT_ON_REPORT, VERDICTS_KEY, failure_message, report_status
+from gpuaccept.plugin.verdicts import MESSAGE_ON_REPORT, VERDICT_ON_REPORT, VERDICTS_KEY, failure_message, report_status
 from gpuaccept.stages.health import SnapshotAfterStage
 from gpuaccept.stages.store import MeasurementStore
 
@@ -183,12 +183,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         setattr(report, VERDICT_ON_REPORT, verdicts[-1].as_data())
     crash = getattr(report.longrepr, "reprcrash", None)
     if report.when == "call" and report.failed and message and crash is not None:
-        # the verdict's own line, without pytest's "Failed: " prefix, in the summary and in JUnit
-        crash.message = message
+        # the verdict's own line, without pytest's "Failed: " prefix, in the summary and in JUnit;
+        # pytest prints it as it is (its short summary): shown escaped there, kept whole for the record
+        crash.message = shown(message)
+        setattr(report, MESSAGE_ON_REPORT, message)
     if report.when == "call" and report.skipped and isinstance(report.longrepr, tuple) and verdicts:
         # a verdict skips from inside the plugin: point the skip at the test, as skip marks do
         path, line = item.reportinfo()[:2]
         report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
+        setattr(report, MESSAGE_ON_REPORT, verdicts[-1].message)  # the reason pytest prints is shown escaped
     return report
 
 
