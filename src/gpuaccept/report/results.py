@@ -54,6 +54,12 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def run_moment() -> str:
+    """When a run starts or ends, as its record says it: to the microsecond, so that a run's time
+    tells it from another run of its host begun in the same second."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+
+
 def _append(journal: TextIO, line: str) -> None:
     journal.write(line)
     journal.flush()  # to the operating system: a killed process loses nothing written
@@ -129,7 +135,7 @@ class ResultsWriter:
         with self._changed:
             if facts is not None:
                 self._record = self._record.with_facts(facts)
-            run = self._record.run.model_copy(update={"finished_at": now(), "exit_status": exit_status})
+            run = self._record.run.model_copy(update={"finished_at": run_moment(), "exit_status": exit_status})
             self._record = self._record.model_copy(update={"run": run, "complete": True})
             self.write_errors = []  # space freed meanwhile: the whole record is still here to write
             self._rewrite()
