@@ -21,9 +21,10 @@ import pytest
 
 from gpuaccept.burnin.driver import burnin_stages
 from gpuaccept.errors import GpuAcceptError, shown
+from gpuaccept.facts.run_record import journal_of
 from gpuaccept.measure.drills import Drills
 from gpuaccept.outcomes import EXIT_FAILED
-from gpuaccept.outputs import check_output_file
+from gpuaccept.outputs import check_output_file, refuse_links
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
 from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
@@ -69,6 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         for option, path in options.outputs.named():  # before anything is probed: not at the end of a full run
             check_output_file(path, option)
+        if options.outputs.results is not None:  # results.json's journal is named by the run, never by its user
+            refuse_links(options.outputs.results.parent, [journal_of(options.outputs.results).name], "--results")
         # the fault drills are read here, once: the workers of pytest-xdist get them with the context
         context = RunContext.build(options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ))
         _refuse_a_baseline_of_another_kind(options, context)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuaccept.errors import OptionError
-from gpuaccept.facts.run_record import FactsFile, LiveMachine
+from gpuaccept.facts.run_record import FactsFile, LiveMachine, journal_of
+from gpuaccept.outputs import refuse_overlaps
 from gpuaccept.report.baseline import Baseline, load_baseline, parse_percent
 from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
 from gpuaccept.vocabulary.telemetry import parse_duration
@@ -63,10 +64,12 @@ class Outputs:
         return tuple(dict.fromkeys(path for path in (self.junit_report, self.junitxml) if path is not None))
 
     def named(self) -> list[tuple[str, Path]]:
-        """(option, path) of every file to write, for one-line errors that name the option."""
+        """(option, path) of every file to write, results.json's journal with them, for one-line
+        errors that name the option."""
         found = [
             ("--results", self.results), ("--html-report", self.html), ("--facts-out", self.facts), ("--save-baseline", self.baseline),
             ("--junit-report", self.junit_report), ("--junitxml", self.junitxml),
+            ("--results' journal", journal_of(self.results) if self.results is not None else None),
         ]
         return [(option, path) for option, path in found if path is not None]
 
@@ -264,20 +267,25 @@ def read_options(option: argparse.Namespace, spelled: Mapping[str, str] = PYTEST
     profile = getattr(option, "gpuaccept_profile", None)
     if profile is None and facts is None:
         return None
+    outputs = Outputs(
+        results=_path(getattr(option, "gpuaccept_results", None)),
+        html=_path(getattr(option, "gpuaccept_html", None)),
+        facts=_path(getattr(option, "gpuaccept_facts_out", None)),
+        baseline=_path(getattr(option, "gpuaccept_save_baseline", None)),
+        junit_report=_path(getattr(option, "gpuaccept_junit", None)),
+        junitxml=_path(getattr(option, "xmlpath", None)),  # absent where pytest's junitxml plugin is disabled
+    )
+    # no output may be a file the run reads, or another output (outputs.py): checked before anything is probed
+    inputs = [(spelled["gpuaccept_facts"], facts), (spelled["gpuaccept_baseline"], baseline_file),
+              (spelled["gpuaccept_profile"], profile if profile and Path(profile).is_file() else None)]
+    refuse_overlaps(inputs, outputs.named())
     return RunOptions(
         profile=AutoProfile() if profile in (None, AUTO) else NamedProfile(profile),
         source=FactsFile(path=facts) if facts else LiveMachine(),
         profile_dirs=tuple(Path(folder) for folder in getattr(option, "gpuaccept_profile_dirs", [])),
         gate=gate,
         confirm=confirm,
-        outputs=Outputs(
-            results=_path(getattr(option, "gpuaccept_results", None)),
-            html=_path(getattr(option, "gpuaccept_html", None)),
-            facts=_path(getattr(option, "gpuaccept_facts_out", None)),
-            baseline=_path(getattr(option, "gpuaccept_save_baseline", None)),
-            junit_report=_path(getattr(option, "gpuaccept_junit", None)),
-            junitxml=_path(getattr(option, "xmlpath", None)),  # absent where pytest's junitxml plugin is disabled
-        ),
+        outputs=outputs,
         level=level,
         burnin_s=burnin_s,
     )
