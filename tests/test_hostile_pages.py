@@ -275,3 +275,20 @@ def test_a_link_cut_short_opens_the_page_on_its_first_host(fleet_page, tmp_path)
     assert len(rows) == len(data["hosts"])
     first = data["hosts"][int(rows[0].get("data-n"))]
     assert document.find(".//div[@id='detail']/b").text == first["host"]
+
+
+def test_no_page_script_writes_markup_and_no_writer_builds_it_from_strings():
+    """The one rule, kept: the pages' scripts put text into the page, never markup, and the page
+    writers leave markup to the templates (report/templating.py)."""
+    templates = ROOT / "src" / "gpuaccept" / "report" / "templates"
+    writes_markup = re.compile(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|srcdoc|createContextualFragment|DOMParser")
+    scripts = [*templates.glob("*.js"), *templates.glob("*.j2")]
+    assert scripts
+    assert [(path.name, line) for path in scripts for line in path.read_text().splitlines() if writes_markup.search(line)] == []
+    # markup marked safe: only this package's own, rendered by its templates and chart helpers
+    own_markup = ("page.html.j2", "card.html.j2", "report.html.j2")
+    assert [path.name for path in templates.glob("*.j2") if "|safe" in path.read_text() and path.name not in own_markup] == []
+    writers = ROOT / "src" / "gpuaccept" / "report"
+    markup = re.compile(r"""f["'][^"']*<(td|tr|th|li|div|span|table|ul|h1|b|html|body|script)\b""")
+    built = [(path.name, line.strip()) for path in writers.glob("*.py") for line in path.read_text().splitlines() if markup.search(line)]
+    assert built == []

@@ -141,32 +141,46 @@ _HELD: dict[str, int] = {}  # the reports folders this process holds, by resolve
 @contextlib.contextmanager
 def reports_folder_lock(folder: Path | str, option: str) -> Iterator[None]:
     """Hold `folder` for this run's reports, or refuse in one line where another run holds it. The
-    lock (flock on FOLDER/.gpu-accept.lock, the writer's pid inside) goes with the process, however it ends."""
+    lock is a flock on FOLDER/.gpu-accept.lock, the holder's pid inside; it goes with the process
+    however it ends, and the file with a run that ends as it should."""
     key = os.path.realpath(folder)
     if key in _HELD:
         yield
         return
     lock = Path(folder) / REPORTS_LOCK
+    handle = _take(lock, folder, option)
+    _HELD[key] = handle
     try:
-        handle = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as error:
-        why = "a symbolic link" if error.errno == errno.ELOOP else error.strerror or str(error)
-        raise OptionError(f"{option} {folder}: cannot lock the folder for this run ({lock}: {why})") from None
-    try:
+        yield
+    finally:
+        del _HELD[key]
+        with contextlib.suppress(OSError):
+            lock.unlink()  # while still held: a run that opened it meanwhile finds it gone, and takes a new one
+        os.close(handle)
+
+
+def _take(lock: Path, folder: Path | str, option: str) -> int:
+    while True:
+        try:
+            handle = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as error:
+            why = "a symbolic link" if error.errno == errno.ELOOP else error.strerror or str(error)
+            raise OptionError(f"{option} {folder}: cannot lock the folder for this run ({lock}: {why})") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(handle, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(handle)
             raise OptionError(
                 f"{option} {folder}: another gpu-accept run (pid {holder}) is writing its reports there: wait for it to end, "
                 "or choose another folder"
             ) from None
-        os.ftruncate(handle, 0)
-        os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
-        _HELD[key] = handle
         try:
-            yield
-        finally:
-            del _HELD[key]
-    finally:
-        os.close(handle)
+            same = os.stat(lock, follow_symlinks=False).st_ino == os.fstat(handle).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(handle, 0)
+            os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
+            return handle
+        os.close(handle)  # the run before removed it as we took it: take the one there now
