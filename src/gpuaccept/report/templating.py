@@ -35,8 +35,8 @@ def templates() -> Any:
         keep_trailing_newline=True,
         finalize=_shown_on_a_page,
     )
-    # `|tojson` without spaces: the fleet page of 10,000 hosts carries a few MB of it
-    environment.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}
+    # `|tojson` without spaces, in the data's own order: the fleet page of 10,000 hosts carries a few MB of it
+    environment.policies["json.dumps_kwargs"] = {"separators": (",", ":")}
     return environment
 
 
@@ -50,13 +50,18 @@ def _shown_on_a_page(value: Any) -> Any:
     return value  # markup from this package's own templates and chart helpers, numbers
 
 
+_NUMBERS = frozenset((int, float, bool, type(None)))  # a page's data is mostly these: passed through as they are
+
+
 def visible_data(value: Any) -> Any:
     """A page script's data with every string, keys included, as `visible` shows it: the script
     looks names up by the same keys it shows."""
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         return visible(value)
-    if isinstance(value, dict):
-        return {visible_data(key): visible_data(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [visible_data(item) for item in value]
-    return value
+    if kind is dict:
+        return {visible(key) if type(key) is str else key: item if type(item) in _NUMBERS else visible_data(item)
+                for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [item if type(item) in _NUMBERS else visible_data(item) for item in value]
+    return visible(value) if isinstance(value, str) else value
