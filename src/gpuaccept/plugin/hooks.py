@@ -24,7 +24,7 @@ from gpuaccept.errors import GpuAcceptError, shown
 from gpuaccept.facts.run_record import journal_of
 from gpuaccept.measure.drills import Drills
 from gpuaccept.outcomes import EXIT_FAILED
-from gpuaccept.outputs import check_output_file, refuse_links
+from gpuaccept.outputs import check_output_file, refuse_links, refuse_overlaps
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
 from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
@@ -68,6 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # gpu-accept JUnit: pytest's own writer would be a second one at the same path
     config.option.xmlpath = None
     try:
+        refuse_overlaps(options.inputs(), options.outputs.named())  # no output is an input or another output
         for option, path in options.outputs.named():  # before anything is probed: not at the end of a full run
             check_output_file(path, option)
         if options.outputs.results is not None:  # results.json's journal is named by the run, never by its user

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from gpuaccept.errors import OptionError
 from gpuaccept.facts.run_record import FactsFile, LiveMachine, journal_of
-from gpuaccept.outputs import refuse_overlaps
 from gpuaccept.report.baseline import Baseline, load_baseline, parse_percent
 from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
 from gpuaccept.vocabulary.telemetry import parse_duration
@@ -84,6 +83,14 @@ class RunOptions:
     outputs: Outputs
     level: str = DEFAULT_LEVEL  # plugin/levels.py
     burnin_s: float | None = None  # --burn-in-duration, in seconds; else the profile's burnin.duration
+
+    def inputs(self) -> list[tuple[str, Path | str | None]]:
+        """(option, path) of every file the run reads: none may be one of its outputs (outputs.py)."""
+        profile = self.profile.name if isinstance(self.profile, NamedProfile) and Path(self.profile.name).is_file() else None
+        return [
+            ("--facts", self.source.path if isinstance(self.source, FactsFile) else None),
+            ("--baseline", self.gate.baseline.path if self.gate is not None else None), ("--profile", profile),
+        ]
 
     def with_junitxml(self, path: str | None) -> RunOptions:
         """With pytest's own --junitxml FILE, which this plugin writes too (read from pytest's options:
@@ -267,25 +274,20 @@ def read_options(option: argparse.Namespace, spelled: Mapping[str, str] = PYTEST
     profile = getattr(option, "gpuaccept_profile", None)
     if profile is None and facts is None:
         return None
-    outputs = Outputs(
-        results=_path(getattr(option, "gpuaccept_results", None)),
-        html=_path(getattr(option, "gpuaccept_html", None)),
-        facts=_path(getattr(option, "gpuaccept_facts_out", None)),
-        baseline=_path(getattr(option, "gpuaccept_save_baseline", None)),
-        junit_report=_path(getattr(option, "gpuaccept_junit", None)),
-        junitxml=_path(getattr(option, "xmlpath", None)),  # absent where pytest's junitxml plugin is disabled
-    )
-    # no output may be a file the run reads, or another output (outputs.py): checked before anything is probed
-    inputs = [(spelled["gpuaccept_facts"], facts), (spelled["gpuaccept_baseline"], baseline_file),
-              (spelled["gpuaccept_profile"], profile if profile and Path(profile).is_file() else None)]
-    refuse_overlaps(inputs, outputs.named())
     return RunOptions(
         profile=AutoProfile() if profile in (None, AUTO) else NamedProfile(profile),
         source=FactsFile(path=facts) if facts else LiveMachine(),
         profile_dirs=tuple(Path(folder) for folder in getattr(option, "gpuaccept_profile_dirs", [])),
         gate=gate,
         confirm=confirm,
-        outputs=outputs,
+        outputs=Outputs(
+            results=_path(getattr(option, "gpuaccept_results", None)),
+            html=_path(getattr(option, "gpuaccept_html", None)),
+            facts=_path(getattr(option, "gpuaccept_facts_out", None)),
+            baseline=_path(getattr(option, "gpuaccept_save_baseline", None)),
+            junit_report=_path(getattr(option, "gpuaccept_junit", None)),
+            junitxml=_path(getattr(option, "xmlpath", None)),  # absent where pytest's junitxml plugin is disabled
+        ),
         level=level,
         burnin_s=burnin_s,
     )
