@@ -179,6 +179,7 @@ def fleet_data(page) -> dict:
     return json.loads(data.text)
 
 
+@pytest.mark.slow  # a hundred results files through the store
 def test_the_fleet_pages_data_cannot_end_its_script_and_holds_every_name_as_text(fleet_page):
     from gpuaccept.report.templating import templates
 

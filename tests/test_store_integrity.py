@@ -184,7 +184,7 @@ def test_every_hostile_string_comes_back_from_the_store_as_it_went_in(tmp_path):
         test["verdict"].update(subject=name, unit=name, expected=name, measured=name)
         paths.append(written(tmp_path, f"h{index}.json", document))
     db = tmp_path / "f.db"
-    report = add_files(db, paths, workers=2)
+    report = add_files(db, paths, workers=1)
     assert not report.problems and len(report.added) == len(NAMES)
     with open_for_reading(db) as connection:
         got = connection.execute(
