@@ -70,3 +70,31 @@ def test_profile_init_writes_a_hostile_host_name_into_its_comments_as_one_line(t
     out, err = capsys.readouterr()
     assert acted_on(out + err) == []
     assert main(["profile", "validate", str(written)]) == 0
+
+
+def test_an_error_that_quotes_a_hostile_name_is_one_line(tmp_path, capsys):
+    """A name given on the command line comes back in the error that refuses it: one line, escaped."""
+    for command in (["profile", "show", f"h200{FORGED}"], ["report", "fleet", "--db", str(tmp_path / f"f{FORGED}.db")],
+                    ["report", "html", str(tmp_path / f"r{FORGED}.json"), "-o", str(tmp_path / "r.html")]):
+        assert main(command) == 2, command
+        out, err = capsys.readouterr()
+        (line,) = err.splitlines()
+        assert line.startswith("gpu-accept: ") and acted_on(out + err) == [], command
+
+
+def test_the_cluster_views_text_is_a_line_a_node_whatever_its_hosts_are_called(tmp_path):
+    from gpuaccept.facts.cluster_record import ClusterRecord
+    from gpuaccept.profile import load_profile
+    from gpuaccept.report.cluster_view import text
+    from tests.hostile import with_strings
+    from tests.test_cluster_network import PROFILE, TREE, cluster_record, cluster_verdicts, node, three_nodes_one_slow
+
+    (tmp_path / "two-rails.yaml").write_text(PROFILE, encoding="utf-8")
+    profile = load_profile(tmp_path / "two-rails.yaml")
+    facts = three_nodes_one_slow(profile, [node(TREE, index=i) for i in range(3)], slow=1)
+    record = cluster_record(facts, cluster_verdicts(profile, facts))
+    plain = text(record).splitlines()
+    hostile = ClusterRecord.model_validate_json(record.model_dump_json().replace('"host1"', '"zq0000qz"'))
+    lines = text(with_strings(hostile, [FORGED])).splitlines()
+    assert len(lines) == len(plain) and acted_on("\n".join(lines)) == []
+    assert shown(FORGED) in lines[2]

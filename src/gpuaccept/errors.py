@@ -22,7 +22,9 @@ class GpuAcceptError(Exception):
     exit_code = EXIT_USAGE
 
     def lines(self) -> list[str]:
-        return str(self).splitlines() or [type(self).__name__]
+        """What to print, a line each: the message is one line, whatever the input it quotes holds
+        (a name with a line break is shown escaped on its line, never as a second one)."""
+        return [str(self)] if str(self) else [type(self).__name__]
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,9 @@ class InputFileError(GpuAcceptError):
     def __init__(self, problems: list[Problem]):
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
+
+    def lines(self) -> list[str]:
+        return [str(problem) for problem in self.problems] or super().lines()
 
     def __reduce__(self) -> tuple[type, tuple[list[Problem]]]:
         # rebuilt from its problems where it crosses processes (a fleet read by a process pool):

@@ -108,9 +108,12 @@ class _Identity:
 
     def __init__(self, given: Path | str):
         self.given = given
-        self.resolved = os.path.realpath(os.path.abspath(given))
         try:
+            self.resolved = os.path.realpath(os.path.abspath(given))
             found = os.stat(self.resolved)
+        except ValueError:  # a NUL in it: no file has that name
+            self.resolved, self.inode, self.stream = str(given), None, False
+            return
         except OSError:
             self.inode: tuple[int, int] | None = None
             self.stream = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuaccept.errors import shown
 from gpuaccept.facts.cluster import LocalizationFacts
 from gpuaccept.facts.cluster_record import ClusterRecord
 from gpuaccept.report.templating import templates
@@ -46,15 +47,15 @@ def _localization(record: ClusterRecord) -> LocalizationFacts | None:
 def text(record: ClusterRecord) -> str:
     rows = grid(record)
     header = ["node", "host", *NODE_CHECKS, "localization"]
-    table = [header] + [
-        [f"node{row['node']}", row["host"], *(_CELL[row["cells"][check]] for check in NODE_CHECKS), "SLOW" if row["slow"] else ""]
+    table = [header] + [  # a host's name shown as one line shows it: a line break in it makes no row of its own
+        [f"node{row['node']}", shown(row["host"]), *(_CELL[row["cells"][check]] for check in NODE_CHECKS), "SLOW" if row["slow"] else ""]
         for row in rows
     ]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
     for verdict in record.verdicts:
         if verdict.check == "cluster_busbw":
-            lines.append(f"{_CELL[verdict.outcome]:5} {verdict.message}")
+            lines.append(shown(f"{_CELL[verdict.outcome]:5} {verdict.message}"))
     return "\n".join(lines) + "\n"
 
 
