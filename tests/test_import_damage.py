@@ -61,10 +61,14 @@ def test_nic_rows_without_nic_columns(tmp_path):
 
     damaged = variant(tmp_path, "v100-8-dgx1-cube-mesh-topo-m.txt", drop_nic_columns)
     lines = lines_of(damaged)
-    assert f"{damaged}:10: damaged: row mlx5_0 names a device the header has no column for: row ignored, " \
-        "the GPU columns still read" in lines
+    assert f"{damaged}:10: damaged: row mlx5_0 names a device the header has no column for: its GPU cells are read as " \
+        "how each GPU reaches it" in lines
     facts = import_files([damaged]).facts
-    assert facts.link(0, 3).link_type == "NV2" and facts.gpu(0).nics == [] and facts.gpu(0).cpu_affinity == "0-19,40-59"
+    whole = import_files([IMPORTS / "v100-8-dgx1-cube-mesh-topo-m.txt"]).facts
+    assert facts.link(0, 3).link_type == "NV2" and facts.gpu(0).cpu_affinity == "0-19,40-59"
+    # every GPU still has its NICs, from the NIC rows, as the whole table gives them
+    for gpu in range(8):
+        assert sorted(facts.gpu(gpu).nics, key=str) == sorted(whole.gpu(gpu).nics, key=str) != []
 
 
 def test_a_clipped_field_does_not_shift_the_affinity(tmp_path):
