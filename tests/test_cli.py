@@ -1,6 +1,7 @@
 """The `gpu-accept` command: exit codes that tell the truth, one-line errors, no tracebacks."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -509,3 +510,31 @@ def test_a_file_whose_name_begins_with_a_dash_is_a_value_not_an_option(tmp_path)
 def test_an_empty_profile_dir_is_refused_not_taken_for_the_current_folder(tmp_path, capsys, command):
     assert main([*command, "--profile-dir", "", *(["--reports", str(tmp_path)] if command[0] == "run" else [])]) == 2
     assert capsys.readouterr().err == "gpu-accept: --profile-dir: the folder's name is empty\n"
+
+
+def _every_parser(parser, name="gpu-accept"):
+    import argparse
+
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command, sub in action.choices.items():
+                yield from _every_parser(sub, f"{name} {command}")
+
+
+def test_every_command_and_option_says_what_it_does():
+    import argparse
+
+    from gpuaccept.cli import _parser
+
+    for name, parser in _every_parser(_parser()):
+        assert parser.description, f"{name} --help says nothing of what the command does"
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction, argparse._VersionAction)):
+                continue
+            option = "/".join(action.option_strings) or action.dest
+            assert action.help, f"{name} --help: {option} has no help text"
+            # an option's help names only options this command takes (burn-in takes no --level)
+            taken = {flag for other in parser._actions for flag in other.option_strings}
+            named = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", action.help))
+            assert named <= taken, f"{name} --help: {option} names {sorted(named - taken)}, which {name} does not take"

@@ -107,6 +107,8 @@ def find_nvlink_status(text: TextFile) -> list[NvLinkStatus]:
         current.links.append((number, *reading))
         last = _keep(status, current)
     _listing_ends(status, last, elided_at)
+    if current is not None and last is current:
+        _cut_at_the_end(status, current, text)
     if not status.gpus:
         return []
     status.line = min(g.line for g in status.gpus.values())
@@ -116,7 +118,7 @@ def find_nvlink_status(text: TextFile) -> list[NvLinkStatus]:
         missing = sorted(set(range(indices[-1] + 1)) - set(indices))
         status.findings.append(Finding(text.name, status.line, f"the listing leaves GPU(s) {', '.join(map(str, missing))} out: "
                                        "it does not tell how many GPUs the machine has"))
-    elif status.gpus_left_out is not None:
+    elif status.gpus_left_out is not None and not any(f.line == status.gpus_left_out for f in status.findings):
         status.findings.append(Finding(text.name, status.gpus_left_out, "lines are left out of the listing here, where GPUs "
                                        "may be: it does not tell how many GPUs the machine has"))
     for listed in status.gpus.values():
@@ -145,6 +147,18 @@ def _listing_ends(status: NvLinkStatus, last: GpuLinks | None, elided_at: int | 
     if last is not None and elided_at is not None:
         last.elided = True
         status.gpus_left_out = status.gpus_left_out or elided_at
+
+
+def _cut_at_the_end(status: NvLinkStatus, last: GpuLinks, text: TextFile) -> None:
+    """A file that ends inside the last GPU's links (`| head`, a ticket's size limit), where that GPU
+    shows fewer links than another of its model: the rest of its links, and GPUs after it, are cut."""
+    most = max((len(g.links) for g in status.gpus.values() if g is not last and g.name == last.name), default=0)
+    if last.elided or len(last.links) >= most:
+        return
+    last.elided = True
+    status.gpus_left_out = status.gpus_left_out or text.lines[-1].number
+    status.findings.append(Finding(text.name, text.lines[-1].number, f"the listing ends inside GPU {last.index}'s links "
+                                   f"({len(last.links)} shown, another {last.name} has {most}): the output is cut here"))
 
 
 def _uuid(text: str | None) -> str:

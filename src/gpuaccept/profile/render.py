@@ -7,6 +7,7 @@ from typing import Any
 import yaml
 
 from gpuaccept.errors import KeyPath, format_path
+from gpuaccept.profile.source import BEFORE, ENDS
 
 
 def render_yaml(data: dict[str, Any], comments: dict[str, str] | None = None, header: str = "") -> str:
@@ -21,6 +22,7 @@ def _mapping(data: dict[str, Any], path: KeyPath, indent: int, comments: dict[st
     pad = " " * indent
     for key, value in data.items():
         here = path + (key,)
+        _loose(comments.get(format_path(here + (BEFORE,)), ""), pad, lines)
         comment = comments.get(format_path(here), "")
         suffix = f"  # {comment}" if comment else ""
         if isinstance(value, dict) and value:
@@ -38,6 +40,12 @@ def _mapping(data: dict[str, Any], path: KeyPath, indent: int, comments: dict[st
                 lines.append(f"{pad}  - {text}")
         else:
             lines.append(f"{pad}{key}: {_scalar(value)}{suffix}")
+    _loose(comments.get(format_path(path + (ENDS,)), "") if path else comments.get(ENDS, ""), pad, lines)
+
+
+def _loose(text: str, pad: str, lines: list[str]) -> None:
+    """Comment lines that explain no key (keys commented out, remarks), where they stood."""
+    lines.extend(f"{pad}{line}" for line in text.splitlines())
 
 
 def _scalar(value: Any) -> str:
