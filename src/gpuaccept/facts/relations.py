@@ -135,7 +135,7 @@ def _counts_and_ids(facts: Facts) -> Iterator[Contradiction]:
     if cuda.uuids and len(cuda.uuids) != cuda.device_count:
         yield Contradiction(("cuda", "uuids"), f"names {len(cuda.uuids)} device(s) and cuda.device_count is {cuda.device_count}: "
                             "CUDA names every device it counts")
-    known = {normalize_uuid(gpu.uuid) for gpu in [*facts.gpus, *installed] if gpu.uuid}
+    known = {normalize_uuid(uuid) for uuid in [*(gpu.uuid for gpu in facts.gpus), *(gpu.uuid for gpu in installed)] if uuid}
     for i, uuid in enumerate(cuda.uuids):
         if known and normalize_uuid(uuid) not in known:
             yield Contradiction(("cuda", "uuids", i), f"{excerpt(uuid)} is no GPU's UUID in these facts: CUDA device {i} is no GPU "
