@@ -352,6 +352,10 @@ def _run(args, extra: list[str]) -> int:
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         _print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", err=True)
     exit_code = pytest_exit_code(code)  # the plugin applied the outcome policy: a value not established is 2
+    if exit_code == EXIT_OK and outcome.listed_only:
+        # pytest lists the tests and ends well; for gpu-accept exit 0 says every check passed, and none ran
+        _print(f"gpu-accept: nothing judged: {outcome.listed_only} the tests without running them (exit 2)", err=True)
+        exit_code = EXIT_USAGE
     if getattr(args, "metrics", None) is not None:
         _write_metrics(Path(args.metrics), _fresh_record(reports / "results.json", began))
     return exit_code
@@ -385,11 +389,17 @@ class _Outcome:
     """Brings the plugin's reason for a run that judged nothing out of the pytest session."""
 
     nothing_judged = ""
+    listed_only = ""  # the pytest option that lists or plans the tests instead of running them
 
     def pytest_unconfigure(self, config) -> None:
         from gpuaccept.plugin.recording import NOTHING_JUDGED_KEY
 
         self.nothing_judged = config.stash.get(NOTHING_JUDGED_KEY, "")
+        for option, flag in (("collectonly", "--collect-only lists"), ("setupplan", "--setup-plan plans"),
+                             ("setuponly", "--setup-only sets up")):
+            if getattr(config.option, option, False):
+                self.listed_only = flag
+                break
 
 
 def _record(args, extra: list[str]) -> int:
@@ -553,7 +563,7 @@ def _profile_init(args, extra: list[str]) -> int:
     if args.output is None:
         sys.stdout.write(text)
     else:
-        args.output.write_text(text, encoding="utf-8")
+        write_atomically(args.output, text)  # a full disk or an unwritable place is one line, not a traceback
         _print(f"wrote {args.output}: review it, then gpu-accept profile validate {args.output}", err=True)
     return EXIT_OK
 

@@ -18,6 +18,7 @@ format is `schemas/results.schema.json` (`gpu-accept report schema` writes it).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -219,6 +220,19 @@ class RunRecord(Record):
         """gpu-accept's exit code for this run, by the outcome policy (outcomes.py): 0 passed, 1 a check
         failed, 2 could not judge (a value not established, or the run interrupted or unfinished)."""
         return run_exit_code(self.run.exit_status, self.complete, (test.outcome for test in self.tests))
+
+    def not_a_pass(self, ordered: Callable[[list[TestRecord]], list[TestRecord]] = list) -> str:
+        """Why this run is no picture of a healthy machine, '' where it is one: it did not finish, a
+        test did not pass (named in the order `ordered` gives), or it ended with another exit status
+        than a pass (interrupted, nothing judged). A baseline and a golden profile are made of such runs only."""
+        if not self.complete:
+            return "the run did not finish (complete: false)"
+        bad = [test.id for test in ordered([test for test in self.tests if test.did_not_pass])]
+        if bad:
+            return f"{len(bad)} test(s) did not pass ({', '.join(bad[:3])}{f' and {len(bad) - 3} more' if len(bad) > 3 else ''})"
+        if self.run.exit_status not in (None, 0):
+            return f"the run ended with exit status {self.run.exit_status}, not a pass"
+        return ""
 
     def to_json(self) -> str:
         # json.dumps, not pydantic's own writer: it keeps a float that is not finite as NaN, not null

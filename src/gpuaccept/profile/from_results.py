@@ -90,10 +90,10 @@ def profile_from_results(
         if not run.gpus:
             raise ValueError(f"{source}: the facts hold no GPU: nothing to write a profile of")
     for record, source in zip(golden, sources, strict=True):
-        bad = [test.id for test in record.tests if test.outcome in ("failed", "error")] if isinstance(record, RunRecord) else []
-        if bad:
-            warn(f"{source}: {len(bad)} test(s) did not pass ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}): "
-                 "its values become floors; review them against what that run failed")
+        unhealthy = record.not_a_pass() if isinstance(record, RunRecord) else ""
+        if unhealthy:  # its values would become the floors a healthy machine is held to: as baseline save refuses it
+            raise ValueError(f"{source}: {unhealthy}: a golden machine's run is a picture of a healthy machine; make the "
+                             "profile from runs that passed")
     machines = machines_of(runs, sources)
     _agree(machines, margin)
     days = sorted({(run.run.started_at if isinstance(run, RunRecord) else run.recorded_at)[:10] for run in golden})
