@@ -328,11 +328,14 @@ def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
     [
         (["--max-regression", "3%"], "gpu-accept: --max-regression needs --baseline FILE: "
                                      "it is how far below that baseline a value may fall"),
-        (["--confirm", "-1"], "gpu-accept: --confirm -1: the number of measurements more to make, 0 or more"),
+        (["--confirm", "-1"], "gpu-accept: --confirm -1: the number of measurements more to make, 0 to 10 (a value that misses "
+                              "its criterion 10 times more is no one-off dip)"),
+        (["--confirm", "1" + "0" * 30], "gpu-accept: --confirm 1000000000000000000000000000000: the number of measurements more "
+                                        "to make, 0 to 10 (a value that misses its criterion 10 times more is no one-off dip)"),
         (["--confirm", "twice"], "gpu-accept run: argument --confirm: invalid int value: 'twice' (see gpu-accept run --help)"),
         (["--profile-dir", "/no/such/folder"], "ERROR: gpu-accept: --profile-dir /no/such/folder: no such folder"),
     ],
-    ids=["max-regression-without-baseline", "negative-confirm", "confirm-not-a-number", "missing-profile-dir"],
+    ids=["max-regression-without-baseline", "negative-confirm", "endless-confirm", "confirm-not-a-number", "missing-profile-dir"],
 )
 def test_run_refuses_options_that_cannot_work_in_one_line(tmp_path, options, expected):
     done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), *options)

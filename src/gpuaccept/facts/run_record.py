@@ -275,23 +275,31 @@ def load_results(path: Path | str) -> RunRecord:
         inside = path / "results.json"
         hint = f": pass {inside}" if inside.is_file() else ": pass the results.json gpu-accept run wrote"
         raise _problem(path, "a folder, not a results file" + hint)
-    # the journal before the file: a run rewrites the file, then empties the journal, so a reader
-    # of a run in progress gets a file at least as new as the journal it read
+    record = _read_results(path)
+    if record.complete:
+        return record  # a run that reached its end wrote every test into the file: its journal is not read
+    # the journal before the file again: a run rewrites the file, then empties the journal, so a
+    # reader of a run in progress gets a file at least as new as the journal it read
     journal = journal_of(path)
     try:
-        journal_text = journal.read_text(encoding="utf-8") if journal.is_file() else ""
+        journal_text = read_input_text(journal) if journal.is_file() else ""
     except (OSError, UnicodeDecodeError) as exc:
-        raise _problem(journal, f"cannot read the journal of a run that did not finish: {exc}") from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise _problem(journal, f"cannot read the journal of a run that did not finish: {why}") from None
+    record = _read_results(path)
+    if not record.complete and journal_text:
+        record = merge_journal(record, journal, journal_text)
+    return record
+
+
+def _read_results(path: Path) -> RunRecord:
     try:
         text = read_input_text(path)
     except OSError as exc:
         raise _problem(path, f"cannot read results: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise _problem(path, f"not a gpu-accept results file: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    record = parse_results(text, str(path))
-    if not record.complete and journal_text:
-        record = merge_journal(record, journal, journal_text)
-    return record
+    return parse_results(text, str(path))
 
 
 def parse_results(text: str, name: str) -> RunRecord:
