@@ -10,6 +10,7 @@ import pytest
 from gpuaccept.cli import main
 from gpuaccept.errors import OptionError
 from gpuaccept.facts import save_facts
+from gpuaccept.facts.run_record import load_results
 from gpuaccept.outputs import check_output_folder
 from gpuaccept.profile import load_profile
 from gpuaccept.resources import shipped_dir
@@ -543,3 +544,37 @@ def test_every_command_and_option_says_what_it_does():
             taken = {flag for other in parser._actions for flag in other.option_strings}
             named = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", action.help))
             assert named <= taken, f"{name} --help: {option} names {sorted(named - taken)}, which {name} does not take"
+
+
+SIGNALS_WHILE_WRITING = """
+import os, signal
+import gpuaccept.files as files
+
+written = files.write_atomically
+
+def interrupted_while_writing(path, text):
+    # Ctrl-C, then SIGTERM twice, as the reports are written at the end of the run
+    if str(path).endswith("report.html"):
+        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGTERM):
+            os.kill(os.getpid(), number)
+    written(path, text)
+
+files.write_atomically = interrupted_while_writing
+"""
+
+
+@pytest.mark.slow
+def test_signals_while_the_reports_are_written_wait_for_them(tmp_path):
+    shim = write(tmp_path / "shim" / "sitecustomize.py", SIGNALS_WHILE_WRITING)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shim.parent), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", "run", *RECORDED, "--reports", str(tmp_path / "reports"), "-q"],
+        capture_output=True, text=True, env=environment, timeout=300,
+    )
+    said = done.stdout + done.stderr
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said, said[-3000:]
+    assert done.returncode == 0, said[-3000:]  # every test had ended: the verdict stands
+    assert done.stderr.splitlines()[-1] == ("gpu-accept: SIGINT, SIGTERM, SIGTERM arrived while the reports were written: they "
+                                            "were finished first")
+    assert load_results(tmp_path / "reports" / "results.json").complete
+    assert (tmp_path / "reports" / "report.html").is_file() and (tmp_path / "reports" / "junit.xml").is_file()
