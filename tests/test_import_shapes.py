@@ -239,3 +239,17 @@ def test_a_nic_table_cut_after_its_first_row_is_named_as_damage(tmp_path):
     assert f"{cut}:11: damaged: the table ends without the rows of NIC1: the output is cut here; how the GPUs reach them is " \
         "read from the GPU rows" in lines
     assert import_files([cut]).facts.gpu(6).nics == [NicLink(nic="NIC0", link="PHB"), NicLink(nic="NIC1", link="PHB")]
+
+
+def test_a_listing_cut_inside_a_gpus_links_is_named_and_leaves_them_unknown():
+    # the reference 4xH200's `nvlink -s | head -60`: GPU 3 shows 2 of its 18 links
+    listing = DATA / "reference" / "h200x4" / "nvidia-smi-nvlink-s-head.txt"
+    imported = import_files([listing, DATA / "reference" / "h200x4" / "nvidia-smi-topo-m.txt"])
+    facts = imported.facts
+    assert [len(facts.gpu(g).nvlinks) for g in range(3)] == [18, 18, 18]
+    assert isinstance(facts.gpu(3).nvlinks, Unavailable) and facts.gpu(3).name == "NVIDIA H200"
+    assert f"{listing}:60: damaged: the listing ends inside GPU 3's links (2 shown, another NVIDIA H200 has 18): the output " \
+        "is cut here" in imported.lines()
+    # alone, it does not say the machine has 4 GPUs: more may have followed
+    [line] = refused(listing)
+    assert line.startswith(f"{listing}:60: how many GPUs the machine has cannot be told")
