@@ -402,7 +402,8 @@ def test_a_binary_baseline_is_one_line(tmp_path):
          "--tolerance 'abc' is not a percentage (write 5% or 0.05)"),
         (["run", "--level", "burn-in", "--duration", "abc"],
          "--duration 'abc' is not a duration: write a number with s, m or h (90s, 30m, 2h)"),
-        (["record", "-o", "facts.json", "--confirm", "-1"], "--confirm -1: the number of measurements more to make, 0 or more"),
+        (["record", "-o", "facts.json", "--confirm", "-1"], "--confirm -1: the number of measurements more to make, 0 to 10 (a "
+         "value that misses its criterion 10 times more is no one-off dip)"),
         (["record", "-o", "facts.json", "--measure", "--profile-dir", ""], "--profile-dir: the folder's name is empty"),
         (["cluster", "--out", "out"], "--profile: name the profile of the cluster (a name or a YAML path with a cluster: section); "
          "auto picks by one node's GPUs and knows no cluster"),
