@@ -14,7 +14,7 @@ IMPORTS = DATA / "imports"
 CAPTURES = sorted(IMPORTS.glob("*.txt"))
 # outputs that do not tell what facts need: rows without a header; listings shortened where GPUs may be
 REFUSED = {"h100-multinode-ib-nccl-tests-tagged-fragment.txt", "v100-nvlink-s-uuid-trimmed-links-down.txt",
-           "a100-nvlink-s-dot-elided.txt", "gb200-nvlink-s-elided.txt"}
+           "a100-nvlink-s-dot-elided.txt", "gb200-nvlink-s-elided.txt", "v100-2-hosts-nccl-tests-without-mpi.txt"}
 
 
 def facts_of(*names):

@@ -101,6 +101,14 @@ def test_a_log_without_its_header_that_crashed_is_refused(tmp_path):
                          "header: which sizes it did not reach cannot be told")
 
 
+def test_processes_that_each_ran_their_own_test_are_refused():
+    # nccl-tests built without MPI under mpirun: two headers, and rank 0 on each host
+    path = IMPORTS / "v100-2-hosts-nccl-tests-without-mpi.txt"
+    assert refused(path) == [f"{path}:9: rank 0 is on ip-172-31-20-228 and on ip-172-31-22-230: each process ran a test of its "
+                             "own (nccl-tests built without MPI=1, started by a launcher), so no row measures the job; rebuild "
+                             "it with MPI=1 and run it again"]
+
+
 def test_a_header_of_no_gpus_is_refused(tmp_path):
     none = variant(tmp_path, "rtx5090-2-nccl-tests-all_reduce_perf-crashed.txt", lambda t: t.replace("nGpus 2", "nGpus 0"))
     assert refused(none) == [f"{none}:2: the header says nThread 1 nGpus 0: a run on no GPU; its rows are no measurement of one"]

@@ -18,6 +18,7 @@ ranks only of a run that was one process.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -75,6 +76,7 @@ class Row:
     busbw: float
     wrong: int | None  # None: not validated (N/A), or the older layout's largest error, not a count
     rounding: float = 0.005  # how far algbw and busbw may be from what was measured: half their last printed digit
+    kind: str = ""  # the data type and reduction as printed: "float sum"
 
 
 @dataclass
@@ -109,6 +111,7 @@ class NcclRun:
     out_of_bounds: tuple[int, int] | None = None  # (line, count) where nccl-tests' own data check FAILED
     row_of_size: dict[int, int] = field(default_factory=dict)  # size -> its position in `rows`
     nranks_said: dict[int, int] = field(default_factory=dict)  # NCCL INFO's `nranks N` -> the first line saying it
+    kinds: dict[str, int] = field(default_factory=dict)  # data type and reduction -> first line, where a run has several
     ranks: int = 0  # how many ranks ran, decided once the run is read (count_ranks)
     ranks_told_by: str = ""
     one_process: bool = False  # the rank count is nThread x nGpus of a run that was one process
@@ -269,6 +272,11 @@ def _read_rank(run: NcclRun, number: int, rank: re.Match[str], name: str) -> Non
                                     "a damaged line; it is not used"))
         return
     earlier = next((d for d in run.devices if d.rank == int(index)), None)
+    if earlier is not None and earlier.host != host:
+        # every process is rank 0 of a test of its own: nccl-tests built without MPI=1, started by mpirun or srun
+        raise refuse(name, number, f"rank {index} is on {earlier.host} and on {host}: each process ran a test of its own "
+                     "(nccl-tests built without MPI=1, started by a launcher), so no row measures the job; rebuild it with "
+                     "MPI=1 and run it again")
     if earlier is not None:
         run.findings.append(Finding(name, number, f"rank {index} is listed again (on {host} device {device}; first on "
                                     f"{earlier.host} device {earlier.device}): the first is kept"))
@@ -289,8 +297,9 @@ def _number(text: str) -> float | None:
 def _read_row(run: NcclRun, number: int, tokens: list[str], name: str) -> None:
     size, count, dtype = int(tokens[0]), int(tokens[1]), tokens[2]
     rest = tokens[3:]
+    op = ""
     if rest and _number(rest[0]) is None and rest[0] != "N/A":
-        rest = rest[1:]  # the reduction (sum, none, ...); alltoall leaves it blank in the older layout
+        op, rest = rest[0], rest[1:]  # the reduction (sum, none, ...); alltoall leaves it blank in the older layout
     if run.has_root and len(rest) == 9 and re.fullmatch(r"-?\d+", rest[0]):
         rest = rest[1:]
     values = [value for value in map(_number, rest[:3]) if value is not None]
@@ -308,22 +317,35 @@ def _read_row(run: NcclRun, number: int, tokens: list[str], name: str) -> None:
     known = [w for w in wrong if w is not None]
     total = sum(known) if known and wrong[0] is not None else None
     rounding = max(_half_last_digit(rest[1]), _half_last_digit(rest[2]))
-    row = Row(number, size, count, DTYPES[dtype], values[0], values[1], values[2], total, rounding)
+    row = Row(number, size, count, DTYPES[dtype], values[0], values[1], values[2], total, rounding, f"{dtype} {op}".strip())
     earlier = run.row_of_size.get(size)
     if earlier is not None:
-        # the same size measured twice (two runs in one log): the worse row is the machine's, a
-        # better first figure must not hide it
+        # the same size measured twice: the slower row is the machine's, and wrong elements in
+        # either stand; a better figure must hide neither
         first = run.rows[earlier]
-        worse = row if (row.busbw, -(row.wrong or 0)) < (first.busbw, -(first.wrong or 0)) else first
-        run.findings.append(Finding(name, number, f"{size} bytes appears twice (first at line {first.line}, busbw {first.busbw:g} "
-                                    f"then {row.busbw:g} GB/s): the worse row, line {worse.line}, is kept"))
-        run.rows[earlier] = worse
+        slower = row if row.busbw < first.busbw else first
+        merged = dataclasses.replace(slower, wrong=_worst_wrong(first.wrong, row.wrong))
+        if row.kind == first.kind:  # one kind measured twice: two runs in one log
+            run.findings.append(Finding(name, number, f"{size} bytes appears twice (first at line {first.line}, busbw "
+                                        f"{first.busbw:g} then {row.busbw:g} GB/s): the slower row, line {slower.line}, is kept"))
+        else:  # -d all, -o all: each size once per data type and reduction
+            run.kinds.setdefault(row.kind, number)
+            run.kinds.setdefault(first.kind, first.line)
+        run.rows[earlier] = merged
         return
     if len(run.rows) >= MAX_ROWS:
         raise refuse(name, number, f"more than {MAX_ROWS} sizes in one run: no nccl-tests sweep of a machine has as many; "
                      "a damaged or generated log")
     run.row_of_size[size] = len(run.rows)
     run.rows.append(row)
+
+
+def _worst_wrong(first: int | None, second: int | None) -> int | None:
+    """Wrong elements of one size measured twice: any counted stands; else unknown where either is."""
+    counted = [w for w in (first, second) if w is not None]
+    if any(counted):
+        return max(counted)
+    return None if None in (first, second) else 0
 
 
 def _half_last_digit(text: str) -> float:
@@ -363,6 +385,10 @@ def _finish(run: NcclRun, text: TextFile, several: tuple[int, str] | None) -> No
         run.findings.append(Finding(text.name, run.line, f"the log ends {after} without nccl-tests' closing lines "
                                     "(# Avg bus bandwidth): the sizes it did not reach are unknown"))
     _count_ranks(run, text, several)
+    if run.kinds:
+        run.findings.append(Finding(text.name, run.line, f"each size was measured in {len(run.kinds)} data types or reductions "
+                                    f"({', '.join(run.kinds)}): each is judged by its slowest row, its wrong elements by any",
+                                    damaged=False))
     if run.old_layout and run.rows:
         run.findings.append(Finding(text.name, run.line, "the older layout reports the largest error, not a count of wrong "
                                     "elements: whether results were right is not established", damaged=False))
