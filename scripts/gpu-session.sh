@@ -65,14 +65,27 @@
 #                against scripts/calibration/fit.yaml (floors at 1), and `gpu-accept profile init
 #                --margin 0.9` from it over the model's base (the per-GPU loads, burn-in and health
 #                limits); every later run_suite of the call without --profile uses it
-#   loads        the per-GPU loads (suites/test_compute.py) with --profile auto and -n <GPUs>:
+#   loads        the per-GPU loads (suites/test_compute.py) with --profile auto, every GPU at once:
 #                LOADS_RUNS (default 5) healthy runs (their
 #                values per GPU, and floors from them: scripts/calibrate_compute.py), the GEMM/HBM
-#                reference bench (bench/gemm_reference.py), serial against -n <GPUs>
-#                (bench/pergpu_parallel.py), and a second GEMM load on the last GPU, which must fail
-#                that GPU's GEMM test(s) and no other GPU's; the GEMM's timing window
+#                reference bench (bench/gemm_reference.py), and a second GEMM load on the last GPU,
+#                which must fail that GPU's GEMM test(s) and no other GPU's; the GEMM's timing window
 #                (bench/gemm_window.py); one memory bit flipped on the last GPU
 #                (GPUACCEPT_INJECT_MEMTEST_FLIP): only its test_memtest fails; on 1, 2, 4 or 8 GPUs
+#   derived      the shipped profiles out of the way: `gpu-accept profile derive` (this machine, from
+#                the catalogue alone) to $OUT/derived-TAG.yaml, a healthy whole run with --profile
+#                derived (must pass), then the drills against the written profile: NCCL_P2P_DISABLE=1,
+#                NCCL_MAX_NCHANNELS=1 (on 2+ GPUs) and a GEMM load on the last GPU; each run's facts
+#                are judged again (--facts, no GPU) against the profile --profile auto picks (the
+#                shipped one where one matches) and the failed tests of both compared
+#                (scripts/derived_compare.py). About 4-5 minutes on 2 GPUs
+#   run-time     bench/run_time.py: the standard run and the quick level (and health-check, and the
+#                probe alone) of this checkout beside the previous commit's, whose tree `python
+#                bench/run_time.py prepare --ref REF` put in .prev/ (carried, git-ignored) before the
+#                call; then this checkout on 1, 2 and 4 of the GPUs, and both under -n <GPUs>, as
+#                RUN_TIME_BUDGET_S (default: what is left of the session's budget, at most 480 s)
+#                allows: wall times, where each run's time went, ratios, 8 GPUs projected. Writes
+#                run-time-TAG.md, .json and .tar.gz (every run's results.json and output)
 #
 # The wheels it installs come from scripts/fetch-wheels.sh (run here, before the device call).
 #
@@ -305,6 +318,42 @@ for stage in "$@"; do
     python3 scripts/run_digest.py $(ls "$work"/{nop2p,onechannel,hog,hidden,dip,stop}/results.json 2>/dev/null) | tee -a "$log"
     tar -czf "$OUT/drills-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d {nop2p,onechannel,hog,hidden,dip,stop}/results.json 2>/dev/null)
     ;;
+  derived)
+    gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
+    derived_yaml="$OUT/derived-$tag.yaml"
+    say "profile derive: this machine's profile from the catalogue alone"
+    gpu-accept profile derive -o "$derived_yaml" 2>&1 | tee -a "$log"
+    if enough 90 "healthy run with --profile derived"; then
+      say "healthy whole run, --profile derived (no profile folder searched): must pass"
+      LINES_PER_RUN=30 run_suite derived-healthy --profile derived
+      grep -m1 "^gpu-accept: profile" "$work/derived-healthy.out" | tee -a "$log"
+    fi
+    # each drill: (name, the tests it runs, its environment); the GEMM load is started around its run
+    drill_names=(nop2p onechannel hog); drill_tests=("busbw or pair_busbw or ddp" "busbw" "")
+    drill_envs=("NCCL_P2P_DISABLE=1" "NCCL_MAX_NCHANNELS=1" "")
+    for i in 0 1 2; do
+      name=${drill_names[$i]}; tests=${drill_tests[$i]}
+      if [ "$gpus" -lt 2 ] && [ "$name" != hog ]; then say "derived $name: skipped, one GPU has no collectives"; continue; fi
+      enough 100 "derived drill $name" || continue
+      selection=(); [ -n "$tests" ] && selection=(-k "$tests")
+      if [ "$name" = hog ]; then
+        say "a competing GEMM load on GPU$last against the derived profile"
+        python3 scripts/gemm_load.py --gpu "$last" > "$work/gemm-derived.out" 2>&1 &
+        hog=$!; sleep 5
+      else
+        say "${drill_envs[$i]} against the derived profile"
+      fi
+      # in a subshell: the drill's variable reaches this run only
+      ( [ -n "${drill_envs[$i]}" ] && export "${drill_envs[$i]}"; LINES_PER_RUN=40 run_suite "derived-$name" --profile "$derived_yaml" "${selection[@]}" )
+      [ "$name" = hog ] && { kill $hog; wait $hog 2>/dev/null; }
+      # the same measurements judged by the profile --profile auto picks: the shipped one where one matches
+      gpu-accept run --facts "$work/derived-$name/facts.json" --reports "$work/derived-$name-auto" -q "${selection[@]}" \
+        > "$work/derived-$name-auto.out" 2>&1
+      python3 scripts/derived_compare.py "$name" "$work/derived-$name/results.json" "$work/derived-$name-auto/results.json" 2>&1 | tee -a "$log"
+    done
+    python3 scripts/run_digest.py $(ls "$work"/derived-*/results.json 2>/dev/null) | tee -a "$log"
+    tar -czf "$OUT/derived-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d derived-*/results.json derived-*/facts.json derived-*/*.yaml 2>/dev/null)
+    ;;
   killed)
     gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
     say "a run killed with SIGKILL while gpu$last's GEMM load hangs (GPUACCEPT_INJECT_HANG): its workers must end by themselves"
@@ -508,12 +557,10 @@ PY
     ;;
   loads)
     gpus=$(nvidia-smi -L | wc -l); last=$((gpus - 1))
-    # one GPU per pytest-xdist worker, as a user runs them (bench/pergpu_parallel.py times serial too)
-    parallel=(); [ "$gpus" -gt 1 ] && parallel=(-n "$gpus")
     for i in $(seq 1 "${LOADS_RUNS:-5}"); do
       enough 45 "per-GPU load run $i" || break
-      say "per-GPU load run $i with --profile auto ${parallel[*]}"
-      LINES_PER_RUN=30 run_suite "loads$i" -k test_compute "${parallel[@]}"
+      say "per-GPU load run $i with --profile auto (every GPU at once)"
+      LINES_PER_RUN=30 run_suite "loads$i" -k test_compute
     done
     say "floors from the healthy runs"
     python3 scripts/calibrate_compute.py "$work"/loads*/results.json 2>&1 | tee -a "$log" | tee "$OUT/calibrate-compute-$tag.txt"
@@ -524,12 +571,6 @@ PY
     if enough 60 "GEMM timing window"; then
       say "GEMM TFLOP/s over 50 and 500 products, gpu-accept's and plain variants (bench/gemm_window.py)"
       python3 bench/gemm_window.py --gpu 0 --markdown "$OUT/gemm-window-$tag.md" 2>&1 | tee -a "$log"
-    fi
-    if [ "$gpus" -lt 2 ]; then
-      say "per-GPU tests serial against -n: skipped, one GPU has nothing to run beside it"
-    elif enough 150 "per-GPU tests serial against -n $gpus"; then
-      say "per-GPU tests: serial against -n $gpus"
-      python3 bench/pergpu_parallel.py --gpus "$gpus" --markdown "$OUT/pergpu-parallel-$tag.md" 2>&1 | tee -a "$log"
     fi
     if enough 60 "a second GEMM load on GPU$last"; then
       say "a second GEMM load on GPU$last: its GEMM throughput (and, on 2+ GPUs, within-best) must fail, no other GPU's test"
@@ -542,7 +583,7 @@ PY
     fi
     if enough 60 "one memory bit flipped on GPU$last"; then
       say "GPUACCEPT_INJECT_MEMTEST_FLIP=gpu$last: its memory test must fail with 1 mismatch, no other GPU's"
-      GPUACCEPT_INJECT_MEMTEST_FLIP=gpu$last LINES_PER_RUN=30 run_suite memflip -k "test_memtest" "${parallel[@]}"
+      GPUACCEPT_INJECT_MEMTEST_FLIP=gpu$last LINES_PER_RUN=30 run_suite memflip -k "test_memtest"
       only_last_failed "one bit flipped" memflip test_memtest
     fi
     tar -czf "$OUT/loads-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d loads*/results.json loads*/facts.json loadhog/results.json memflip/results.json 2>/dev/null)
@@ -649,6 +690,20 @@ PY
     esac
     [ -n "$base" ] && sed -i "0,/^schema: 1\$/s//schema: 1\nextends: bases\/$base/" "$work/fitted.yaml"
     cp "$work/fitted.yaml" "$OUT/$tag-fitted.yaml" 2>/dev/null
+    ;;
+  run-time)
+    if [ ! -f .prev/pyproject.toml ]; then
+      say "run-time: skipped: no .prev/ (python bench/run_time.py prepare --ref REF, and carry .prev)"
+      continue
+    fi
+    # the previous commit beside this one, with the same wheels (its own gpuaccept first on PYTHONPATH)
+    python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site-prev .prev >/dev/null || { say "run-time: the previous commit did not install"; continue; }
+    allowed=${RUN_TIME_BUDGET_S:-$(( $(time_left) < 480 ? $(time_left) : 480 ))}
+    say "run-time: this checkout beside commit $(cat .prev/REVISION 2>/dev/null || echo '?'), ${allowed}s"
+    fitted=(); [ -f "$work/fitted.yaml" ] && fitted=(--profile "$work/fitted.yaml")
+    python3 bench/run_time.py measure --previous-site /tmp/site-prev --out "$OUT" --tag "$tag" --budget-s "$allowed" \
+      "${fitted[@]}" 2>&1 | tee -a "$log"
     ;;
   *) say "unknown stage $stage" ;;
   esac

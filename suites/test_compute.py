@@ -1,8 +1,9 @@
 """The per-GPU loads: sustained GEMM (throughput, against the machine's best GPU, correctness), HBM
 copy and triad bandwidth, and a memory pattern test over most of each GPU's free memory.
 
-Each test loads its own GPU only (`needs(..., per_gpu=True)`), so under `pytest -n N` the GPUs are
-loaded by N workers at once; the comparison with the best GPU waits for every GPU's GEMM."""
+Each test judges its own GPU only (`needs(..., per_gpu=True)`); the first test that asks loads every
+GPU of the machine at once, each GPU's values its own; the comparison with the best GPU reads every
+GPU's GEMM."""
 
 import pytest
 

@@ -269,7 +269,7 @@ def test_a_folder_without_write_permission_is_refused_unless_it_takes_a_file_any
 @pytest.mark.slow
 def test_run_refuses_a_baseline_it_cannot_save_before_anything_runs(tmp_path):
     done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), "--save-baseline", "/sys/base.json")
-    assert one_error_line(done).startswith("ERROR: gpu-accept: --save-baseline /sys/base.json: cannot write in /sys (")
+    assert one_error_line(done).startswith("gpu-accept: --save-baseline /sys/base.json: cannot write in /sys (")
     assert list(tmp_path.iterdir()) == []
 
 

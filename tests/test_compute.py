@@ -10,8 +10,9 @@ from gpuaccept.checks import compute
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, Measurements, MemtestResult, StepFailure
 from gpuaccept.profile import load_profile
-from gpuaccept.stages.compute import compute_plan, gpu_environment
+from gpuaccept.stages.compute import compute_plan, visible_gpu
 from gpuaccept.stages.locks import Busy, GpuLocks
+from gpuaccept.stages.registry import STAGES
 from gpuaccept.stages.store import MeasurementStore
 from gpuaccept.vocabulary.steps import LoadKey, parse_step_key
 from tests.helpers import example_facts, write
@@ -188,50 +189,79 @@ def test_each_gpu_gets_its_own_plan_and_sees_only_its_gpu(profile):
         "gemm": profile.spec.compute.gemm.model_copy(update={"repeats": 50})})}), 3).steps[0].timeout_s == 20.0  # the minimum
     only = compute_plan(profile.spec, 3, only={LoadKey("hbm_triad", 3)})
     assert [step.kind for step in only.steps] == ["hbm"]
-    assert gpu_environment({}, 2)["CUDA_VISIBLE_DEVICES"] == "2"
-    assert gpu_environment({"CUDA_VISIBLE_DEVICES": "4,5,6,7"}, 2)["CUDA_VISIBLE_DEVICES"] == "6"
+    assert visible_gpu({}, 2) == "2"
+    assert visible_gpu({"CUDA_VISIBLE_DEVICES": "4,5,6,7"}, 2) == "6"
 
 
 class FakeLoads:
     """Stands in for the compute stage: healthy results for the GPUs asked, a slow gpu1 at first."""
 
-    def __init__(self, slow_first: float | None = None):
+    def __init__(self, slow_first: float | None = None, slow_always: bool = False):
         self.asked: list[tuple[list[int] | None, set | None]] = []
         self.slow_first = slow_first
+        self.slow_always = slow_always  # measured again, still slow: a GPU that is slow, not a dip
 
     def __call__(self, stage, facts, profile, gpus, only=None, attempt=0):
         assert stage.name == "compute"
         self.asked.append((gpus, only))
         results = []
         for gpu in gpus:
-            tflops = self.slow_first if (gpu == 1 and attempt == 0 and self.slow_first) else 750.0
+            slow = gpu == 1 and self.slow_first and (attempt == 0 or self.slow_always)
+            tflops = self.slow_first if slow else 750.0
             results += healthy(gpu, tflops=tflops) if only is None else [gemm(gpu, tflops=tflops)]
         return Measurements(compute=sweep(results, gpus=gpus))
 
 
-def test_the_store_measures_each_gpu_once_and_its_own_gpu_first(tmp_path, monkeypatch, profile):
-    store = MeasurementStore(tmp_path, live=True, own_gpu=6)  # gw6 on a 4-GPU machine: gpu2
+def test_the_first_ask_loads_every_gpu_at_once_and_none_twice(tmp_path, monkeypatch, profile):
+    store = MeasurementStore(tmp_path, live=True)
     loads = FakeLoads()
     monkeypatch.setattr(store, "_measure", loads)
-    one = store.with_stage("compute", PROBED, profile, [0])
-    assert [gpus for gpus, _ in loads.asked] == [[2], [0]]
-    assert sorted(one.measurements.compute.gpus) == [0]  # the facts of what was asked
+    one = store.with_stage("compute", PROBED, profile, [2])  # one GPU's test asks first: every GPU is loaded
+    assert loads.asked == [([0, 1, 2, 3], None)]
+    assert sorted(path.name for path in tmp_path.glob("compute-*.json")) == ["compute-gpu0-gpu1-gpu2-gpu3.json"]
+    assert one.measurements.compute.result(LoadKey("gemm", 2)).tflops == 750.0
     every = store.with_stage("compute", PROBED, profile)
-    assert [gpus for gpus, _ in loads.asked] == [[2], [0], [1], [3]]  # nothing measured twice
+    assert loads.asked == [([0, 1, 2, 3], None)]  # nothing measured twice
     assert every.measurements.compute.gpus == [0, 1, 2, 3] and failed_tests(profile, every) == set()
     assert store.collected().compute.gpus == [0, 1, 2, 3]
 
 
-def test_a_gemm_dip_is_measured_again_on_its_gpu_only_and_passes_as_transient(tmp_path, monkeypatch, profile):
+def test_a_gpu_slower_than_its_siblings_loaded_beside_them_fails_its_own_tests_only(tmp_path, monkeypatch, profile):
+    store = MeasurementStore(tmp_path, live=True)
+    monkeypatch.setattr(store, "_measure", FakeLoads(slow_first=350.0, slow_always=True))  # a competing GEMM on gpu1
+    facts = store.with_stage("compute", PROBED, profile, [0])
+    assert failed_tests(profile, facts) == {"gemm_throughput[gpu1]", "gemm_within_best[gpu1]"}
+    assert compute.gemm_throughput(profile, facts, 1).attempts == [350.0, 350.0, 350.0]  # measured again twice, alone
+
+
+def test_a_gemm_dip_is_measured_again_beside_its_siblings_and_passes_as_transient_on_its_gpu_only(tmp_path, monkeypatch, profile):
     store = MeasurementStore(tmp_path, live=True)
     loads = FakeLoads(slow_first=600.0)  # below the 660 floor, by less than a dip may be
     monkeypatch.setattr(store, "_measure", loads)
     facts = store.with_stage("compute", PROBED, profile)
-    # gpu1's GEMM alone, measured again right after gpu1's loads, before gpu2's
-    assert loads.asked[:4] == [([0], None), ([1], None), ([1], {LoadKey("gemm", 1)}), ([2], None)]
+    # every GPU at once, then the GEMM again on every GPU, as gpu1's was first measured beside its
+    # siblings' loads; only gpu1's kept
+    assert loads.asked == [([0, 1, 2, 3], None), ([0, 1, 2, 3], {LoadKey("gemm", gpu) for gpu in range(4)})]
+    (again,) = facts.measurements.rounds
+    assert again.keys == [LoadKey("gemm", 1)] and [r.key for r in again.measurements.compute.results] == [LoadKey("gemm", 1)]
     verdict = compute.gemm_throughput(profile, facts, 1)
     assert verdict.outcome is Outcome.PASSED and verdict.transient and verdict.attempts == [600.0, 750.0]
     assert compute.gemm_throughput(profile, facts, 0).attempts == []
+
+
+def test_under_xdist_a_worker_loads_the_gpus_no_other_holds_and_reads_the_others(tmp_path, monkeypatch, profile):
+    first, second = MeasurementStore(tmp_path, live=True), MeasurementStore(tmp_path, live=True)  # two xdist workers
+    loads = FakeLoads()
+    monkeypatch.setattr(first, "_measure", loads)
+    monkeypatch.setattr(second, "_measure", loads)
+    with second.locks.gpu(1):  # the second worker loads gpu1 now
+        first.with_stage("compute", PROBED, profile, [0])
+        assert loads.asked == [([0, 2, 3], None)]  # the rest at once, gpu1 left to its holder
+        second._load(STAGES["compute"], PROBED, profile, [1])
+    assert loads.asked == [([0, 2, 3], None), ([1], None)]
+    facts = first.with_stage("compute", PROBED, profile, [1])  # gpu1 is read, not loaded again
+    assert loads.asked == [([0, 2, 3], None), ([1], None)] and facts.measurements.compute.gpus == [1]
+    assert first.collected().compute.gpus == [0, 1, 2, 3]
 
 
 def test_per_gpu_stages_share_the_machine_and_a_fabric_stage_waits_for_all_of_them(tmp_path):
@@ -278,6 +308,16 @@ class RecordingLocks:
     def gpu(self, index, wait=True):
         return self._holding(f"machine, shared; gpu{index}, alone")
 
+    def free_gpus(self, indices):
+        import contextlib
+
+        @contextlib.contextmanager
+        def hold():
+            with self._holding(f"machine, shared; {', '.join(f'gpu{index}' for index in indices)}, each alone"):
+                yield list(indices)
+
+        return hold()
+
 
 def test_the_store_measures_fabric_stages_alone_and_each_gpu_under_its_own_lock(tmp_path, monkeypatch, profile):
     store = MeasurementStore(tmp_path, live=True)
@@ -290,7 +330,7 @@ def test_the_store_measures_fabric_stages_alone_and_each_gpu_under_its_own_lock(
     monkeypatch.setattr(store, "_measure", measure)
     store.with_stage("copies", PROBED, profile)
     store.with_stage("compute", PROBED, profile, [1])
-    assert locks.seen == [("copies", "machine, alone"), ("compute", "machine, shared; gpu1, alone")]
+    assert locks.seen == [("copies", "machine, alone"), ("compute", "machine, shared; gpu0, gpu1, gpu2, gpu3, each alone")]
 
 
 def test_the_store_loads_nothing_for_a_gpu_not_under_test_or_a_profile_without_loads(tmp_path, monkeypatch, profile):
@@ -298,8 +338,8 @@ def test_the_store_loads_nothing_for_a_gpu_not_under_test_or_a_profile_without_l
     loads = FakeLoads()
     monkeypatch.setattr(store, "_measure", loads)
     facts = store.with_stage("compute", PROBED, profile, [5])  # a 4-GPU machine: no gpu5 to load
-    assert loads.asked == []
+    assert loads.asked == [([0, 1, 2, 3], None)]  # the machine's own GPUs, at once
     verdict = compute.gemm_correct(profile, facts, 5)
     assert verdict.outcome is Outcome.FAILED and verdict.message == "gpu5: gpu5 not loaded: 4 GPU(s) under test (profile loads)"
     bare = profile.__class__(profile.name, profile.path, profile.spec.model_copy(update={"compute": None}))
-    assert store.with_stage("compute", PROBED, bare, [0]) is PROBED and loads.asked == []
+    assert store.with_stage("compute", PROBED, bare, [0]) is PROBED and loads.asked == [([0, 1, 2, 3], None)]

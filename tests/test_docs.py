@@ -114,8 +114,8 @@ NEEDS_ANOTHER_MACHINE = {
     "gpu-accept torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint node01:29400 --rdzv-id "
     "accept-$(date +%Y%m%d) -- --profile examples/profiles/cluster-h100-8-ndr.yaml --out reports/cluster":
         "two 8-GPU nodes (tests/test_cluster_live.py runs two nodes on gloo)",
-    "gpu-accept run --metrics /var/lib/node_exporter/textfile/gpu-accept.prom": "probes this machine, writes node_exporter's folder",
-    "gpu-accept health-check --metrics /var/lib/node_exporter/textfile/gpu-accept.prom":
+    "gpu-accept run --metrics /var/lib/node_exporter/textfile/gpu-accept-run.prom": "probes this machine, writes node_exporter's folder",
+    "gpu-accept health-check --metrics /var/lib/node_exporter/textfile/gpu-accept-health.prom":
         "probes this machine, writes node_exporter's folder (tests/test_metrics.py)",
     "gpu-accept burn-in --duration 2h --metrics /var/lib/node_exporter/textfile/gpu-accept-burnin.prom": "a 2-hour burn-in",
     "gpu-accept health-check --on-fail drain": "drains a Slurm node (tests/test_slurm.py runs it under slurmd)",

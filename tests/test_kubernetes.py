@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import kubernetes_validate
 import pytest
 import yaml
 from kubernetes.client import ApiClient
@@ -51,6 +52,20 @@ def test_every_manifest_is_valid_kubernetes(path):
     for document in documents(path):
         assert validated(document) == document, f"{path.name}: {document['kind']} has fields the API does not know"
         assert document["metadata"]["name"]
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(KUBERNETES)))
+def test_every_manifest_passes_kubernetes_validate_strict(path):
+    """kubernetes-validate --strict: the API's OpenAPI schema, no field it does not know."""
+    for document in documents(path):
+        assert kubernetes_validate.validate(document, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_kubernetes_validate_refuses_an_unknown_field():
+    job = copy.deepcopy(documents(KUBERNETES / "job-acceptance.yaml")[0])
+    job["spec"]["template"]["spec"]["containers"][0]["resource"] = {}  # resources, misspelt
+    with pytest.raises(kubernetes_validate.ValidationError, match="'resource' was unexpected"):
+        kubernetes_validate.validate(job, kubernetes_validate.latest_version(), strict=True)
 
 
 def test_the_validation_refuses_an_unknown_field_and_a_missing_required_one():
@@ -146,25 +161,34 @@ def test_npd_loads_the_plugin_from_the_configmap_and_reads_the_status_the_daemon
     assert volumes["state"]["hostPath"]["path"] in paths
 
 
+def this_environment() -> dict[str, str]:
+    """os.environ without the settings of the scripts under test: a host set up with them (its state or
+    textfile folder) is never read or written by a test."""
+    return {key: value for key, value in os.environ.items() if not key.startswith("GPU_ACCEPT")}
+
+
 def plugin(status: Path, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(["sh", str(NPD / "gpu-accept-status.sh")], capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "GPU_ACCEPT_STATUS": str(status), **env})
+                          env={**this_environment(), "GPU_ACCEPT_STATUS": str(status), **env})
 
 
-LONG_FAIL = ("1 gpu-accept health-check: FAIL: gpu-accept: test_p2p_cuda_agrees[gpu0-gpu1,gpu0-gpu2,gpu0-gpu3,gpu1-gpu0] "
-             "(+8 more; exit 1, profile h200-4-nvswitch)\n")
+LONG_FAIL = ("1 test_p2p_cuda_agrees[gpu0-gpu1,gpu0-gpu2,gpu0-gpu3,gpu1-gpu0] (+8 more; gpu-accept exit 1, profile "
+             "h200-4-nvswitch)\n")
 
 
 @pytest.mark.parametrize(
     "status, code, message",
     [
         (None, 2, "gpu-accept: no check has run on this node yet"),
-        ("0 gpu-accept health-check: PASS\n", 0, "gpu-accept: quick check passed"),
-        (LONG_FAIL, 1, "gpu-accept: test_p2p_cuda_agrees[gpu0-gpu1,gpu0-gpu2,gpu0-gpu3,gpu1-g"),
-        ("2 gpu-accept health-check: COULD NOT JUDGE: gpu-accept: could not judge the node\n", 2,
-         "gpu-accept: could not judge the node (exit 2)"),
+        ("0 passed\n", 0, "gpu-accept: quick check passed"),
+        (LONG_FAIL, 1, "test_p2p_cuda_agrees[gpu0-gpu1,gpu0-gpu2,gpu0-gpu3,gpu1-gpu0] (+8 more; gpu-acce"),
+        ("2 could not judge: no NVIDIA driver found: NVML could not start (NVML Shared Library Not Found) (gpu-accept\n", 2,
+         "could not judge: no NVIDIA driver found: NVML could not start (NVML Shared Libra"),
+        ("2 could not judge: the run that began at 2026-11-27T10:00:00+00:00 has not finished\n", 2, "could not judge: the run"),
+        ("\x1b]0;owned\x07 1 x\n", 2, "gpu-accept: "),
+        ("1 \x1b[2Jtest_gpu_model[gpu3] \u00e9\u202e (gpu-accept exit 1)\n", 1, "[2Jtest_gpu_model[gpu3]  (gpu-accept exit 1)"),
     ],
-    ids=["no-check-yet", "passed", "failed", "could-not-judge"],
+    ids=["no-check-yet", "passed", "failed", "could-not-judge", "killed", "garbage", "escape-sequences"],
 )
 def test_the_plugin_speaks_npds_protocol(tmp_path, status, code, message):
     path = tmp_path / "status"
@@ -173,7 +197,17 @@ def test_the_plugin_speaks_npds_protocol(tmp_path, status, code, message):
     done = plugin(path)
     assert done.returncode == code
     lines = done.stdout.splitlines()
+    # one line of printable ASCII: NPD cuts the message at 80 bytes, which is then 80 whole characters
     assert len(lines) == 1 and len(lines[0]) <= 80 and lines[0].startswith(message), lines
+    assert lines[0].isascii() and lines[0].isprintable()
+
+
+def test_the_condition_is_neutral_until_a_check_has_run():
+    """NPD shows the default condition (status False) from its start until the plugin's first answer,
+    and keeps the default reason for an Unknown status: neither may say that a check passed."""
+    [default] = plugin_config()["conditions"]
+    words = f"{default['reason']} {default['message']}".lower()
+    assert "pass" not in words and "healthy" not in words and "ok" not in words.split()
 
 
 def test_a_check_that_stopped_running_is_unknown_not_ok(tmp_path):
@@ -191,14 +225,14 @@ def test_a_failed_check_in_the_daemonset_becomes_the_nodes_condition(tmp_path):
     GPUs missing: a check fails), then NPD's plugin reading what it left."""
     shim = write(tmp_path / "bin" / "gpu-accept", f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@"\n')
     shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "GPUACCEPT_NVML_REPLAY": REPLAY,
+    env = {**this_environment(), "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "GPUACCEPT_NVML_REPLAY": REPLAY,
            "GPU_ACCEPT_STATE": str(tmp_path / "state"), "GPU_ACCEPT_ONCE": "1", "GPU_ACCEPT_PROFILE": "h200-8-nvswitch",
            "GPU_ACCEPT_METRICS": str(tmp_path / "textfile" / "gpu-accept.prom")}
     loop = subprocess.run(["sh", str(KUBERNETES / "periodic-health-check.sh")], capture_output=True, text=True, env=env, timeout=300)
     assert loop.returncode == 1, loop.stderr
     assert (tmp_path / "state" / "health" / "results.json").is_file() and (tmp_path / "textfile" / "gpu-accept.prom").is_file()
     done = plugin(tmp_path / "state" / "status")
-    assert done.returncode == 1 and done.stdout.startswith("gpu-accept: test_") and "test_gpu_count" in done.stdout, done.stdout
+    assert done.returncode == 1 and done.stdout == "test_gpu_count (+142 more; gpu-accept exit 1, profile h200-8-nvswitch)\n"
 
 
 @pytest.mark.slow
@@ -208,12 +242,28 @@ def test_a_node_that_could_not_be_judged_is_unknown_to_npd(tmp_path):
     shows as Unknown, never as a healthy node."""
     shim = write(tmp_path / "bin" / "gpu-accept", f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@"\n')
     shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "GPUACCEPT_NVML_REPLAY": REPLAY,
+    env = {**this_environment(), "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "GPUACCEPT_NVML_REPLAY": REPLAY,
            "GPU_ACCEPT_STATE": str(tmp_path / "state"), "GPU_ACCEPT_ONCE": "1", "GPU_ACCEPT_PROFILE": "h200-4-nvswitch"}
     loop = subprocess.run(["sh", str(KUBERNETES / "periodic-health-check.sh")], capture_output=True, text=True, env=env, timeout=300)
     assert loop.returncode == 2, loop.stderr
     done = plugin(tmp_path / "state" / "status")
-    assert done.returncode == 2 and done.stdout.startswith("gpu-accept: could not judge the node (exit 2)"), done.stdout
+    assert done.returncode == 2 and done.stdout.startswith("could not judge: test_p2p_cuda_agrees[gpu0-gpu1] (+11 more;"), done.stdout
+
+
+@pytest.mark.slow
+def test_a_check_that_could_not_start_is_unknown_with_its_cause(tmp_path):
+    """A node without a driver: the check judges nothing (exit 2) and NPD's message says why."""
+    from tests.test_cli import without_driver
+
+    shim = write(tmp_path / "bin" / "gpu-accept", f'#!/bin/sh\nexec "{sys.executable}" -m gpuaccept "$@"\n')
+    shim.chmod(0o755)
+    bare = {key: value for key, value in without_driver(tmp_path).items() if not key.startswith("GPU_ACCEPT")}
+    env = {**bare, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
+           "GPU_ACCEPT_STATE": str(tmp_path / "state"), "GPU_ACCEPT_ONCE": "1"}
+    loop = subprocess.run(["sh", str(KUBERNETES / "periodic-health-check.sh")], capture_output=True, text=True, env=env, timeout=300)
+    assert loop.returncode == 2, loop.stderr
+    done = plugin(tmp_path / "state" / "status")
+    assert done.returncode == 2 and done.stdout.startswith("could not judge: no NVIDIA driver found: NVML could not start"), done.stdout
 
 
 def test_the_scripts_parse():

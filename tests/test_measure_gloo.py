@@ -116,15 +116,26 @@ def test_a_slow_import_of_torch_is_no_stalled_rank(tmp_path):
     (failure,) = with_torch_that_imports(tmp_path, source, stalled_s=5).failures
     assert failure.message == "start-up: rank 0: ImportError: this torch is slow, then broken", failure.message
 
+def wait_until_waiting(workers: Workers) -> None:
+    """Until every rank is forked and waits for its plan: its log says so, and the process that forked
+    it has written its pid (a rank forked on a loaded machine can print before its parent writes it:
+    until then a rank's pid is its forker's)."""
+    deadline = time.monotonic() + 120
+
+    def waiting(rank: int) -> bool:
+        log = workers.workdir / f"rank{rank}.log"
+        return (workers.workdir / f"rank{rank}.pid").exists() and log.exists() and WAITING_MARK in log.read_text()
+
+    while not all(waiting(rank) for rank in range(workers.ranks)):
+        assert time.monotonic() < deadline, "workers never got to waiting"
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 def test_workers_started_ahead_run_a_plan_given_later():
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
     workers = Workers(2)
-    logs = [workers.workdir / f"rank{rank}.log" for rank in range(2)]
-    deadline = time.monotonic() + 120
-    while not all(WAITING_MARK in log.read_text() for log in logs):  # the plan comes while they wait
-        assert time.monotonic() < deadline, "workers never got to waiting"
-        time.sleep(0.05)
+    wait_until_waiting(workers)  # the plan comes while they wait
     events: list[dict] = []
     outcome = run_plan(Plan(steps=[step], backend="gloo"), 2, workers=workers, on_event=events.append)
     assert outcome.failures == [] and outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 0
@@ -255,11 +266,7 @@ def test_a_stopped_worker_is_named_by_its_heartbeat_not_waited_for():
     # the rank left running beats every second: 10 s without a beat spares it a loaded machine's pauses
     plan = Plan(steps=[step, pairwise], backend="gloo", stalled_s=10)
     workers = Workers(2)
-    logs = [workers.workdir / f"rank{rank}.log" for rank in range(2)]
-    deadline = time.monotonic() + 120
-    while not all(WAITING_MARK in log.read_text() for log in logs):
-        assert time.monotonic() < deadline, "workers never got to waiting"
-        time.sleep(0.05)
+    wait_until_waiting(workers)
     os.kill(workers.processes[1].pid, signal.SIGSTOP)  # as a user's drill does: the rank is frozen
     outcome = run_plan(plan, 2, workers=workers, max_restarts=0)
     # a start-up failure: every step fails with it, each covering its own values

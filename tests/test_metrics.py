@@ -9,8 +9,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuaccept.cli import main
+from gpuaccept.facts import run_verdict
 from gpuaccept.facts.run_record import load_results
-from gpuaccept.report.metrics import render_metrics, render_not_judged, subject_labels
+from gpuaccept.report.metrics import render_metrics, render_run_metrics, subject_labels
 from tests.helpers import EXAMPLES, with_verdict
 
 RESULTS = EXAMPLES.parent / "results"
@@ -103,9 +104,86 @@ def test_labels_come_from_the_test_id(test_id, labels):
 
 
 def test_a_run_that_left_no_results_says_it_could_not_judge():
-    families = parsed(render_not_judged("node7", "", 1795573136.0))
-    assert sample(families, "gpu_accept_run_exit_code", host="node7").value == 2
+    verdict = run_verdict.could_not_judge("no NVIDIA driver found", host="node7", started_at="2026-11-27T10:00:00+00:00",
+                                          finished_at="2026-11-27T10:00:01+00:00")
+    families = parsed(render_run_metrics("health-check", verdict, None))
+    assert sample(families, "gpu_accept_run_exit_code", host="node7", command="health-check").value == 2
     assert sample(families, "gpu_accept_run_passed", host="node7").value == 0
+    assert sample(families, "gpu_accept_run_in_progress", host="node7").value == 0
+    assert sample(families, "gpu_accept_run_timestamp_seconds", host="node7").value == 1795773601
+
+
+def test_a_run_in_progress_is_no_pass_and_says_it_is_in_progress():
+    """Written at the start of every run: a run killed before its end leaves this, never the last pass."""
+    verdict = run_verdict.in_progress(host="node7", profile="h200-4-nvswitch", started_at="2026-11-27T10:00:00+00:00")
+    families = parsed(render_run_metrics("run", verdict, None))
+    assert sample(families, "gpu_accept_run_exit_code", command="run").value == 2
+    assert sample(families, "gpu_accept_run_in_progress", command="run").value == 1
+    assert sample(families, "gpu_accept_run_passed", command="run").value == 0
+    assert "gpu_accept_run_timestamp_seconds" not in families  # it has not ended
+
+
+def test_the_same_run_of_two_commands_makes_distinct_series():
+    """node_exporter merges every file of its folder: the health check's and the burn-in's series
+    differ by their command label, so neither is dropped as a duplicate."""
+    record = load_results(RESULTS / "h200x4.json")
+    verdict = record.judged()
+    merged = render_run_metrics("health-check", verdict, record) + render_run_metrics("burn-in", verdict, record)
+    series = [(family.name, tuple(sorted(s.labels.items()))) for family in text_string_to_metric_families(merged)
+              for s in family.samples]
+    assert len(series) == len(set(series)) and len(series) > 100
+
+
+HOSTILE = [
+    'x"} 1\ngpu_accept_run_passed{host="other"} 1\n#',  # a newline and a quote: a forged series of another host
+    "a\\b\\",  # backslashes, one at the end
+    "\x1b]0;title\x07\u202egpu0",  # a terminal escape, a bidirectional override
+    "\ud800 lone surrogate",  # no UTF-8 can carry it
+    "n\u00e9ud \u2603 \U0001f600",  # plain UTF-8
+    "",
+]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=["forged-series", "backslashes", "escapes", "surrogate", "utf-8", "empty"])
+def test_hostile_names_from_a_results_file_stay_label_values(hostile):
+    """A results.json may say anything: its host, profile, test ids and check names reach the text
+    only as label values, which prometheus_client's own parser reads back unchanged; a check name
+    never becomes part of a metric's name."""
+    record = load_results(RESULTS / "h200x4.json")
+    busbw = next(t for t in record.tests if t.id == "test_busbw[all_reduce-1GiB]")
+    assert busbw.verdict is not None
+    forged_check = busbw.model_copy(update={
+        "id": f"test_busbw[{hostile}]",
+        "verdict": busbw.verdict.model_copy(update={"check": f"busbw_bytes_per_second{{host=\"x\"}} 1\n{hostile}"}),
+    })
+    odd = record.model_copy(update={
+        "environment": record.environment.model_copy(update={"host": hostile}),
+        "run": record.run.model_copy(update={"profile": record.run.profile.model_copy(update={"name": hostile})}),
+    }).with_tests([*record.tests, forged_check])
+    text = render_metrics([odd])
+    families = parsed(text)  # the parser refuses a broken file
+    expected = hostile.encode("utf-8", "backslashreplace").decode("utf-8")
+    hosts = {s.labels["host"] for samples in families.values() for s in samples}
+    assert hosts == {expected}
+    assert all(NAME.match(name) for name in families)
+    assert not [name for name in families if "{" in name or name.startswith("gpu_accept_busbw_bytes_per_second_")]
+    [passed] = [s for s in families["gpu_accept_test_passed"] if s.labels["test"] == f"test_busbw[{expected}]"]
+    assert passed.value == 1
+
+
+def test_only_names_of_the_vocabulary_become_metrics():
+    from gpuaccept.checks.declare import declared_checks
+    from gpuaccept.report.metrics import VALUE_CHECKS
+
+    declared = {declared.declaration.name for declared in declared_checks(None)}
+    assert declared >= VALUE_CHECKS, VALUE_CHECKS - declared
+    record = load_results(RESULTS / "h200x4.json")
+    busbw = next(t for t in record.tests if t.id == "test_busbw[all_reduce-1GiB]")
+    assert busbw.verdict is not None
+    unknown = busbw.model_copy(update={"id": "test_new_thing", "verdict": busbw.verdict.model_copy(update={"check": "new_thing"})})
+    families = parsed(render_metrics([record.with_tests([unknown])]))
+    assert not [name for name in families if "new_thing" in name]
+    assert sample(families, "gpu_accept_test_passed", test="test_new_thing").value == 1
 
 
 def test_an_unwritable_metrics_file_is_refused_before_anything_runs(tmp_path, capsys):
@@ -145,3 +223,8 @@ def test_report_metrics_serves_each_hosts_latest_run(tmp_path, capsys):
 def test_report_metrics_refuses_an_output_it_cannot_write_before_reading(capsys):
     assert main(["report", "metrics", str(RESULTS / "h200x4.json"), "-o", "/sys/fleet.prom"]) == 2
     assert capsys.readouterr().err.startswith("gpu-accept: -o /sys/fleet.prom: cannot write in /sys (")
+
+
+def test_the_docs_name_the_shipped_alert_rules():
+    docs = (EXAMPLES.parents[1] / "docs" / "metrics.md").read_text()
+    assert "deploy/prometheus/gpu-accept-rules.yml" in docs and "report metrics --db" not in docs

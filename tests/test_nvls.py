@@ -134,17 +134,17 @@ def test_a_profile_that_does_not_expect_nvls_does_not_judge_it(tmp_path):
 
 
 def test_the_nccl_stage_asks_for_set_up_lines_without_taking_the_users_settings(tmp_path):
-    from gpuaccept.stages.fabric import _with_nccl_set_up_lines
+    from gpuaccept.stages.fabric import _nccl_set_up_lines
 
-    env, ours, files = _with_nccl_set_up_lines({"PATH": "/bin"}, tmp_path)
-    assert ours == {"NCCL_DEBUG_FILE": f"{tmp_path}/nccl.%h.%p.log", "NCCL_DEBUG": "INFO"} and env["PATH"] == "/bin"
+    ours, files = _nccl_set_up_lines({"PATH": "/bin"}, tmp_path)  # what the plan sets in its workers
+    assert ours == {"NCCL_DEBUG_FILE": f"{tmp_path}/nccl.%h.%p.log", "NCCL_DEBUG": "INFO"}
     (tmp_path / "nccl.host.42.log").write_text("h:42:42 [0] NCCL INFO NVLS multicast support is available on dev 0\n")
     assert files is not None and [p.name for p in files()] == ["nccl.host.42.log"]
     # the user's own level is kept, and so is the user's own file (whose lines are then theirs: not read)
-    env, ours, _ = _with_nccl_set_up_lines({"NCCL_DEBUG": "TRACE"}, tmp_path)
-    assert env["NCCL_DEBUG"] == "TRACE" and "NCCL_DEBUG" not in ours
-    env, ours, files = _with_nccl_set_up_lines({"NCCL_DEBUG_FILE": "/var/log/nccl.%p"}, tmp_path)
-    assert env == {"NCCL_DEBUG_FILE": "/var/log/nccl.%p"} and ours == {} and files is None
+    ours, _ = _nccl_set_up_lines({"NCCL_DEBUG": "TRACE"}, tmp_path)
+    assert ours == {"NCCL_DEBUG_FILE": f"{tmp_path}/nccl.%h.%p.log"}
+    ours, files = _nccl_set_up_lines({"NCCL_DEBUG_FILE": "/var/log/nccl.%p"}, tmp_path)
+    assert ours == {} and files is None
 
 
 @pytest.mark.slow

@@ -8,7 +8,8 @@ from gpuaccept.probe.collect import collect_facts, normalize_bus_id
 from gpuaccept.probe.linktype import classify_pair
 from gpuaccept.probe.nvml import ReplayNvml
 from gpuaccept.vocabulary.nvml_codes import P2PCapability
-from tests.helpers import cuda_seeing, nvml_replay, probe_replay
+from tests.cuda_driver import driver_environment, fake_cuda_driver
+from tests.helpers import cuda_seeing, nvml_replay, probe_replay, write
 
 
 def test_h200x4_recording_rebuilds_the_nv18_matrix_nvidia_smi_shows():
@@ -85,6 +86,108 @@ def test_without_the_cuda_driver_cuda_is_not_installed_and_torch_is_not_asked(mo
     assert reading == Unavailable(
         unavailable="not_installed", detail="no CUDA driver: libcuda.so.1: cannot open shared object file: No such file or directory"
     )
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    """The fake CUDA driver's library (tests/cuda_driver.py), its path."""
+    return str(fake_cuda_driver(tmp_path_factory.mktemp("cuda")) / "libcuda.so.1")
+
+
+H200X4_UUIDS = [nvml_replay("h200x4").query("uuid", i).removeprefix("GPU-") for i in range(4)]
+
+
+def test_the_driver_api_gives_uuids_peer_access_and_multicast_without_torch(driver, monkeypatch):
+    import sys
+
+    from gpuaccept.probe.cuda import probe_cuda
+
+    for name, value in driver_environment(H200X4_UUIDS, no_peer=[(0, 3), (3, 0)], multicast=1).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setitem(sys.modules, "torch", None)  # importing it now would raise ImportError
+    reading = probe_cuda(driver)
+    assert reading.device_count == 4 and reading.uuids == H200X4_UUIDS  # as torch wrote them: no GPU- prefix
+    assert reading.peer_access == [[None, True, True, False], [True, None, True, True], [True, True, None, True], [False, True, True, None]]
+    assert reading.multicast == [True] * 4
+    # the probed CUDA facts carry each pair's peer access, matched to NVML's GPUs by UUID
+    facts = collect_facts(nvml_replay("h200x4"), reading, {})
+    assert facts.p2p_of(0, 3).cuda_can_access_peer is False and facts.p2p_of(1, 3).cuda_can_access_peer is True
+
+
+def test_the_driver_applies_cuda_visible_devices_and_the_probe_matches_by_uuid(driver, monkeypatch):
+    from gpuaccept.probe.cuda import probe_cuda
+
+    for name, value in driver_environment(H200X4_UUIDS).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    reading = probe_cuda(driver)
+    assert reading.visible_devices == "3,1" and reading.uuids == [H200X4_UUIDS[3], H200X4_UUIDS[1]]
+    facts = collect_facts(nvml_replay("h200x4"), reading, {"CUDA_VISIBLE_DEVICES": "3,1"})
+    assert [gpu.nvml_index for gpu in facts.gpus] == [3, 1]
+
+
+@pytest.mark.parametrize(
+    "init, visible, said",
+    [
+        (999, None, "cuInit returned CUDA_ERROR_UNKNOWN (999)"),
+        (0, "", "cuInit returned CUDA_ERROR_NO_DEVICE (100)"),  # every GPU hidden
+        (4242, None, "cuInit returned CUDA error 4242"),  # a status the driver has no name for
+    ],
+    ids=["init-fails", "none-visible", "unnamed-status"],
+)
+def test_a_driver_that_refuses_is_an_error_with_its_own_words(driver, monkeypatch, init, visible, said):
+    from gpuaccept.probe.cuda import probe_cuda
+
+    for name, value in driver_environment(H200X4_UUIDS, init_status=init).items():
+        monkeypatch.setenv(name, value)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert probe_cuda(driver) == Unavailable(unavailable="error", detail=said)
+
+
+def test_a_library_without_a_call_the_probe_needs_is_not_supported_never_a_guess(tmp_path, monkeypatch):
+    from gpuaccept.probe.cuda import probe_cuda
+
+    library = str(fake_cuda_driver(tmp_path, with_peer_call=False) / "libcuda.so.1")
+    for name, value in driver_environment(H200X4_UUIDS).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    reading = probe_cuda(library)
+    assert reading == Unavailable(unavailable="not_supported", detail=f"{library} has no cuDeviceCanAccessPeer")
+    facts = collect_facts(nvml_replay("h200x4"), reading, {})
+    assert facts.p2p_of(0, 1).cuda_can_access_peer == reading  # each pair says why, no pair says no
+
+
+def test_the_torch_of_the_workers_is_read_from_its_files_without_importing_it(tmp_path, monkeypatch):
+    import importlib.util
+
+    from gpuaccept.probe import cuda
+
+    package = tmp_path / "torch"
+    write(package / "__init__.py", "raise ImportError('never imported by the probe')\n")  # an import fails the test
+    write(package / "version.py", """
+        from typing import Optional
+
+        __all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'xpu']
+        __version__ = '2.11.0+cu130'
+        debug = False
+        cuda: Optional[str] = '13.0'
+        git_version = 'abc'
+        hip: Optional[str] = None
+    """)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: importlib.util.spec_from_file_location(name, package / "__init__.py"))
+    assert cuda.torch_build() == ("2.11.0+cu130", "13.0")
+    write(package / "version.py", "__version__ = '2.13.0+cpu'\ncuda = None\n")
+    assert cuda.torch_build() == ("2.13.0+cpu", Unavailable(unavailable="not_installed", detail="torch built without CUDA"))
+    write(package / "version.py", "__version__ = '2.13.0'\n")
+    assert cuda.torch_build()[1] == Unavailable(unavailable="error", detail=f"{package / 'version.py'}: no cuda = ... line")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    missing = Unavailable(unavailable="not_installed", detail="torch is not installed (pip install 'gpu-accept[torch]')")
+    assert cuda.torch_build() == ("", missing)
+
 
 def test_no_gpu_is_no_driver_error():
     replay = ReplayNvml([{"query": "device_count", "args": [], "value": 0}, {"query": "driver_version", "args": [], "value": "580"}])

@@ -11,7 +11,7 @@ from gpuaccept.cli import profile_json_schema
 from gpuaccept.errors import ProfileError, ProfileNotFound
 from gpuaccept.profile import ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.resources import shipped_dir
-from tests.helpers import alias_bomb, write
+from tests.helpers import alias_bomb, probe_replay, write
 
 PROFILES = shipped_dir("profiles")
 SHIPPED = sorted(PROFILES.glob("*.yaml"))
@@ -133,10 +133,15 @@ def test_auto_selection_picks_by_model_and_count_and_lists_candidates_when_none_
         catalog.auto_select("NVIDIA B200", 3)
 
 
-def test_a_server_that_lost_a_gpu_is_judged_against_the_profile_of_its_model_with_more_gpus():
-    chosen = ProfileCatalog.with_shipped().auto_select("NVIDIA H200", 3)
+def test_a_server_that_lost_a_gpu_is_judged_against_the_profile_of_the_machine_it_must_be():
+    # 3 H200s joined through NVSwitch are no partition of an HGX board: the machine must have 4
+    from tests.test_catalogue import recorded, with_answer
+
+    facts = probe_replay(recorded("h200x4", lambda answers: with_answer(answers, "device_count", 3)))
+    chosen = ProfileCatalog.with_shipped().select(facts)
     assert chosen.profile.name == "h200-4-nvswitch"
-    assert "no profile matches 3x NVIDIA H200; h200-4-nvswitch is the smallest profile of this model with more GPUs (4)" in chosen.reason
+    assert "its match rule fits this machine (4x NVIDIA H200, 1 missing (1 of the NVSwitch partition's 4 GPUs not seen)" in chosen.reason
+    assert "3 GPU(s) joined through NVSwitch: a partition of 4" in chosen.reason
 
 
 def test_auto_selection_prefers_the_users_folder_and_says_so(tmp_path):

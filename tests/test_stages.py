@@ -24,9 +24,12 @@ def test_every_stage_name_has_one_stage_and_every_sweep_one_stage():
     assert sorted(STAGE_ORDER) == sorted(STAGES)  # the burn-in lists every stage's values, a new stage's too
 
 
-def test_a_per_gpu_stage_keeps_a_file_per_gpu_and_a_fabric_stage_one():
+def test_a_per_gpu_stage_keeps_a_file_per_group_of_gpus_loaded_together_and_a_fabric_stage_one():
     assert [STAGES["nccl"].file(), STAGES["copies"].file(), STAGES["ddp"].file()] == ["nccl.json", "copies.json", "ddp.json"]
-    assert STAGES["compute"].per_gpu and STAGES["compute"].file(3) == "compute-gpu3.json"
+    compute = STAGES["compute"]
+    assert compute.per_gpu and compute.file(3) == "compute-gpu3.json" and compute.file(0, 2, 3) == "compute-gpu0-gpu2-gpu3.json"
+    assert [compute.gpus_of_file(name) for name in ("compute-gpu0-gpu2-gpu3.json", "compute-gpu3.json")] == [[0, 2, 3], [3]]
+    assert [compute.gpus_of_file(name) for name in ("copies.json", "compute-gpux.json", "compute-gpu1.json.partial")] == [[], [], []]
     assert {name for name, stage in STAGES.items() if stage.in_burnin} == {"nccl", "copies", "compute"}
 
 

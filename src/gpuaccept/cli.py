@@ -7,6 +7,7 @@ usage, a bad profile or facts file, no driver or GPU, a probe that hung).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -18,12 +19,13 @@ from pathlib import Path
 
 from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError, shown
-from gpuaccept.facts import save_facts
+from gpuaccept.facts import run_verdict, save_facts
 from gpuaccept.files import write_atomically
 from gpuaccept.outcomes import pytest_exit_code, worst_exit_code
 from gpuaccept.outputs import check_output_file, check_output_folder
 from gpuaccept.plugin.options import (
     COMMAND_FLAGS,
+    DerivedProfile,
     GivenOptions,
     NamedProfile,
     RunOptions,
@@ -34,6 +36,8 @@ from gpuaccept.plugin.options import (
 )
 from gpuaccept.profile import Profile, ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
+from gpuaccept.profile.catalogue import CATALOGUE_FOLDER, load_catalogue
+from gpuaccept.profile.catalogue import FILES as CATALOGUE_FILES
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import PROFILE_NAME_MAX, PROFILE_NAME_PATTERN, ProfileSpec
 from gpuaccept.resources import shipped_dir
@@ -127,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
         "ends the rounds, judges what ran and writes the reports (exit 1 where a check failed, else 2). Arguments this "
         "command does not know go to pytest.",
     )
-    add_command_options(burn, only=("gpuaccept_burnin", "gpuaccept_profile", "gpuaccept_profile_dirs"))
+    add_command_options(burn, only=("gpuaccept_burnin", "gpuaccept_profile", "gpuaccept_profile_dirs", "gpuaccept_expect_gpus"))
     duration = next(action for action in burn._actions if action.dest == "gpuaccept_burnin")
     duration.help = "how long to load the GPUs (90s, 30m, 2h; default the profile's burnin.duration)"  # burn-in takes no --level
     burn.add_argument("--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json")
@@ -157,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--nvml-log", help="also write every raw NVML answer (for replay in tests)")
     record.add_argument("--measure", action="store_true", help="also run the measurement stages the profile asks for")
     # with --measure: whose stages to run, and how often a miss is measured again, as `run` takes them
-    add_command_options(record, only=("gpuaccept_profile", "gpuaccept_profile_dirs", "gpuaccept_confirm"))
+    add_command_options(record, only=("gpuaccept_profile", "gpuaccept_profile_dirs", "gpuaccept_confirm", "gpuaccept_expect_gpus"))
     record.set_defaults(handler=_record)
 
     cluster = commands.add_parser(
@@ -189,9 +193,10 @@ def _parser() -> argparse.ArgumentParser:
     torchrun.set_defaults(handler=_torchrun)
 
     profile = commands.add_parser(
-        "profile", help="list, validate and show profiles",
+        "profile", help="list, validate, show, write and derive profiles",
         description="Profiles say what a machine must be (docs/profiles.md): list the ones --profile can name, check "
-        "files, show one with its extends applied, print the schema, or make one from a golden machine.",
+        "files, show one with its extends applied, print the schema, make one from a golden machine, or derive one "
+        "from the catalogue.",
     )
     profile_commands = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
     listing = profile_commands.add_parser(
@@ -243,6 +248,24 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("--name", required=True, help="the profile's name (e.g. the SKU)")
     init.add_argument("-o", "--output", type=_path, help="file to write (default: print)")
     init.set_defaults(handler=_profile_init)
+    derive = profile_commands.add_parser(
+        "derive",
+        help="a profile derived from the catalogue: for this machine, recorded facts, or command outputs",
+        description="The profile --profile auto derives where no profile matches: expectations from the catalogue "
+        "(profiles/catalogue) keyed by the GPU model, how the GPUs are joined and how many the machine must have, each "
+        "value with the comment that says where it came from. Probes this machine unless --facts or --from-text is given.",
+    )
+    derived_from = derive.add_mutually_exclusive_group()
+    derived_from.add_argument("--facts", type=_path, metavar="FILE", help="facts recorded earlier (gpu-accept record)")
+    derived_from.add_argument(
+        "--from-text", dest="texts", type=_path, nargs="+", metavar="FILE",
+        help="the machine's command outputs: nvidia-smi topo -m, topo -p2p, nvlink -s, nccl-tests logs",
+    )
+    derive.add_argument("--gpu-model", help="NVML's name of the GPU model, where the outputs do not name it (topo -m alone)")
+    derive.add_argument("--gpus", type=int, metavar="N", help="the GPUs the machine must have (default: as installed)")
+    derive.add_argument("--name", help="the profile's name (default: derived-<count>x-<model>-<fabric>)")
+    derive.add_argument("-o", "--output", type=_path, help="file to write (default: print)")
+    derive.set_defaults(handler=_profile_derive)
 
     baseline = commands.add_parser(
         "baseline", help="baselines from results.json files",
@@ -320,50 +343,208 @@ def _catalog(args) -> ProfileCatalog:
 
 
 def _run(args, extra: list[str]) -> int:
-    """The suites under pytest with the plugin: this command sets where the reports go and what an
-    --import reads, and passes every option of the plugin on, read and checked once, here."""
-    import pytest
-
-    check_output_folder(args.reports, "--reports")  # the name as given: Path("") would be "."
-    if getattr(args, "metrics", None) is not None:
-        check_output_file(args.metrics, "--metrics")
-    began = time.time()
-    reports = Path(args.reports)
-    given = argparse.Namespace(**{**command_defaults(), **vars(args)})
-    given.gpuaccept_junit, given.gpuaccept_results = str(reports / "junit.xml"), str(reports / "results.json")
-    given.gpuaccept_html = str(reports / "report.html")
-    if getattr(args, "imports", None):
-        imported = _read_imports(args.imports)
-        if given.gpuaccept_profile == "auto" and not all(isinstance(gpu.name, str) for gpu in imported.facts.gpus):
-            raise OptionError("--import: the outputs do not name the GPU model (nvidia-smi nvlink -s and nccl-tests logs "
-                              "do; topo -m does not), so --profile auto cannot choose: name the profile with --profile")
-        facts_file = reports / "facts.json"
-        save_facts(imported.facts, facts_file)
-        given.gpuaccept_facts = str(facts_file)
-    elif given.gpuaccept_facts is None:
-        given.gpuaccept_facts_out = str(reports / "facts.json")
-    options = read_options(given, COMMAND_FLAGS)
-    suites = shipped_dir("suites")
-    pytest_args = [str(suites), "-c", str(suites / "pytest.ini"), "--rootdir", str(suites), *passed_to_pytest(given)]
-    if extra[:1] == ["--"]:
-        extra = extra[1:]
-    outcome = _Outcome()
-    code = int(pytest.main(pytest_args + extra, plugins=[outcome, GivenOptions(options)]))
-    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
-        _print(f"gpu-accept: {outcome.nothing_judged or 'no test was selected'}", err=True)
-    exit_code = pytest_exit_code(code)  # the plugin applied the outcome policy: a value not established is 2
-    if exit_code == EXIT_OK and outcome.listed_only:
-        # pytest lists the tests and ends well; for gpu-accept exit 0 says every check passed, and none ran
-        _print(f"gpu-accept: nothing judged: {outcome.listed_only} the tests without running them (exit 2)", err=True)
-        exit_code = EXIT_USAGE
-    if getattr(args, "metrics", None) is not None:
-        _write_metrics(Path(args.metrics), _fresh_record(reports / "results.json", began))
-    return exit_code
+    """`gpu-accept run`: the suites judged, and the run's verdict written (verdict.json, metrics)."""
+    return _judged_run(args, extra, "run")[0]
 
 
 def _burn_in(args, extra: list[str]) -> int:
     """`gpu-accept run --level burn-in`, always on this machine."""
-    return _run(argparse.Namespace(**{**vars(args), "gpuaccept_level": "burn-in"}), extra)
+    return _judged_run(argparse.Namespace(**{**vars(args), "gpuaccept_level": "burn-in"}), extra, "burn-in")[0]
+
+
+class _Prepared:
+    """A run whose options (its own and those bound for pytest) were all read and checked: nothing
+    was probed, measured or written yet."""
+
+    def __init__(self, args, extra: list[str]):
+        import pytest
+
+        check_output_folder(args.reports, "--reports")  # the name as given: Path("") would be "."
+        self.metrics = Path(args.metrics) if getattr(args, "metrics", None) is not None else None
+        if self.metrics is not None:
+            check_output_file(self.metrics, "--metrics")
+        self.reports = Path(args.reports)
+        given = argparse.Namespace(**{**command_defaults(), **vars(args)})
+        given.gpuaccept_junit, given.gpuaccept_results = str(self.reports / "junit.xml"), str(self.reports / "results.json")
+        given.gpuaccept_html = str(self.reports / "report.html")
+        self.imports = getattr(args, "imports", None)
+        if self.imports:
+            # read now: a file that cannot be read is bad input; written to the reports folder once the run begins
+            self.imported = _read_imports(self.imports)
+            if given.gpuaccept_profile == "auto" and not all(isinstance(gpu.name, str) for gpu in self.imported.facts.gpus):
+                raise OptionError("--import: the outputs do not name the GPU model (nvidia-smi nvlink -s and nccl-tests logs "
+                                  "do; topo -m does not), so --profile auto cannot choose: name the profile with --profile")
+            given.gpuaccept_facts = str(self.reports / "facts.json")
+        elif given.gpuaccept_facts is None:
+            given.gpuaccept_facts_out = str(self.reports / "facts.json")
+        self.options = read_options(given, COMMAND_FLAGS)
+        assert self.options is not None  # --profile is always given: auto where not named
+        for option, path in self.options.outputs.named():  # as the plugin checks them, before the verdict's first word
+            check_output_file(path, option)
+        suites = shipped_dir("suites")
+        pytest_args = [str(suites), "-c", str(suites / "pytest.ini"), "--rootdir", str(suites), *passed_to_pytest(given)]
+        self.pytest_args = pytest_args + (extra[1:] if extra[:1] == ["--"] else extra)
+        _refuse_what_pytest_refuses(self.pytest_args)
+        self.outcome = _Outcome()
+        self.plugins = [self.outcome, GivenOptions(self.options)]
+        self.exit_status = pytest.ExitCode.OK
+
+    @property
+    def profile_named(self) -> str:
+        choice = self.options.profile
+        return choice.name if isinstance(choice, NamedProfile) else "auto"
+
+    def execute(self, log: Path | None = None) -> int:
+        """pytest with the plugin; its terminal output into `log` where given (a Slurm prolog's
+        output lands in slurmd.log: it gets one line, the pytest progress goes to the reports folder)."""
+        import pytest
+
+        if self.imports:
+            save_facts(self.imported.facts, self.reports / "facts.json")
+        with _output_to(log):
+            self.exit_status = int(pytest.main(self.pytest_args, plugins=self.plugins))
+        if self.exit_status == pytest.ExitCode.NO_TESTS_COLLECTED:
+            _print(f"gpu-accept: {self.outcome.nothing_judged or 'no test was selected'}", err=True)
+        code = pytest_exit_code(self.exit_status)  # the plugin applied the outcome policy: a value not established is 2
+        if code == EXIT_OK and self.outcome.listed_only:
+            # pytest lists the tests and ends well; for gpu-accept exit 0 says every check passed, and none ran
+            _print(f"gpu-accept: {self.outcome.cause} (exit 2)", err=True)
+            return EXIT_USAGE
+        return code
+
+
+def _refuse_what_pytest_refuses(pytest_args: list[str]) -> None:
+    """The arguments bound for pytest, read by pytest's own parser before anything runs: a typo
+    (`--reprots x`) is bad usage in one line, never a run that could not judge (which drains)."""
+    import pytest
+    from _pytest.config import _prepareconfig  # pytest's parsing alone, without configuring a run
+
+    try:
+        config = _prepareconfig(list(pytest_args))
+    except pytest.UsageError as error:
+        said = [line for line in "\n".join(map(str, error.args)).splitlines() if " error: " in line]
+        why = said[0].split(" error: ", 1)[1].strip() if said else "pytest refused the arguments"
+        raise OptionError(f"{why} (arguments gpu-accept does not know go to pytest; see --help)") from None
+    config._ensure_unconfigure()
+
+
+@contextlib.contextmanager
+def _output_to(log: Path | None):
+    """This process's stdout and stderr, and its children's, into `log` (None: left as they are)."""
+    if log is None:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        opened = open(log, "w", encoding="utf-8")  # noqa: SIM115 (closed below, after the descriptors are back)
+    except OSError as exc:
+        raise GpuAcceptError(f"{log}: cannot write it ({exc.strerror or exc})") from None
+    saved = os.dup(1), os.dup(2)
+    try:
+        with opened as file:
+            os.dup2(file.fileno(), 1)
+            os.dup2(file.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+    finally:
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def _require_torch(options: RunOptions) -> None:
+    """A level that measures this machine needs torch: missing or broken, the run could not judge,
+    said in one line before any probe (not as every measurement failing at its start-up). The quick
+    level and recorded facts need none, and import none here."""
+    import importlib.util
+
+    from gpuaccept.errors import NoDriverError
+    from gpuaccept.facts.run_record import LiveMachine
+    from gpuaccept.process import run_bounded
+
+    if not isinstance(options.source, LiveMachine) or options.level == "quick":
+        return
+    if importlib.util.find_spec("torch") is None:
+        raise NoDriverError(f"torch is not installed: the {options.level} level measures with it "
+                            "(pip install 'gpu-accept[torch]'; --level quick needs none)")
+    done = run_bounded([sys.executable, "-c", "import torch"], TORCH_IMPORT_LIMIT_S)
+    if done.timed_out:
+        raise NoDriverError(f"torch did not import within {TORCH_IMPORT_LIMIT_S} s: the {options.level} level measures with it")
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.strip()]
+        raise NoDriverError(f"torch cannot be imported ({said[-1] if said else f'exit {done.returncode}'}): "
+                            f"the {options.level} level measures with it")
+
+
+TORCH_IMPORT_LIMIT_S = 120  # a cold network filesystem takes tens of seconds; a hung import is no torch
+
+
+def _judged_run(args, extra: list[str], command: str, *, log: Path | None = None) -> tuple[int, run_verdict.RunVerdict]:
+    """A run of the suites for `command` (run, burn-in, health-check) that leaves its verdict whatever
+    happens: verdict.json in the reports folder (and --metrics) say "in progress" from its start, and
+    its verdict at its end, also where it ended before any test (no driver, no torch). Bad options
+    are refused before: they write nothing."""
+    prepared = _Prepared(args, extra)
+    began = time.time()
+    started = _now()
+    host = _host()
+    _write_verdict(prepared, command, run_verdict.in_progress(host=host, profile=prepared.profile_named, started_at=started), None)
+    cause = ""
+    try:
+        _require_torch(prepared.options)
+        code = prepared.execute(log)
+        cause = prepared.outcome.cause
+    except GpuAcceptError as error:
+        code, cause = error.exit_code, "; ".join(error.lines())
+        if log is None:  # health-check's one line carries the cause
+            for line in error.lines():
+                _print(f"gpu-accept: {line}", err=True)
+    record = _fresh_record(prepared.reports / "results.json", began)
+    if record is not None:
+        verdict = record.verdict or record.judged()
+        if verdict.exit_code != code:  # the run's end (a report not written, interrupted) overrides its tests
+            verdict = verdict.model_copy(update={
+                "exit_code": code, "result": run_verdict.RESULT_OF_EXIT[code],
+                "cause": run_verdict.one_line(f"could not judge: {cause or f'pytest exit status {prepared.exit_status}'}"),
+            })
+    else:
+        verdict = run_verdict.could_not_judge(cause or f"the run ended before any test (pytest exit status {prepared.exit_status})",
+                                              host=host, profile=prepared.profile_named, started_at=started, finished_at=_now())
+    _write_verdict(prepared, command, verdict, record)
+    return code, verdict
+
+
+def _write_verdict(prepared: _Prepared, command: str, verdict, record) -> None:
+    """verdict.json in the reports folder, and the metrics where asked; a file that cannot be written
+    is said in one line (the run's verdict, its exit code, stands)."""
+    from gpuaccept.report.metrics import render_run_metrics
+
+    targets = [(prepared.reports / run_verdict.VERDICT_FILE, verdict.to_json())]
+    if prepared.metrics is not None:
+        targets.append((prepared.metrics, render_run_metrics(command, verdict, record)))
+    for path, text in targets:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, text)
+        except (GpuAcceptError, OSError) as error:
+            _print(f"gpu-accept: {path}: not written: {error}", err=True)
+
+
+def _now() -> str:
+    from gpuaccept.report.results import now
+
+    return now()
+
+
+def _host() -> str:
+    import socket
+
+    return socket.gethostname()
 
 
 def _read_imports(files):
@@ -386,20 +567,28 @@ def _import(args, extra: list[str]) -> int:
 
 
 class _Outcome:
-    """Brings the plugin's reason for a run that judged nothing out of the pytest session."""
+    """Brings the plugin's reason for a run that judged nothing, or that could not start (no driver,
+    a profile that does not load), out of the pytest session."""
 
     nothing_judged = ""
+    not_started = ""
     listed_only = ""  # the pytest option that lists or plans the tests instead of running them
 
     def pytest_unconfigure(self, config) -> None:
-        from gpuaccept.plugin.recording import NOTHING_JUDGED_KEY
+        from gpuaccept.plugin.recording import NOT_STARTED_KEY, NOTHING_JUDGED_KEY
 
         self.nothing_judged = config.stash.get(NOTHING_JUDGED_KEY, "")
+        self.not_started = config.stash.get(NOT_STARTED_KEY, "")
         for option, flag in (("collectonly", "--collect-only lists"), ("setupplan", "--setup-plan plans"),
                              ("setuponly", "--setup-only sets up")):
             if getattr(config.option, option, False):
                 self.listed_only = flag
                 break
+
+    @property
+    def cause(self) -> str:
+        listed = f"nothing judged: {self.listed_only} the tests without running them" if self.listed_only else ""
+        return self.not_started or self.nothing_judged or listed
 
 
 def _record(args, extra: list[str]) -> int:
@@ -471,17 +660,24 @@ def _measure(facts, options: RunOptions, drills):
 
     catalog = ProfileCatalog.with_shipped(list(options.profile_dirs))
     choice = options.profile
-    profile = catalog.load(choice.name) if isinstance(choice, NamedProfile) else catalog.auto_select(*facts.installed()).profile
     with tempfile.TemporaryDirectory(prefix="gpuaccept-record-") as folder:
+        if isinstance(choice, NamedProfile):
+            profile = catalog.load(choice.name)
+        else:  # a derived profile is kept only while its stages run: the facts are what is recorded
+            selection = catalog.select(facts, options.expect_gpus, Path(folder), derived_only=isinstance(choice, DerivedProfile))
+            _print(f"gpu-accept: profile {selection.profile.name}: {selection.reason}", err=True)
+            profile = selection.profile
         say = lambda text: _print(text, err=True)  # noqa: E731
         snapshot = SnapshotAfterStage(Path(folder), say)
         store = MeasurementStore(Path(folder), live=True, say=say, confirm=options.confirm, after_stage=[snapshot], drills=drills)
         listener = SessionListener(facts, Path(folder))
         listener.start()
         try:
+            store.expect(list(STAGES), facts, profile)  # each stage's workers start while the one before runs
             for stage in STAGES:
                 facts = store.with_stage(stage, facts, profile)
         finally:
+            store.close()
             listener.stop()
         facts = with_health(facts, Path(folder))
     return facts
@@ -509,6 +705,10 @@ def _profile_validate(args, extra: list[str]) -> int:
             if path.parent.name == BASES_FOLDER:
                 check_base_profile(path, catalog.base_folders())
                 _print(f"ok: {path} (base profile)")
+            elif path.parent.name == CATALOGUE_FOLDER and path.name in CATALOGUE_FILES:
+                # a file of the catalogue is read with the other two: a record names a GPU of gpus.yaml
+                load_catalogue(path.parent)
+                _print(f"ok: {path} (the catalogue in {path.parent})")
             else:
                 profile = load_profile(path, catalog.base_folders())
                 _print(f"ok: {path} ({profile.name})")
@@ -565,6 +765,42 @@ def _profile_init(args, extra: list[str]) -> int:
     else:
         write_atomically(args.output, text)  # a full disk or an unwritable place is one line, not a traceback
         _print(f"wrote {args.output}: review it, then gpu-accept profile validate {args.output}", err=True)
+    return EXIT_OK
+
+
+def _profile_derive(args, extra: list[str]) -> int:
+    from gpuaccept.facts import load_facts
+    from gpuaccept.profile.catalogue import load_catalogue
+    from gpuaccept.profile.derive import derive_profile
+    from gpuaccept.profile.machine import UnknownMachine
+
+    if args.name is not None and (not re.fullmatch(PROFILE_NAME_PATTERN, args.name) or len(args.name) > PROFILE_NAME_MAX):
+        raise OptionError(f"--name {args.name!r}: a profile's name is its file's name: letters, digits, '.', '_' and '-'")
+    if args.gpus is not None and not 1 <= args.gpus <= 1024:
+        raise OptionError(f"--gpus {args.gpus}: the GPUs the machine must have, 1 to 1024")
+    if args.output is not None:
+        check_output_file(args.output, "--output")
+    if args.texts:
+        facts = _read_imports(args.texts).facts
+    elif args.facts is not None:
+        facts = load_facts(args.facts)
+    else:
+        from gpuaccept.probe import probe_machine
+
+        facts = probe_machine()
+    if args.gpu_model is None and not all(isinstance(gpu.name, str) for gpu in facts.gpus):
+        raise OptionError("the outputs do not name the GPU model (nvidia-smi nvlink -s and nccl-tests logs do; topo -m does not): "
+                          "give it with --gpu-model, as NVML names it (e.g. 'NVIDIA L40S')")
+    try:
+        derivation = derive_profile(facts, load_catalogue(), args.gpus, args.gpu_model, args.name, args.output)
+    except UnknownMachine as error:
+        raise GpuAcceptError(str(error)) from None
+    _print(f"gpu-accept: {derivation.name}: {derivation.summary}", err=True)
+    if args.output is None:
+        sys.stdout.write(derivation.text)
+    else:
+        write_atomically(args.output, derivation.text)
+        _print(f"wrote {args.output}: review it, then gpu-accept run --profile {args.output}", err=True)
     return EXIT_OK
 
 
@@ -696,8 +932,8 @@ if __name__ == "__main__":
 def _add_metrics_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics", type=_path, metavar="FILE",
-        help="also write the verdicts and key values as Prometheus text for node_exporter's textfile collector "
-        "(FILE ending in .prom, written atomically)",
+        help="also write the verdict, the tests and key values as Prometheus text for node_exporter's textfile collector "
+        "(FILE ending in .prom, written atomically; 'in progress' from the start, so a killed run never leaves an old pass)",
     )
 
 
@@ -706,15 +942,17 @@ def _add_health_check(commands) -> None:
         "health-check",
         allow_abbrev=False,
         help="the quick level as a Slurm HealthCheckProgram, prolog or epilog: no load, the exit code is the verdict",
-        description="Run the quick level (health readings, inventory, topology, P2P capability; no load: about 8 s on an "
-        "H100) and end with one line: PASS, FAIL and the failing test ids, or COULD NOT JUDGE. Exit 0 passed, 1 a check "
-        "failed, 2 could not judge. With --on-fail drain a node where a check failed or a value could not be established "
-        "is drained in Slurm (scontrol update ... "
-        "state=drain reason=\"gpu-accept: <test ids>\"); nothing is ever resumed. Arguments this command does not know "
-        "go to pytest.",
+        description="Run the quick level (health readings, inventory, topology, P2P capability; no load, no torch: "
+        "seconds) and print one line: PASS, FAIL and the failing test ids, or COULD NOT JUDGE and why; pytest's own output "
+        "goes to health-check.log in the reports folder, the verdict to verdict.json. Exit 0 passed, 1 a check failed, 2 "
+        "could not judge. With --on-fail drain a node where a check failed or a value could not be established is drained "
+        "in Slurm (scontrol update ... state=drain reason=\"<test ids> (gpu-accept exit 1, ...)\"); nothing is ever "
+        "resumed. Options, also those bound for pytest, are checked before anything runs: a bad one never drains. "
+        "Arguments this command does not know go to pytest.",
     )
     add_command_options(health, only=("gpuaccept_profile", "gpuaccept_profile_dirs"))
-    health.add_argument("--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json")
+    health.add_argument("--reports", default="reports", help="folder for junit.xml, results.json, report.html, verdict.json and "
+                        "health-check.log")
     _add_metrics_option(health)
     health.add_argument(
         "--on-fail", choices=["none", "drain"], default="none",
@@ -723,79 +961,53 @@ def _add_health_check(commands) -> None:
     )
     health.add_argument(
         "--on-error", choices=["none", "drain"], default="none",
-        help="drain: also drain where the node could not be judged (exit 2: no driver, a probe that hung); bad options "
-        "are refused before anything runs and never drain",
+        help="drain: also drain where the node could not be judged at all (exit 2: no driver, a probe that hung), the "
+        "cause as the reason; bad options are refused before anything runs and never drain",
     )
     health.add_argument(
-        "--node", help="the Slurm node name to drain (default: $SLURMD_NODENAME, else this host's short name)"
+        "--node", help="the Slurm node name to drain, one plain name (default: $SLURMD_NODENAME, else this host's short name)"
     )
     health.set_defaults(handler=_health_check)
 
 
-def _health_check(args, extra: list[str]) -> int:
-    import socket
+HEALTH_WORDS = {"passed": "PASS", "failed": "FAIL", "not_judged": "COULD NOT JUDGE"}
 
-    from gpuaccept.report.slurm import drain_reason
+
+def _health_check(args, extra: list[str]) -> int:
+    from gpuaccept.report.slurm import check_node_name, drain, drain_reason
 
     # bad usage is refused before anything runs: it must never drain a node
-    check_output_folder(args.reports, "--reports")
-    if args.metrics is not None:
-        check_output_file(args.metrics, "--metrics")
-    if args.node is not None and not args.node.strip():
-        raise OptionError("--node: the node's name is empty")
+    draining = "drain" in (args.on_fail, args.on_error)
+    node = ""
+    if args.node is not None:
+        node = check_node_name(args.node, "--node")
+    elif draining:
+        slurmd = os.environ.get("SLURMD_NODENAME")
+        node = check_node_name(slurmd, "SLURMD_NODENAME") if slurmd is not None else check_node_name(
+            _host().split(".")[0], "this host's short name (give --node)")
     catalog = _catalog(args)  # a profile (or folder of them) that does not load is the operator's to fix, not the node's
     if args.gpuaccept_profile != "auto":
         catalog.load(args.gpuaccept_profile)
-    node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     quick = argparse.Namespace(
         gpuaccept_profile=args.gpuaccept_profile, gpuaccept_profile_dirs=args.gpuaccept_profile_dirs, reports=args.reports,
         gpuaccept_level="quick", metrics=args.metrics,
     )
-    began = time.time()
-    try:
-        code = _run(quick, extra)
-    except GpuAcceptError as error:
-        for line in error.lines():
-            _print(f"gpu-accept: {line}", err=True)
-        code = error.exit_code
-        if args.metrics is not None:
-            _write_metrics(Path(args.metrics), None)
-    record = _fresh_record(Path(args.reports) / "results.json", began)
-    reason = drain_reason(record, code)
+    code, verdict = _judged_run(quick, extra, "health-check", log=Path(args.reports) / "health-check.log")
     if code == EXIT_OK:
         _print("gpu-accept health-check: PASS")
         return code
-    _print(f"gpu-accept health-check: {'FAIL' if code == EXIT_CHECK_FAILED else 'COULD NOT JUDGE'}: {reason}")
+    reason = drain_reason(verdict)
     # a node whose checks ran and could not establish a value is not proven good: --on-fail drains it
     # too, its reason saying it could not be judged; --on-error adds the runs that judged nothing
     # (no driver, a probe that hung)
-    unproven = record is not None and any(test.outcome == "error" for test in record.tests)
-    if ((code == EXIT_CHECK_FAILED or unproven) and args.on_fail == "drain") or (code != EXIT_CHECK_FAILED and args.on_error == "drain"):
-        _drain(node, reason)
+    judged_something = code == EXIT_CHECK_FAILED or bool(verdict.not_judged)
+    done = ""
+    if (args.on_fail if judged_something else args.on_error) == "drain":
+        said: list[str] = []
+        drain(node, reason, said.append)
+        done = f" [{said[-1]}]" if said else ""
+    _print(f"gpu-accept health-check: {HEALTH_WORDS[verdict.result]}: {reason}{done}")
     return code
-
-
-def _drain(node: str, reason: str) -> None:
-    """`scontrol update nodename=NODE state=drain reason=...`: the node finishes its jobs and takes no
-    new ones; an operator resumes it (`scontrol update nodename=NODE state=resume`), never this tool."""
-    import shutil
-    import subprocess
-
-    scontrol = shutil.which("scontrol")
-    if scontrol is None:
-        _print(f"gpu-accept: could not drain {node}: scontrol is not on PATH", err=True)
-        return
-    command = [scontrol, "update", f"nodename={node}", "state=drain", f"reason={reason}"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        _print(f"gpu-accept: could not drain {node}: scontrol did not answer within 30 s", err=True)
-        return
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        _print(f"gpu-accept: could not drain {node}: scontrol exited {done.returncode}: {said[-1] if said else 'no output'}", err=True)
-        return
-    _print(f"gpu-accept: drained {node} in Slurm: {reason}", err=True)
 
 
 def _fresh_record(results: Path, since: float):
@@ -820,11 +1032,21 @@ def _add_report_metrics(report_commands) -> None:
         "metrics",
         help="Prometheus text of runs: each host's latest results.json, for node_exporter's textfile collector",
         description="The verdicts and measured values of runs in the Prometheus text format (docs/metrics.md): of each "
-        "host, its latest run (by start time) among the files given.",
+        "host, its latest run (by start time) among the files given, every series labelled command=\"fleet\".",
     )
     metrics.add_argument("results", nargs="+", type=_path, help="results.json files")
     metrics.add_argument("-o", "--output", type=_path, required=True, help="the .prom file to write (atomically)")
     metrics.set_defaults(handler=_report_metrics)
+    verdict = report_commands.add_parser(
+        "verdict",
+        help="one line of a run's verdict.json, for scripts: its exit code, then the cause (what a Slurm drain says)",
+        description="Prints `EXIT REASON` on one line of printable ASCII (anything else escaped): the verdict's exit code (0 "
+        "passed, 1 a check failed, 2 could not judge, also for a run in progress or killed), then the failing tests or the "
+        "cause, most telling words first, at most --width characters. Exit 0 where the file was read, 2 where not.",
+    )
+    verdict.add_argument("verdict", type=_path, help="verdict.json (or the reports folder that holds it)")
+    verdict.add_argument("--width", type=int, default=200, help="the reason's most characters (default 200)")
+    verdict.set_defaults(handler=_report_verdict)
 
 
 def _report_metrics(args, extra: list[str]) -> int:
@@ -838,19 +1060,14 @@ def _report_metrics(args, extra: list[str]) -> int:
     return EXIT_OK
 
 
-def _write_metrics(path: Path, record) -> None:
-    """The run's metrics; where the run left no results of its own, a file that says it could not
-    judge, so that node_exporter does not serve an earlier run's verdict on."""
-    import socket
+def _report_verdict(args, extra: list[str]) -> int:
+    from gpuaccept.report.slurm import drain_reason
 
-    from gpuaccept.report.metrics import render_metrics, render_not_judged
-
-    if record is not None:
-        text = render_metrics([record])
-    else:
-        text = render_not_judged(socket.gethostname(), "", time.time())
-    try:
-        write_atomically(path, text)
-    except GpuAcceptError as error:
-        for line in error.lines():
-            _print(f"gpu-accept: --metrics: {line}", err=True)
+    if args.width < 20:
+        raise OptionError(f"--width {args.width}: at least 20 characters")
+    path = args.verdict / run_verdict.VERDICT_FILE if args.verdict.is_dir() else args.verdict
+    verdict = run_verdict.load_verdict(path)
+    reason = "passed" if verdict.exit_code == EXIT_OK else drain_reason(verdict, limit=args.width)  # what the drain says
+    reason = reason.encode("ascii", "backslashreplace").decode("ascii")  # cut anywhere, it stays whole characters
+    print(f"{verdict.exit_code} {reason if len(reason) <= args.width else reason[: args.width - 3] + '...'}")
+    return EXIT_OK

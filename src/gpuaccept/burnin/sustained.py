@@ -1,8 +1,8 @@
 """A burn-in's sustained load: every GPU under matrix products from the load's start to its end,
 with no gap between rounds, judged in rounds of `burnin.round_s`.
 
-One worker process per GPU (the GPU alone visible to it, as in the compute stage) runs that GPU's
-rounds one after another (measure/sustained.py); its plan is fixed when the load starts, each
+One worker process per GPU (the GPU alone visible to it: the compute stage's `OnEachGpu`) runs
+that GPU's rounds one after another (measure/sustained.py); its plan is fixed when the load starts, each
 round ending at the same moment on every GPU, so round N of every GPU covers the same stretch of
 time and the GPUs are judged against each other round by round. A worker that hangs or crashes
 fails its round by name (the launcher's watchdog), and a fresh worker goes on with the rounds left.
@@ -16,7 +16,6 @@ until no worker is inside a memory test, so that the memory a fabric stage needs
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 import threading
@@ -27,11 +26,10 @@ from pathlib import Path
 
 from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, MemtestResult, StepFailure
 from gpuaccept.measure.drills import NO_DRILLS, Drills
-from gpuaccept.measure.launch import Workers, run_plan
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, SustainedRoundStep
 from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, memtest_due_flag, memtest_flag
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.stages.compute import MIN_LOAD_STEP_S, compute_steps, gpu_environment, load_result
+from gpuaccept.stages.compute import MIN_LOAD_STEP_S, OnEachGpu, compute_steps, load_result
 from gpuaccept.vocabulary.steps import parse_step_key
 from gpuaccept.vocabulary.telemetry import parse_duration
 
@@ -57,7 +55,6 @@ class LoadRound:
 class _Gathered:
     records: dict[int, dict[int, list[dict]]] = field(default_factory=dict)  # round -> gpu -> records
     times: dict[int, list[float]] = field(default_factory=dict)  # round -> moments its steps began and ended
-    failures: dict[int, list[StepFailure]] = field(default_factory=dict)  # round -> steps that gave nothing
     backend: str = ""
     torch_version: str = ""
 
@@ -99,11 +96,8 @@ class SustainedLoad:
         self.drills = drills
         self.on_round = on_round
         self.control = Path(tempfile.mkdtemp(prefix="gpuaccept-sustained-"))
-        base = dict(os.environ if env is None else env)
-        self.envs = {gpu: gpu_environment(base, gpu) for gpu in self.gpus}
         # the workers import torch now, while whatever runs before the load runs; they touch no GPU until their plan comes
-        self._ahead = {gpu: Workers(1, self.envs[gpu]) for gpu in self.gpus}
-        self._threads: list[threading.Thread] = []
+        self.loads = OnEachGpu(self.gpus, env=env, on_event=self._event, ahead=True)
         self._lock = threading.Lock()
         self._gathered = _Gathered()
         self._labels: dict[str, tuple[int, int]] = {}  # a step's label -> (gpu, round)
@@ -141,19 +135,10 @@ class SustainedLoad:
 
     def start(self) -> None:
         self.began = time.time()
-        for gpu in self.gpus:
-            plan = self.plan(gpu, self.began)
+        plans = {gpu: self.plan(gpu, self.began) for gpu in self.gpus}
+        for gpu, plan in plans.items():
             self._labels.update({step.label: (gpu, step.round) for step in plan.steps})  # type: ignore[union-attr]
-            thread = threading.Thread(target=self._run, args=(gpu, plan), name=f"gpu-accept sustained gpu{gpu}", daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _run(self, gpu: int, plan: Plan) -> None:
-        outcome = run_plan(plan, 1, env=self.envs[gpu], on_event=self._event, workers=self._ahead.pop(gpu))
-        with self._lock:
-            for failure in outcome.failures:
-                _, index = self._labels.get(failure.step, (gpu, 1))
-                self._gathered.failures.setdefault(index, []).append(failure)
+        self.loads.start(plans)
 
     def _event(self, event: dict) -> None:
         kind = event.get("event")
@@ -177,7 +162,7 @@ class SustainedLoad:
 
     @property
     def running(self) -> bool:
-        return any(thread.is_alive() for thread in self._threads)
+        return self.loads.running
 
     def stop(self) -> None:
         """End the round under way on every GPU, and every round after it."""
@@ -185,9 +170,7 @@ class SustainedLoad:
 
     def wait(self) -> None:
         """Until every GPU's rounds are done: in short waits, so Ctrl-C reaches the caller."""
-        while self.running:
-            for thread in self._threads:
-                thread.join(POLL_S)
+        self.loads.wait()
 
     @contextlib.contextmanager
     def fabric_beside(self) -> Iterator[None]:
@@ -213,8 +196,13 @@ class SustainedLoad:
     def rounds(self) -> list[LoadRound]:
         """Every round that measured something or failed, in order."""
         gathered = self._gathered
+        failures: dict[int, list[StepFailure]] = {}  # round -> steps that gave nothing (a hang, a crash)
+        for gpu, outcome in sorted(self.loads.outcomes.items()):
+            for failure in outcome.failures:
+                _, index = self._labels.get(failure.step, (gpu, 1))
+                failures.setdefault(index, []).append(failure)
         found = []
-        for index in sorted(set(gathered.records) | set(gathered.failures)):
+        for index in sorted(set(gathered.records) | set(failures)):
             results: list[GemmResult | HbmResult | MemtestResult] = [
                 load_result(parse_step_key(record["key"]), {k: v for k, v in record.items() if k != "key"})  # type: ignore[arg-type]
                 for records in gathered.records.get(index, {}).values()
@@ -224,14 +212,12 @@ class SustainedLoad:
             began, ended = min(times), max(times)
             sweep = ComputeSweep(
                 backend=gathered.backend, torch_version=gathered.torch_version, gpus=self.gpus,
-                wall_s=round(max(0.0, ended - began), 3), results=results, failures=gathered.failures.get(index, []),
+                wall_s=round(max(0.0, ended - began), 3), results=results, failures=failures.get(index, []),
             )
             found.append(LoadRound(index, began, ended, sweep))
         return found
 
     def close(self) -> None:
-        for workers in self._ahead.values():
-            workers.close()  # started ahead for a load that never began
-        self._ahead.clear()
+        self.loads.close()  # workers started ahead for a load that never began
         shutil.rmtree(self.control, ignore_errors=True)
 

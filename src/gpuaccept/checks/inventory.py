@@ -34,6 +34,9 @@ def _found(facts: Facts) -> str:
     if hidden:
         why = "hidden by CUDA_VISIBLE_DEVICES" if visible is not None else "not visible to CUDA"
         text += f"; {why}: " + ", ".join(f"NVML GPU {g.nvml_index} ({g.name}, bus {g.pci_bus_id}, {g.uuid})" for g in hidden)
+    unseen = facts.system.unseen_pci_gpus
+    if unseen:
+        text += f"; on the PCI bus but not seen by the driver (NVML): bus {', '.join(unseen)}"
     return text
 
 

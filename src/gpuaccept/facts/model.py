@@ -207,13 +207,27 @@ class InstalledGpu(Record):
     pci_bus_id: str
 
 
-class SystemFacts(Record):
+class SystemFacts(OmitsLaterDefaults):
     hostname: str
     driver_version: StrReading
     cuda_driver_version: StrReading  # the CUDA version the driver supports, e.g. "13.0"
     nvml_version: StrReading
     nvml_gpu_count: int  # every GPU NVML sees, under test or not
     installed_gpus: list[InstalledGpu] = Field(default_factory=list)  # each of them, in NVML order
+    # NVIDIA functions on the PCI bus as the kernel lists them (/sys/bus/pci/devices), NVML or not:
+    # a GPU that fell off the driver is still there, or an NVSwitch says which board this is
+    pci_gpus: list[str] | Unavailable = Field(default_factory=lambda: not_probed(NOT_READ))  # bus ids, display/3D class
+    pci_nvswitches: list[str] | Unavailable = Field(default_factory=lambda: not_probed(NOT_READ))  # bus ids, bridge class
+
+    later_fields: ClassVar[dict[str, Any]] = {"pci_gpus": _NOT_READ_DUMPED, "pci_nvswitches": _NOT_READ_DUMPED}
+
+    @property
+    def unseen_pci_gpus(self) -> list[str]:
+        """GPUs on the PCI bus that NVML does not see (fallen off the bus, failed to initialize), by bus id."""
+        if isinstance(self.pci_gpus, Unavailable):
+            return []
+        seen = {gpu.pci_bus_id for gpu in self.installed_gpus}
+        return [bus for bus in self.pci_gpus if bus not in seen]
 
     @property
     def installed_model(self) -> str | None:

@@ -27,6 +27,7 @@ from pydantic import BeforeValidator, Field, PlainSerializer, TypeAdapter, Valid
 from gpuaccept.errors import InputFileError, Problem
 from gpuaccept.facts.io import validation_problems
 from gpuaccept.facts.model import Facts, Record, Unavailable
+from gpuaccept.facts.run_verdict import RESULT_OF_EXIT, NotJudged, RunVerdict, one_line
 from gpuaccept.facts.verdict import Verdict
 from gpuaccept.files import read_input_text
 from gpuaccept.outcomes import TestOutcome, run_exit_code
@@ -166,7 +167,7 @@ class Environment(Record):
         nccl = next((s.nccl_version for s in sweeps if s.nccl_version), None)
         torch = next((s.torch_version for s in sweeps if s.torch_version), None)
         if torch is None and not isinstance(facts.cuda, Unavailable):
-            torch = facts.cuda.torch_version
+            torch = facts.cuda.torch_version or None  # "": the probe found no torch installed
         return cls(
             host=facts.system.hostname,
             driver=_text(facts.system.driver_version),
@@ -198,6 +199,7 @@ class RunRecord(Record):
     facts: Facts  # as far as they were known: probed, and whatever the stages had measured
     tests: list[TestRecord]
     summary: Summary = Field(default_factory=Summary)
+    verdict: RunVerdict | None = None  # the run's verdict (run_verdict.py), written at its end; None in older files
 
     @classmethod
     def started(cls, run: RunInfo, facts: Facts) -> RunRecord:
@@ -234,9 +236,42 @@ class RunRecord(Record):
             return f"the run ended with exit status {self.run.exit_status}, not a pass"
         return ""
 
+    def judged(self) -> RunVerdict:
+        """The run's verdict as integrations read it: its exit code by the outcome policy, the tests that
+        failed, those that could not be judged with their reasons, and the cause in one line."""
+        code = self.exit_code()
+        failed = [test for test in self.tests if test.outcome == "failed"]
+        errors = [test for test in self.tests if test.outcome == "error"]
+        if code == 0:
+            cause = ""
+        elif failed:
+            first = failed[0]
+            more = f" (+{len(failed) - 1} more failed)" if len(failed) > 1 else ""
+            cause = f"{first.id}: {_reason(first)}{more}"
+        elif errors:
+            first = errors[0]
+            more = f" (+{len(errors) - 1} more not judged)" if len(errors) > 1 else ""
+            cause = f"could not judge: {first.id}: {_reason(first)}{more}"
+        elif not self.complete:
+            cause = "could not judge: the run did not finish (killed or interrupted before its end)"
+        else:
+            cause = f"could not judge: the run ended with pytest's exit status {self.run.exit_status} and no test judged"
+        return RunVerdict(
+            exit_code=code, result=RESULT_OF_EXIT[code], cause=one_line(cause), failed=[test.id for test in failed],
+            not_judged=[NotJudged(id=test.id, reason=one_line(_reason(test))) for test in errors],
+            host=self.environment.host, profile=self.run.profile.name, started_at=self.run.started_at,
+            finished_at=self.run.finished_at,
+        )
+
     def to_json(self) -> str:
         # json.dumps, not pydantic's own writer: it keeps a float that is not finite as NaN, not null
         return json.dumps(self.model_dump(mode="json"), indent=1) + "\n"
+
+
+def _reason(test: TestRecord) -> str:
+    """Why a test did not pass, in its verdict's words (or the exception that ended it)."""
+    message = test.verdict.message if test.verdict is not None and test.verdict.message else test.message
+    return message.strip().splitlines()[0] if message.strip() else "no message"
 
 
 class JournalEntry(Record):

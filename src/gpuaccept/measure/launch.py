@@ -9,8 +9,9 @@ their numbers, a machine that hangs at every step does not cost hours. Results c
 their keys too (`Outcome.values`): nothing here, or above, finds a step by its label.
 
 Workers start, import torch and then wait for their plan (`Workers`): a stage can start the next
-set ahead, so that its import overlaps the measurement running now. They touch no GPU while they
-wait, so they cannot disturb it. One process imports torch and forks the ranks (worker.py's
+set ahead, so that its import overlaps the measurement running now, and a session keeps sets
+started ahead for its next stage (`WorkerPool`). They touch no GPU while they wait, so they cannot
+disturb it. One process imports torch and forks the ranks (worker.py's
 `--ranks`); each rank is still watched, and killed, as a process of its own (`Rank`).
 """
 
@@ -60,13 +61,17 @@ def run_plan(
     on_event: EventCallback | None = None,
     max_restarts: int = 2,
     workers: Workers | None = None,
+    pool: WorkerPool | None = None,
 ) -> Outcome:
     """Run `plan` on `ranks` workers: `workers` when given (started ahead, with `ranks` ranks and
-    `env`), fresh ones otherwise and for every restart."""
+    `env`), else a set of `pool`'s where it holds one and `env` is this process's own, fresh ones
+    otherwise and for every restart."""
     outcome = Outcome()
     began = time.monotonic()
     remaining = list(range(len(plan.steps)))
     restarts = 0
+    if workers is None and pool is not None and env is None:
+        workers = pool.take(ranks)
     while remaining:
         attempt_plan = plan.model_copy(update={"steps": [plan.steps[i] for i in remaining]})
         attempt_workers = workers or Workers(ranks, env)
@@ -219,6 +224,42 @@ class Workers:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class WorkerPool:
+    """Sets of workers started ahead, by their number of ranks: each imports torch and waits for a
+    plan, touching no GPU, while whatever runs now runs (a stage measuring, the probe, the tests
+    that judge), so that the stage that takes one starts without paying torch's import (seconds with
+    CUDA's libraries). A plan brings its own environment (Plan.environment): one set serves any
+    stage of its size. Those never taken are ended by `close`."""
+
+    def __init__(self) -> None:
+        self._ready: dict[int, list[Workers]] = {}
+
+    def prepare(self, ranks: list[int]) -> None:
+        """Start a set for each of `ranks` (their sizes) beside those already waiting unclaimed."""
+        waiting = {size: len(sets) for size, sets in self._ready.items()}
+        for size in ranks:
+            if waiting.get(size, 0) > 0:
+                waiting[size] -= 1  # one already waits for this size
+                continue
+            self._ready.setdefault(size, []).append(Workers(size))
+
+    def take(self, ranks: int) -> Workers | None:
+        """A set of `ranks` ranks started ahead, if one waits."""
+        sets = self._ready.get(ranks)
+        return sets.pop(0) if sets else None
+
+    @property
+    def waiting(self) -> list[int]:
+        """The sizes of the sets waiting, one entry a set."""
+        return sorted(size for size, sets in self._ready.items() for _ in sets)
+
+    def close(self) -> None:
+        for sets in self._ready.values():
+            for workers in sets:
+                workers.close()
+        self._ready.clear()
 
 
 @dataclass

@@ -259,4 +259,8 @@ class Plan(BaseModel):
     startup_timeout_s: float = 60.0  # process start, torch import, process group and NCCL set-up (about 5 s on H200)
     stalled_s: float = 20.0  # a worker that shows no sign of life this long is stopped, frozen or gone
     drills: Drills = NO_DRILLS  # the fault drills the run was asked for (measure/drills.py): none by default
+    # set in each rank's environment before anything of CUDA or NCCL starts (the GPU a per-GPU
+    # worker sees, NCCL's settings of a stage): a plan's own, so that workers started ahead, with
+    # torch imported and no GPU touched, serve whichever plan comes
+    environment: dict[str, str] = Field(default_factory=dict)
 

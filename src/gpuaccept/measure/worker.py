@@ -12,8 +12,9 @@ value, each under its `key`; `done` at the end. The launcher watches that file t
 step's time limit and to fail the values of a step that hung, by key.
 
 With `--wait` the process imports torch first and then waits for the file `DIR/go`, which holds
-the rendezvous port; the plan is read after it. The suite can so start workers ahead while other
-measurements run. A waiting worker whose parent is gone exits.
+the rendezvous port; the plan is read after it, and its `environment` (the GPU a per-GPU worker
+sees, NCCL's settings) set before CUDA or NCCL start. The suite can so start workers ahead, for
+whichever stage takes them, while other measurements run. A waiting worker whose parent is gone exits.
 
 With `--ranks N` (how the suite starts its workers on one node) the process imports torch once and
 forks the N ranks from itself, each in a session of its own with `DIR/rank<r>.log` as its output,
@@ -262,6 +263,8 @@ def wait_for_go(out: Path, parent: int) -> bool:
 
 
 def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s: float = 0.0, waited_s: float = 0.0) -> None:
+    # before CUDA or NCCL first look at it (torch's import does not): read when the driver and NCCL initialize
+    os.environ.update(plan.environment)
     import torch
     import torch.distributed as dist
 

@@ -16,7 +16,7 @@ import pytest
 from gpuaccept.facts import Facts, load_facts, parse_facts
 from gpuaccept.facts.run_record import FACTS_SOURCE, FactsFile, LiveMachine
 from gpuaccept.measure.drills import NO_DRILLS, Drills
-from gpuaccept.plugin.options import NamedProfile, ProfileChoice, RunOptions
+from gpuaccept.plugin.options import DerivedProfile, NamedProfile, ProfileChoice, RunOptions
 from gpuaccept.probe import probe_machine
 from gpuaccept.profile import Profile, ProfileCatalog, load_profile
 from gpuaccept.stages.store import MeasurementStore
@@ -28,13 +28,20 @@ class RunContext:
     facts: Facts
     facts_source: LiveMachine | FactsFile
     profile_folders: tuple[str, ...]
-    chosen_because: str = ""  # why --profile auto chose this profile; "" where it was named
+    chosen_because: str = ""  # why --profile auto chose (or derived) this profile; "" where it was named
     drills: Drills = NO_DRILLS  # the fault drills of a live run, read at the door; kept in the facts' environment
 
     @classmethod
     def build(
-        cls, choice: ProfileChoice, source: LiveMachine | FactsFile, profile_dirs: tuple[Path, ...], drills: Drills = NO_DRILLS
+        cls,
+        choice: ProfileChoice,
+        source: LiveMachine | FactsFile,
+        profile_dirs: tuple[Path, ...],
+        drills: Drills = NO_DRILLS,
+        expect_gpus: int | None = None,
+        derive_into: Path | None = None,
     ) -> RunContext:
+        """`derive_into`: where a profile derived from the catalogue is kept (beside the reports)."""
         catalog = ProfileCatalog.with_shipped(list(profile_dirs))
         # a named profile is loaded first: a bad profile is reported before any hardware is touched
         profile = catalog.load(choice.name) if isinstance(choice, NamedProfile) else None
@@ -44,7 +51,7 @@ class RunContext:
             facts = drills.recorded_in(probe_machine())
         reason = ""
         if profile is None:
-            selection = catalog.auto_select(*facts.installed())
+            selection = catalog.select(facts, expect_gpus, derive_into, derived_only=isinstance(choice, DerivedProfile))
             profile, reason = selection.profile, selection.reason
         return cls(profile, facts, source, tuple(str(f) for f in catalog.folders), reason, drills)
 
@@ -83,7 +90,7 @@ class RunContext:
             where = f"read from command outputs ({', '.join(self.facts.imported_from.files)}) via {self.facts_source}"
         hidden = self.facts.hidden_gpus
         installed = f" ({len(hidden)} more installed, not under test)" if hidden else ""
-        chosen = f"; chosen by --profile auto: {self.chosen_because}" if self.chosen_because else ""
+        chosen = f"; {self.chosen_because}" if self.chosen_because else ""
         return (
             f"profile {self.profile.name} ({self.profile.path}){chosen}; facts {where}: {self.facts.system.hostname}, "
             f"{len(gpus)}x {model}{installed}, driver {self.facts.system.driver_version}"

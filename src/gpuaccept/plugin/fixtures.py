@@ -9,7 +9,7 @@ import pytest
 from gpuaccept.burnin.driver import read_burnin
 from gpuaccept.facts import Facts
 from gpuaccept.plugin.context import GpuAcceptRun, run_of
-from gpuaccept.plugin.needs import Needs, needs_of
+from gpuaccept.plugin.needs import Needs, needs_of, stages_asked
 from gpuaccept.plugin.options import BaselineGate
 from gpuaccept.plugin.verdicts import VerdictRecorder
 from gpuaccept.profile import Profile
@@ -43,18 +43,11 @@ def facts(request: pytest.FixtureRequest) -> Facts:
 def facts_with(run: GpuAcceptRun, needs: Needs, gpu: int | None) -> Facts:
     """The run's facts with `needs` in them; a per-GPU stage's loads of `gpu` alone where given."""
     context, store = run.context, run.store
-    stages, burnin = set(needs.stages), needs.burnin
-    if needs.level_loads:
-        # the level's loads: every stage at the standard level, the burn-in's rounds in a burn-in,
-        # nothing at the quick level (it loads nothing)
-        if run.options.level == "burn-in":
-            burnin = True
-        elif run.options.level != "quick":
-            stages = set(STAGES)
+    burnin = needs.burnin or (needs.level_loads and run.options.level == "burn-in")
     facts = context.facts
-    for name, stage in STAGES.items():
-        if name in stages:
-            facts = store.with_stage(name, facts, context.profile, [gpu] if gpu is not None and stage.per_gpu else None)
+    for name in stages_asked(needs, run.options.level):
+        stage = STAGES[name]
+        facts = store.with_stage(name, facts, context.profile, [gpu] if gpu is not None and stage.per_gpu else None)
     if not context.live:
         return facts  # replayed facts carry their rounds, telemetry and health readings with them
     if burnin and (rounds := read_burnin(store.folder)) is not None:

@@ -22,18 +22,21 @@ import pytest
 
 from gpuaccept.burnin.driver import burnin_stages
 from gpuaccept.errors import GpuAcceptError, shown
+from gpuaccept.facts.run_record import LiveMachine
 from gpuaccept.measure.drills import Drills
+from gpuaccept.measure.launch import WorkerPool
 from gpuaccept.outcomes import EXIT_FAILED
 from gpuaccept.outputs import check_output_file
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
 from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
-from gpuaccept.plugin.needs import needs_of
+from gpuaccept.plugin.needs import needs_of, stages_asked
 from gpuaccept.plugin.options import RunOptions, given_options, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
-from gpuaccept.plugin.recording import RunRecording
+from gpuaccept.plugin.recording import NOT_STARTED_KEY, RunRecording
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import VERDICT_ON_REPORT, VERDICTS_KEY, failure_message, report_status
+from gpuaccept.probe.cuda import driver_loads
 from gpuaccept.process import HeldSignals, hold_signals
 from gpuaccept.stages.health import SnapshotAfterStage
 from gpuaccept.stages.store import MeasurementStore
@@ -57,36 +60,59 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
         folder = Path(workerinput[WORKER_STORE])
-        # gwN loads gpuN first: N workers, N GPUs loaded at once
-        own_gpu = int(workerinput["workerid"].removeprefix("gw")) if workerinput.get("workerid", "").startswith("gw") else None
         store = MeasurementStore(
-            folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)], own_gpu=own_gpu,
-            drills=context.drills,
+            folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)], drills=context.drills
         )
         config.stash[RUN_KEY] = GpuAcceptRun(options, context, store)
         return
     # --junitxml FILE is written by this plugin, from the run record, in the shape of every other
     # gpu-accept JUnit: pytest's own writer would be a second one at the same path
     config.option.xmlpath = None
+    pool = _first_worker_ahead(config, options)
     try:
         for option, path in options.outputs.named():  # before anything is probed: not at the end of a full run
             check_output_file(path, option)
         # the fault drills are read here, once: the workers of pytest-xdist get them with the context
-        context = RunContext.build(options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ))
+        # a profile derived from the catalogue is kept beside the reports, to review and keep
+        derive_into = options.outputs.results.parent if options.outputs.results is not None else None
+        context = RunContext.build(
+            options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ), options.expect_gpus, derive_into
+        )
         _refuse_a_baseline_of_another_kind(options, context)
         _refuse_a_burnin_without_loads(options, context)
     except GpuAcceptError as error:
+        config.stash[NOT_STARTED_KEY] = "; ".join(error.lines())  # the run's verdict carries it (gpu-accept run)
+        pool.close()
         raise pytest.UsageError(_usage(error)) from None
+    except BaseException:
+        pool.close()
+        raise
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
     say = terminal_line(config)
     store = MeasurementStore(
-        folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)], drills=context.drills
+        folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)], drills=context.drills,
+        pool=pool,
     )
     run = GpuAcceptRun(options, context, store)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(RecordingHooks(config, run), "gpuaccept-recording")
     config.pluginmanager.register(BurninHooks(config, run, TERMINATED), "gpuaccept-burnin")
     _end_cleanly_on_sigterm()
+
+
+def _first_worker_ahead(config: pytest.Config, options: RunOptions) -> WorkerPool:
+    """A measuring run's first worker (one rank: the copy stage's, or a GPU's loads), started before
+    the machine is probed: it imports torch while the probe runs and the tests are collected, when
+    nothing is measured. As every worker started ahead, only where the measurements run on GPUs (the
+    CUDA driver is there; on the CPU the import would take its share of what the CPU measures next);
+    not at the quick level (it starts no worker), not for recorded facts, not under pytest-xdist
+    (which process measures first is not known)."""
+    pool = WorkerPool()
+    distributed = getattr(config.option, "numprocesses", None) not in (None, 0)
+    measures = options.level != "quick" and isinstance(options.source, LiveMachine) and not config.option.collectonly
+    if measures and not distributed and driver_loads():
+        pool.prepare([1])
+    return pool
 
 
 def _refuse_a_baseline_of_another_kind(options: RunOptions, context: RunContext) -> None:
@@ -169,10 +195,27 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.stash.get(RUN_KEY, None) is not None:
-        mark_levels(items)
-        for item in items:
-            needs_of(item)  # a need misspelt in a suite is a usage error before any test runs
+    run = config.stash.get(RUN_KEY, None)
+    if run is None:
+        return
+    mark_levels(items)
+    for item in items:
+        needs_of(item)  # a need misspelt in a suite is a usage error before any test runs
+
+
+@pytest.hookimpl(trylast=True)  # after every hook that reorders or deselects the tests
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The stages the tests will ask for, in the order they will: each stage's workers start ahead,
+    while the stage before it (or, for the first, the tests before it) runs. Not in a pytest-xdist
+    worker, which cannot know which worker a stage falls to."""
+    config = session.config
+    run = config.stash.get(RUN_KEY, None)
+    if run is None or hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    order: list[str] = []
+    for item in session.items:
+        order += [name for name in stages_asked(needs_of(item), run.options.level) if name not in order]
+    run.store.expect(order, run.context.facts, run.context.profile)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -209,6 +252,9 @@ def pytest_runtest_logfinish() -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before the recording reads the exit status
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    run = session.config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.store.close()  # workers started ahead for a stage no test asked for after all
     if TERMINATED and session.exitstatus != pytest.ExitCode.INTERRUPTED:
         session.exitstatus = pytest.ExitCode.INTERRUPTED  # ended by a signal: not a verdict on the machine
 

@@ -8,8 +8,8 @@
   `every_stage`, `burnin` (the burn-in's rounds), `level_loads` (what the run's level loads: every
   stage at the standard level, the burn-in's rounds at the burn-in level, nothing at the quick
   level) or `telemetry` (sampled while the level's loads ran; it asks for them first).
-  `per_gpu=True`: a per-GPU stage's loads of this test's GPU only (`gpu` parameter), each GPU
-  loaded by whichever pytest-xdist worker first asks for it;
+  `per_gpu=True`: a per-GPU stage's loads of this test's GPU (`gpu` parameter); the first ask loads
+  every GPU at once (under pytest-xdist, every GPU no other worker holds);
 - `health_run` (plugin/health.py) also asks for the level's loads, with the health readings taken
   after each stage and the XID events heard meanwhile; `health_state` asks for nothing more.
 
@@ -77,3 +77,11 @@ def needs_of(item: pytest.Item) -> Needs:
         telemetry=TELEMETRY in what,
         health=health,
     )
+
+
+def stages_asked(needs: Needs, level: str) -> list[str]:
+    """The stages a test with `needs` has measured at `level`, in the order it asks for them: with
+    the level's loads, every stage at the standard level, none at the quick level (it loads
+    nothing) nor in a burn-in (its rounds measure)."""
+    stages = set(STAGES) if needs.level_loads and level not in ("quick", "burn-in") else set(needs.stages)
+    return [name for name in STAGES if name in stages]

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pytest is imported by pytest's own run: `gpu-accept` reads 
     import pytest
 
 AUTO = "auto"  # what --profile says for the profile whose match rule fits the GPUs installed
+DERIVED = "derived"  # what --profile says for a profile derived from the catalogue, whatever profiles match
 DEFAULT_MAX_REGRESSION = "5%"
 
 
@@ -30,11 +31,16 @@ class AutoProfile:
 
 
 @dataclass(frozen=True)
+class DerivedProfile:
+    """--profile derived: expectations from the catalogue alone (GPU model, fabric, count), no profile file."""
+
+
+@dataclass(frozen=True)
 class NamedProfile:
     name: str  # a shipped profile's name, or a YAML path
 
 
-ProfileChoice = AutoProfile | NamedProfile
+ProfileChoice = AutoProfile | DerivedProfile | NamedProfile
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,7 @@ class RunOptions:
     outputs: Outputs
     level: str = DEFAULT_LEVEL  # plugin/levels.py
     burnin_s: float | None = None  # --burn-in-duration, in seconds; else the profile's burnin.duration
+    expect_gpus: int | None = None  # --expect-gpus: the GPUs the machine must have, where the user states it
 
     def with_junitxml(self, path: str | None) -> RunOptions:
         """With pytest's own --junitxml FILE, which this plugin writes too (read from pytest's options:
@@ -126,8 +133,14 @@ class Option:
 
 OPTIONS = (
     Option(
-        "--profile", "gpuaccept_profile", metavar="NAME|PATH|auto", command_default=AUTO,
-        help="the hardware profile to check against: a shipped name, a YAML path, or 'auto' to pick by GPU model and count",
+        "--profile", "gpuaccept_profile", metavar="NAME|PATH|auto|derived", command_default=AUTO,
+        help="the hardware profile to check against: a shipped name, a YAML path, 'auto' to pick by GPU model and count "
+        "(derived from the catalogue where no profile matches), or 'derived' to derive it from the catalogue whatever matches",
+    ),
+    Option(
+        "--expect-gpus", "gpuaccept_expect_gpus", type=int, metavar="N",
+        help="the GPUs this machine must have (default: as installed: NVML, the PCI bus, the NVSwitch board); "
+        "each one missing fails by name",
     ),
     Option(
         "--profile-dir", "gpuaccept_profile_dirs", metavar="DIR", append=True,
@@ -269,8 +282,17 @@ def read_options(option: argparse.Namespace, spelled: Mapping[str, str] = PYTEST
     profile = getattr(option, "gpuaccept_profile", None)
     if profile is None and facts is None:
         return None
+    expect_gpus = getattr(option, "gpuaccept_expect_gpus", None)
+    if expect_gpus is not None and not 1 <= expect_gpus <= 1024:
+        raise OptionError(f"{spelled['gpuaccept_expect_gpus']} {expect_gpus}: the GPUs the machine must have, 1 to 1024")
+    if expect_gpus is not None and profile not in (None, AUTO, DERIVED):
+        raise OptionError(
+            f"{spelled['gpuaccept_expect_gpus']} {expect_gpus}: a named profile states its GPU count (gpus.count); "
+            f"the count is for --profile {AUTO} or {DERIVED}"
+        )
+    choice: ProfileChoice = AutoProfile() if profile in (None, AUTO) else DerivedProfile() if profile == DERIVED else NamedProfile(profile)
     return RunOptions(
-        profile=AutoProfile() if profile in (None, AUTO) else NamedProfile(profile),
+        profile=choice,
         source=FactsFile(path=facts) if facts else LiveMachine(),
         profile_dirs=tuple(Path(folder) for folder in getattr(option, "gpuaccept_profile_dirs", [])),
         gate=gate,
@@ -285,6 +307,7 @@ def read_options(option: argparse.Namespace, spelled: Mapping[str, str] = PYTEST
         ),
         level=level,
         burnin_s=burnin_s,
+        expect_gpus=expect_gpus,
     )
 
 

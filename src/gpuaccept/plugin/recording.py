@@ -32,6 +32,7 @@ from gpuaccept.stages.store import merge
 from gpuaccept.stages.telemetry import read_telemetry
 
 NOTHING_JUDGED_KEY = pytest.StashKey[str]()
+NOT_STARTED_KEY = pytest.StashKey[str]()  # why the run could not start (no driver, a profile that does not load)
 
 
 class RunRecording:

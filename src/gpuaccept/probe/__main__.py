@@ -8,6 +8,7 @@ NVML is opened through its one door (probe/nvml.py: the driver, or a recording r
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from gpuaccept.errors import GpuAcceptError, NoDriverError
@@ -16,7 +17,8 @@ from gpuaccept.probe import EXIT_NO_DRIVER
 from gpuaccept.probe.collect import collect_facts
 from gpuaccept.probe.cuda import probe_cuda
 from gpuaccept.probe.health import Target, health_reading
-from gpuaccept.probe.nvml import nvml_of_this_machine
+from gpuaccept.probe.nvml import NVML_REPLAY, nvml_of_this_machine
+from gpuaccept.probe.pci import read_pci_functions
 
 EXIT_PROBE_FAILED = 3
 
@@ -28,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         nvml = nvml_of_this_machine(record_to=args.nvml_log)
         try:
-            facts = collect_facts(nvml, probe_cuda())
+            # replayed NVML answers are another machine's: this machine's PCI bus would contradict them
+            pci = None if os.environ.get(NVML_REPLAY) else read_pci_functions()
+            facts = collect_facts(nvml, probe_cuda(), pci=pci)
             # the health snapshot every later one is compared with, before any load
             start = health_reading(nvml, [Target.of(gpu) for gpu in facts.gpus], "start")
             facts = facts.model_copy(update={"health": start})

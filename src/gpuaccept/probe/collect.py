@@ -80,7 +80,13 @@ def normalize_bus_id(bus_id: str) -> str:
     return f"{int(domain or '0', 16):08X}:{int(bus, 16):02X}:{int(device, 16):02X}.{int(function or '0', 16)}"
 
 
-def collect_facts(nvml: Nvml, cuda: CudaFacts | Unavailable, environ: dict[str, str] | None = None) -> Facts:
+PciFunctions = tuple[list[str] | Unavailable, list[str] | Unavailable]  # (GPU bus ids, NVSwitch bus ids): probe/pci.py
+
+
+def collect_facts(
+    nvml: Nvml, cuda: CudaFacts | Unavailable, environ: dict[str, str] | None = None, pci: PciFunctions | None = None
+) -> Facts:
+    """`pci`: the machine's NVIDIA PCI functions; None where they are not this NVML's (answers replayed)."""
     environ = dict(os.environ if environ is None else environ)
     try:
         nvml_count = nvml.query("device_count")
@@ -105,6 +111,7 @@ def collect_facts(nvml: Nvml, cuda: CudaFacts | Unavailable, environ: dict[str, 
         nvml_version=read(nvml, "nvml_version"),
         nvml_gpu_count=nvml_count,
         installed_gpus=[_installed(nvml, index) for index in range(nvml_count)],
+        **({"pci_gpus": pci[0], "pci_nvswitches": pci[1]} if pci is not None else {}),
     )
     return Facts(
         recorded_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

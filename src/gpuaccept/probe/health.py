@@ -307,7 +307,9 @@ class XidListener:
     registration: start it before the first load. `on_event` is called for each event (from the
     listening thread)."""
 
-    WAIT_MS = 500
+    # each wait for events lasts this long at most; the run's end waits for the one under way (a
+    # tenth of a second, every run: events that come meanwhile are kept by NVML for the next wait)
+    WAIT_MS = 100
 
     def __init__(self, nvml: Nvml, targets: list[Target], on_event: Callable[[XidEvent], None] = lambda event: None):
         self.nvml = nvml

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import difflib
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuaccept.errors import OptionError, ProfileNotFound
-from gpuaccept.profile.load import load_profile
+from gpuaccept.facts.model import Facts
+from gpuaccept.files import write_atomically
+from gpuaccept.profile.catalogue import Catalogue, load_catalogue
+from gpuaccept.profile.derive import derive_profile
+from gpuaccept.profile.load import load_profile, load_profile_text
+from gpuaccept.profile.machine import UnknownMachine, installed_gpus
 from gpuaccept.profile.model import Profile
 from gpuaccept.resources import shipped_dir
 
@@ -67,40 +73,63 @@ class ProfileCatalog:
     def load_all(self) -> list[Profile]:
         return [load_profile(path, self.base_folders()) for _, path in self.names()]
 
-    def auto_select(self, gpu_model: str, gpu_count: int) -> Selection:
-        """The profile for a machine of `gpu_count` GPUs of `gpu_model` as installed (NVML's view,
-        not CUDA's: CUDA_VISIBLE_DEVICES must not make a 4-GPU server look like a 3-GPU one).
-
-        An exact match wins; among several, the one from the first profile folder (a user's
-        --profile-dir before the shipped ones). Where none matches exactly, the smallest profile of
-        the model with more GPUs: a server that lost a GPU is judged against the profile it was
-        bought to meet, and fails the missing GPU's tests."""
+    def auto_select(self, gpu_model: str, gpu_count: int, described: str = "") -> Selection:
+        """The profile whose match rule fits `gpu_count` GPUs of `gpu_model`: the one of the first
+        profile folder (a user's --profile-dir before the shipped ones). Raises ProfileNotFound
+        listing the profiles that have match rules. `described`: the machine in words, for the reason."""
         profiles = self.load_all()
         machine = f"{gpu_count}x {gpu_model}"
         exact = [p for p in profiles if p.matches_machine(gpu_model, gpu_count)]
         if exact:
             chosen = self._first_folder(exact, machine)
-            why = f"its match rule fits this machine ({machine}, as NVML sees it)"
+            why = f"chosen by --profile auto: its match rule fits this machine ({described or machine})"
             others = [p for p in exact if p is not chosen]
             if others:
                 why += f"; chosen over {', '.join(f'{p.name} ({p.path})' for p in others)}: profile folders are searched in order"
             return Selection(chosen, why)
-        sized = [(p, p.spec.match.gpu_count) for p in profiles if p.spec.match]
-        larger = [(p, count) for p, count in sized if count > gpu_count and p.matches_machine(gpu_model, count)]
-        if larger:
-            fewest = min(count for _, count in larger)
-            chosen = self._first_folder([p for p, count in larger if count == fewest], machine)
-            return Selection(
-                chosen,
-                f"no profile matches {machine}; {chosen.name} is the smallest profile of this model with more GPUs "
-                f"({fewest}): the GPUs it expects and this machine lacks fail their tests",
-            )
         candidates = [f"{p.name} ({p.spec.match.gpu_count}x {'|'.join(p.spec.match.gpu_model)})" for p in profiles if p.spec.match]
         raise ProfileNotFound(
             f"no profile matches this machine ({machine}); profiles with match rules: "
             + (", ".join(candidates) or "none")
             + "; pass --profile NAME or write one (gpu-accept profile init)"
         )
+
+    def select(
+        self,
+        facts: Facts,
+        expect_gpus: int | None = None,
+        derive_into: Path | None = None,
+        derived_only: bool = False,
+        catalogue: Catalogue | None = None,
+    ) -> Selection:
+        """--profile auto: the profile of the machine as installed (NVML's view, the PCI bus, the
+        NVSwitch board; not CUDA's: CUDA_VISIBLE_DEVICES must not make a 4-GPU server look like a
+        3-GPU one, nor a GPU that fell off the bus a 7-GPU one). A profile whose match rule fits
+        wins; where none does, one is derived from the catalogue and kept in `derive_into`
+        (`derived_only`: derived whatever matches). A machine missing GPUs is judged as the
+        machine it must be, and its missing GPUs fail their tests."""
+        catalogue = catalogue or load_catalogue()
+        installed = installed_gpus(facts, catalogue, expect_gpus)
+        how = f"{installed.describe()} as installed: {'; '.join(installed.evidence)}"
+        if not derived_only:
+            try:
+                return self.auto_select(installed.model, installed.count, how)
+            except ProfileNotFound as error:
+                if catalogue.gpu_named(installed.model) is None:
+                    raise ProfileNotFound(
+                        f"{error}; the catalogue does not know {installed.model!r} either, so none can be derived"
+                    ) from None
+        try:
+            derivation = derive_profile(facts, catalogue, stated_count=expect_gpus, path=None)
+        except UnknownMachine as error:
+            raise ProfileNotFound(str(error)) from None
+        path = (derive_into or Path(tempfile.mkdtemp(prefix="gpuaccept-derived-"))) / f"{derivation.name}.yaml"
+        write_atomically(path, derivation.text)
+        profile = load_profile_text(derivation.text, path)
+        lead = "derived from the catalogue (--profile derived)" if derived_only else (
+            f"no profile matches {installed.count}x {installed.model}: derived from the catalogue by --profile auto"
+        )
+        return Selection(profile, f"{lead} ({how}): {derivation.summary}")
 
     def _first_folder(self, profiles: list[Profile], machine: str) -> Profile:
         """The one profile of the earliest folder among `profiles`; several there cannot be told apart."""

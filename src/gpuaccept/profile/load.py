@@ -19,7 +19,7 @@ from pydantic_core import ErrorDetails
 from gpuaccept.errors import KeyPath, Problem, ProfileError, excerpt, format_path
 from gpuaccept.profile.model import Profile
 from gpuaccept.profile.rules import semantic_problems
-from gpuaccept.profile.source import Document, Location, read_document
+from gpuaccept.profile.source import Document, Location, parse_document, read_document
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.vocabulary.links import GPU_KEY_PATTERN
 
@@ -30,7 +30,16 @@ def load_profile(path: Path, search_dirs: Sequence[Path] = ()) -> Profile:
     `search_dirs` are where `extends: NAME` looks when NAME is not a path next to the file.
     """
     path = Path(path)
-    doc = _resolve(path, list(search_dirs), chain=())
+    return _profile_of(_resolve(path, list(search_dirs), chain=()), path)
+
+
+def load_profile_text(text: str, path: Path) -> Profile:
+    """A profile from its text (one that extends no base), named as the file `path` it is or
+    will be kept in: a derived profile is checked as it will be read back."""
+    return _profile_of(parse_document(text, str(path)), Path(path))
+
+
+def _profile_of(doc: Document, path: Path) -> Profile:
     spec = _validate(doc, base_only=False)
     digest = hashlib.sha256(json.dumps(doc.data, sort_keys=True, default=str).encode()).hexdigest()
     return Profile(
@@ -59,7 +68,7 @@ def _validate(doc: Document, base_only: bool) -> ProfileSpec | None:
     try:
         spec = ProfileSpec.model_validate(doc.data)
     except ValidationError as exc:
-        problems = [_problem_from_pydantic(error, doc) for error in exc.errors()]
+        problems = [problem_from_pydantic(error, doc) for error in exc.errors()]
         if base_only:
             problems = [p for p in problems if p.message != REQUIRED_KEY_MISSING]
         if problems:
@@ -167,7 +176,9 @@ _PATTERN_HINTS = {
 }
 
 
-def _problem_from_pydantic(error: ErrorDetails, doc: Document) -> Problem:
+def problem_from_pydantic(error: ErrorDetails, doc: Document, root: type[BaseModel] = ProfileSpec) -> Problem:
+    """One pydantic error as a one-line problem at its file and line; `root` is the model validated
+    (a profile's spec, or a file of the catalogue), whose keys an unknown one is compared with."""
     loc = tuple(error["loc"])
     key_error = bool(loc) and loc[-1] == "[key]"
     path = tuple(part for part in loc if part != "[key]")
@@ -175,7 +186,7 @@ def _problem_from_pydantic(error: ErrorDetails, doc: Document) -> Problem:
     kind = error["type"]
     message = error["msg"]
     if kind == "extra_forbidden":
-        known = _known_keys(loc[:-1])
+        known = _known_keys(loc[:-1], root)
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         message = "unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")
         if known:
@@ -205,9 +216,9 @@ def _problem_from_pydantic(error: ErrorDetails, doc: Document) -> Problem:
 _YAML_TEXT_NUMBER = re.compile(r"([-+]?)(?=\.?\d)(\d*)(\.\d*)?([eE])([-+]?)(\d+)")  # a digit before the e
 
 
-def _known_keys(loc: KeyPath) -> list[str]:
+def _known_keys(loc: KeyPath, root: type[BaseModel]) -> list[str]:
     """The keys allowed at `loc`, found by walking the schema the same way pydantic did."""
-    model: Any = ProfileSpec
+    model: Any = root
     for part in loc:
         model = _step(model, part)
         if model is None:

@@ -1,14 +1,21 @@
 """Runs as Prometheus metrics: the text format node_exporter's textfile collector reads.
 
-`render_metrics(records)` takes run records (results.json as `RunRecord`), one per host, and
-returns the exposition text: `gpu-accept run --metrics FILE` writes it for the run's own record;
-a fleet store passes the latest record of each host and serves the same names for the fleet.
+`render_run_metrics(command, verdict, record)` is what `gpu-accept run|burn-in|health-check --metrics
+FILE` writes: the run's verdict (verdict.json's record) and, where the run left results, its tests
+and measured values. `render_metrics(records)` is the fleet's (`gpu-accept report metrics`): each
+host's latest run.
 
 Names follow Prometheus' conventions: a `gpu_accept_` prefix, the base unit last (bytes per
 second, not GB/s; hertz, not MHz), no `_total` (nothing here counts up over a process' life: every
 value is a gauge of one run), and what varies within a metric as labels (`gpu`, `pair`,
 `collective`, `size`, `setting`, `link`). No sample carries a timestamp: node_exporter refuses
 them in textfiles, and `gpu_accept_run_timestamp_seconds` says when the run ended.
+
+Every series carries `command` (run, burn-in, health-check; fleet for `report metrics`): node_exporter
+merges every file of its folder, and two files with one series would make it drop one of them
+silently. Metric names come only from this module's fixed vocabulary (the check names of
+`VALUE_CHECKS`, the units of `_UNITS`): a results.json may say anything, and what it says reaches
+the text only as label values, escaped as the exposition format says.
 """
 
 from __future__ import annotations
@@ -20,9 +27,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gpuaccept.facts.run_record import RunRecord, TestRecord
+from gpuaccept.facts.run_verdict import RunVerdict
 from gpuaccept.facts.verdict import Verdict
 
 PREFIX = "gpu_accept"
+COMMANDS = ("run", "burn-in", "health-check", "fleet")  # the values of the `command` label
+# the checks whose measured value (and its limit) is a metric of its own: gpu_accept_<check>_<unit>
+VALUE_CHECKS = frozenset({
+    "busbw", "pair_busbw", "p2p_copy", "p2p_copy_bidirectional", "local_copy", "host_to_device", "device_to_host",
+    "gemm_throughput", "hbm_copy", "hbm_triad", "ddp_scaling", "ddp_exposed_comm", "ddp_nvlink_speedup", "clock_slowdown",
+    "gpu_memory", "max_temperature", "sm_clock_under_load", "pcie_width", "pcie_generation", "no_regression",
+})
 
 # a verdict's unit -> (the metric name's unit suffix, the factor to the base unit)
 _UNITS: dict[str, tuple[str, float]] = {
@@ -71,7 +86,7 @@ class _Families:
         return "\n".join(lines) + "\n" if lines else ""
 
 
-def render_metrics(records: Iterable[RunRecord]) -> str:
+def render_metrics(records: Iterable[RunRecord], command: str = "fleet") -> str:
     """The runs' verdicts and measured values as Prometheus text. One record per host: where two
     share a host, the later one given stands (a fleet passes each host's latest run)."""
     latest: dict[str, RunRecord] = {}
@@ -79,22 +94,40 @@ def render_metrics(records: Iterable[RunRecord]) -> str:
         latest[record.environment.host] = record
     families = _Families()
     for record in latest.values():
-        _run_metrics(families, record)
+        _run_metrics(families, command, record.verdict or record.judged(), record)
     return families.text()
 
 
-def _run_metrics(families: _Families, record: RunRecord) -> None:
-    run = {"host": record.environment.host, "profile": record.run.profile.name}
-    code = record.exit_code()  # by the outcome policy (outcomes.py)
+def render_run_metrics(command: str, verdict: RunVerdict, record: RunRecord | None) -> str:
+    """The metrics of one run of `command`: its verdict, and its tests where it left results. A run
+    in progress (or killed before its end) says so, exit code 2: node_exporter never serves the
+    previous run's pass for a check that did not finish."""
+    families = _Families()
+    _run_metrics(families, command, verdict, record)
+    return families.text()
+
+
+def _run_metrics(families: _Families, command: str, verdict: RunVerdict, record: RunRecord | None) -> None:
+    if command not in COMMANDS:
+        raise ValueError(f"command {command!r} is none of {', '.join(COMMANDS)}")
+    run = {"host": verdict.host, "profile": verdict.profile, "command": command}
+    code = verdict.exit_code
     families.add(f"{PREFIX}_run_exit_code", "gpu-accept's exit code: 0 every check passed, 1 a check failed, 2 could not judge", run, code)
     families.add(f"{PREFIX}_run_passed", "1 where every check of the run passed (exit code 0), else 0", run, 1.0 if code == 0 else 0.0)
-    families.add(f"{PREFIX}_run_complete", "1 where the run reached its end, 0 where it was killed", run, float(record.complete))
-    started = _timestamp(record.run.started_at)
-    finished = _timestamp(record.run.finished_at)
+    families.add(f"{PREFIX}_run_in_progress", "1 from the run's start until its end: a run killed before its end stays 1", run,
+                 float(verdict.in_progress))
+    complete = record.complete if record is not None else False
+    families.add(f"{PREFIX}_run_complete", "1 where the run reached its end and judged its tests, else 0", run, float(complete))
+    started = _timestamp(verdict.started_at)
+    finished = _timestamp(verdict.finished_at)
     if finished is not None:
         families.add(f"{PREFIX}_run_timestamp_seconds", "when the run ended, in seconds since the Unix epoch", run, finished)
+    if started is not None:
+        families.add(f"{PREFIX}_run_start_timestamp_seconds", "when the run began, in seconds since the Unix epoch", run, started)
     if started is not None and finished is not None:
         families.add(f"{PREFIX}_run_duration_seconds", "how long the run took", run, max(finished - started, 0.0))
+    if record is None:
+        return
     families.add(f"{PREFIX}_gpus", "GPUs under test in the run", run, float(record.environment.gpu_count))
     for outcome in ("passed", "failed", "error", "skipped"):
         count = float(getattr(record.summary, outcome))
@@ -115,8 +148,8 @@ def _test_metrics(families: _Families, run: dict[str, str], test: TestRecord) ->
     if verdict is None or verdict.numeric is None or _direction(verdict) is None:
         return  # a state, not a quantity: its pass or fail above is all there is to plot
     named = _value_name(verdict)
-    if named is None:
-        return
+    if named is None or verdict.check not in VALUE_CHECKS:
+        return  # a name outside the vocabulary never becomes a metric's name
     name, factor = named
     value_labels = {**run, **subject_labels(test.id)}
     value = verdict.numeric * factor
@@ -210,21 +243,11 @@ def _number(value: float) -> str:
 
 
 def _escape_label(text: str) -> str:
+    """A label value as the exposition format writes it: backslash, newline and double quote escaped;
+    a code point UTF-8 cannot carry (a lone surrogate from a JSON escape) as its escape."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def _escape_help(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def render_not_judged(host: str, profile: str, finished_at: float) -> str:
-    """The metrics of a run that left no results to read (it ended before any test: a bad profile,
-    no driver): exit code 2, not passed. Written so that node_exporter does not go on serving the
-    last good run's file for a node that can no longer be judged."""
-    families = _Families()
-    run = {"host": host, "profile": profile}
-    families.add(f"{PREFIX}_run_exit_code", "gpu-accept's exit code: 0 every check passed, 1 a check failed, 2 could not judge", run, 2)
-    families.add(f"{PREFIX}_run_passed", "1 where every check of the run passed (exit code 0), else 0", run, 0.0)
-    families.add(f"{PREFIX}_run_complete", "1 where the run reached its end, 0 where it was killed", run, 0.0)
-    families.add(f"{PREFIX}_run_timestamp_seconds", "when the run ended, in seconds since the Unix epoch", run, finished_at)
-    return families.text()

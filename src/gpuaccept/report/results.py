@@ -131,6 +131,7 @@ class ResultsWriter:
                 self._record = self._record.with_facts(facts)
             run = self._record.run.model_copy(update={"finished_at": now(), "exit_status": exit_status})
             self._record = self._record.model_copy(update={"run": run, "complete": True})
+            self._record = self._record.model_copy(update={"verdict": self._record.with_tests(self._tests).judged()})
             self.write_errors = []  # space freed meanwhile: the whole record is still here to write
             self._rewrite()
             if self._journal is not None and self.results is not None and not self.write_errors:

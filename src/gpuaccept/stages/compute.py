@@ -1,24 +1,26 @@
 """The compute stage: the per-GPU loads a profile asks for (GEMM, HBM bandwidth, memory test).
 
 Each GPU gets a worker process of its own that sees only that GPU (CUDA_VISIBLE_DEVICES narrowed
-to it), and the GPUs asked for are loaded at the same time: the throughput a GPU keeps while its
-neighbours work too, and one GPU's hang or crash costs only its own values. The steps of one GPU
-run in order (GEMM, HBM, memory test); a step that hangs is killed and named, and the GPU's later
-steps run in a fresh worker.
+to it), and the GPUs asked for are loaded at the same time (`OnEachGpu`, which a burn-in's
+sustained load runs on too): the throughput a GPU keeps while its neighbours work too, the power
+and cooling of the whole machine stressed at once, and one GPU's hang or crash costs only its own
+values. Each GPU's values are judged on their own: a GPU slower than its siblings fails its own
+tests. The steps of one GPU run in order (GEMM, HBM, memory test); a step that hangs is killed and
+named, and the GPU's later steps run in a fresh worker.
 
-`run_compute_stage(spec, gpus)` can be called as often as wanted (the burn-in loops it): it keeps
-nothing between calls. The session's store (store.py) calls it once per GPU per session and keeps the result.
+`run_compute_stage(spec, gpus)` can be called as often as wanted: it keeps nothing between calls.
+The session's store (store.py) calls it once per session, on every GPU at once, and keeps the result.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Mapping
 
 from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, Measurements, MemtestResult, StepFailure
 from gpuaccept.measure.drills import NO_DRILLS, Drills
-from gpuaccept.measure.launch import Outcome, run_plan
+from gpuaccept.measure.launch import Outcome, WorkerPool, Workers, run_plan
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, Step
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.stages.fabric import MAX_DERIVED_STEP_S, PACE_SLACK
@@ -33,6 +35,7 @@ UNFLOORED_TFLOPS = 10.0
 UNFLOORED_GBPS = 100.0
 # the memory test stops itself at its cap; this covers allocation and the chunk in flight
 MEMTEST_ALLOWANCE_S = 60.0
+POLL_S = 0.05
 
 
 def _limit(given: float | None, seconds_at_pace: float) -> float:
@@ -94,12 +97,67 @@ def compute_plan(spec: ProfileSpec, gpu: int, only: set[StepKey] | None = None, 
     return Plan(steps=steps, startup_timeout_s=spec.timeouts.startup_s, stalled_s=spec.timeouts.stalled_s, drills=drills)
 
 
-def gpu_environment(env: dict[str, str], gpu: int) -> dict[str, str]:
-    """`env` for a worker that sees only `gpu` (its CUDA ordinal as this run sees it): the entry of
-    CUDA_VISIBLE_DEVICES at that place where one is set, the ordinal itself otherwise."""
+def visible_gpu(env: Mapping[str, str], gpu: int) -> str:
+    """CUDA_VISIBLE_DEVICES for a worker that sees only `gpu` (its CUDA ordinal as this run sees
+    it): the entry of CUDA_VISIBLE_DEVICES at that place where one is set, the ordinal itself otherwise."""
     visible = env.get("CUDA_VISIBLE_DEVICES")
     entries = [entry.strip() for entry in visible.split(",")] if visible else []
-    return {**env, "CUDA_VISIBLE_DEVICES": entries[gpu] if gpu < len(entries) else str(gpu)}
+    return entries[gpu] if gpu < len(entries) else str(gpu)
+
+
+class OnEachGpu:
+    """A plan per GPU, run at once, each by a worker of its own that sees only its GPU: the compute
+    stage's loads and a burn-in's sustained load. One GPU's hang or crash costs only its own values,
+    and each GPU's values are its own, judged on their own.
+
+    The workers are ready before `start`: taken from `pool` (started ahead by the session), else,
+    with `ahead`, started now to import torch while whatever comes first runs; the rest start with
+    their plans."""
+
+    def __init__(
+        self, gpus: list[int], *, env: dict[str, str] | None = None, on_event: Callable[[dict], None] | None = None,
+        pool: WorkerPool | None = None, ahead: bool = False,
+    ):
+        self.gpus = sorted(gpus)
+        self.env = env
+        self.on_event = on_event
+        self.visible = {gpu: visible_gpu(os.environ if env is None else env, gpu) for gpu in self.gpus}
+        self.outcomes: dict[int, Outcome] = {}
+        self._workers: dict[int, Workers] = {}
+        for gpu in self.gpus:
+            ready = pool.take(1) if pool is not None and env is None else None
+            if ready is None and ahead:
+                ready = Workers(1, env)
+            if ready is not None:
+                self._workers[gpu] = ready
+        self._threads: list[threading.Thread] = []
+
+    def start(self, plans: dict[int, Plan]) -> None:
+        for gpu, plan in sorted(plans.items()):
+            mine = plan.model_copy(update={"environment": {**plan.environment, "CUDA_VISIBLE_DEVICES": self.visible[gpu]}})
+            thread = threading.Thread(target=self._run, args=(gpu, mine), name=f"gpu-accept loads gpu{gpu}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _run(self, gpu: int, plan: Plan) -> None:
+        self.outcomes[gpu] = run_plan(plan, 1, env=self.env, on_event=self.on_event, workers=self._workers.pop(gpu, None))
+
+    @property
+    def running(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
+
+    def wait(self) -> dict[int, Outcome]:
+        """Every GPU's outcome, once all are done: in short waits, so that Ctrl-C reaches the caller."""
+        while self.running:
+            for thread in self._threads:
+                thread.join(POLL_S)
+        return dict(sorted(self.outcomes.items()))
+
+    def close(self) -> None:
+        """End the workers never given a plan (a load that never began)."""
+        for workers in self._workers.values():
+            workers.close()
+        self._workers.clear()
 
 
 def run_compute_stage(
@@ -111,21 +169,21 @@ def run_compute_stage(
     only: set[StepKey] | None = None,
     require_cuda: bool = False,
     drills: Drills = NO_DRILLS,
+    pool: WorkerPool | None = None,
 ) -> ComputeSweep | None:
     """Load `gpus` at once, one worker each; None where the profile asks for no per-GPU load.
     `require_cuda`: a worker that finds no CUDA device fails its steps instead of loading the CPU."""
-    base = dict(os.environ if env is None else env)
     plans = {gpu: plan for gpu in gpus if (plan := compute_plan(spec, gpu, only, drills)) is not None}
     if spec.compute is None or (only is not None and not plans):
         return None
     if require_cuda:
         plans = {gpu: plan.model_copy(update={"backend": "nccl"}) for gpu, plan in plans.items()}
-
-    def measure(gpu: int) -> Outcome:
-        return run_plan(plans[gpu], 1, env=gpu_environment(base, gpu), on_event=on_event)
-
-    with ThreadPoolExecutor(max_workers=max(1, len(plans))) as pool:
-        outcomes = dict(zip(plans, pool.map(measure, plans), strict=True))
+    loads = OnEachGpu(list(plans), env=env, on_event=on_event, pool=pool)
+    try:
+        loads.start(plans)
+        outcomes = loads.wait()
+    finally:
+        loads.close()
     results: list[GemmResult | HbmResult | MemtestResult] = []
     failures: list[StepFailure] = []
     backend, torch_version = "", ""
@@ -135,8 +193,7 @@ def run_compute_stage(
         backend, torch_version = backend or used, torch_version or ready.get("torch", "")
         if require_cuda and used == "cpu":
             keys: list[StepKey] = [key for step in plans[gpu].steps for key in step.keys]
-            visible = gpu_environment(base, gpu)["CUDA_VISIBLE_DEVICES"]
-            message = f"the worker of gpu{gpu} found no CUDA device (CUDA_VISIBLE_DEVICES={visible})"
+            message = f"the worker of gpu{gpu} found no CUDA device (CUDA_VISIBLE_DEVICES={loads.visible[gpu]})"
             failures.append(StepFailure(step=f"loads on gpu{gpu}", reason="error", message=message, keys=keys))
             continue
         for key, record in outcome.values.items():

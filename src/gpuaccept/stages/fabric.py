@@ -28,7 +28,7 @@ from gpuaccept.facts.model import (
     Unavailable,
 )
 from gpuaccept.measure.drills import NO_DRILLS, Drills
-from gpuaccept.measure.launch import Outcome, Workers, run_plan
+from gpuaccept.measure.launch import Outcome, WorkerPool, Workers, run_plan
 from gpuaccept.measure.pairwise_step import schedule
 from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
 from gpuaccept.probe.nvls import read_nccl_nvls
@@ -45,6 +45,7 @@ PACE_SLACK = 50
 MIN_NCCL_STEP_S = 20.0
 MIN_COPY_STEP_S = 60.0
 MAX_DERIVED_STEP_S = 600.0  # a floor set near zero must not make a hang wait for hours
+WITHOUT_P2P = {"NCCL_P2P_DISABLE": "1"}  # the NVLink A/B's other arm: NCCL through host memory
 
 
 def _limit(given: float | None, seconds_at_floor: float, minimum: float) -> float:
@@ -148,13 +149,15 @@ def run_nccl_stage(
     on_event: Callable[[dict], None] | None = None,
     only: set[StepKey] | None = None,
     drills: Drills = NO_DRILLS,
+    pool: WorkerPool | None = None,
 ) -> tuple[CollectiveSweep | None, PairSweep | None]:
     plan = nccl_plan(spec, ranks, backend, only, drills)
     if plan is None:
         return None, None
     with tempfile.TemporaryDirectory(prefix="gpu-accept-nccl-") as folder:
-        env, ours, nccl_files = _with_nccl_set_up_lines(env, Path(folder))
-        outcome = run_plan(plan, ranks, env=env, on_event=on_event)
+        ours, nccl_files = _nccl_set_up_lines(env, Path(folder))
+        plan = plan.model_copy(update={"environment": {**plan.environment, **ours}})
+        outcome = run_plan(plan, ranks, env=env, on_event=on_event, pool=pool)
         nvls = read_nccl_nvls(sorted(nccl_files())) if nccl_files is not None else Unavailable(
             unavailable="not_found", detail="NCCL_DEBUG_FILE is set in the environment: NCCL's lines went to the user's files"
         )
@@ -187,19 +190,20 @@ def run_nccl_stage(
     return collective_sweep, pair_sweep
 
 
-def _with_nccl_set_up_lines(env, folder: Path):
-    """The workers' environment with NCCL's INFO lines (its default subsystems: communicator set-up,
-    not each operation) written to files in `folder`, where the user has not sent them elsewhere: they
-    say whether NCCL set up NVLink SHARP. The user's own NCCL settings pass through unchanged otherwise. Returns the environment, the
-    settings added to it (left out of the facts' record of the user's environment) and a function
-    listing the files written (None where NCCL_DEBUG_FILE is the user's)."""
+def _nccl_set_up_lines(env, folder: Path):
+    """What the workers' environment needs for NCCL's INFO lines (its default subsystems: communicator
+    set-up, not each operation) to be written to files in `folder`, where the user has not sent them
+    elsewhere: they say whether NCCL set up NVLink SHARP. The user's own NCCL settings pass through
+    unchanged otherwise. Returns the settings to add (the plan's environment; left out of the facts'
+    record of the user's environment) and a function listing the files written (None where
+    NCCL_DEBUG_FILE is the user's)."""
     base = dict(os.environ if env is None else env)
     if "NCCL_DEBUG_FILE" in base:
-        return base, {}, None
+        return {}, None
     ours = {"NCCL_DEBUG_FILE": str(folder / "nccl.%h.%p.log")}
     if base.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
         ours["NCCL_DEBUG"] = "INFO"  # NCCL's default subsystems (INIT, BOOTSTRAP, ENV): set-up lines, not per operation
-    return {**base, **ours}, ours, lambda: list(folder.glob("nccl.*.log"))
+    return ours, lambda: list(folder.glob("nccl.*.log"))
 
 
 def failures_of(failures: list[StepFailure], kind: type) -> list[StepFailure]:
@@ -209,12 +213,12 @@ def failures_of(failures: list[StepFailure], kind: type) -> list[StepFailure]:
 
 def run_copy_stage(
     spec: ProfileSpec, gpus: int, *, env=None, on_event: Callable[[dict], None] | None = None, only: set[StepKey] | None = None,
-    drills: Drills = NO_DRILLS,
+    drills: Drills = NO_DRILLS, pool: WorkerPool | None = None,
 ) -> CopySweep | None:
     plan = copy_plan(spec, gpus, only, drills)
     if plan is None:
         return None
-    outcome: Outcome = run_plan(plan, 1, env=env, on_event=on_event)
+    outcome: Outcome = run_plan(plan, 1, env=env, on_event=on_event, pool=pool)
     results = [CopyResult(**{**record, "gpus": key.gpus}) for key, record in outcome.values.items() if isinstance(key, CopyKey)]
     return CopySweep(wall_s=outcome.wall_s, results=results, failures=outcome.failures)
 
@@ -275,24 +279,42 @@ def run_ddp_stage(
     on_event: Callable[[dict], None] | None = None,
     only: set[StepKey] | None = None,
     drills: Drills = NO_DRILLS,
+    pool: WorkerPool | None = None,
 ) -> tuple[DdpSweep | None, DdpSweep | None]:
     """The scaling sweep, and where the profile asks for it, the same settings without P2P; with
     `only`, just the settings with those keys (an arm with none of them gives None)."""
     if spec.ddp is None:
         return None, None
-    base_env = dict(os.environ if env is None else env)
     plan = ddp_plan(spec, ranks, backend=backend, only=only, drills=drills)
     ab_plan = ddp_plan(spec, ranks, without_p2p=True, backend=backend, only=only, drills=drills) if spec.ddp.nvlink_ab else None
-    ab_env = {**base_env, "NCCL_P2P_DISABLE": "1"}
-    # the A/B arm's workers import torch while the scaling arm trains: one start-up less to wait for
-    with Workers(_plan_ranks(ab_plan), ab_env) if ab_plan else contextlib.nullcontext() as ab_workers:
-        sweep = _ddp_sweep(spec, ranks, plan, False, backend, base_env, on_event, only=only) if plan or only is None else None
+    if ab_plan is not None:
+        ab_plan = ab_plan.model_copy(update={"environment": {**ab_plan.environment, **WITHOUT_P2P}})
+    # the session's sets started ahead, the scaling arm's first; the A/B arm's workers, where none
+    # was, import torch while the scaling arm trains: one start-up less to wait for
+    scaling_ahead = _started_ahead(pool, env, plan)
+    ab_ahead = (_started_ahead(pool, env, ab_plan) or Workers(_plan_ranks(ab_plan), env)) if ab_plan is not None else None
+    with contextlib.ExitStack() as started:
+        for ahead in (scaling_ahead, ab_ahead):
+            if ahead is not None:
+                started.enter_context(ahead)  # closed at the end where no plan took it
+        sweep = _ddp_sweep(spec, ranks, plan, False, backend, env, on_event, scaling_ahead, only) if plan or only is None else None
         without = (
-            _ddp_sweep(spec, ranks, ab_plan, True, backend, ab_env, on_event, ab_workers, only)
+            _ddp_sweep(spec, ranks, ab_plan, True, backend, env, on_event, ab_ahead, only)
             if ab_plan or (only is None and spec.ddp.nvlink_ab)
             else None
         )
     return sweep, without
+
+
+def _started_ahead(pool: WorkerPool | None, env, plan: Plan | None) -> Workers | None:
+    """A set of the session's started ahead for `plan`, where it runs in this process's own environment."""
+    return pool.take(_plan_ranks(plan)) if pool is not None and env is None and plan is not None else None
+
+
+def ddp_worker_sets(spec: ProfileSpec, ranks: int) -> list[int]:
+    """The sizes of the worker sets the DDP stage starts with: its scaling arm's, and the A/B arm's."""
+    arms = [ddp_plan(spec, ranks), ddp_plan(spec, ranks, without_p2p=True) if spec.ddp is not None and spec.ddp.nvlink_ab else None]
+    return [_plan_ranks(plan) for plan in arms if plan is not None]
 
 
 def _plan_ranks(plan: Plan) -> int:

@@ -2,9 +2,9 @@
 
 Two kinds of stage share the machine. A fabric stage (NCCL, copies, DDP) uses every GPU and the
 links between them: it takes the machine lock exclusively, so it runs alone. A per-GPU stage (the
-compute loads) uses one GPU: it takes the machine lock shared and that GPU's lock exclusively, so
-per-GPU stages of different GPUs run at once (one per xdist worker), never two on one GPU, and
-never beside a fabric stage. Locks are `flock`s on files in the session's folder: the kernel
+compute loads) takes the machine lock shared and the lock of each GPU it loads exclusively, so the
+loads of different GPUs run at once (the GPUs one process took together, or those several xdist
+workers took apart), never two on one GPU, and never beside a fabric stage. Locks are `flock`s on files in the session's folder: the kernel
 releases them when a worker dies, and they conflict between open files of one process as well,
 which is how the tests check them without timing anything.
 """
@@ -38,6 +38,20 @@ class GpuLocks:
         """One GPU alone, beside other per-GPU stages of other GPUs."""
         with self._lock(MACHINE_LOCK, fcntl.LOCK_SH, wait), self._lock(f"gpu{index}.lock", fcntl.LOCK_EX, wait):
             yield
+
+    @contextlib.contextmanager
+    def free_gpus(self, indices: list[int]) -> Iterator[list[int]]:
+        """The machine shared (waiting for a fabric stage to end), and of `indices` each GPU no
+        other stage holds now, alone: yields those taken, in the order given."""
+        with self._lock(MACHINE_LOCK, fcntl.LOCK_SH, True), contextlib.ExitStack() as held:
+            taken = []
+            for index in indices:
+                try:
+                    held.enter_context(self._lock(f"gpu{index}.lock", fcntl.LOCK_EX, False))
+                except Busy:
+                    continue  # another stage loads it: its values come from there
+                taken.append(index)
+            yield taken
 
     @contextlib.contextmanager
     def _lock(self, name: str, mode: int, wait: bool) -> Iterator[None]:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import Measurements
 from gpuaccept.measure.drills import NO_DRILLS, Drills
+from gpuaccept.measure.launch import WorkerPool
 from gpuaccept.measure.plan import Plan
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.vocabulary.steps import StageName, StepKey
@@ -24,14 +25,16 @@ Events = Callable[[dict[str, Any]], None]
 
 @dataclass(frozen=True)
 class StageRun:
-    """One run of a stage: on which GPUs, for a confirmation round the keys measured again, and the
-    fault drills of this run (a first measurement's keep the one-off dip, a confirmation round's do not)."""
+    """One run of a stage: on which GPUs, for a confirmation round the keys measured again, the
+    fault drills of this run (a first measurement's keep the one-off dip, a confirmation round's do
+    not), and the session's workers started ahead, which its first workers are taken from."""
 
     facts: Facts
     gpus: list[int]  # a per-GPU stage's GPUs; a fabric stage's are every GPU under test
     only: set[StepKey] | None = None
     drills: Drills = NO_DRILLS
     on_event: Events | None = None
+    pool: WorkerPool | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class Stage:
     run: Callable[[ProfileSpec, StageRun], Measurements]  # the plans run, and what they measured as sweeps
     # on which GPUs it runs, for progress lines: "on 4 GPUs", "on gpu0, gpu1"
     where: Callable[[Facts, list[int]], str]
+    # the sizes (ranks) of the worker sets it starts with on these GPUs: what a session starts ahead
+    # for it while the stage before it runs (measure/launch.py's WorkerPool)
+    worker_sets: Callable[[ProfileSpec, Facts, list[int]], list[int]]
     # why it cannot run on these GPUs of this machine (None: it can), and the failures it yields
     # then, one per step, so that each test says why
     cannot_run: Callable[[Facts, list[int]], str | None] = lambda facts, gpus: None
@@ -59,10 +65,17 @@ class Stage:
         """The fields of `Measurements` it fills."""
         return Measurements.sweeps_of(self.name)
 
-    def file(self, gpu: int | str | None = None) -> str:
-        """Where the store keeps what it measured: nccl.json; compute-gpu3.json for a per-GPU stage
-        (compute-gpu*.json, every GPU's, with gpu="*")."""
-        return f"{self.name}-gpu{gpu}.json" if self.per_gpu else f"{self.name}.json"
+    def file(self, *gpus: int | str) -> str:
+        """Where the store keeps what it measured: nccl.json; for a per-GPU stage, one file for the
+        GPUs loaded together, compute-gpu0-gpu1-gpu2-gpu3.json, or compute-gpu3.json (compute-gpu*.json,
+        every GPU's, with "*")."""
+        return f"{self.name}-{'-'.join(f'gpu{gpu}' for gpu in gpus)}.json" if self.per_gpu else f"{self.name}.json"
+
+    def gpus_of_file(self, name: str) -> list[int]:
+        """The GPUs a per-GPU stage's file holds, from its name (`file`); [] for another file."""
+        words = name.removeprefix(f"{self.name}-").removesuffix(".json").split("-") if name.startswith(f"{self.name}-gpu") else []
+        gpus = [word.removeprefix("gpu") for word in words]
+        return [int(gpu) for gpu in gpus] if words and all(gpu.isdigit() for gpu in gpus) else []
 
     def burnin_asks(self, spec: ProfileSpec) -> bool:
         return self.in_burnin is not None and (self.asked_in_burnin or self.asked)(spec)

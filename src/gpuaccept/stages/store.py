@@ -2,13 +2,20 @@
 
 The first test that needs a stage runs it; every other test, in this process or in another
 pytest-xdist worker, reads its result. Locks guard the GPUs (`locks.py`): two fabric stages never
-run at once, nor beside a per-GPU one; a per-GPU stage (the compute loads) is measured per GPU, so that under
-`pytest -n N` each xdist worker loads a GPU of its own while the others load theirs. No stage runs
-twice on a GPU. Replayed facts (--facts) carry their measurements with them.
+run at once, nor beside a per-GPU one; a per-GPU stage (the compute loads) loads every GPU of the
+machine at once on its first ask (under `pytest -n N`, the GPUs no other xdist worker holds), each
+GPU's values still its own. No stage runs twice on a GPU. Replayed facts (--facts) carry their
+measurements with them.
+
+Where the session says which stages it will ask for, in which order (`expect`), each stage's
+workers are started ahead while the stage before it runs: torch's import, paid once per stage,
+overlaps the measurement in flight (docs/what-is-checked.md says what never overlaps).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,9 +23,10 @@ from pathlib import Path
 from gpuaccept.checks.attempts import worth_measuring_again
 from gpuaccept.checks.stages import STAGE_VALUES
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import ConfirmationRound, Measurements
+from gpuaccept.facts.model import ConfirmationRound, CudaFacts, Measurements
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.drills import NO_DRILLS, Drills
+from gpuaccept.measure.launch import WorkerPool
 from gpuaccept.profile import Profile
 from gpuaccept.stages.locks import GpuLocks
 from gpuaccept.stages.registry import STAGES
@@ -33,7 +41,7 @@ MIN_CONFIRM_BUDGET_S = 30.0
 class MeasurementStore:
     def __init__(
         self, folder: Path, live: bool, say: Callable[[str], None] = lambda text: None, confirm: int = 2,
-        after_stage: Sequence[Callable[[str, Facts], None]] = (), own_gpu: int | None = None, drills: Drills = NO_DRILLS,
+        after_stage: Sequence[Callable[[str, Facts], None]] = (), drills: Drills = NO_DRILLS, pool: WorkerPool | None = None,
     ):
         self.folder = Path(folder)
         self.live = live
@@ -42,57 +50,114 @@ class MeasurementStore:
         # called with the stage's name and the facts after each stage this session runs (a health
         # snapshot), still holding the GPUs: nothing else runs in between
         self.after_stage = list(after_stage)
-        # the GPU this pytest-xdist worker loads first (gwN: gpuN): N workers load N GPUs at once,
-        # whichever per-GPU tests pytest-xdist hands each of them
-        self.own_gpu = own_gpu
         self.locks = GpuLocks(self.folder)
         self.drills = drills  # read at the door (measure/drills.py), put in every plan
+        # worker sets started ahead for the stage the session asks for next (`expect`): they import
+        # torch while the stage before runs; they touch no GPU until a stage takes them
+        self.pool = pool if pool is not None else WorkerPool()
+        self._upcoming: list[str] = []
+
+    def expect(self, stages: Sequence[str], facts: Facts, profile: Profile) -> None:
+        """The stages this session will ask for, in the order it will first ask: the first one's
+        workers start now, and each next one's as the one before it begins. Only where that order
+        is known (a pytest-xdist worker cannot know which worker a stage falls to) and where the
+        measurements run on GPUs (`starts_ahead`)."""
+        if not (self.live and starts_ahead(facts)):
+            return
+        self._upcoming = [name for name in stages if self._runs(STAGES[name], facts, profile)]
+        if self._upcoming:
+            first = STAGES[self._upcoming[0]]
+            self.pool.prepare(first.worker_sets(profile.spec, facts, _every_gpu(facts)))
+
+    def _runs(self, stage: Stage, facts: Facts, profile: Profile) -> bool:
+        """Whether the stage would start workers here: asked for, able to run, not measured yet."""
+        every = _every_gpu(facts)
+        measured = self._unmeasured(stage, every) == [] if stage.per_gpu else (self.folder / stage.file()).exists()
+        return stage.asked(profile.spec) and stage.cannot_run(facts, every) is None and not measured
+
+    def _begins(self, stage: Stage, facts: Facts, profile: Profile) -> None:
+        """`stage` begins: the workers of the stage the session asks for after it start now, beside
+        those waiting for this one, to import torch while this one measures."""
+        if stage.name not in self._upcoming:
+            return
+        self._upcoming = self._upcoming[self._upcoming.index(stage.name) + 1 :]
+        sets = stage.worker_sets(profile.spec, facts, _every_gpu(facts))
+        if self._upcoming:
+            following = STAGES[self._upcoming[0]]
+            sets = sets + following.worker_sets(profile.spec, facts, _every_gpu(facts))
+        self.pool.prepare(sets)
+
+    def close(self) -> None:
+        """End the workers started ahead that no stage took (a stage that was not asked for after all)."""
+        self.pool.close()
 
     def with_stage(self, name: str, facts: Facts, profile: Profile, gpus: list[int] | None = None) -> Facts:
         """`facts` with the stage's measurements in them, measuring first if this is the first ask.
-        A per-GPU stage gives the loads of `gpus` (every GPU where None), each GPU measured alone on
-        first ask (and this worker's own GPU first, see `own_gpu`)."""
+        A per-GPU stage gives the loads of `gpus` (every GPU where None): on the first ask, every
+        GPU of the machine is loaded at once."""
         stage = STAGES[name]
         if not self.live:
             return facts
         if stage.per_gpu:
-            return self._with_per_gpu(stage, facts, profile, list(range(facts.gpu_count)) if gpus is None else gpus)
+            return self._with_per_gpu(stage, facts, profile, _every_gpu(facts) if gpus is None else gpus)
         path = self.folder / stage.file()
         with self.locks.fabric():
             if not path.exists():
+                self._begins(stage, facts, profile)
                 began = time.time()
-                every = list(range(facts.gpu_count))
+                every = _every_gpu(facts)
                 measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile, every), every)
                 write_atomically(path, measured.model_dump_json())
                 self.stage_ran(stage.name, began, facts)
         return merge(facts, _read(path))
 
     def _with_per_gpu(self, stage: Stage, facts: Facts, profile: Profile, gpus: list[int]) -> Facts:
+        """The loads of `gpus`. The first ask loads every GPU of the machine at once (and each GPU
+        the profile expects beyond them, which fails saying it is missing): one more GPU costs
+        seconds, not a stage, and the machine's power and cooling carry every GPU's load together.
+        Each GPU's values stay its own. Under pytest-xdist the first worker to ask takes every GPU
+        no other worker holds; a GPU another worker loads is read once that worker lets it go."""
         if not stage.asked(profile.spec):
             return facts
-        order = sorted(set(gpus))
-        if self.own_gpu is not None and facts.gpu_count:
-            own = self.own_gpu % facts.gpu_count
-            order = [own, *(gpu for gpu in order if gpu != own)]
-        for gpu in order:
-            path = self.folder / stage.file(gpu)
-            if path.exists():
-                continue
-            with self.locks.gpu(gpu):
-                if path.exists():
-                    continue
-                reason = stage.cannot_run(facts, [gpu])
-                if reason is not None:  # a GPU the profile expects but the machine lacks: its tests fail saying why
-                    write_atomically(path, stage.not_run(profile.spec, [gpu], reason).model_dump_json())
-                    continue
-                began = time.time()
-                measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile, [gpu]), [gpu])
-                write_atomically(path, measured.model_dump_json())
-                self.stage_ran(stage.name, began, facts)
+        wanted = sorted(set(gpus))
+        every = sorted(set(_every_gpu(facts)) | set(wanted))
+        if self._unmeasured(stage, every):
+            with self.locks.free_gpus(self._unmeasured(stage, every)) as taken:
+                self._load(stage, facts, profile, self._unmeasured(stage, taken))
+        for gpu in self._unmeasured(stage, wanted):
+            with self.locks.gpu(gpu):  # another process loads it: its file is there once it lets go
+                self._load(stage, facts, profile, self._unmeasured(stage, [gpu]))  # unless it ended without one
         found = Measurements()
-        for gpu in sorted(set(gpus)):
-            found = _combine(found, _read(self.folder / stage.file(gpu)))
+        for path in self._files(stage, wanted):
+            found = _combine(found, _read(path))
         return merge(facts, found)
+
+    def _load(self, stage: Stage, facts: Facts, profile: Profile, gpus: list[int]) -> None:
+        """`gpus` (each held by this process) loaded at once, with their confirmation rounds, into one
+        file; a GPU the profile expects but the machine lacks is not loaded: its own file holds each
+        of its tests' failure, saying why."""
+        loaded = []
+        for gpu in gpus:
+            reason = stage.cannot_run(facts, [gpu])
+            if reason is None:
+                loaded.append(gpu)
+            else:
+                write_atomically(self.folder / stage.file(gpu), stage.not_run(profile.spec, [gpu], reason).model_dump_json())
+        if not loaded:
+            return
+        self._begins(stage, facts, profile)
+        began = time.time()
+        measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile, loaded), loaded)
+        write_atomically(self.folder / stage.file(*loaded), measured.model_dump_json())
+        self.stage_ran(stage.name, began, facts)
+
+    def _files(self, stage: Stage, gpus: list[int]) -> list[Path]:
+        """The files that hold the per-GPU stage's values of `gpus`, each once."""
+        return [path for path in sorted(self.folder.glob(stage.file("*"))) if set(stage.gpus_of_file(path.name)) & set(gpus)]
+
+    def _unmeasured(self, stage: Stage, gpus: list[int]) -> list[int]:
+        done = {gpu for path in self.folder.glob(stage.file("*")) for gpu in stage.gpus_of_file(path.name)}
+        return [gpu for gpu in gpus if gpu not in done]
 
     def measure_stage(self, name: str, facts: Facts, profile: Profile) -> Measurements:
         """The stage measured now, once more, without confirmation rounds: one round of a burn-in
@@ -118,7 +183,7 @@ class MeasurementStore:
         """Everything measured in this session so far, from every worker."""
         found = Measurements()
         for stage in STAGES.values():
-            paths = sorted(self.folder.glob(stage.file(gpu="*"))) if stage.per_gpu else [self.folder / stage.file()]
+            paths = sorted(self.folder.glob(stage.file("*"))) if stage.per_gpu else [self.folder / stage.file()]
             for path in paths:
                 if path.exists():
                     found = _combine(found, _read(path))
@@ -135,21 +200,28 @@ class MeasurementStore:
         if stage.cannot_run(facts, gpus) is None:
             again = " again" if only is not None else ""
             self.say(f"gpu-accept: {stage.title}{again} {stage.where(facts, gpus)} (profile {profile.name})")
-        run = StageRun(facts=facts, gpus=gpus, only=only, drills=self.drills.for_attempt(attempt), on_event=self._progress)
+        run = StageRun(
+            facts=facts, gpus=gpus, only=only, drills=self.drills.for_attempt(attempt), on_event=self._progress, pool=self.pool
+        )
         return stage.measure(profile.spec, run)
 
     def _confirmed(self, stage: Stage, facts: Facts, profile: Profile, measured: Measurements, gpus: list[int]) -> Measurements:
         """Confirm before failing: a value that missed its criterion, by no more than a dip would
-        (profile judging.confirm_within), is measured again, only its own step, up to `confirm`
-        times; the checks then judge every attempt. The rounds of one stage together get as long
+        (profile judging.confirm_within), is measured again, only its own step (a per-GPU load
+        beside the same load on the GPUs loaded with it), up to `confirm` times; the checks then
+        judge every attempt. The rounds of one stage together get as long
         as the stage itself took (at least MIN_CONFIRM_BUDGET_S); what is left then stays
         unconfirmed, and the report says so."""
         budget = max(MIN_CONFIRM_BUDGET_S, _stage_wall(measured))
         spent = 0.0
         for attempt in range(1, self.confirm + 1):
             keys = self._misses(stage.name, merge(facts, measured), profile)
-            if stage.per_gpu:  # a per-GPU stage measures again only the GPUs it measured
+            steps = set(keys)
+            if stage.per_gpu:
+                # a per-GPU stage measures a value that missed again beside its siblings, as it was
+                # first measured: the same load on every GPU loaded then, and only the missed values kept
                 keys = [key for key in keys if getattr(key, "gpu", None) in gpus]
+                steps = {dataclasses.replace(key, gpu=gpu) for key in keys for gpu in gpus}
             if not keys:
                 break
             if spent >= budget:
@@ -157,7 +229,7 @@ class MeasurementStore:
                 return measured.model_copy(update={"unconfirmed": keys})
             self.say(f"gpu-accept: {len(keys)} value(s) missed their criterion; measuring again: {', '.join(map(str, keys))}")
             began = time.monotonic()
-            again = self._measure(stage, facts, profile, gpus, only=set(keys), attempt=attempt)
+            again = _only(self._measure(stage, facts, profile, gpus, only=steps, attempt=attempt), stage, set(keys))
             wall = time.monotonic() - began
             spent += wall
             round_ = ConfirmationRound(stage=stage.name, keys=keys, measurements=again, wall_s=wall)
@@ -176,6 +248,36 @@ class MeasurementStore:
                 if worth_measuring_again(value.check(profile, facts, subject), within):
                     keys.update(value.check.step_keys(profile, subject))  # type: ignore[attr-defined]
         return sorted(keys)
+
+
+# Workers are started ahead only where the measurements run on GPUs: on the CPU (gloo) the measured
+# work is the CPU's, which an import of torch beside it would slow; and only where the machine has
+# cores to spare for it beside the ranks measuring (two a GPU, and two more).
+def starts_ahead(facts: Facts) -> bool:
+    cuda = isinstance(facts.cuda, CudaFacts) and facts.cuda.device_count > 0
+    return cuda and len(os.sched_getaffinity(0)) >= 2 * facts.gpu_count + 2
+
+
+def _only(measured: Measurements, stage: Stage, keys: set[StepKey]) -> Measurements:
+    """A per-GPU stage's measurements with only the values of `keys` (and their failures) kept; a
+    fabric stage's as they are (a confirmation round measured only its keys' steps)."""
+    if not stage.per_gpu:
+        return measured
+    update = {}
+    for name in stage.sweeps:
+        sweep = getattr(measured, name)
+        if sweep is not None:
+            update[name] = sweep.model_copy(
+                update={
+                    "results": [result for result in sweep.results if result.key in keys],
+                    "failures": [failure for failure in sweep.failures if set(failure.keys) & keys],
+                }
+            )
+    return measured.model_copy(update=update)
+
+
+def _every_gpu(facts: Facts) -> list[int]:
+    return list(range(facts.gpu_count))
 
 
 def _stage_wall(measured: Measurements) -> float:

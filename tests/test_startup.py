@@ -1,0 +1,186 @@
+"""Start-up paid once and hidden: each stage's workers started ahead while the stage before it
+measures (torch imported, no GPU touched), a plan that brings its own environment to them, and the
+quick level, which imports no torch and starts no worker."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuaccept.facts.model import Measurements
+from gpuaccept.profile import ProfileCatalog
+from gpuaccept.stages import store as store_module
+from gpuaccept.stages.store import MeasurementStore, starts_ahead
+from tests.helpers import example_facts
+
+PROBED = example_facts("h200x4-measured").model_copy(update={"measurements": Measurements()})
+
+
+class FakePool:
+    """Records what the store asks to be started ahead; hands out nothing (the stages are stand-ins)."""
+
+    def __init__(self):
+        self.prepared: list[list[int]] = []
+
+    def prepare(self, ranks):
+        self.prepared.append(list(ranks))
+
+    def take(self, ranks):
+        return None
+
+    def close(self):
+        self.prepared.append(["closed"])
+
+
+def stand_in(stage, facts, profile, gpus, only=None, attempt=0):
+    return Measurements()
+
+
+def test_each_stage_starts_the_workers_of_the_next_as_it_begins(tmp_path, monkeypatch):
+    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
+    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)  # a GPU machine with cores to spare
+    store = MeasurementStore(tmp_path, live=True)
+    store.pool = pool = FakePool()
+    monkeypatch.setattr(store, "_measure", stand_in)
+    store.expect(["copies", "compute", "ddp", "nccl"], PROBED, profile)
+    assert pool.prepared == [[1]]  # the first stage's: one process that sees every GPU
+    store.with_stage("copies", PROBED, profile)
+    assert pool.prepared[-1] == [1, 1, 1, 1, 1]  # its own, and the next's: one worker a GPU
+    store.with_stage("compute", PROBED, profile, [2])
+    assert pool.prepared[-1] == [1, 1, 1, 1, 4, 4]  # the DDP stage's: four ranks, and four for its NVLink A/B arm
+    store.with_stage("ddp", PROBED, profile)
+    store.with_stage("nccl", PROBED, profile)
+    assert pool.prepared[-2:] == [[4, 4, 4], [4]]  # the NCCL stage's four, and nothing after the last
+    store.with_stage("compute", PROBED, profile)  # measured already: nothing starts
+    store.close()
+    assert len(pool.prepared) == 6 and pool.prepared[-1] == ["closed"]
+
+
+def test_nothing_starts_ahead_for_a_stage_measured_already_or_that_cannot_run(tmp_path, monkeypatch):
+    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
+    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)
+    store = MeasurementStore(tmp_path, live=True)
+    store.pool = pool = FakePool()
+    monkeypatch.setattr(store, "_measure", stand_in)
+    store.with_stage("copies", PROBED, profile)  # measured before the session said what comes
+    one_gpu = PROBED.model_copy(update={"gpus": PROBED.gpus[:1]})
+    store.expect(["copies", "nccl"], one_gpu, profile)  # copies done; NCCL needs two GPUs
+    assert pool.prepared == []
+
+
+def test_workers_start_ahead_only_beside_gpu_measurements_with_cores_to_spare(monkeypatch):
+    cpu_only = PROBED.model_copy(update={"cuda": PROBED.cuda.model_copy(update={"device_count": 0})})
+    monkeypatch.setattr(store_module.os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert starts_ahead(PROBED) and not starts_ahead(cpu_only)  # on the CPU, the import would slow what is measured
+    monkeypatch.setattr(store_module.os, "sched_getaffinity", lambda pid: set(range(9)))
+    assert not starts_ahead(PROBED)  # 4 GPUs' ranks and an import beside them want 10 cores
+
+
+@pytest.mark.parametrize(
+    "level, source, xdist, driver, started",
+    [
+        ("standard", "live", None, True, [[1]]),  # imports torch while the machine is probed
+        ("burn-in", "live", None, True, [[1]]),
+        ("quick", "live", None, True, []),  # the quick level starts no worker
+        ("standard", "facts", None, True, []),  # recorded facts: nothing is measured
+        ("standard", "live", 4, True, []),  # pytest-xdist: which process measures first is not known
+        ("standard", "live", None, False, []),  # no CUDA driver: the CPU measures, and an import beside it would slow it
+    ],
+    ids=["standard", "burn-in", "quick", "recorded", "xdist", "cpu"],
+)
+def test_the_first_worker_starts_before_the_probe_only_where_gpus_are_measured(monkeypatch, level, source, xdist, driver, started):
+    from types import SimpleNamespace
+
+    from gpuaccept.facts.run_record import FactsFile, LiveMachine
+    from gpuaccept.plugin import hooks
+
+    prepared: list[list[int]] = []
+    monkeypatch.setattr(hooks.WorkerPool, "prepare", lambda self, ranks: prepared.append(list(ranks)))
+    monkeypatch.setattr(hooks, "driver_loads", lambda: driver)
+    config = SimpleNamespace(option=SimpleNamespace(numprocesses=xdist, collectonly=False))
+    options = SimpleNamespace(level=level, source=LiveMachine() if source == "live" else FactsFile(path="facts.json"))
+    hooks._first_worker_ahead(config, options)
+    assert prepared == started
+
+
+@pytest.mark.slow
+def test_a_set_started_ahead_serves_any_plan_of_its_size_with_the_plans_own_environment():
+    from gpuaccept.measure.launch import WorkerPool, run_plan
+    from gpuaccept.measure.plan import CollectiveStep, Plan
+
+    pool = WorkerPool()
+    try:
+        pool.prepare([2, 2])
+        pool.prepare([2])  # two wait already: none more
+        assert pool.waiting == [2, 2]
+        step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+        plan = Plan(steps=[step], backend="gloo", environment={"NCCL_ALGO": "Ring", "CUDA_VISIBLE_DEVICES": "7,5"})
+        outcome = run_plan(plan, 2, pool=pool)
+        assert pool.waiting == [2]  # one taken
+        assert set(outcome.values) == set(step.keys) and not outcome.failures
+        ready = outcome.ready or {}
+        # set in the ranks after torch's import, before anything of CUDA or NCCL: as the ranks saw it
+        assert ready["environment"]["NCCL_ALGO"] == "Ring" and ready["environment"]["CUDA_VISIBLE_DEVICES"] == "7,5"
+        assert pool.take(3) is None  # no set of that size waits: the stage starts its own
+    finally:
+        pool.close()
+    assert pool.waiting == []
+
+
+def quick_level(folder, *, command=("run", "--level", "quick"), no_peer=()):
+    """`gpu-accept` at the quick level on the 4xH200 NVML recording, with the fake CUDA driver
+    (tests/cuda_driver.py) answering for the same GPUs, and a torch first on the path that leaves a
+    mark and refuses to be imported."""
+    import os
+    import subprocess
+    import sys
+
+    from gpuaccept.resources import shipped_dir
+    from tests.cuda_driver import driver_environment, fake_cuda_driver
+    from tests.helpers import DATA, nvml_replay, write
+
+    replay = nvml_replay("h200x4")
+    uuids = [replay.query("uuid", i).removeprefix("GPU-") for i in range(4)]
+    mark = folder / "torch-was-imported"
+    write(folder / "poisoned" / "torch" / "__init__.py", f"open({str(mark)!r}, 'w').close()\nraise ImportError('no torch here')\n")
+    (folder / "tmp").mkdir()
+    env = {
+        **os.environ, **driver_environment(uuids, no_peer=no_peer),
+        "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x4.json"),
+        "LD_LIBRARY_PATH": str(fake_cuda_driver(folder / "cuda")),
+        "PYTHONPATH": os.pathsep.join([str(folder / "poisoned"), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "TMPDIR": str(folder / "tmp"),  # where a measurement worker would make its folder
+    }
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", *command, "--profile", "h200-4-nvswitch", "--profile-dir", str(shipped_dir("profiles")),
+         "--reports", str(folder / "reports")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    return done, mark
+
+
+def outcomes_of(folder) -> dict[str, str]:
+    from gpuaccept.facts.run_record import load_results
+
+    return {test.id: test.outcome for test in load_results(folder / "reports" / "results.json").tests}
+
+
+@pytest.mark.slow
+def test_the_quick_level_asks_cuda_through_the_driver_and_never_imports_torch_or_starts_a_worker(tmp_path):
+    done, mark = quick_level(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = outcomes_of(tmp_path)
+    agrees = {test: outcome for test, outcome in found.items() if test.startswith("test_p2p_cuda_agrees[")}
+    assert len(agrees) == 12 and set(agrees.values()) == {"passed"}  # every ordered pair, from the driver's answer
+    assert not mark.exists(), "torch was imported"
+    assert list((tmp_path / "tmp").glob("gpuaccept-measure-*")) == []  # no measurement worker started
+
+
+@pytest.mark.slow
+def test_the_health_check_fails_a_pair_the_driver_says_has_no_peer_access(tmp_path):
+    done, mark = quick_level(tmp_path, command=("health-check",), no_peer=[(0, 3)])
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("gpu-accept health-check: FAIL: ") and "test_p2p_cuda_agrees[gpu0-gpu3]" in last
+    failed = {test for test, outcome in outcomes_of(tmp_path).items() if outcome == "failed"}
+    assert failed == {"test_p2p_cuda_agrees[gpu0-gpu3]"} and not mark.exists()
