@@ -161,23 +161,23 @@ def test_trimmed_uuids_and_a_leading_elision(tmp_path):
     assert [len(g.nvlinks) for g in facts.gpus] == [4, 4, 0]
 
 
-@pytest.mark.parametrize("listing, elided_gpu", [("a100-nvlink-s-dot-elided.txt", 2), ("gb200-nvlink-s-elided.txt", 1)])
-def test_a_listing_cut_by_dots_leaves_links_unknown_not_one_active(tmp_path, listing, elided_gpu):
+@pytest.mark.parametrize("listing, elided_gpu, topo", [
+    ("a100-nvlink-s-dot-elided.txt", 2, "a100-8-nvswitch-topo-m.txt"),  # an 8x A100 SXM at NV12, as the listing's
+    ("gb200-nvlink-s-elided.txt", 1, "gb200-4-topo-m-cut.txt"),  # a GB200 tray's 4 GPUs at NV18
+])
+def test_a_listing_cut_by_dots_leaves_links_unknown_not_one_active(tmp_path, listing, elided_gpu, topo):
     [status] = find_nvlink_status(read_text_file(IMPORTS / listing))
     assert status.gpus[elided_gpu].elided and not status.tells_gpu_count
-    topo = tmp_path / "topo.txt"  # the machine's topo -m: NV12 between every pair of 8 (or NV18 of 4) GPUs
-    count, link = (8, "NV12") if "a100" in listing else (4, "NV18")
-    header = "\t" + "\t".join(f"GPU{i}" for i in range(count)) + "\tCPU Affinity\n"
-    rows = "".join(f"GPU{a}\t" + "\t".join(" X " if a == b else link for b in range(count)) + "\t0-63\n" for a in range(count))
-    topo.write_text(header + rows)
-    facts = import_files([IMPORTS / listing, topo]).facts
-    assert facts.gpu_count == count
+    facts = import_files([IMPORTS / listing, IMPORTS / topo]).facts
+    count = facts.gpu_count
+    assert count == (8 if "a100" in listing else 4)
     assert isinstance(facts.gpu(elided_gpu).nvlinks, Unavailable) and "leaves some of this GPU's links out" in facts.gpu(
         elided_gpu).nvlinks.detail
     assert isinstance(facts.gpu(count - 1).nvlinks, Unavailable) and isinstance(facts.gpu(count - 1).name, Unavailable)
     # profile init: the named GPUs agree on the model; no GPU is written with the one link shown
     out = tmp_path / "golden.yaml"
-    assert cli(["profile", "init", "--from-text", str(IMPORTS / listing), str(topo), "--name", "golden", "-o", str(out)]) == 0
+    assert cli(["profile", "init", "--from-text", str(IMPORTS / listing), str(IMPORTS / topo), "--name", "golden",
+                "-o", str(out)]) == 0
     data = yaml.safe_load(out.read_text())
     model = facts.gpu(0).name
     assert data["gpus"] == {"count": count, "model": model} and data["nvlink"] == {"active_links": 12 if count == 8 else 18}
