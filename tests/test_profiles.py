@@ -389,3 +389,11 @@ def test_profile_show_keeps_commented_out_keys_where_they_stood_not_on_the_next_
     # a line commented out at the end of a section stays in that section, not on the next one's key
     ends = shown.index("  # min_sm_clock_mhz: 1340     # the floor under load")
     assert shown[ends + 1] == "health:" and "min_sm_clock" not in profile.provenance.get("health", "")
+
+
+def test_a_line_commented_out_stays_a_comment_whatever_it_holds():
+    from gpuaccept.profile.render import render_yaml
+
+    # a vertical tab splits a Python line: shown as it is, the rest would be a key of the YAML written
+    text = render_yaml({"burnin": {"round_s": 30}}, {"burnin.round_s.#before": "# old: 1\x0bduration: 1s"})
+    assert text == "burnin:\n  # old: 1\\x0bduration: 1s\n  round_s: 30\n"

@@ -20,9 +20,10 @@ from pathlib import Path
 from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError, shown
 from gpuaccept.facts import run_verdict, save_facts
+from gpuaccept.facts.run_record import JOURNAL_SUFFIX
 from gpuaccept.files import write_atomically
 from gpuaccept.outcomes import pytest_exit_code, worst_exit_code
-from gpuaccept.outputs import check_output_file, check_output_folder
+from gpuaccept.outputs import check_output_file, check_output_folder, refuse_links, refuse_overlaps, reports_folder_lock
 from gpuaccept.plugin.options import (
     COMMAND_FLAGS,
     DerivedProfile,
@@ -347,6 +348,43 @@ def _run(args, extra: list[str]) -> int:
     return _judged_run(args, extra, "run")[0]
 
 
+REPORT_FILES = ("results.json", "results.json" + JOURNAL_SUFFIX, "junit.xml", "report.html", "facts.json", run_verdict.VERDICT_FILE,
+                "health-check.log")
+
+
+def _run_inputs(args) -> list[tuple[str, str | Path | None]]:
+    """The files a run reads, by the options that name them: none may be one of its outputs."""
+    profile = getattr(args, "gpuaccept_profile", None)
+    return [
+        ("--facts", getattr(args, "gpuaccept_facts", None)), ("--baseline", getattr(args, "gpuaccept_baseline", None)),
+        ("--profile", profile if profile and os.path.isfile(profile) else None),
+        *(("--import", path) for path in getattr(args, "imports", None) or []),
+    ]
+
+
+def _run_outputs(args, extra: list[str]) -> list[tuple[str, str | Path | None]]:
+    """The files a run writes: its reports in --reports, and those other options name."""
+    reports = Path(args.reports)
+    written = [name for name in REPORT_FILES if name != "facts.json" or not getattr(args, "gpuaccept_facts", None)]
+    return [
+        *((f"--reports' {name}", reports / name) for name in written),
+        ("--metrics", getattr(args, "metrics", None)), ("--save-baseline", getattr(args, "gpuaccept_save_baseline", None)),
+        *(("--junitxml", path) for path in _junitxml_of(extra)),
+    ]
+
+
+def _junitxml_of(extra: list[str]) -> list[str]:
+    """pytest's --junitxml FILE among the arguments passed on to it (the plugin writes that file too)."""
+    found = []
+    for index, word in enumerate(extra):
+        for flag in ("--junitxml", "--junit-xml"):
+            if word.startswith(flag + "="):
+                found.append(word.split("=", 1)[1])
+            elif word == flag and index + 1 < len(extra):
+                found.append(extra[index + 1])
+    return found
+
+
 def _burn_in(args, extra: list[str]) -> int:
     """`gpu-accept run --level burn-in`, always on this machine."""
     return _judged_run(argparse.Namespace(**{**vars(args), "gpuaccept_level": "burn-in"}), extra, "burn-in")[0]
@@ -364,6 +402,8 @@ class _Prepared:
         if self.metrics is not None:
             check_output_file(self.metrics, "--metrics")
         self.reports = Path(args.reports)
+        refuse_overlaps(_run_inputs(args), _run_outputs(args, extra))  # no output is an input or another output
+        refuse_links(self.reports, REPORT_FILES, "--reports")
         given = argparse.Namespace(**{**command_defaults(), **vars(args)})
         given.gpuaccept_junit, given.gpuaccept_results = str(self.reports / "junit.xml"), str(self.reports / "results.json")
         given.gpuaccept_html = str(self.reports / "report.html")
@@ -490,6 +530,11 @@ def _judged_run(args, extra: list[str], command: str, *, log: Path | None = None
     its verdict at its end, also where it ended before any test (no driver, no torch). Bad options
     are refused before: they write nothing."""
     prepared = _Prepared(args, extra)
+    with reports_folder_lock(prepared.reports, "--reports"):  # one run's reports at a time: a second run is refused here
+        return _judged_locked(prepared, command, log)
+
+
+def _judged_locked(prepared: _Prepared, command: str, log: Path | None) -> tuple[int, run_verdict.RunVerdict]:
     began = time.time()
     started = _now()
     host = _host()
@@ -558,6 +603,7 @@ def _read_imports(files):
 
 
 def _import(args, extra: list[str]) -> int:
+    refuse_overlaps([("", path) for path in args.files], [("-o", args.output)])
     imported = _read_imports(args.files)
     if args.output is not None:
         save_facts(imported.facts, args.output)
@@ -596,6 +642,7 @@ def _record(args, extra: list[str]) -> int:
     from gpuaccept.measure.drills import Drills
     from gpuaccept.probe import probe_machine
 
+    refuse_overlaps([], [("-o", args.output), ("--nvml-log", args.nvml_log)])
     options = read_options(args, COMMAND_FLAGS)
     assert options is not None  # --profile is always given: auto where not named
     drills = Drills.from_environment(os.environ)  # read once, here: the stages' plans carry them
@@ -741,6 +788,8 @@ def _profile_init(args, extra: list[str]) -> int:
     def warn(line: str) -> None:
         _print(f"gpu-accept: warning: {line}", err=True)
 
+    refuse_overlaps([("--from", path) for path in args.sources or []] + [("--from-text", path) for path in args.texts or []],
+                    [("-o", args.output)])
     if not re.fullmatch(PROFILE_NAME_PATTERN, args.name) or len(args.name) > PROFILE_NAME_MAX:
         raise OptionError(
             f"--name {args.name!r}: a profile's name is its file's name: letters, digits, '.', '_' and '-', beginning with a "
@@ -808,6 +857,7 @@ def _baseline_save(args, extra: list[str]) -> int:
     from gpuaccept.facts.run_record import load_results
     from gpuaccept.report.baseline import baseline_runs, save_baseline
 
+    refuse_overlaps([("", path) for path in args.results], [("-o", args.output)])
     sources = _each_once([str(path) for path in args.results])  # one run given twice would narrow its spread
     records = [load_results(path) for path in sources]
     runs = baseline_runs(records, sources)
@@ -823,6 +873,7 @@ def _report_html(args, extra: list[str]) -> int:
     from gpuaccept.facts.run_record import load_results
     from gpuaccept.report.html import render_html
 
+    refuse_overlaps(_results_read(args.results), [("-o", args.output)])
     write_atomically(args.output, render_html(load_results(args.results)))
     _print(f"wrote {args.output}")
     return EXIT_OK
@@ -831,6 +882,7 @@ def _report_html(args, extra: list[str]) -> int:
 def _report_junit(args, extra: list[str]) -> int:
     from gpuaccept.report.fleet import read_fleet, write_runs_junit
 
+    refuse_overlaps([item for path in args.results for item in _results_read(path)], [("-o", args.output)])
     hosts = read_fleet(_each_once(args.results), with_suites=True)
     cases = write_runs_junit(hosts, args.output)
     _print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
@@ -841,6 +893,7 @@ def _report_cluster(args, extra: list[str]) -> int:
     from gpuaccept.report.cluster_view import page, text
     from gpuaccept.report.fleet import read_cluster
 
+    refuse_overlaps([("", args.results)], [("-o", args.output)])
     cluster = read_cluster(str(args.results))  # judged by its verdicts, as the fleet report judges it
     try:
         view, html = text(cluster.record), page(cluster.record)
@@ -852,6 +905,11 @@ def _report_cluster(args, extra: list[str]) -> int:
     if args.output:
         write_atomically(args.output, html)
     return cluster.exit_code  # the outcome policy's: a failure 1, else a value not established 2
+
+
+def _results_read(path: str | Path) -> list[tuple[str, str | Path | None]]:
+    """A results file as a command reads it: the file, and the journal a killed run left beside it."""
+    return [("", path), ("", f"{path}{JOURNAL_SUFFIX}")]
 
 
 def _each_once(paths: list[str]) -> list[str]:
@@ -875,6 +933,8 @@ def _report_fleet(args, extra: list[str]) -> int:
         tolerance = parse_percent(args.tolerance)
     except ValueError as error:
         raise OptionError(f"--tolerance {error}") from None
+    read = [item for path in args.results for item in _results_read(path)] + [("--db", args.db)]
+    refuse_overlaps(read, [("-o", args.output), ("--html", args.html)])
     if args.db is not None or args.html is not None:
         from gpuaccept.store.commands import report_fleet
 
@@ -1053,6 +1113,7 @@ def _report_metrics(args, extra: list[str]) -> int:
     from gpuaccept.facts.run_record import load_results
     from gpuaccept.report.metrics import render_metrics
 
+    refuse_overlaps([item for path in args.results for item in _results_read(path)], [("-o", args.output)])
     records = sorted((load_results(path) for path in args.results), key=lambda record: record.run.started_at)
     write_atomically(args.output, render_metrics(records))
     hosts = len({record.environment.host for record in records})

@@ -127,8 +127,11 @@ class RunProfile(Record):
 
 
 class RunInfo(Record):
-    started_at: str  # ISO 8601, UTC
+    started_at: str  # ISO 8601, UTC, to the microsecond (whole seconds in files written before)
     finished_at: str | None = None  # None until the run ends
+    # the run's own id, given when it starts (a random UUID): two runs of one host started in the same
+    # microsecond are still two runs, and every copy of a run's file names it; None in older files
+    id: str | None = None
     tool_version: str
     command: list[str]
     facts_source: FactsSource

@@ -144,8 +144,7 @@ def capture_nccl_info(folder: Path) -> list[Path]:
         os.environ["NCCL_DEBUG_FILE"] = ours
     if os.environ.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
         os.environ["NCCL_DEBUG"] = "INFO"  # the transport NCCL chose is in its INFO lines only
-    # NCCL's %h is the host, %p the process; any other % code matches anything
-    pattern = re.sub(r"%[a-zA-Z]", "*", os.environ["NCCL_DEBUG_FILE"].replace("%h", nccl_host()))
+    pattern = nccl_files_pattern(os.environ["NCCL_DEBUG_FILE"], nccl_host())
     if os.environ["NCCL_DEBUG_FILE"] == ours:
         if first_call:  # an earlier run's files in the same reports folder: never this run's
             for stale in glob.glob(pattern):
@@ -158,6 +157,16 @@ def capture_nccl_info(folder: Path) -> list[Path]:
             if os.stat(name).st_mtime >= _CAPTURE_BEGAN[0] - CLOCK_SLACK_S:
                 found.append(Path(name))
     return found
+
+
+def nccl_files_pattern(debug_file: str, host: str) -> str:
+    """The glob of the files NCCL_DEBUG_FILE names on `host`: NCCL's %h is the host, any other %
+    code (%p the process) matches anything, and every other character is itself. A folder named
+    `run[1]` is that folder, not `run1`, whose files (another run's) would be read and deleted."""
+    parts = re.split(r"(%[a-zA-Z])", debug_file)
+    return "".join(
+        glob.escape(host) if part == "%h" else "*" if re.fullmatch(r"%[a-zA-Z]", part) else glob.escape(part) for part in parts
+    )
 
 
 def gpu_bus_ids(count: int) -> list[str]:

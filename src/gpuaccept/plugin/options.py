@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuaccept.errors import OptionError, excerpt
-from gpuaccept.facts.run_record import FactsFile, LiveMachine
+from gpuaccept.facts.run_record import FactsFile, LiveMachine, journal_of
 from gpuaccept.report.baseline import Baseline, load_baseline, parse_percent
 from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
 from gpuaccept.vocabulary.telemetry import parse_duration
@@ -69,10 +69,12 @@ class Outputs:
         return tuple(dict.fromkeys(path for path in (self.junit_report, self.junitxml) if path is not None))
 
     def named(self) -> list[tuple[str, Path]]:
-        """(option, path) of every file to write, for one-line errors that name the option."""
+        """(option, path) of every file to write, results.json's journal with them, for one-line
+        errors that name the option."""
         found = [
             ("--results", self.results), ("--html-report", self.html), ("--facts-out", self.facts), ("--save-baseline", self.baseline),
             ("--junit-report", self.junit_report), ("--junitxml", self.junitxml),
+            ("--results' journal", journal_of(self.results) if self.results is not None else None),
         ]
         return [(option, path) for option, path in found if path is not None]
 
@@ -88,6 +90,14 @@ class RunOptions:
     level: str = DEFAULT_LEVEL  # plugin/levels.py
     burnin_s: float | None = None  # --burn-in-duration, in seconds; else the profile's burnin.duration
     expect_gpus: int | None = None  # --expect-gpus: the GPUs the machine must have, where the user states it
+
+    def inputs(self) -> list[tuple[str, Path | str | None]]:
+        """(option, path) of every file the run reads: none may be one of its outputs (outputs.py)."""
+        profile = self.profile.name if isinstance(self.profile, NamedProfile) and Path(self.profile.name).is_file() else None
+        return [
+            ("--facts", self.source.path if isinstance(self.source, FactsFile) else None),
+            ("--baseline", self.gate.baseline.path if self.gate is not None else None), ("--profile", profile),
+        ]
 
     def with_junitxml(self, path: str | None) -> RunOptions:
         """With pytest's own --junitxml FILE, which this plugin writes too (read from pytest's options:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
+from gpuaccept.errors import shown
 from gpuaccept.facts import Facts, Unavailable
 from gpuaccept.facts.model import CollectiveResult
 from gpuaccept.facts.run_record import RunRecord
@@ -65,7 +66,8 @@ def machines_of(runs: list[Facts], sources: list[str]) -> list[Machine]:
     hostnames = Counter(host for host, _ in groups)
     machines = []
     for (host, _), indices in groups.items():
-        label = host if hostnames[host] == 1 else f"{host}/{_short_uuid(runs[indices[0]])}"
+        # a host name is the machine's word: shown as a line shows it in the profile's text and comments
+        label = shown(host) if hostnames[host] == 1 else f"{shown(host)}/{_short_uuid(runs[indices[0]])}"
         machines.append(Machine(label, tuple(runs[i] for i in indices), tuple(sources[i] for i in indices)))
     return machines
 
@@ -137,7 +139,7 @@ def _profile_data(
     model = _model(facts)
     golden = ", ".join(m.label for m in machines)
     golden = f"the golden machine {golden}" if len(machines) == 1 else f"the golden machines {golden}"
-    data: Data = {"schema": SCHEMA_VERSION, "name": name, "description": f"{facts.gpu_count}x {model}, from {golden}"}
+    data: Data = {"schema": SCHEMA_VERSION, "name": name, "description": shown(f"{facts.gpu_count}x {model}, from {golden}")}
     notes: dict[str, str] = {}
 
     def note(key: str, text: str) -> None:

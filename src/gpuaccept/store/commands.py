@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, shown
 from gpuaccept.files import write_atomically
+from gpuaccept.outputs import refuse_overlaps
 
 
 def _say(text: str, *, err: bool = False) -> None:
@@ -73,6 +74,7 @@ def _store_add(args: argparse.Namespace, extra: list[str]) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise OptionError("--workers must be 1 or more")
+    refuse_overlaps([("", path) for path in args.results], [("--db", args.db), *_beside(args.db)])
     report = add_files(args.db, list(args.results), args.workers)
     for line in report.problems:
         _say(f"gpu-accept: {line}", err=True)
@@ -82,6 +84,11 @@ def _store_add(args: argparse.Namespace, extra: list[str]) -> int:
         + (f", {len(report.problems)} file(s) could not be read" if report.problems else "")
     )
     return EXIT_USAGE if report.problems else EXIT_OK
+
+
+def _beside(db: Path) -> list[tuple[str, Path]]:
+    """The files a store keeps beside itself: its lock, and DuckDB's write-ahead log."""
+    return [("--db", db.with_name(db.name + suffix)) for suffix in (".lock", ".wal")]
 
 
 def _store_info(args: argparse.Namespace, extra: list[str]) -> int:
@@ -139,6 +146,7 @@ def _report_history(args: argparse.Namespace, extra: list[str]) -> int:
         raise OptionError(f"--max-regression {error}") from None
     if args.runs < 2:
         raise OptionError("--runs must be 2 or more")
+    refuse_overlaps([("--db", args.db), *_beside(args.db)], [("--json", args.json_output)])
     with open_for_reading(args.db) as connection:
         if args.show:
             return _show_host(connection, args.show)
