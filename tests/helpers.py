@@ -63,6 +63,18 @@ def mutated(facts: Facts, change: Callable[[dict], None]) -> Facts:
     return parse_facts(json.dumps(data), "mutated facts")
 
 
+def cuda_sees_only(data: dict, count: int) -> None:
+    """The facts' CUDA record as CUDA reports the first `count` GPUs alone (CUDA_VISIBLE_DEVICES, a
+    GPU lost): its count, UUIDs and peer-access matrix of those, as a probe records them. Facts of
+    fewer GPUs beside CUDA's record of more are facts no probe gives."""
+    cuda = data["cuda"]
+    cuda["device_count"] = count
+    cuda["uuids"] = cuda["uuids"][:count]
+    cuda["peer_access"] = [row[:count] for row in cuda["peer_access"][:count]]
+    if isinstance(cuda.get("multicast"), list):
+        cuda["multicast"] = cuda["multicast"][:count]
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")

@@ -82,7 +82,23 @@ def launch_from_environment(env: dict[str, str] | None = None) -> Launch:
             f"rank {launch.rank} of {launch.world}, local rank {launch.local_rank} of {launch.local_world}: "
             f"not a rank of this job (the {launch.launcher} variables disagree)"
         )
+    _refuse_a_meeting_place_that_cannot_be(launch)
     return launch
+
+
+def _refuse_a_meeting_place_that_cannot_be(launch: Launch) -> None:
+    """Where the ranks meet, checked before any rank waits there: a port beyond TCP's, an empty
+    host or one that does not resolve would only end the rendezvous after its whole time limit (and
+    torch's C++ stack traces before the line that says why)."""
+    if not 1 <= launch.master_port <= 65535:
+        raise RendezvousError(f"MASTER_PORT={launch.master_port} is not a TCP port (1 to 65535): no rank can meet there")
+    if not launch.master_addr.strip():
+        raise RendezvousError("MASTER_ADDR is empty: name the host the ranks meet at (torchrun and srun set it)")
+    try:
+        socket.getaddrinfo(launch.master_addr, launch.master_port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as error:  # socket.gaierror; a name IDNA cannot encode
+        why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise RendezvousError(f"MASTER_ADDR={launch.master_addr!r} does not resolve ({why}): no rank can meet there") from None
 
 
 def _launch(env: dict[str, str], number: Callable[..., int]) -> Launch:

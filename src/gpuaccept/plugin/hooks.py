@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Generator
@@ -36,6 +37,7 @@ from gpuaccept.plugin.recording import NOT_STARTED_KEY, RunRecording
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import MESSAGE_ON_REPORT, VERDICT_ON_REPORT, VERDICTS_KEY, failure_message, report_status
 from gpuaccept.probe.cuda import driver_loads
+from gpuaccept.process import HeldSignals, hold_signals
 from gpuaccept.stages.health import SnapshotAfterStage
 from gpuaccept.stages.store import MeasurementStore
 
@@ -271,6 +273,7 @@ class RecordingHooks:
         self.config = config
         self.run = run
         self.recording: RunRecording | None = None
+        self.held: HeldSignals | None = None
 
     def pytest_sessionstart(self) -> None:
         self.recording = RunRecording(self.config, self.run)
@@ -279,7 +282,11 @@ class RecordingHooks:
         if self.recording is not None:
             self.recording.add(report)  # reports from xdist workers arrive here too
 
+    @pytest.hookimpl(tryfirst=True)  # as soon as the session ends, before anything is written
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # the tests have ended; what is left is writing the reports and the summary: a signal now
+        # waits until they are written (held to the end of the session), it does not cut them
+        self.held = hold_signals()
         if self.recording is not None:
             self.recording.finish(session)
             status, code = int(session.exitstatus), self.recording.writer.record.exit_code()
@@ -288,6 +295,14 @@ class RecordingHooks:
             stopped_after_a_failure = status == pytest.ExitCode.INTERRUPTED and code == EXIT_FAILED
             if status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or stopped_after_a_failure:
                 session.exitstatus = code
+
+    def pytest_unconfigure(self) -> None:
+        held = self.held
+        if held is not None:
+            held.release()
+            if held.arrived:
+                names = ", ".join(signal.Signals(number).name for number in held.arrived)
+                print(f"gpu-accept: {names} arrived while the reports were written: they were finished first", file=sys.stderr)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         lines = self.recording.summary_lines() if self.recording is not None else []

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuaccept.errors import OptionError
+from gpuaccept.errors import OptionError, excerpt
 from gpuaccept.facts.run_record import FactsFile, LiveMachine, journal_of
 from gpuaccept.report.baseline import Baseline, load_baseline, parse_percent
 from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
@@ -172,7 +172,7 @@ OPTIONS = (
     Option(
         "--confirm", "gpuaccept_confirm", type=int, default=2, metavar="N",
         help="measure a value that misses its criterion again, up to N more times, before it fails; the best attempt "
-        "decides and every attempt is reported (default 2; 0 judges the first measurement)",
+        "decides and every attempt is reported (default 2, at most 10; 0 judges the first measurement)",
     ),
     Option(
         "--save-baseline", "gpuaccept_save_baseline", metavar="FILE", help="save this run's measured values as a baseline for later runs"
@@ -244,6 +244,10 @@ def given_options(plugins: Iterable[object]) -> RunOptions | None:
     return next((plugin.options for plugin in plugins if isinstance(plugin, GivenOptions)), None)
 
 
+# Each confirmation measures a missed value again: a bound keeps a run that misses from running for ever
+MAX_CONFIRM = 10
+
+
 def read_options(option: argparse.Namespace, spelled: Mapping[str, str] = PYTEST_FLAGS) -> RunOptions | None:
     """The options of a gpu-accept run, checked; None where this pytest run is none (neither
     --profile nor --facts given: the plugin stays inert). `spelled`: each option's flag as the
@@ -256,8 +260,9 @@ def read_options(option: argparse.Namespace, spelled: Mapping[str, str] = PYTEST
     if any(not str(folder).strip() for folder in getattr(option, "gpuaccept_profile_dirs", None) or []):
         raise OptionError(f"{spelled['gpuaccept_profile_dirs']}: the folder's name is empty")  # it would be taken for "."
     confirm = getattr(option, "gpuaccept_confirm", 0)
-    if confirm < 0:
-        raise OptionError(f"{spelled['gpuaccept_confirm']} {confirm}: the number of measurements more to make, 0 or more")
+    if not 0 <= confirm <= MAX_CONFIRM:
+        raise OptionError(f"{spelled['gpuaccept_confirm']} {excerpt(confirm)}: the number of measurements more to make, 0 to "
+                          f"{MAX_CONFIRM} (a value that misses its criterion {MAX_CONFIRM} times more is no one-off dip)")
     baseline_file = getattr(option, "gpuaccept_baseline", None)
     max_regression = getattr(option, "gpuaccept_max_regression", None)
     if max_regression is not None and not baseline_file:

@@ -27,17 +27,27 @@ COHORT_SHOWN = 5  # hosts named under a cohort change, the most changed first
 
 
 def add_commands(commands: Any, report_commands: Any, fleet: Any, path: Callable[[str], Path]) -> None:
-    store = commands.add_parser("store", help="the results store: every run of a fleet in one database file")
+    store = commands.add_parser(
+        "store", help="the results store: every run of a fleet in one database file",
+        description="The results store: every run of a fleet in one DuckDB file, which report fleet --db and report "
+        "history read (docs/fleet.md).",
+    )
     store_commands = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
     add = store_commands.add_parser(
-        "add", help="add results.json files to the store (a run added twice is one run; files in already are not read)"
+        "add", help="add results.json files to the store (a run added twice is one run; files in already are not read)",
+        description="Add results.json files to the store, created where missing: a run added twice is one run, and a "
+        "file already in it is not read again.",
     )
     add.add_argument("results", nargs="+", help="results.json files, of finished or killed runs")
     add.add_argument("--db", type=path, required=True, help="the store (created where missing)")
     add.add_argument("--workers", type=int, help="processes reading files (default: one per core)")
     add.set_defaults(handler=_store_add)
-    info = store_commands.add_parser("info", help="what the store holds: schema version, runs, hosts, first and last run")
-    info.add_argument("--db", type=path, required=True)
+    info = store_commands.add_parser(
+        "info", help="what the store holds: schema version, runs, hosts, first and last run",
+        description="What the store holds: its schema version, how many runs of how many hosts, the first and the last "
+        "run.",
+    )
+    info.add_argument("--db", type=path, required=True, help="the store to read")
     info.set_defaults(handler=_store_info)
 
     fleet.add_argument("--db", type=path, help="judge the latest run of every host in this store instead of files")
@@ -46,8 +56,11 @@ def add_commands(commands: Any, report_commands: Any, fleet: Any, path: Callable
     history = report_commands.add_parser(
         "history",
         help="drops, steady declines and cohort changes across driver, CUDA, NCCL, torch and VBIOS versions, from the store",
+        description="Every host's values over its last runs in the store: a drop below its own median, a steady decline, "
+        "and what a change of driver, CUDA, NCCL, torch or VBIOS did to the hosts that took it. Exit 1 when anything is "
+        "found, 0 otherwise, 2 when the store cannot be read (docs/fleet.md).",
     )
-    history.add_argument("--db", type=path, required=True)
+    history.add_argument("--db", type=path, required=True, help="the store to read (gpu-accept store add)")
     history.add_argument("--runs", type=int, default=HISTORY_RUNS, help=f"runs looked back over (default {HISTORY_RUNS})")
     history.add_argument("--max-regression", default="5%", help="how far worse than its own median a value may go (default 5%%)")
     history.add_argument("--host", help="only this host (cohort changes are the fleet's)")
