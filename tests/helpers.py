@@ -25,6 +25,14 @@ REFERENCE = DATA / "reference" / "h200x4"  # captures from a real 4xH200 machine
 # the telemetry: judged whole, those areas could not judge (exit 2); the README's demo leaves them out
 NOT_IN_THE_OLDER_FACTS = "not test_health.py and not test_compute.py and not test_telemetry.py"
 
+
+def checks_of_areas(*areas: str) -> set[str]:
+    """The names of the checks of these areas (vocabulary/areas.py), as they declare them: what facts
+    without health readings, per-GPU loads or telemetry could not judge."""
+    from gpuaccept.checks.declare import declared_checks
+
+    return {found.declaration.name for found in declared_checks() if found.declaration.area in areas}
+
 # Tests that run torch skip where it is not installed. Asked of the installed packages, not by importing
 # torch: its import costs about 2 s of CPU, which collection would pay even where those tests are deselected.
 needs_torch = pytest.mark.skipif(find_spec("torch") is None, reason="torch is not installed")
@@ -64,6 +72,18 @@ def mutated(facts: Facts, change: Callable[[dict], None]) -> Facts:
     data = facts.model_dump(mode="json")
     change(data)
     return parse_facts(json.dumps(data), "mutated facts")
+
+
+def cuda_sees_only(data: dict, count: int) -> None:
+    """The facts' CUDA record as CUDA reports the first `count` GPUs alone (CUDA_VISIBLE_DEVICES, a
+    GPU lost): its count, UUIDs and peer-access matrix of those, as a probe records them. Facts of
+    fewer GPUs beside CUDA's record of more are facts no probe gives."""
+    cuda = data["cuda"]
+    cuda["device_count"] = count
+    cuda["uuids"] = cuda["uuids"][:count]
+    cuda["peer_access"] = [row[:count] for row in cuda["peer_access"][:count]]
+    if isinstance(cuda.get("multicast"), list):
+        cuda["multicast"] = cuda["multicast"][:count]
 
 
 def write(path: Path, text: str) -> Path:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuaccept.checks.declare import declared_checks
 from gpuaccept.errors import ProfileError, ProfileNotFound
 from gpuaccept.importers import import_files
 from gpuaccept.probe.nvml import ReplayNvml
@@ -18,7 +17,7 @@ from gpuaccept.profile import ProfileCatalog
 from gpuaccept.profile.catalogue import load_catalogue
 from gpuaccept.profile.derive import derive_profile
 from gpuaccept.profile.machine import UnknownMachine, installed_gpus
-from tests.helpers import DATA, NOT_IN_THE_OLDER_FACTS, ROOT, example_facts, mutated, nvml_replay, probe_replay, write
+from tests.helpers import DATA, NOT_IN_THE_OLDER_FACTS, ROOT, checks_of_areas, example_facts, mutated, nvml_replay, probe_replay, write
 from tests.test_checks import failures
 from tests.verdicts import verdicts
 
@@ -26,9 +25,7 @@ CATALOGUE = load_catalogue()
 CATALOG = ProfileCatalog.with_shipped()
 # the checks of what examples/facts/*-measured.json predate: the health readings, the per-GPU loads,
 # the telemetry (and the burn-in they never were)
-LACKED_BY_THE_OLDER_FACTS = {
-    found.declaration.name for found in declared_checks() if found.declaration.area in ("health", "compute", "telemetry", "burn-in")
-}
+LACKED_BY_THE_OLDER_FACTS = checks_of_areas("health", "compute", "telemetry", "burn-in")
 IMPORTS = DATA / "imports"
 
 

@@ -6,7 +6,7 @@ import pytest
 from gpuaccept.checks import inventory, p2p, topology
 from gpuaccept.checks.verdict import AtLeast, InRange, Outcome
 from gpuaccept.profile import ProfileCatalog
-from tests.helpers import example_facts, mutated, nvml_replay, probe_replay
+from tests.helpers import cuda_sees_only, example_facts, mutated, nvml_replay, probe_replay
 
 CATALOG = ProfileCatalog.with_shipped()
 
@@ -47,6 +47,7 @@ def without_gpu3(d):
     d["links"] = [link for link in d["links"] if 3 not in link["gpus"]]
     d["p2p"] = [pair for pair in d["p2p"] if 3 not in pair["gpus"]]
     d["environment"]["CUDA_VISIBLE_DEVICES"] = "0,1,2"
+    cuda_sees_only(d, 3)
 
 
 def test_a_missing_gpu_fails_the_count_and_every_test_of_that_gpu():

@@ -124,11 +124,12 @@ def test_peaks_from_recorded_facts():
 
 def test_a_machine_with_one_gpu_left_fails_every_nccl_test_saying_why(tmp_path):
     from gpuaccept.stages.store import MeasurementStore
-    from tests.helpers import mutated
+    from tests.helpers import cuda_sees_only, mutated
 
     def one_gpu(d):
         d["gpus"] = d["gpus"][:1]
         d["links"], d["p2p"] = [], []
+        cuda_sees_only(d, 1)
 
     facts = mutated(example_facts("h200x4"), one_gpu)
     p = profile(tmp_path)

@@ -1,6 +1,7 @@
 """The `gpu-accept` command: exit codes that tell the truth, one-line errors, no tracebacks."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -9,6 +10,7 @@ import pytest
 from gpuaccept.cli import main
 from gpuaccept.errors import OptionError
 from gpuaccept.facts import save_facts
+from gpuaccept.facts.run_record import load_results
 from gpuaccept.outputs import check_output_folder
 from gpuaccept.profile import load_profile
 from gpuaccept.resources import shipped_dir
@@ -342,11 +344,14 @@ def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
     [
         (["--max-regression", "3%"], "gpu-accept: --max-regression needs --baseline FILE: "
                                      "it is how far below that baseline a value may fall"),
-        (["--confirm", "-1"], "gpu-accept: --confirm -1: the number of measurements more to make, 0 or more"),
+        (["--confirm", "-1"], "gpu-accept: --confirm -1: the number of measurements more to make, 0 to 10 (a value that misses "
+                              "its criterion 10 times more is no one-off dip)"),
+        (["--confirm", "1" + "0" * 30], "gpu-accept: --confirm 1000000000000000000000000000000: the number of measurements more "
+                                        "to make, 0 to 10 (a value that misses its criterion 10 times more is no one-off dip)"),
         (["--confirm", "twice"], "gpu-accept run: argument --confirm: invalid int value: 'twice' (see gpu-accept run --help)"),
         (["--profile-dir", "/no/such/folder"], "ERROR: gpu-accept: --profile-dir /no/such/folder: no such folder"),
     ],
-    ids=["max-regression-without-baseline", "negative-confirm", "confirm-not-a-number", "missing-profile-dir"],
+    ids=["max-regression-without-baseline", "negative-confirm", "endless-confirm", "confirm-not-a-number", "missing-profile-dir"],
 )
 def test_run_refuses_options_that_cannot_work_in_one_line(tmp_path, options, expected):
     done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), *options)
@@ -412,7 +417,8 @@ def test_a_binary_baseline_is_one_line(tmp_path):
          "--tolerance 'abc' is not a percentage (write 5% or 0.05)"),
         (["run", "--level", "burn-in", "--duration", "abc"],
          "--duration 'abc' is not a duration: write a number with s, m or h (90s, 30m, 2h)"),
-        (["record", "-o", "facts.json", "--confirm", "-1"], "--confirm -1: the number of measurements more to make, 0 or more"),
+        (["record", "-o", "facts.json", "--confirm", "-1"], "--confirm -1: the number of measurements more to make, 0 to 10 (a "
+         "value that misses its criterion 10 times more is no one-off dip)"),
         (["record", "-o", "facts.json", "--measure", "--profile-dir", ""], "--profile-dir: the folder's name is empty"),
         (["cluster", "--out", "out"], "--profile: name the profile of the cluster (a name or a YAML path with a cluster: section); "
          "auto picks by one node's GPUs and knows no cluster"),
@@ -433,8 +439,10 @@ def test_pytests_own_options_are_not_taken_for_abbreviations_of_ours(tmp_path):
          "--reports", str(tmp_path), "--co", "-q"],
         capture_output=True, text=True, timeout=300, check=False,
     )
-    assert done.returncode == 0, done.stderr
+    # listing judges nothing: not the exit 0 that says every check passed
+    assert done.returncode == 2, done.stderr
     assert "tests collected" in done.stdout and "passed" not in done.stdout
+    assert done.stderr.splitlines()[-1] == "gpu-accept: nothing judged: --collect-only lists the tests without running them (exit 2)"
 
 
 @pytest.mark.parametrize(
@@ -526,3 +534,65 @@ def test_a_file_whose_name_begins_with_a_dash_is_a_value_not_an_option(tmp_path)
 def test_an_empty_profile_dir_is_refused_not_taken_for_the_current_folder(tmp_path, capsys, command):
     assert main([*command, "--profile-dir", "", *(["--reports", str(tmp_path)] if command[0] == "run" else [])]) == 2
     assert capsys.readouterr().err == "gpu-accept: --profile-dir: the folder's name is empty\n"
+
+
+def _every_parser(parser, name="gpu-accept"):
+    import argparse
+
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command, sub in action.choices.items():
+                yield from _every_parser(sub, f"{name} {command}")
+
+
+def test_every_command_and_option_says_what_it_does():
+    import argparse
+
+    from gpuaccept.cli import _parser
+
+    for name, parser in _every_parser(_parser()):
+        assert parser.description, f"{name} --help says nothing of what the command does"
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction, argparse._VersionAction)):
+                continue
+            option = "/".join(action.option_strings) or action.dest
+            assert action.help, f"{name} --help: {option} has no help text"
+            # an option's help names only options this command takes (burn-in takes no --level)
+            taken = {flag for other in parser._actions for flag in other.option_strings}
+            named = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", action.help))
+            assert named <= taken, f"{name} --help: {option} names {sorted(named - taken)}, which {name} does not take"
+
+
+SIGNALS_WHILE_WRITING = """
+import os, signal
+import gpuaccept.files as files
+
+written = files.write_atomically
+
+def interrupted_while_writing(path, text):
+    # Ctrl-C, then SIGTERM twice, as the reports are written at the end of the run
+    if str(path).endswith("report.html"):
+        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGTERM):
+            os.kill(os.getpid(), number)
+    written(path, text)
+
+files.write_atomically = interrupted_while_writing
+"""
+
+
+@pytest.mark.slow
+def test_signals_while_the_reports_are_written_wait_for_them(tmp_path):
+    shim = write(tmp_path / "shim" / "sitecustomize.py", SIGNALS_WHILE_WRITING)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shim.parent), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuaccept", "run", *RECORDED, "--reports", str(tmp_path / "reports"), "-q"],
+        capture_output=True, text=True, env=environment, timeout=300,
+    )
+    said = done.stdout + done.stderr
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said, said[-3000:]
+    assert done.returncode == 0, said[-3000:]  # every test had ended: the verdict stands
+    assert done.stderr.splitlines()[-1] == ("gpu-accept: SIGINT, SIGTERM, SIGTERM arrived while the reports were written: they "
+                                            "were finished first")
+    assert load_results(tmp_path / "reports" / "results.json").complete
+    assert (tmp_path / "reports" / "report.html").is_file() and (tmp_path / "reports" / "junit.xml").is_file()

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from gpuaccept.cli import main
 from gpuaccept.facts.model import Unavailable
 from gpuaccept.measure.cluster import Launch, join_failure
 from gpuaccept.measure.torchrun import exit_code_of_ranks, with_join_timeout
-from tests.helpers import DATA
+from tests.helpers import DATA, ROOT
 
 LAUNCH = Launch(rank=1, world=4, local_rank=1, local_world=2, node=0, master_addr="head", master_port=29400, launcher="torchrun")
 
@@ -105,6 +106,11 @@ def test_a_torchrun_option_torchrun_refuses_only_as_it_starts_is_one_line(tmp_pa
         ({"LOCAL_WORLD_SIZE": "0"}, "rank 0 of 2, local rank 0 of 0: not a rank of this job (the environment variables disagree)"),
         ({"RANK": "5"}, "rank 5 of 2, local rank 0 of 1: not a rank of this job"),
         ({"WORLD_SIZE": "-2"}, "WORLD_SIZE=-2 is below 0"),
+        # where the ranks meet, refused before any rank waits its rendezvous time there
+        ({"MASTER_PORT": "99999"}, "MASTER_PORT=99999 is not a TCP port (1 to 65535): no rank can meet there"),
+        ({"MASTER_PORT": "0"}, "MASTER_PORT=0 is not a TCP port"),
+        ({"MASTER_ADDR": ""}, "MASTER_ADDR is empty: name the host the ranks meet at"),
+        ({"MASTER_ADDR": "no-such-host.invalid"}, "MASTER_ADDR='no-such-host.invalid' does not resolve ("),
     ],
 )
 def test_launcher_variables_that_name_no_rank_of_the_job_are_one_line(environment: dict[str, str], said: str) -> None:
@@ -175,3 +181,17 @@ def test_our_own_nccl_files_are_this_runs_an_earlier_runs_in_the_folder_removed(
     written = folder / "nccl.gpu-17.4242.log"  # what NCCL writes for %h on gpu-17.example.com
     written.write_text("lines\n", encoding="utf-8")
     assert measure_cluster.capture_nccl_info(folder) == [written]
+
+
+def test_a_port_beyond_tcp_is_refused_by_the_command_before_any_rank_waits(tmp_path: Path, capsys, monkeypatch) -> None:
+    from gpuaccept.cli import main
+
+    for name, value in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": "99999"}.items():
+        monkeypatch.setenv(name, value)
+    profile = ROOT / "examples" / "profiles" / "cluster-cpu-gloo.yaml"
+    began = time.monotonic()
+    assert main(["cluster", "--profile", str(profile), "--out", str(tmp_path / "out"), "--backend", "gloo"]) == 2
+    assert time.monotonic() - began < 10  # not the profile's rendezvous time
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gpu-accept: MASTER_PORT=99999 is not a TCP port (1 to 65535): no rank can meet there"]

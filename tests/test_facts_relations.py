@@ -16,14 +16,16 @@ from tests.helpers import DATA, EXAMPLES
 
 H200X4 = EXAMPLES / "h200x4-measured.json"
 HEALTH = DATA / "facts" / "h200x2-health-measured.json"
+BURNIN = DATA / "facts" / "h200x1-burnin.json"
 
 
 def _set(path: str, value):
     def change(data: dict) -> None:
+        made = value.make(data) if isinstance(value, _Lazy) else value
         *parents, last = path
         for part in parents:
             data = data[part]
-        data[last] = value
+        data[last] = made
 
     return change
 
@@ -60,6 +62,30 @@ def _measured_again_ten_times_slower(where: tuple, index: int):
         first = node[index]
         slower = {"time_us": first["time_us"] * 10, "algbw_GBps": first["algbw_GBps"] / 10, "busbw_GBps": first["busbw_GBps"] / 10}
         node.append({**first, **slower})
+
+    return change
+
+
+def _first(count: int, where: tuple):
+    """The first `count` entries of the list at `where` in the recording (a value for _set)."""
+    return _Lazy(lambda data: _at(data, where)[:count])
+
+
+class _Lazy:
+    def __init__(self, make):
+        self.make = make
+
+
+def _at(data, where: tuple):
+    for part in where:
+        data = data[part]
+    return data
+
+
+def _append_event(**changes):
+    def change(data: dict) -> None:
+        event = {"gpu": 0, "xid": 79, "kind": "xid", "time": "2026-11-23T00:55:00+00:00", "source": "nvml_event", "during_run": True}
+        data["health"]["events"].append({**event, **changes})
 
     return change
 
@@ -118,6 +144,24 @@ CASES = [
         "measurements.compute.results[",
         "measured again here",
     ),
+    # the GPUs NVML counts, lists and CUDA sees are one set of GPUs
+    (H200X4, _set(("system", "installed_gpus"), _first(3, ("system", "installed_gpus"))), "system.installed_gpus",
+     "lists 3 GPU(s) and system.nvml_gpu_count is 4"),
+    (H200X4, _set(("system", "nvml_gpu_count"), 3), "system.nvml_gpu_count", "NVML counts 3 GPU(s) and 4 are under test"),
+    (H200X4, _set(("cuda", "device_count"), 8), "cuda.device_count", "CUDA counts 8 device(s) and 4 GPU(s) are under test"),
+    (H200X4, _set(("cuda", "uuids"), _first(2, ("cuda", "uuids"))), "cuda.uuids", "names 2 device(s) and cuda.device_count is 4"),
+    (H200X4, _set(("cuda", "uuids", 3), "00000000-dead-beef-0000-000000000000"), "cuda.uuids[3]", "is no GPU's UUID in these facts"),
+    (H200X4, _set(("cuda", "peer_access", 1), [True, None, True]), "cuda.peer_access[1]", "one row and one column per device"),
+    (H200X4, _copy(("system", "installed_gpus", 0, "uuid"), ("system", "installed_gpus", 1, "uuid")),
+     "system.installed_gpus[1].uuid", "two GPUs cannot share one"),
+    # NVLink 16 twice and 17 absent: 18 entries, not 18 links
+    (H200X4, _set(("gpus", 2, "nvlinks", 17, "link"), 16), "gpus[2].nvlinks[17].link", "link 16 of gpu2 is also nvlinks[16]"),
+    # an XID of a GPU the machine does not have, telemetry and burn-in times that run backwards
+    (HEALTH, _append_event(gpu=9, xid=79), "health.events[", "names gpu9, which is not in these facts (2 GPU(s)"),
+    (BURNIN, _set(("telemetry", "loads", 0, "ended_s"), 0.05), "telemetry.loads[0].ended_s", "ended at 0.05 s, before it began at 0.102 s"),
+    (BURNIN, _set(("telemetry", "samples", 0, "gpu"), 5), "telemetry.samples[0].gpu", "names gpu5"),
+    (BURNIN, _set(("burnin", "load_ended_s"), 0.0), "burnin.load_ended_s", "ended at 0 s, before it began at 0.002 s"),
+    (BURNIN, _set(("burnin", "rounds", 0, "wall_s"), 0.0), "burnin.rounds[0].wall_s", "measured its stages in 0 s"),
 ]
 
 

@@ -15,7 +15,7 @@ import pytest
 from gpuaccept.checks import health
 from gpuaccept.checks.verdict import Outcome, Verdict
 from gpuaccept.facts import load_facts, save_facts
-from gpuaccept.facts.model import HealthFacts, KernelLog
+from gpuaccept.facts.model import HealthFacts, KernelLog, Unavailable
 from gpuaccept.probe.health import (
     AGGREGATE,
     EVENT_MASK,
@@ -568,3 +568,36 @@ def test_pcie_errors_are_allowed_at_the_rate_of_the_generation_the_link_runs_at_
     gpus = [facts.gpus[0].model_copy(update={"pcie": idling}), *facts.gpus[1:]]
     verdict = judged(health.pcie_replay_rate, facts.model_copy(update={"gpus": gpus}), 0)
     assert verdict.outcome is Outcome.PASSED and verdict.expected == "<= 15.36 replays/min", verdict.message
+
+
+@pytest.mark.parametrize("missing", ["retired_pending", "retired_pages_sbe"])
+def test_a_reading_nvml_does_not_give_hides_none_of_the_others(missing):
+    # 73 retired pages (limit 62) on gpu1: a pending flag (or a page count) NVML does not give must not turn it into a pass
+    facts = with_health(healthy_h200x2())
+    sick = {"retired_pages_sbe": 40, "retired_pages_dbe": 33, "retired_pending": False,
+            missing: Unavailable(unavailable="not_supported", detail=f"NVML does not give {missing}")}
+    if missing == "retired_pages_sbe":
+        sick["retired_pages_dbe"] = 73
+    healthy = {**sick, **{key: 0 for key in ("retired_pages_sbe", "retired_pages_dbe") if key != missing}}
+    snapshots = [s.model_copy(update=sick if s.gpu == 1 else healthy) for s in facts.health.snapshots]
+    facts = facts.model_copy(update={"health": facts.health.model_copy(update={"snapshots": snapshots})})
+    verdict = judged(health.retired_pages, facts, 1)
+    assert verdict.outcome is Outcome.FAILED and verdict.measured == 73 and "73 pages > 62 pages" in verdict.message, verdict.message
+    # the healthy GPU with the same reading missing is not passed either: what is not read is not judged good
+    assert judged(health.retired_pages, facts, 0).outcome is not Outcome.PASSED
+    # and a row remap failure is not hidden by a pending flag NVML refused
+    remaps = [s.model_copy(update={"remap_failure": True, "remap_pending": Unavailable(unavailable="no_permission")})
+              if s.gpu == 1 else s for s in facts.health.snapshots]
+    remapped = facts.model_copy(update={"health": facts.health.model_copy(update={"snapshots": remaps})})
+    assert judged(health.row_remapping, remapped, 1).outcome is Outcome.FAILED
+
+
+def test_snapshots_taken_at_one_instant_are_no_rate():
+    # counters that rose between two snapshots of one instant: judged over an invented second, 100
+    # CRC errors would read as 100/s; over no time there is no rate to judge
+    after = healthy_h200x2()
+    after.answer("pcie_replay_counter", 0, value=5)
+    facts = with_health(healthy_h200x2(), after, seconds=0.0)
+    for check, subject in ((health.pcie_replay_rate, 0), (health.clock_slowdown_during_run, 0)):
+        verdict = judged(check, facts, subject)
+        assert verdict.outcome is Outcome.ERROR and "taken at the same instant" in verdict.message, verdict.message

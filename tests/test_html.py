@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-import shutil
-import subprocess
 
 import pytest
 
@@ -16,6 +14,7 @@ from gpuaccept.facts.model import Measurements
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.facts.verdict import AtLeast, Verdict
 from gpuaccept.report.html import FAIL, PASS, SERIES, render_html, render_page, timeseries_chart
+from tests import browser
 from tests.helpers import ROOT, results_data, run_record, with_verdict, with_verdicts
 from tests.report_page import PLOTLY_BANNER, Page, traces, values
 
@@ -188,21 +187,12 @@ def test_timeseries_chart_of_a_synthetic_series():
 # -- in a browser ---------------------------------------------------------------------------------------------
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
+@pytest.mark.slow
 @pytest.mark.browser
 def test_headless_chromium_draws_every_chart_from_file(tmp_path):
-    assert CHROMIUM is not None, "install Debian's chromium to run the browser tests"
     report = tmp_path / "report.html"
     report.write_text(render_html(load_results(HEALTHY)), encoding="utf-8")
-    done = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-         "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000",
-         "--dump-dom", report.as_uri()],
-        capture_output=True, text=True, timeout=180,
-    )
-    dom = done.stdout
+    dom = browser.dom(report, tmp_path)
     drawn = re.findall(r"<div class=\"chart js-plotly-plot\" id=\"([\w-]+)\"", dom)
-    assert sorted(drawn) == sorted(Page(report.read_text()).charts()), done.stderr[-2000:]
+    assert sorted(drawn) == sorted(Page(report.read_text()).charts())
     assert dom.count("class=\"main-svg\"") >= 2 * len(drawn)  # plotly drew each one

@@ -12,7 +12,9 @@ from tests.helpers import DATA
 
 IMPORTS = DATA / "imports"
 CAPTURES = sorted(IMPORTS.glob("*.txt"))
-REFUSED = {"h100-multinode-ib-nccl-tests-tagged-fragment.txt"}
+# outputs that do not tell what facts need: rows without a header; listings shortened where GPUs may be
+REFUSED = {"h100-multinode-ib-nccl-tests-tagged-fragment.txt", "v100-nvlink-s-uuid-trimmed-links-down.txt",
+           "a100-nvlink-s-dot-elided.txt", "gb200-nvlink-s-elided.txt", "v100-2-hosts-nccl-tests-without-mpi.txt"}
 
 
 def facts_of(*names):
@@ -149,7 +151,7 @@ def test_elided_nvlink_listing_is_unknown_not_two_links():
     gpu = imported.facts.gpu(0)
     assert gpu.name == "NVIDIA H100 80GB HBM3"
     assert gpu.nvlinks.unavailable == "not_probed" and "elided" in gpu.nvlinks.detail
-    assert "damaged: GPU 0's links are elided ('[...]'; links 0, 17 shown)" in imported.lines()[1]
+    assert "damaged: GPU 0's links are elided (links 0, 17 shown)" in imported.lines()[1]
 
 
 def test_single_node_logs_in_the_older_layout():

@@ -61,10 +61,14 @@ def test_nic_rows_without_nic_columns(tmp_path):
 
     damaged = variant(tmp_path, "v100-8-dgx1-cube-mesh-topo-m.txt", drop_nic_columns)
     lines = lines_of(damaged)
-    assert f"{damaged}:10: damaged: row mlx5_0 names a device the header has no column for: row ignored, " \
-        "the GPU columns still read" in lines
+    assert f"{damaged}:10: damaged: row mlx5_0 names a device the header has no column for: its GPU cells are read as " \
+        "how each GPU reaches it" in lines
     facts = import_files([damaged]).facts
-    assert facts.link(0, 3).link_type == "NV2" and facts.gpu(0).nics == [] and facts.gpu(0).cpu_affinity == "0-19,40-59"
+    whole = import_files([IMPORTS / "v100-8-dgx1-cube-mesh-topo-m.txt"]).facts
+    assert facts.link(0, 3).link_type == "NV2" and facts.gpu(0).cpu_affinity == "0-19,40-59"
+    # every GPU still has its NICs, from the NIC rows, as the whole table gives them
+    for gpu in range(8):
+        assert sorted(facts.gpu(gpu).nics, key=str) == sorted(whole.gpu(gpu).nics, key=str) != []
 
 
 def test_a_clipped_field_does_not_shift_the_affinity(tmp_path):
@@ -254,3 +258,38 @@ def test_damaged_rows_reach_every_command_as_lines_not_tracebacks(tmp_path, caps
     assert cli(["profile", "init", "--from-text", str(refused), "--name", "z", "-o", str(tmp_path / "y.yaml")]) == 2
     assert capsys.readouterr().err.splitlines() == [f"gpu-accept: {refused}:20: the header says iters: 0: a run that timed "
                                                     "nothing; its rows are no measurement"]
+
+
+def _damaged_versions(text: str, seed: int):
+    """The ways a capture arrives damaged, each applied once: cut after each line, each line left
+    out, each line doubled, and tokens swapped for what pastes and edits put there."""
+    import random
+    import re
+
+    lines = text.splitlines(keepends=True)
+    chosen = random.Random(seed)
+    some = sorted(chosen.sample(range(len(lines)), min(len(lines), 15)))  # a sample keeps the test's time bounded
+    for i in some:
+        yield f"cut after line {i}", "".join(lines[:i])
+        yield f"line {i + 1} left out", "".join(lines[:i] + lines[i + 1:])
+        yield f"line {i + 1} twice", "".join(lines[: i + 1] + lines[i:])
+    tokens = [m.span() for m in re.finditer(r"\S+", text)]
+    for _ in range(30):
+        start, end = chosen.choice(tokens)
+        put = chosen.choice(["", "X", "-1", "nan", "inf", "999999999999", "0", "NV99", "N/A", "......", "[...]", "GPU0", "1e308"])
+        yield f"{text[start:end]!r} at {start} as {put!r}", text[:start] + put + text[end:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("capture", sorted(IMPORTS.glob("*.txt")) + sorted((DATA / "reference" / "h200x4").glob("*.txt")),
+                         ids=lambda path: path.stem)
+def test_no_damage_to_a_real_capture_ends_in_a_traceback(tmp_path, capture):
+    path = tmp_path / capture.name  # the capture's own name: a log's collective may be told by it
+    for change, text in _damaged_versions(capture.read_text(encoding="utf-8"), seed=len(capture.name)):
+        path.write_text(text, encoding="utf-8")
+        try:
+            imported = import_files([path])
+        except ImportedTextError as refused:
+            assert refused.lines() and all("\n" not in line for line in refused.lines()), change
+            continue
+        assert all("\n" not in line for line in imported.lines()), change

@@ -69,12 +69,14 @@ def test_affinity_and_nccl_floors_from_text(tmp_path, capsys):
     data = yaml.safe_load(text)
     assert data["affinity"]["nic"]["gpu6"] == {"link": "PHB"}  # NIC0 and NIC1 tie: the link is stated, not the name
     assert data["affinity"]["cpu"]["gpu0"] == "0-95,192-287" and data["affinity"]["numa"]["gpu7"] == "1"
-    floors = data["nccl"]["busbw"]["all_reduce"]
+    # the log ran on two 8-GPU machines: its floors are the cluster's, the GPU count the machine's
+    assert data["gpus"]["count"] == 8 and data["cluster"]["nodes"] == 2 and "nccl" not in data
+    floors = data["cluster"]["busbw"]["all_reduce"]
     assert set(floors) == {"64MiB", "128MiB", "256MiB", "512MiB", "1GiB", "2GiB", "4GiB", "8GiB", "16GiB"}
     assert floors["16GiB"] == round(469.21 * 0.9, 1)
     assert "nccl: floors are written for logged sizes from 64MiB up" in err
-    assert "nccl: the logs ran on 16 ranks, the machine has 8 GPUs" in err
-    assert profile.spec.nccl.busbw["all_reduce"]["16GiB"] == 422.3
+    assert "nccl: the logs ran on 2 machines of 8 GPUs: their floors are written as cluster.busbw" in err
+    assert profile.spec.cluster.busbw["all_reduce"]["16GiB"] == 422.3
 
 
 def test_text_that_does_not_name_the_model_is_refused_in_one_line(tmp_path, capsys):

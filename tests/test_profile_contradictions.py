@@ -19,6 +19,12 @@ LONG_NUMBER = "1" + "0" * 400  # YAML reads it; as seconds it is infinity
             "{file}:4: nvlink.inactive_by_design.gpu0: 18 links up and 18 down by design make 36 links on gpu0; an NVLink 4.0 GPU "
             "has at most 18",
         ),
+        (  # without a version: no GPU of any generation has 36 links (NVML's array of 36 is no GPU's count)
+            "nvlink:\n  version: null\n  active_links: 18\n  inactive_by_design: {gpu1: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, "
+            "15, 16, 17]}\n",
+            "{file}:5: nvlink.inactive_by_design.gpu1: 18 links up and 18 down by design make 36 links on gpu1; a GPU of any NVLink "
+            "generation has at most 18",
+        ),
         ("nvlink:\n  active_links: 0\nlinks: {all: NV18}\np2p: null\n", "{file}:4: links.all: NV18 needs NVLinks up on gpu0, "
          "but nvlink expects gpu0 to have 0 active links"),
         (
@@ -33,7 +39,8 @@ LONG_NUMBER = "1" + "0" * 400  # YAML reads it; as seconds it is infinity
         (f'burnin:\n  duration: "{LONG_NUMBER}"\n', "{file}:3: burnin.duration: '1000000000000000000000000000000000000000': "
          "longer than any run this tool makes (at most 31 days)"),
     ],
-    ids=["all-links-down-by-design", "nv18-without-links", "p2p-nvlink-without-links", "world-twice", "batch-twice",
+    ids=["all-links-down-by-design", "all-links-down-by-design-of-no-version", "nv18-without-links", "p2p-nvlink-without-links",
+         "world-twice", "batch-twice",
          "endless-interval", "endless-burnin"],
 )
 def test_a_profile_that_contradicts_itself_is_refused_in_one_line(tmp_path, capsys, profile, expected):

@@ -179,12 +179,22 @@ def test_floors_from_one_machine_say_they_may_not_hold_on_the_next(tmp_path, cap
     ]
 
 
-def test_a_run_that_failed_is_named_before_its_values_become_floors(tmp_path, capsys):
+def test_a_run_that_failed_is_refused_as_baseline_save_refuses_it(tmp_path, capsys):
+    # its values would become the floors a healthy machine is held to
     failed = ROOT / "examples" / "results" / "h200x4-nccl-p2p-disabled.json"
-    assert cli(["profile", "init", "--from", str(failed), "--name", "h200-4", "-o", str(tmp_path / "p.yaml")]) == 0
-    first = capsys.readouterr().err.splitlines()[0]
-    assert first.startswith(f"gpu-accept: warning: {failed}: 25 test(s) did not pass (test_ddp_scaling[")
-    assert first.endswith("its values become floors; review them against what that run failed")
+    assert cli(["profile", "init", "--from", str(REAL_RUN), str(failed), "--name", "h200-4", "-o", str(tmp_path / "p.yaml")]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"gpu-accept: {failed}: 25 test(s) did not pass (test_ddp_scaling[")
+    assert line.endswith("a golden machine's run is a picture of a healthy machine; make the profile from runs that passed")
+    assert not (tmp_path / "p.yaml").exists()
+    assert cli(["baseline", "save", str(failed), "-o", str(tmp_path / "b.json")]) == 2  # the same run, the same answer
+    # and a run that ended without passing (interrupted, nothing judged) however its tests ended
+    interrupted = json.loads(REAL_RUN.read_text(encoding="utf-8"))
+    interrupted["run"]["exit_status"] = 2
+    path = tmp_path / "interrupted.json"
+    path.write_text(json.dumps(interrupted), encoding="utf-8")
+    assert cli(["profile", "init", "--from", str(path), "--name", "h200-4"]) == 2
+    assert "the run ended with exit status 2, not a pass" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["../escaped", "a/b", ".hidden", "", "-", "a b", "ü", "a\nb", "a" * 101])

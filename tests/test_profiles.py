@@ -354,3 +354,46 @@ def test_a_file_too_large_to_be_a_profile_is_refused_unread(tmp_path):
     path.write_text(MINIMAL + "# padding\n" * 10000)
     with pytest.raises(ProfileError, match=rf"^{re.escape(str(path))}: larger than 64 KiB: too large to be a profile$"):
         load_profile(path)
+
+
+def test_profile_show_keeps_commented_out_keys_where_they_stood_not_on_the_next_key(tmp_path, capsys):
+    from gpuaccept.cli import main
+
+    path = tmp_path / "commented.yaml"
+    path.write_text(
+        "# a site's profile\n"
+        "schema: 1\n"
+        "extends: h200-4-nvswitch\n"
+        "nvlink:\n"
+        "  active_links: 18\n"
+        "  # inactive_by_design: {gpu3: [16, 17]}   # links down on purpose\n"
+        "  # the count every GPU shows\n"
+        "  version: '4.0'\n"
+        "burnin:\n"
+        "  # min_power_share: 0.9       # median power share\n"
+        "  max_slowdown_share: 0.01     # test_clock_slowdown's limit\n"
+        "  # min_sm_clock_mhz: 1340     # the floor under load\n"
+        "health:\n"
+        "  retired_pages_max: 40\n"
+    )
+    profile = load_profile(path, [PROFILES])
+    # a key's note is its own comment and the remarks just above it; a key commented out is no note
+    assert profile.provenance["burnin.max_slowdown_share"] == "test_clock_slowdown's limit"
+    assert profile.provenance["nvlink.version"] == "the count every GPU shows"
+    assert main(["profile", "show", str(path)]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    at = shown.index("  # min_power_share: 0.9       # median power share")
+    assert shown[at + 1] == "  max_slowdown_share: 0.01  # test_clock_slowdown's limit"
+    assert shown[shown.index("  # inactive_by_design: {gpu3: [16, 17]}   # links down on purpose") + 1] == \
+        "  version: '4.0'  # the count every GPU shows"
+    # a line commented out at the end of a section stays in that section, not on the next one's key
+    ends = shown.index("  # min_sm_clock_mhz: 1340     # the floor under load")
+    assert shown[ends + 1] == "health:" and "min_sm_clock" not in profile.provenance.get("health", "")
+
+
+def test_a_line_commented_out_stays_a_comment_whatever_it_holds():
+    from gpuaccept.profile.render import render_yaml
+
+    # a vertical tab splits a Python line: shown as it is, the rest would be a key of the YAML written
+    text = render_yaml({"burnin": {"round_s": 30}}, {"burnin.round_s.#before": "# old: 1\x0bduration: 1s"})
+    assert text == "burnin:\n  # old: 1\\x0bduration: 1s\n  round_s: 30\n"

@@ -323,3 +323,19 @@ def test_a_verdicts_evidence_is_held_as_the_file_will_read_it_back(evidence):
     read_back = json.loads(json.dumps(evidence, default=str))
     assert json.dumps(held, sort_keys=True) == json.dumps(read_back, sort_keys=True)
     assert repr(held) == repr(read_back)  # the same types too: no tuple, no enum left
+
+
+def test_a_complete_results_file_is_read_without_its_journal(tmp_path, monkeypatch):
+    # a finished run holds every test in its file: a journal beside it (2 GB of it, left by a crash of
+    # another tool, or planted) is not read, whatever it holds
+    import gpuaccept.facts.run_record as run_record
+
+    results = tmp_path / "results.json"
+    results.write_text((ROOT / "examples" / "results" / "h200x4.json").read_text(encoding="utf-8"), encoding="utf-8")
+    journal = journal_of(results)
+    with open(journal, "wb") as planted:
+        planted.truncate(2 << 30)  # sparse: two gigabytes that take no disk
+    read = []
+    monkeypatch.setattr(run_record, "read_input_text", lambda path, *a: read.append(Path(path)) or Path(path).read_text())
+    record = load_results(results)
+    assert record.complete and len(record.tests) == 206 and read == [results]

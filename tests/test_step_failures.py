@@ -19,7 +19,7 @@ from gpuaccept.importers import import_files
 from gpuaccept.profile import ProfileCatalog
 from gpuaccept.stages.store import MeasurementStore
 from gpuaccept.vocabulary.steps import CollectiveKey, DdpKey, PairKey
-from tests.helpers import ROOT, example_facts, mutated
+from tests.helpers import ROOT, cuda_sees_only, example_facts, mutated
 from tests.verdicts import SUBJECTS
 
 CATALOG = ProfileCatalog.with_shipped()
@@ -151,7 +151,7 @@ def test_a_pairwise_failure_fails_the_pairs_it_covers_not_the_sweeps_first_failu
 
 
 def test_a_stage_that_cannot_run_fails_every_value_of_it_by_key(tmp_path):
-    one_gpu = mutated(example_facts("h200x4"), lambda d: d.update(gpus=d["gpus"][:1], links=[], p2p=[]))
+    one_gpu = mutated(example_facts("h200x4"), lambda d: d.update(gpus=d["gpus"][:1], links=[], p2p=[]) or cuda_sees_only(d, 1))
     facts = MeasurementStore(tmp_path, live=True).with_stage("nccl", one_gpu, H200X4)
     collectives = facts.measurements.collectives
     assert all(len(failure.keys) == 1 for failure in collectives.failures)

@@ -19,6 +19,7 @@ from gpuaccept.cli import main as cli
 from gpuaccept.store import history
 from gpuaccept.store.db import open_for_reading
 from gpuaccept.store.ingest import add_files
+from tests import browser
 
 DATA = Path(__file__).parent / "data"
 
@@ -139,7 +140,7 @@ def test_a_store_of_a_newer_schema_or_no_store_at_all_is_one_line_exit_2(tmp_pat
     assert cli(["report", "fleet", "--db", str(tmp_path / "missing.db")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 5 and all(line.startswith("gpu-accept: ") for line in err)
-    assert "schema version 99 is newer than this gpu-accept reads (1)" in err[1]
+    assert "schema version 99 is newer than this gpu-accept reads (2)" in err[1]
     assert "no such results store" in err[4]
 
 
@@ -359,23 +360,18 @@ def page_store(tmp_path: Path) -> Path:
     return db
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_headless_chromium_draws_the_fleet_page_and_a_hosts_history(tmp_path):
-    from tests.test_html import CHROMIUM
-
-    assert CHROMIUM is not None, "install Debian's chromium to run the browser tests"
     db = page_store(tmp_path)
     page = tmp_path / "fleet.html"
     assert cli(["report", "fleet", "--db", str(db), "--html", str(page)]) == 1
-    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000"]
     # measured in the window a 1400-px screen gives it: the page and its history panel beside the table
     fit = "<script>const d = document.getElementById('detail').getBoundingClientRect(); document.body.dataset.fit = " \
           "[document.documentElement.scrollWidth, innerWidth, Math.round(d.right), Math.round(d.top)].join(' ')</script></body>"
     measured = tmp_path / "measured.html"
     measured.write_text(page.read_text().replace("</body>", fit))
-    dom = subprocess.run([*flags, "--window-size=1400,800", "--dump-dom", measured.as_uri()], capture_output=True, text=True,
-                         timeout=180).stdout
+    dom = browser.dom(measured, tmp_path, window="1400,800")
     rows = re.findall(r'<tr class="host" data-n="\d+"><td>(node\d+)</td>', dom)
     assert len(rows) == 12 and rows[0] == "node0007"  # the worst first: the failed host, then the outliers
     assert rows[1:4] == ["node0003", "node0005", "node0009"]  # the outliers, then the host whose telemetry could not judge
@@ -392,5 +388,5 @@ def test_headless_chromium_draws_the_fleet_page_and_a_hosts_history(tmp_path):
     detail = dom[dom.index('id="detail"'):]
     assert "<b>node0007</b>" in detail and "<polyline" in detail and "gpu_count 1 &lt; 2" in detail
     shot = tmp_path / "fleet.png"
-    subprocess.run([*flags, "--window-size=1400,800", f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=180)
+    browser.screenshot(page, tmp_path, shot)
     assert shot.stat().st_size > 10_000

@@ -20,9 +20,10 @@ from pathlib import Path
 from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError, shown
 from gpuaccept.facts import run_verdict, save_facts
+from gpuaccept.facts.run_record import JOURNAL_SUFFIX
 from gpuaccept.files import write_atomically
 from gpuaccept.outcomes import pytest_exit_code, worst_exit_code
-from gpuaccept.outputs import check_output_file, check_output_folder
+from gpuaccept.outputs import check_output_file, check_output_folder, refuse_links, refuse_overlaps, reports_folder_lock
 from gpuaccept.plugin.options import (
     COMMAND_FLAGS,
     DerivedProfile,
@@ -132,6 +133,8 @@ def _parser() -> argparse.ArgumentParser:
         "command does not know go to pytest.",
     )
     add_command_options(burn, only=("gpuaccept_burnin", "gpuaccept_profile", "gpuaccept_profile_dirs", "gpuaccept_expect_gpus"))
+    duration = next(action for action in burn._actions if action.dest == "gpuaccept_burnin")
+    duration.help = "how long to load the GPUs (90s, 30m, 2h; default the profile's burnin.duration)"  # burn-in takes no --level
     burn.add_argument("--reports", default="reports", help="folder for junit.xml, results.json, report.html and facts.json")
     _add_metrics_option(burn)
     burn.set_defaults(handler=_burn_in)
@@ -144,11 +147,17 @@ def _parser() -> argparse.ArgumentParser:
         description="Read what nvidia-smi and nccl-tests printed, as kept in files, logs and tickets, into the facts "
         "`gpu-accept run --facts` judges. Prints what each file held and every damaged part, one line each.",
     )
-    imports.add_argument("files", nargs="+", type=_path, metavar="FILE")
+    imports.add_argument("files", nargs="+", type=_path, metavar="FILE",
+                         help="files holding command outputs, in any mix; they describe one machine (or one cluster's run)")
     imports.add_argument("-o", "--output", type=_path, help="facts file to write (default: only say what was read)")
     imports.set_defaults(handler=_import)
 
-    record = commands.add_parser("record", help="probe this machine and write its facts as JSON")
+    record = commands.add_parser(
+        "record", help="probe this machine and write its facts as JSON",
+        description="Probe this machine (NVML, CUDA; with --measure also the measurement stages its profile asks for) "
+        "and write what it found as a facts file, judged later, anywhere, with gpu-accept run --facts FILE. Exit 0 "
+        "when the facts are written, 2 when the machine could not be probed (no driver, a probe that hung).",
+    )
     record.add_argument("-o", "--output", required=True, help="facts file to write")
     record.add_argument("--nvml-log", help="also write every raw NVML answer (for replay in tests)")
     record.add_argument("--measure", action="store_true", help="also run the measurement stages the profile asks for")
@@ -184,22 +193,49 @@ def _parser() -> argparse.ArgumentParser:
     torchrun.add_argument("arguments", nargs=argparse.REMAINDER, help="torchrun's options, then --, then gpu-accept cluster's")
     torchrun.set_defaults(handler=_torchrun)
 
-    profile = commands.add_parser("profile", help="list, validate, show, write and derive profiles")
+    profile = commands.add_parser(
+        "profile", help="list, validate, show, write and derive profiles",
+        description="Profiles say what a machine must be (docs/profiles.md): list the ones --profile can name, check "
+        "files, show one with its extends applied, print the schema, make one from a golden machine, or derive one "
+        "from the catalogue.",
+    )
     profile_commands = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
-    listing = profile_commands.add_parser("list", help="the profiles that --profile NAME can name")
-    listing.add_argument("--profile-dir", action="append", default=[])
+    listing = profile_commands.add_parser(
+        "list", help="the profiles that --profile NAME can name",
+        description="Every profile --profile NAME can name: the shipped ones and those in each --profile-dir, with its "
+        "description and the GPUs --profile auto picks it for; a file that does not load is listed as INVALID.",
+    )
+    listing.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help=_PROFILE_DIR)
     listing.set_defaults(handler=_profile_list)
-    validate = profile_commands.add_parser("validate", help="check profile files; every problem, one line each")
-    validate.add_argument("files", nargs="+", type=_path)
-    validate.add_argument("--profile-dir", action="append", default=[])
+    validate = profile_commands.add_parser(
+        "validate", help="check profile files; every problem, one line each",
+        description="Check profile files as a run loads them (extends resolved, keys, types, ranges, keys that "
+        "contradict each other): 'ok: FILE' for each good one, every problem of a bad one as FILE:LINE: KEY: what is "
+        "wrong. Exit 0 when all are valid, 2 otherwise. A file in a bases/ folder is checked as a base.",
+    )
+    validate.add_argument("files", nargs="+", type=_path, metavar="FILE", help="profile YAML files")
+    validate.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help=_PROFILE_DIR)
     validate.set_defaults(handler=_profile_validate)
-    show = profile_commands.add_parser("show", help="a profile with its `extends` applied")
-    show.add_argument("name")
-    show.add_argument("--profile-dir", action="append", default=[])
+    show = profile_commands.add_parser(
+        "show", help="a profile with its `extends` applied",
+        description="Print a profile as a run uses it: its extends applied, every default filled in, each value with "
+        "the comment its file gives it; lines commented out stay where they stood.",
+    )
+    show.add_argument("name", metavar="NAME|PATH", help="a profile's name (gpu-accept profile list) or a YAML path")
+    show.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help=_PROFILE_DIR)
     show.set_defaults(handler=_profile_show)
-    schema = profile_commands.add_parser("schema", help="the JSON Schema of profiles, for editors")
+    schema = profile_commands.add_parser(
+        "schema", help="the JSON Schema of profiles, for editors",
+        description="Print the JSON Schema of the profile format (profiles/profile.schema.json), for an editor's YAML "
+        "language server.",
+    )
     schema.set_defaults(handler=_profile_schema)
-    init = profile_commands.add_parser("init", help="a profile from a golden machine's results.json, or its command outputs")
+    init = profile_commands.add_parser(
+        "init", help="a profile from a golden machine's results.json, or its command outputs",
+        description="Write a profile from golden machines: what they are becomes the expectations, their measured "
+        "values times --margin the floors, each value with a comment saying where it came from (docs/baselines.md, "
+        "docs/importing.md). A run that did not pass is refused; so are outputs that do not name the GPU model.",
+    )
     origin = init.add_mutually_exclusive_group(required=True)
     origin.add_argument(
         "--from", dest="sources", type=_path, nargs="+",
@@ -232,24 +268,42 @@ def _parser() -> argparse.ArgumentParser:
     derive.add_argument("-o", "--output", type=_path, help="file to write (default: print)")
     derive.set_defaults(handler=_profile_derive)
 
-    baseline = commands.add_parser("baseline", help="baselines from results.json files")
+    baseline = commands.add_parser(
+        "baseline", help="baselines from results.json files",
+        description="A baseline keeps a healthy machine's measured values; gpu-accept run --baseline FILE then fails a "
+        "value that dropped more than --max-regression (docs/baselines.md).",
+    )
     baseline_commands = baseline.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
     save = baseline_commands.add_parser(
-        "save", help="a baseline from one or more runs: the median of each value, and how much the runs varied"
+        "save", help="a baseline from one or more runs: the median of each value, and how much the runs varied",
+        description="A baseline from results.json of passing runs of one profile: the median of each measured value "
+        "and how much the runs varied. A run with a failed or error test, one that did not finish, or runs of different "
+        "profiles, GPU models or counts are refused in one line (exit 2).",
     )
-    save.add_argument("results", nargs="+", type=_path)
-    save.add_argument("-o", "--output", type=_path, required=True)
+    save.add_argument("results", nargs="+", type=_path, help="results.json of passing runs")
+    save.add_argument("-o", "--output", type=_path, required=True, help="the baseline file to write")
     save.set_defaults(handler=_baseline_save)
 
-    report = commands.add_parser("report", help="reports from results.json files (no hardware touched)")
+    report = commands.add_parser(
+        "report", help="reports from results.json files (no hardware touched)",
+        description="Reports written again from results.json files, on any machine: the HTML of a run, JUnit and fleet "
+        "views of many hosts, a cluster run's view, metrics, the history of a results store (docs/reports.md).",
+    )
     report_commands = report.add_subparsers(dest="report_command", metavar="KIND", required=True)
-    html_report = report_commands.add_parser("html", help="the self-contained HTML report of one run")
-    html_report.add_argument("results", type=_path)
-    html_report.add_argument("-o", "--output", type=_path, required=True)
+    html_report = report_commands.add_parser(
+        "html", help="the self-contained HTML report of one run",
+        description="The self-contained HTML report of one run (the report.html a run writes), from its results.json.",
+    )
+    html_report.add_argument("results", type=_path, help="the run's results.json")
+    html_report.add_argument("-o", "--output", type=_path, required=True, help="the HTML file to write")
     html_report.set_defaults(handler=_report_html)
-    junit = report_commands.add_parser("junit", help="one JUnit file, a testsuite per host, from many results files")
-    junit.add_argument("results", nargs="+")
-    junit.add_argument("-o", "--output", type=_path, required=True)
+    junit = report_commands.add_parser(
+        "junit", help="one JUnit file, a testsuite per host, from many results files",
+        description="One JUnit file of many runs: a testsuite per host, every test of its run as a test case, for a CI "
+        "server's test view. A file named twice is read once.",
+    )
+    junit.add_argument("results", nargs="+", help="results.json of each host")
+    junit.add_argument("-o", "--output", type=_path, required=True, help="the JUnit XML file to write")
     junit.set_defaults(handler=_report_junit)
     fleet = report_commands.add_parser(
         "fleet",
@@ -263,14 +317,24 @@ def _parser() -> argparse.ArgumentParser:
     fleet.add_argument("-o", "--output", type=_path, help="also write fleet JUnit: a test case per host and per outlier")
     fleet.set_defaults(handler=_report_fleet)
     _store_commands(commands, report_commands, fleet)
-    cluster_view = report_commands.add_parser("cluster", help="a cluster run's nodes x tests, the slow node marked")
+    cluster_view = report_commands.add_parser(
+        "cluster", help="a cluster run's nodes x tests, the slow node marked",
+        description="A cluster run's nodes x tests (gpu-accept cluster's cluster-results.json), the slow node marked; "
+        "exit 1 where a check failed, 2 where a value could not be established.",
+    )
     cluster_view.add_argument("results", type=_path, help="cluster-results.json, as gpu-accept cluster writes it")
     cluster_view.add_argument("-o", "--output", type=_path, help="also write the view as an HTML page")
     cluster_view.set_defaults(handler=_report_cluster)
     _add_report_metrics(report_commands)
-    results_schema = report_commands.add_parser("schema", help="the JSON Schema of results.json, for tools that read it")
+    results_schema = report_commands.add_parser(
+        "schema", help="the JSON Schema of results.json, for tools that read it",
+        description="Print the JSON Schema of results.json (schemas/results.schema.json), for tools that read runs.",
+    )
     results_schema.set_defaults(handler=_report_schema)
     return parser
+
+
+_PROFILE_DIR = "another folder of profiles, searched before the shipped ones (repeatable)"
 
 
 def _catalog(args) -> ProfileCatalog:
@@ -282,6 +346,43 @@ def _catalog(args) -> ProfileCatalog:
 def _run(args, extra: list[str]) -> int:
     """`gpu-accept run`: the suites judged, and the run's verdict written (verdict.json, metrics)."""
     return _judged_run(args, extra, "run")[0]
+
+
+REPORT_FILES = ("results.json", "results.json" + JOURNAL_SUFFIX, "junit.xml", "report.html", "facts.json", run_verdict.VERDICT_FILE,
+                "health-check.log")
+
+
+def _run_inputs(args) -> list[tuple[str, str | Path | None]]:
+    """The files a run reads, by the options that name them: none may be one of its outputs."""
+    profile = getattr(args, "gpuaccept_profile", None)
+    return [
+        ("--facts", getattr(args, "gpuaccept_facts", None)), ("--baseline", getattr(args, "gpuaccept_baseline", None)),
+        ("--profile", profile if profile and os.path.isfile(profile) else None),
+        *(("--import", path) for path in getattr(args, "imports", None) or []),
+    ]
+
+
+def _run_outputs(args, extra: list[str]) -> list[tuple[str, str | Path | None]]:
+    """The files a run writes: its reports in --reports, and those other options name."""
+    reports = Path(args.reports)
+    written = [name for name in REPORT_FILES if name != "facts.json" or not getattr(args, "gpuaccept_facts", None)]
+    return [
+        *((f"--reports' {name}", reports / name) for name in written),
+        ("--metrics", getattr(args, "metrics", None)), ("--save-baseline", getattr(args, "gpuaccept_save_baseline", None)),
+        *(("--junitxml", path) for path in _junitxml_of(extra)),
+    ]
+
+
+def _junitxml_of(extra: list[str]) -> list[str]:
+    """pytest's --junitxml FILE among the arguments passed on to it (the plugin writes that file too)."""
+    found = []
+    for index, word in enumerate(extra):
+        for flag in ("--junitxml", "--junit-xml"):
+            if word.startswith(flag + "="):
+                found.append(word.split("=", 1)[1])
+            elif word == flag and index + 1 < len(extra):
+                found.append(extra[index + 1])
+    return found
 
 
 def _burn_in(args, extra: list[str]) -> int:
@@ -301,6 +402,8 @@ class _Prepared:
         if self.metrics is not None:
             check_output_file(self.metrics, "--metrics")
         self.reports = Path(args.reports)
+        refuse_overlaps(_run_inputs(args), _run_outputs(args, extra))  # no output is an input or another output
+        refuse_links(self.reports, REPORT_FILES, "--reports")
         given = argparse.Namespace(**{**command_defaults(), **vars(args)})
         given.gpuaccept_junit, given.gpuaccept_results = str(self.reports / "junit.xml"), str(self.reports / "results.json")
         given.gpuaccept_html = str(self.reports / "report.html")
@@ -342,7 +445,12 @@ class _Prepared:
             self.exit_status = int(pytest.main(self.pytest_args, plugins=self.plugins))
         if self.exit_status == pytest.ExitCode.NO_TESTS_COLLECTED:
             _print(f"gpu-accept: {self.outcome.nothing_judged or 'no test was selected'}", err=True)
-        return pytest_exit_code(self.exit_status)  # the plugin applied the outcome policy: a value not established is 2
+        code = pytest_exit_code(self.exit_status)  # the plugin applied the outcome policy: a value not established is 2
+        if code == EXIT_OK and self.outcome.listed_only:
+            # pytest lists the tests and ends well; for gpu-accept exit 0 says every check passed, and none ran
+            _print(f"gpu-accept: {self.outcome.cause} (exit 2)", err=True)
+            return EXIT_USAGE
+        return code
 
 
 def _refuse_what_pytest_refuses(pytest_args: list[str]) -> None:
@@ -422,6 +530,11 @@ def _judged_run(args, extra: list[str], command: str, *, log: Path | None = None
     its verdict at its end, also where it ended before any test (no driver, no torch). Bad options
     are refused before: they write nothing."""
     prepared = _Prepared(args, extra)
+    with reports_folder_lock(prepared.reports, "--reports"):  # one run's reports at a time: a second run is refused here
+        return _judged_locked(prepared, command, log)
+
+
+def _judged_locked(prepared: _Prepared, command: str, log: Path | None) -> tuple[int, run_verdict.RunVerdict]:
     began = time.time()
     started = _now()
     host = _host()
@@ -490,6 +603,7 @@ def _read_imports(files):
 
 
 def _import(args, extra: list[str]) -> int:
+    refuse_overlaps([("", path) for path in args.files], [("-o", args.output)])
     imported = _read_imports(args.files)
     if args.output is not None:
         save_facts(imported.facts, args.output)
@@ -504,16 +618,23 @@ class _Outcome:
 
     nothing_judged = ""
     not_started = ""
+    listed_only = ""  # the pytest option that lists or plans the tests instead of running them
 
     def pytest_unconfigure(self, config) -> None:
         from gpuaccept.plugin.recording import NOT_STARTED_KEY, NOTHING_JUDGED_KEY
 
         self.nothing_judged = config.stash.get(NOTHING_JUDGED_KEY, "")
         self.not_started = config.stash.get(NOT_STARTED_KEY, "")
+        for option, flag in (("collectonly", "--collect-only lists"), ("setupplan", "--setup-plan plans"),
+                             ("setuponly", "--setup-only sets up")):
+            if getattr(config.option, option, False):
+                self.listed_only = flag
+                break
 
     @property
     def cause(self) -> str:
-        return self.not_started or self.nothing_judged
+        listed = f"nothing judged: {self.listed_only} the tests without running them" if self.listed_only else ""
+        return self.not_started or self.nothing_judged or listed
 
 
 def _record(args, extra: list[str]) -> int:
@@ -521,6 +642,7 @@ def _record(args, extra: list[str]) -> int:
     from gpuaccept.measure.drills import Drills
     from gpuaccept.probe import probe_machine
 
+    refuse_overlaps([], [("-o", args.output), ("--nvml-log", args.nvml_log)])
     options = read_options(args, COMMAND_FLAGS)
     assert options is not None  # --profile is always given: auto where not named
     drills = Drills.from_environment(os.environ)  # read once, here: the stages' plans carry them
@@ -675,6 +797,8 @@ def _profile_init(args, extra: list[str]) -> int:
     def warn(line: str) -> None:
         _print(f"gpu-accept: warning: {line}", err=True)
 
+    refuse_overlaps([("--from", path) for path in args.sources or []] + [("--from-text", path) for path in args.texts or []],
+                    [("-o", args.output)])
     if not re.fullmatch(PROFILE_NAME_PATTERN, args.name) or len(args.name) > PROFILE_NAME_MAX:
         raise OptionError(
             f"--name {args.name!r}: a profile's name is its file's name: letters, digits, '.', '_' and '-', beginning with a "
@@ -697,7 +821,7 @@ def _profile_init(args, extra: list[str]) -> int:
     if args.output is None:
         sys.stdout.write(text)
     else:
-        args.output.write_text(text, encoding="utf-8")
+        write_atomically(args.output, text)  # a full disk or an unwritable place is one line, not a traceback
         _print(f"wrote {args.output}: review it, then gpu-accept profile validate {args.output}", err=True)
     return EXIT_OK
 
@@ -742,6 +866,7 @@ def _baseline_save(args, extra: list[str]) -> int:
     from gpuaccept.facts.run_record import load_results
     from gpuaccept.report.baseline import baseline_runs, save_baseline
 
+    refuse_overlaps([("", path) for path in args.results], [("-o", args.output)])
     sources = _each_once([str(path) for path in args.results])  # one run given twice would narrow its spread
     records = [load_results(path) for path in sources]
     runs = baseline_runs(records, sources)
@@ -757,6 +882,7 @@ def _report_html(args, extra: list[str]) -> int:
     from gpuaccept.facts.run_record import load_results
     from gpuaccept.report.html import render_html
 
+    refuse_overlaps(_results_read(args.results), [("-o", args.output)])
     write_atomically(args.output, render_html(load_results(args.results)))
     _print(f"wrote {args.output}")
     return EXIT_OK
@@ -765,6 +891,7 @@ def _report_html(args, extra: list[str]) -> int:
 def _report_junit(args, extra: list[str]) -> int:
     from gpuaccept.report.fleet import read_fleet, write_runs_junit
 
+    refuse_overlaps([item for path in args.results for item in _results_read(path)], [("-o", args.output)])
     hosts = read_fleet(_each_once(args.results), with_suites=True)
     cases = write_runs_junit(hosts, args.output)
     _print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
@@ -775,6 +902,7 @@ def _report_cluster(args, extra: list[str]) -> int:
     from gpuaccept.report.cluster_view import page, text
     from gpuaccept.report.fleet import read_cluster
 
+    refuse_overlaps([("", args.results)], [("-o", args.output)])
     cluster = read_cluster(str(args.results))  # judged by its verdicts, as the fleet report judges it
     try:
         view, html = text(cluster.record), page(cluster.record)
@@ -786,6 +914,11 @@ def _report_cluster(args, extra: list[str]) -> int:
     if args.output:
         write_atomically(args.output, html)
     return cluster.exit_code  # the outcome policy's: a failure 1, else a value not established 2
+
+
+def _results_read(path: str | Path) -> list[tuple[str, str | Path | None]]:
+    """A results file as a command reads it: the file, and the journal a killed run left beside it."""
+    return [("", path), ("", f"{path}{JOURNAL_SUFFIX}")]
 
 
 def _each_once(paths: list[str]) -> list[str]:
@@ -809,6 +942,8 @@ def _report_fleet(args, extra: list[str]) -> int:
         tolerance = parse_percent(args.tolerance)
     except ValueError as error:
         raise OptionError(f"--tolerance {error}") from None
+    read = [item for path in args.results for item in _results_read(path)] + [("--db", args.db)]
+    refuse_overlaps(read, [("-o", args.output), ("--html", args.html)])
     if args.db is not None or args.html is not None:
         from gpuaccept.store.commands import report_fleet
 
@@ -987,6 +1122,7 @@ def _report_metrics(args, extra: list[str]) -> int:
     from gpuaccept.facts.run_record import load_results
     from gpuaccept.report.metrics import render_metrics
 
+    refuse_overlaps([item for path in args.results for item in _results_read(path)], [("-o", args.output)])
     records = sorted((load_results(path) for path in args.results), key=lambda record: record.run.started_at)
     write_atomically(args.output, render_metrics(records))
     hosts = len({record.environment.host for record in records})

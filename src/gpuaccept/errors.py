@@ -22,7 +22,9 @@ class GpuAcceptError(Exception):
     exit_code = EXIT_USAGE
 
     def lines(self) -> list[str]:
-        return str(self).splitlines() or [type(self).__name__]
+        """What to print, a line each: the message is one line, whatever the input it quotes holds
+        (a name with a line break is shown escaped on its line, never as a second one)."""
+        return [str(self)] if str(self) else [type(self).__name__]
 
 
 @dataclass(frozen=True)
@@ -76,15 +78,28 @@ def shown(text: str, limit: int = LONGEST_LINE) -> str:
     than `limit` is cut, saying how long it was. The one helper every printed line goes through."""
     if text.isascii() and text.isprintable() and len(text) <= limit:
         return text
+    line = _escaped(text, kept="\t")
+    return line if len(line) <= limit else f"{line[: limit - 40]}... (cut: {len(line)} characters)"
+
+
+def visible(text: str) -> str:
+    r"""Text from a machine or an input file as a page shows it: `shown`'s escapes (a bidirectional
+    override or a zero-width character would make a name read as another; a carriage return or a NUL
+    would not come back from the page as written), with its line breaks and tabs kept and nothing cut."""
+    if text.isascii() and text.isprintable():
+        return text
+    return _escaped(text, kept="\t\n")
+
+
+def _escaped(text: str, kept: str) -> str:
     out = []
     for character in text:
         category = unicodedata.category(character)
-        if character != "\t" and (category in _NOT_SHOWN_AS_IS or (category == "Zs" and character != " ")):
+        if character not in kept and (category in _NOT_SHOWN_AS_IS or (category == "Zs" and character != " ")):
             out.append(ascii(character)[1:-1])
         else:
             out.append(character)
-    line = "".join(out)
-    return line if len(line) <= limit else f"{line[: limit - 40]}... (cut: {len(line)} characters)"
+    return "".join(out)
 
 
 class InputFileError(GpuAcceptError):
@@ -93,6 +108,9 @@ class InputFileError(GpuAcceptError):
     def __init__(self, problems: list[Problem]):
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
+
+    def lines(self) -> list[str]:
+        return [str(problem) for problem in self.problems] or super().lines()
 
     def __reduce__(self) -> tuple[type, tuple[list[Problem]]]:
         # rebuilt from its problems where it crosses processes (a fleet read by a process pool):

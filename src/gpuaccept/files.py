@@ -16,7 +16,10 @@ MAX_INPUT_BYTES = 1 << 30
 def read_input_bytes(path: Path | str, count: int) -> bytes:
     """At most `count` bytes from the start of a file a user gave. A named pipe that nothing writes
     to reads as empty instead of waiting for a writer forever."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except ValueError:  # a NUL in the name (from a file's text, not a command line): no file is called that
+        raise OSError(errno.EINVAL, "a NUL character in the file's name") from None
     with open(descriptor, "rb") as handle:
         os.set_blocking(descriptor, True)  # a pipe with a writer: wait for what it writes
         return handle.read(count)

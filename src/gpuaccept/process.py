@@ -1,4 +1,5 @@
-"""Running a child process that must not outlive its time limit, nor leave children behind."""
+"""Running a child process that must not outlive its time limit, nor leave children behind; and
+holding the signals that would end this one while it writes what it must not leave half done."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import contextlib
 import os
 import signal
 import subprocess
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Protocol
 
 
@@ -51,3 +53,31 @@ def kill_group(process: _Process) -> None:
     """SIGKILL to the process group `process` leads (a session of its own: its pid is the group's)."""
     with contextlib.suppress(ProcessLookupError):  # already gone
         os.killpg(process.pid, signal.SIGKILL)
+
+
+@dataclass
+class HeldSignals:
+    """Ctrl-C and SIGTERM held back while a run writes its reports: each one that arrives is
+    counted, nothing is raised mid-write; `release` puts the handlers back."""
+
+    arrived: list[int] = field(default_factory=list)
+    previous: dict[int, object] = field(default_factory=dict)
+
+    def release(self) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)  # type: ignore[arg-type]
+        self.previous.clear()
+
+
+def hold_signals() -> HeldSignals:
+    """From now until `release`, SIGINT and SIGTERM are only counted. A KeyboardInterrupt raised in
+    the middle of writing results.json, its journal or JUnit would leave them half done and end the
+    command in a traceback; a second SIGTERM too. Only the main thread can set handlers: elsewhere
+    nothing is held."""
+    held = HeldSignals()
+    if threading.current_thread() is not threading.main_thread():
+        return held
+    for number in (signal.SIGINT, signal.SIGTERM):
+        held.previous[number] = signal.getsignal(number)
+        signal.signal(number, lambda signum, frame: held.arrived.append(signum))
+    return held

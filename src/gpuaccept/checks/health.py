@@ -105,6 +105,11 @@ def _seconds(first: HealthSnapshot, last: HealthSnapshot) -> float:
     return max((end - begin).total_seconds(), 0.0)
 
 
+# snapshots of one GPU taken at one instant (the clock did not move, or the facts were made up):
+# a rate over no time is no rate, and dividing by an invented second would judge one
+NO_TIME = "the first and the last snapshot of this GPU were taken at the same instant ({at}): a rate over no time cannot be judged"
+
+
 def _span(first: HealthSnapshot, last: HealthSnapshot) -> str:
     return f"{first.label} -> {last.label}, {_seconds(first, last):.0f} s"
 
@@ -126,16 +131,16 @@ def row_remapping(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ver
         "remap pending": start.remap_pending,
         "remap failure": start.remap_failure,
     }
-    unknown = _first_unknown(values)
-    if unknown:
-        return _unreadable(judge, subject, unknown[0], unknown[1], criterion)
     context = {"remapped_corrected": start.remapped_corrected, **{k.replace(" ", "_"): v for k, v in values.items()}}
     rule = Described(f"no remap pending or failed, uncorrectable remaps <= {limit}")
-    if start.remap_failure:
+    # a reading NVML does not give hides none of the others: any one that is read and breaks the rule fails
+    if isinstance(start.remapped_uncorrected, int) and not criterion.holds(start.remapped_uncorrected):
+        return judge(subject, "uncorrectable row remaps", start.remapped_uncorrected, criterion, context=context)
+    if start.remap_failure is True:
         return judge.failed(
             subject, f"row remap failure at {start.label} (a bank ran out of spare rows), expected {rule}", True, rule, context=context
         )
-    if start.remap_pending:
+    if start.remap_pending is True:
         return judge.failed(
             subject,
             f"row remap pending at {start.label} (takes effect at the next GPU reset), expected {rule}",
@@ -143,6 +148,9 @@ def row_remapping(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ver
             rule,
             context=context,
         )
+    unknown = _first_unknown(values)
+    if unknown:
+        return _unreadable(judge, subject, unknown[0], unknown[1], criterion)
     return judge(
         subject,
         "uncorrectable row remaps",
@@ -167,14 +175,19 @@ def retired_pages(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ver
         "retired pages (DBE)": start.retired_pages_dbe,
         "pending retirement": start.retired_pending,
     }
+    note = f"SBE {start.retired_pages_sbe}, DBE {start.retired_pages_dbe}"
+    if start.retired_pending is True:
+        rule = Described(f"no page pending retirement, retired pages <= {limit}")
+        return judge.failed(subject, f"a page is pending retirement at {start.label}, expected {rule}", True, rule)
+    # a reading NVML does not give hides none of the others: the pages that are read, over the limit, fail
+    read = [pages for pages in (start.retired_pages_sbe, start.retired_pages_dbe) if isinstance(pages, int)]
+    if not criterion.holds(sum(read)):
+        what = "retired pages" if len(read) == 2 else "retired pages (at least: one count is not read)"
+        return judge(subject, what, sum(read), criterion, note=note)
     unknown = _first_unknown(values)
     if unknown:
         return _unreadable(judge, subject, unknown[0], unknown[1], criterion)
-    if start.retired_pending:
-        rule = Described(f"no page pending retirement, retired pages <= {limit}")
-        return judge.failed(subject, f"a page is pending retirement at {start.label}, expected {rule}", True, rule)
-    total = int(start.retired_pages_sbe) + int(start.retired_pages_dbe)  # type: ignore[arg-type]
-    return judge(subject, "retired pages", total, criterion, note=f"SBE {start.retired_pages_sbe}, DBE {start.retired_pages_dbe}")
+    return judge(subject, "retired pages", sum(read), criterion, note=note)
 
 
 @check(subjects=GPU, family="health_state")
@@ -512,7 +525,7 @@ def _pcie_rate(
     rate = PCIE_GTPS.get(int(generation), 0.0)  # type: ignore[arg-type]
     allowed = int(width) * rate * 1e9 * 1e-12 * 60 * factor  # type: ignore[arg-type]
     criterion = AtMost(round(allowed, 2), f"{unit}/min")
-    minutes = max(_seconds(first, last), 1.0) / 60
+    minutes = _seconds(first, last) / 60
     on_link = f"in {minutes * 60:.0f} s on Gen{generation} x{width}"
     rollovers = _delta(getattr(first, rollovers_of), getattr(last, rollovers_of)) if rollovers_of else 0
     if isinstance(rollovers, int) and rollovers > 0:
@@ -526,6 +539,8 @@ def _pcie_rate(
     count = _delta(getattr(first, counter), getattr(last, counter))
     if isinstance(count, Unavailable):
         return _unreadable(judge, subject, f"{what} counter", count, criterion)
+    if minutes == 0:
+        return judge.error(subject, NO_TIME.format(at=first.taken_at), criterion, scope=_span(first, last))
     note = f"{count} {unit} {on_link}"
     return judge(subject, f"{what} rate", round(count / minutes, 2), criterion, note=note, scope=_span(first, last))
 
@@ -551,8 +566,10 @@ def nvlink_errors_during_run(judge: Judge, profile: Profile, facts: Facts, gpu_l
         return judge.not_applicable(
             subject, "no error counters read for this link (not active when read): test_nvlink_links judges the link"
         )
-    seconds = max(_seconds(first, last), 1.0)
+    seconds = _seconds(first, last)
     crc = [_delta(before.crc_flit, after.crc_flit), _delta(before.crc_data, after.crc_data)]
+    if seconds == 0:  # replays and recoveries are judged as counts; CRC errors, a rate, are not
+        crc = [Unavailable(unavailable="error", detail=NO_TIME.format(at=first.taken_at))] * 2
     crc_known = [value for value in crc if isinstance(value, int)]
     checks: list[tuple[str, Any, Criterion]] = [
         ("new NVLink replay errors", _delta(before.replay, after.replay), AtMost(0, "errors")),
@@ -598,7 +615,9 @@ def clock_slowdown_during_run(judge: Judge, profile: Profile, facts: Facts, gpu:
         value = deltas[name]
         if isinstance(value, Unavailable):
             return _unreadable(judge, subject, f"{name.replace('_', ' ')} time", value, criterion)
-    span_s = max(_seconds(first, last), 1.0)
+    span_s = _seconds(first, last)
+    if span_s == 0:
+        return judge.error(subject, NO_TIME.format(at=first.taken_at), criterion, scope=_span(first, last))
     loaded_s = _load_seconds(facts)
     under_load = loaded_s is not None and 1.0 <= loaded_s < span_s
     base_s = loaded_s if under_load and loaded_s is not None else span_s

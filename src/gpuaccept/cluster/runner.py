@@ -51,7 +51,7 @@ from gpuaccept.cluster.reports import (
     node_record,
     write_json,
 )
-from gpuaccept.errors import EXIT_USAGE, GpuAcceptError
+from gpuaccept.errors import EXIT_USAGE, GpuAcceptError, shown
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
 from gpuaccept.facts.model import CollectiveResult, DdpResult, Unavailable
 from gpuaccept.files import write_atomically
@@ -272,7 +272,7 @@ def _preflight(profile: Profile, launch: Launch, root: Path, node_out: Path, gpu
     verdicts = node_verdicts(profile, node, gpus)
     write_json(node_out / NODE_RESULTS, node_record(node, verdicts, profile.name))
     for line in lines(verdicts)[:-1]:
-        print(f"node{launch.node} preflight: {line}", flush=True)
+        print(shown(f"node{launch.node} preflight: {line}"), flush=True)  # host names and adapters are the machine's words
 
 
 def _no_nccl() -> Unavailable:
@@ -286,5 +286,5 @@ def _report(profile: Profile, facts: ClusterFacts, out: Path) -> int:
     (out / CLUSTER_JUNIT).write_text(junit(verdicts, f"gpu-accept cluster {profile.name}"), encoding="utf-8")
     write_atomically(out / CLUSTER_HTML, cluster_view.page(record))
     for line in lines(verdicts):
-        print(line, flush=True)
+        print(shown(line), flush=True)
     return exit_code(verdicts)

@@ -279,8 +279,9 @@ class CollectiveResult(Record):
     nominal_size: str  # the size the profile asked for: the test id ("1GiB")
     dtype: str
     ranks: Count
-    warmup: Count
-    iterations: AtLeastOne
+    # not_probed where a log lacks the header that says them (an nccl-tests log without `# nThread ...`)
+    warmup: Count | Unavailable
+    iterations: AtLeastOne | Unavailable
     time_us: Finite  # one operation, the slowest rank's mean over the timed iterations
     algbw_GBps: Finite
     busbw_GBps: Finite

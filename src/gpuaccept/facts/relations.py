@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuaccept.errors import KeyPath, excerpt
 from gpuaccept.vocabulary.collectives import bus_factor
+from gpuaccept.vocabulary.links import normalize_uuid
 
 if TYPE_CHECKING:
     from gpuaccept.facts.model import CollectiveSweep, Facts, Measurements
@@ -47,6 +48,16 @@ def check_relations(facts: Facts) -> None:
 
 def _contradictions(facts: Facts) -> Iterator[Contradiction]:
     count = facts.gpu_count
+    yield from _counts_and_ids(facts)
+    for i, gpu in enumerate(facts.gpus):
+        if isinstance(gpu.nvlinks, list):
+            yield from _each_once(
+                ((("gpus", i, "nvlinks", n, "link"), link.link) for n, link in enumerate(gpu.nvlinks)),
+                lambda link, first: f"link {link} of gpu{first[1]} is also nvlinks[{first[3]}]: a GPU's links are numbered once each",
+            )
+    for i, event in enumerate(facts.health.events):
+        yield from _pair_of_present_gpus(("health", "events", i, "gpu"), (event.gpu,), count)
+    yield from _time_spans(facts)
     for field in ("uuid", "pci_bus_id", "nvml_index"):
         yield from _each_once(
             ((("gpus", i, field), getattr(gpu, field)) for i, gpu in enumerate(facts.gpus) if getattr(gpu, field) != ""),
@@ -94,6 +105,76 @@ def _pair_of_present_gpus(path: KeyPath, gpus: tuple[int, ...], count: int) -> I
             return
     if len(set(gpus)) < len(gpus):
         yield Contradiction(path, f"links gpu{gpus[0]} to itself: a pair is two GPUs")
+
+
+def _counts_and_ids(facts: Facts) -> Iterator[Contradiction]:
+    """The GPUs NVML counts, lists and CUDA sees are one set of GPUs: CUDA sees no more than NVML
+    counts, NVML lists as many as it counts, CUDA names as many as it counts, each a GPU NVML has,
+    and its peer-access matrix is one row and one column per device."""
+    count, system = facts.gpu_count, facts.system
+    if count > system.nvml_gpu_count:
+        yield Contradiction(("system", "nvml_gpu_count"), f"NVML counts {system.nvml_gpu_count} GPU(s) and {count} are under "
+                            "test: no process sees more GPUs than NVML counts")
+    installed = system.installed_gpus
+    if installed and len(installed) != system.nvml_gpu_count:
+        yield Contradiction(("system", "installed_gpus"), f"lists {len(installed)} GPU(s) and system.nvml_gpu_count is "
+                            f"{system.nvml_gpu_count}: NVML lists every GPU it counts")
+    for field in ("nvml_index", "uuid", "pci_bus_id"):
+        yield from _each_once(
+            ((("system", "installed_gpus", i, field), getattr(gpu, field)) for i, gpu in enumerate(installed) if getattr(gpu, field) != ""),
+            lambda value, first: f"{excerpt(value)} is also the {first[-1]} of installed_gpus[{first[2]}]: two GPUs cannot share one",
+        )
+    from gpuaccept.facts.model import CudaFacts  # the model imports this module to check itself
+
+    cuda = facts.cuda
+    if not isinstance(cuda, CudaFacts):
+        return
+    if cuda.device_count != count:
+        yield Contradiction(("cuda", "device_count"), f"CUDA counts {cuda.device_count} device(s) and {count} GPU(s) are under "
+                            "test: the GPUs under test are the devices CUDA sees")
+    if cuda.uuids and len(cuda.uuids) != cuda.device_count:
+        yield Contradiction(("cuda", "uuids"), f"names {len(cuda.uuids)} device(s) and cuda.device_count is {cuda.device_count}: "
+                            "CUDA names every device it counts")
+    known = {normalize_uuid(uuid) for uuid in [*(gpu.uuid for gpu in facts.gpus), *(gpu.uuid for gpu in installed)] if uuid}
+    for i, uuid in enumerate(cuda.uuids):
+        if known and normalize_uuid(uuid) not in known:
+            yield Contradiction(("cuda", "uuids", i), f"{excerpt(uuid)} is no GPU's UUID in these facts: CUDA device {i} is no GPU "
+                                "NVML has")
+    rows = cuda.peer_access
+    for i, row in enumerate(rows):
+        if len(row) != len(rows) or (cuda.device_count and len(rows) != cuda.device_count):
+            yield Contradiction(("cuda", "peer_access", i), f"row {i} has {len(row)} entries in a matrix of {len(rows)} rows for "
+                                f"{cuda.device_count} device(s): peer access is one row and one column per device")
+            return
+
+
+def _time_spans(facts: Facts) -> Iterator[Contradiction]:
+    """What the telemetry and a burn-in say ran from one time to another ended no sooner than it
+    began, and a round that measured something took time."""
+    if facts.telemetry is not None:
+        for i, window in enumerate(facts.telemetry.loads):
+            if window.ended_s < window.started_s:
+                yield Contradiction(("telemetry", "loads", i, "ended_s"), f"{window.stage!r} ended at {window.ended_s:g} s, before it "
+                                    f"began at {window.started_s:g} s")
+        for i, sample in enumerate(facts.telemetry.samples):
+            yield from _pair_of_present_gpus(("telemetry", "samples", i, "gpu"), (sample.gpu,), facts.gpu_count)
+    burnin = facts.burnin
+    if burnin is None:
+        return
+    if burnin.load_started_s is not None and burnin.load_ended_s is not None and burnin.load_ended_s < burnin.load_started_s:
+        yield Contradiction(("burnin", "load_ended_s"), f"the sustained load ended at {burnin.load_ended_s:g} s, before it began "
+                            f"at {burnin.load_started_s:g} s")
+    if burnin.elapsed_s < 0:
+        yield Contradiction(("burnin", "elapsed_s"), f"{burnin.elapsed_s:g} s: a burn-in takes no negative time")
+    for r, burnin_round in enumerate(burnin.rounds):
+        if burnin_round.wall_s <= 0 and _measured_anything(burnin_round.measurements):
+            yield Contradiction(("burnin", "rounds", r, "wall_s"), f"round {burnin_round.index} measured its stages in "
+                                f"{burnin_round.wall_s:g} s: no measurement takes no time")
+
+
+def _measured_anything(measured: Measurements) -> bool:
+    sweeps = (measured.collectives, measured.pairwise, measured.copies, measured.ddp, measured.ddp_without_p2p, measured.compute)
+    return any(sweep is not None and sweep.results for sweep in sweeps)
 
 
 def _snapshots_in_time(facts: Facts) -> Iterator[Contradiction]:

@@ -20,6 +20,7 @@ format is `schemas/results.schema.json` (`gpu-accept report schema` writes it).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -129,8 +130,11 @@ class RunProfile(Record):
 
 
 class RunInfo(Record):
-    started_at: str  # ISO 8601, UTC
+    started_at: str  # ISO 8601, UTC, to the microsecond (whole seconds in files written before)
     finished_at: str | None = None  # None until the run ends
+    # the run's own id, given when it starts (a random UUID): two runs of one host started in the same
+    # microsecond are still two runs, and every copy of a run's file names it; None in older files
+    id: str | None = None
     tool_version: str
     command: list[str]
     facts_source: FactsSource
@@ -240,6 +244,19 @@ class RunRecord(Record):
         failed, 2 could not judge (a value not established, or the run interrupted or unfinished)."""
         return run_exit_code(self.run.exit_status, self.complete, (test.outcome for test in self.tests))
 
+    def not_a_pass(self, ordered: Callable[[list[TestRecord]], list[TestRecord]] = list) -> str:
+        """Why this run is no picture of a healthy machine, '' where it is one: it did not finish, a
+        test did not pass (named in the order `ordered` gives), or it ended with another exit status
+        than a pass (interrupted, nothing judged). A baseline and a golden profile are made of such runs only."""
+        if not self.complete:
+            return "the run did not finish (complete: false)"
+        bad = [test.id for test in ordered([test for test in self.tests if test.did_not_pass])]
+        if bad:
+            return f"{len(bad)} test(s) did not pass ({', '.join(bad[:3])}{f' and {len(bad) - 3} more' if len(bad) > 3 else ''})"
+        if self.run.exit_status not in (None, 0):
+            return f"the run ended with exit status {self.run.exit_status}, not a pass"
+        return ""
+
     def judged(self) -> RunVerdict:
         """The run's verdict as integrations read it: its exit code by the outcome policy, the tests that
         failed, those that could not be judged with their reasons, and the cause in one line."""
@@ -315,23 +332,31 @@ def load_results(path: Path | str) -> RunRecord:
         inside = path / "results.json"
         hint = f": pass {inside}" if inside.is_file() else ": pass the results.json gpu-accept run wrote"
         raise _problem(path, "a folder, not a results file" + hint)
-    # the journal before the file: a run rewrites the file, then empties the journal, so a reader
-    # of a run in progress gets a file at least as new as the journal it read
+    record = _read_results(path)
+    if record.complete:
+        return record  # a run that reached its end wrote every test into the file: its journal is not read
+    # the journal before the file again: a run rewrites the file, then empties the journal, so a
+    # reader of a run in progress gets a file at least as new as the journal it read
     journal = journal_of(path)
     try:
-        journal_text = journal.read_text(encoding="utf-8") if journal.is_file() else ""
+        journal_text = read_input_text(journal) if journal.is_file() else ""
     except (OSError, UnicodeDecodeError) as exc:
-        raise _problem(journal, f"cannot read the journal of a run that did not finish: {exc}") from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise _problem(journal, f"cannot read the journal of a run that did not finish: {why}") from None
+    record = _read_results(path)
+    if not record.complete and journal_text:
+        record = merge_journal(record, journal, journal_text)
+    return record
+
+
+def _read_results(path: Path) -> RunRecord:
     try:
         text = read_input_text(path)
     except OSError as exc:
         raise _problem(path, f"cannot read results: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise _problem(path, f"not a gpu-accept results file: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    record = parse_results(text, str(path))
-    if not record.complete and journal_text:
-        record = merge_journal(record, journal, journal_text)
-    return record
+    return parse_results(text, str(path))
 
 
 def parse_results(text: str, name: str) -> RunRecord:

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from pydantic import ValidationError
+
 from gpuaccept import __version__
-from gpuaccept.errors import ImportedTextError, Problem
+from gpuaccept.errors import ImportedTextError, Problem, format_path
 from gpuaccept.facts.model import (
     CollectiveResult,
     CollectiveSweep,
@@ -32,7 +34,9 @@ from gpuaccept.facts.model import (
     Unavailable,
     not_probed,
 )
+from gpuaccept.facts.relations import Contradiction
 from gpuaccept.importers.nccl_tests import Device, NcclRun, find_nccl_runs, untagged
+from gpuaccept.importers.nvlink_status import KIND as KIND_NVLINK
 from gpuaccept.importers.nvlink_status import GpuLinks, NvLinkStatus, find_nvlink_status
 from gpuaccept.importers.p2p_grid import UNTOLD, P2PGrid, find_p2p_grids
 from gpuaccept.importers.text import MAX_GPU_INDEX, Finding, TextFile, read_text_file
@@ -104,6 +108,7 @@ def import_files(paths: list[Path]) -> Imported:
     return Imported(build_facts(files), tuple(files))
 
 
+_NO_HEADER = "the log lacks its `# nThread ...` header, which says it"
 _NO_COLLECTIVE = ("an nccl-tests log that does not say which collective ran (no `Collective test starting` line or "
                   "*_perf command in it): name the file after it, e.g. all_reduce_perf.log")
 
@@ -133,15 +138,21 @@ def _refuse(lines: list[tuple[str, int | None, str]]) -> ImportedTextError:
 
 
 def _gpu_count(files: list[FileOutputs]) -> int:
-    said = []
+    said: list[tuple[int, str, int, str]] = []  # (GPUs, file, line, which output): outputs that show every GPU
+    at_least: list[tuple[int, str, int, str]] = []  # outputs with parts left out: the machine has at least these GPUs
     for f in files:
         said += [(m.gpu_count, m.file, m.line, m.describe()) for m in f.matrices]
         said += [(g.gpu_count, g.file, g.line, g.describe()) for g in f.grids if g.capabilities]
-        said += [(max(s.gpus) + 1, s.file, s.line, s.describe()) for s in f.statuses]
+        said += [(max(s.gpus) + 1, s.file, s.line, s.describe()) for s in f.statuses if s.tells_gpu_count]
+        at_least += [(max(s.gpus) + 1, s.file, s.line, s.describe()) for s in f.statuses if not s.tells_gpu_count]
         for run in f.runs:
             on_first_host = [d.device for d in run.devices if d.host == run.hosts[0]] if run.devices else []
             host = run.hosts[0] if run.hosts else "one host"
-            said.append((max(on_first_host) + 1 if on_first_host else run.ranks, run.file, run.line, f"{run.collective}_perf on {host}"))
+            if on_first_host or run.one_process:  # the ranks of a launch of several processes are not one host's GPUs
+                said.append((max(on_first_host) + 1 if on_first_host else run.ranks, run.file, run.line,
+                             f"{run.collective}_perf on {host}"))
+    if not said:
+        raise _refuse([_no_gpu_count(files)])
     # a record is made per GPU: a count no machine has (nGpus 999999999) is damage, never allocated
     beyond = next((s for s in said if s[0] > MAX_GPU_INDEX + 1), None)
     if beyond:
@@ -152,7 +163,25 @@ def _gpu_count(files: list[FileOutputs]) -> int:
         first, other = said[0], next(s for s in said if s[0] != said[0][0])
         raise _refuse([(other[1], other[2], f"{other[3]} has {other[0]} GPUs but {first[1]}:{first[2]} ({first[3]}) has "
                         f"{first[0]}: outputs of one machine only")])
-    return counts.pop()
+    count = counts.pop()
+    beyond = next((s for s in at_least if s[0] > count), None)
+    if beyond:
+        raise _refuse([(beyond[1], beyond[2], f"{beyond[3]} names GPU {beyond[0] - 1} but {said[0][1]}:{said[0][2]} "
+                        f"({said[0][3]}) has {count} GPUs: outputs of one machine only")])
+    return count
+
+
+def _no_gpu_count(files: list[FileOutputs]) -> tuple[str, int | None, str]:
+    """Why no output tells how many GPUs the machine has: each was shortened, or counts ranks of
+    several processes."""
+    status = next((s for f in files for s in f.statuses), None)
+    if status is not None:
+        return (status.file, status.gpus_left_out, f"how many GPUs the machine has cannot be told: the {KIND_NVLINK} listing "
+                "has lines left out where GPUs may be; import it with the machine's nvidia-smi topo -m, or the whole listing")
+    run = next(run for f in files for run in f.runs)
+    return (run.file, run.line, f"how many GPUs the machine has cannot be told: the log names no device (no rank lines under "
+            f"`# Using devices`) and its {run.ranks} ranks ran as several processes; import it with the machine's "
+            "nvidia-smi topo -m or nvlink -s")
 
 
 def _one_matrix(files: list[FileOutputs]) -> TopoMatrix | None:
@@ -167,6 +196,14 @@ def _one_matrix(files: list[FileOutputs]) -> TopoMatrix | None:
 
 
 def build_facts(files: list[FileOutputs]) -> Facts:
+    try:
+        return _facts_of(files)
+    except ValidationError as error:
+        rows = [(run.file, row.line) for f in files for run in f.runs for row in run.rows]  # in the order of the results
+        raise _contradicted(error, files[0].text.name, rows) from None
+
+
+def _facts_of(files: list[FileOutputs]) -> Facts:
     count = _gpu_count(files)
     matrix = _one_matrix(files)
     statuses = {i: (s, g) for f in files for s in f.statuses for i, g in s.gpus.items()}
@@ -202,6 +239,22 @@ def build_facts(files: list[FileOutputs]) -> Facts:
         measurements=Measurements(collectives=_sweep(runs)) if runs else Measurements(),
         imported_from=source,
     )
+
+
+def _contradicted(error: ValidationError, first_file: str, rows: list[tuple[str, int]]) -> ImportedTextError:
+    """Outputs whose facts contradict each other (a busbw no rank count explains, more than the
+    links carry): one line each, at the log's row where the contradiction is in one."""
+    problems = []
+    for detail in error.errors():
+        found = detail.get("ctx", {}).get("error")
+        path = found.path if isinstance(found, Contradiction) else tuple(detail["loc"])
+        message = str(found) if isinstance(found, Contradiction) else detail["msg"]
+        if path[:3] == ("measurements", "collectives", "results") and len(path) > 3 and isinstance(path[3], int):
+            file, line = rows[path[3]]
+            problems.append(Problem(file, line, "", f"{message}: not a measurement of a machine"))
+        else:
+            problems.append(Problem(first_file, None, format_path(path), f"{message}: not outputs of one machine"))
+    return ImportedTextError(problems)
 
 
 def _gpu(i: int, matrix: TopoMatrix | None, statuses: dict[int, Listed], devices: dict[int, Device], any_status: bool) -> GpuFacts:
@@ -250,11 +303,13 @@ def _bus_id(text: str) -> str:
 
 def _nvlinks(i: int, status: Listed | None, any_status: bool) -> list[NvLinkFacts] | Unavailable:
     if status is None:
-        return not_probed("an nvidia-smi nvlink -s listing without this GPU" if any_status else
+        return not_probed("an nvidia-smi nvlink -s listing that leaves this GPU out" if any_status else
                           "no nvidia-smi nvlink -s among the imported files")
     listing, gpu = status
+    if gpu.twice is not None:
+        return not_probed(f"the nvidia-smi nvlink -s listing in {listing.file} lists link {gpu.twice} of this GPU twice")
     if gpu.elided:
-        return not_probed(f"the nvidia-smi nvlink -s listing in {listing.file} is elided ('[...]')")
+        return not_probed(f"the nvidia-smi nvlink -s listing in {listing.file} leaves some of this GPU's links out")
     return [
         NvLinkFacts(
             link=link,
@@ -300,7 +355,9 @@ def _sweep(runs: list[NcclRun]) -> CollectiveSweep:
         for row in run.rows:
             results.append(CollectiveResult(
                 collective=_collective(run), size_bytes=row.size, nominal_size=format_size(row.size), dtype=row.dtype,
-                ranks=run.ranks, warmup=run.warmup, iterations=run.iterations, time_us=row.time_us,
+                ranks=run.ranks, time_us=row.time_us,
+                warmup=run.warmup if run.warmup is not None else not_probed(_NO_HEADER),
+                iterations=run.iterations if run.iterations is not None else not_probed(_NO_HEADER),
                 algbw_GBps=row.algbw, busbw_GBps=row.busbw,
                 wrong=row.wrong if row.wrong is not None else not_probed("the log does not count wrong elements at this size"),
             ))

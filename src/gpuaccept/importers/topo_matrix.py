@@ -28,7 +28,8 @@ KIND = "nvidia-smi topo -m"
 
 Cells = list[str | None]  # a row's cells, None where unreadable
 GpuRows = dict[int, tuple[int, Cells]]  # GPU -> (its line, its cells)
-AffinityFields = dict[int, tuple[int, list[str]]]  # GPU -> (its line, the fields after its cells)
+# GPU -> (its line, its affinity fields by column key: a value, or None where the field is left empty)
+AffinityFields = dict[int, tuple[int, dict[str, str | None]]]
 Report = Callable[[int, str], None]  # (line, message): a finding
 
 
@@ -117,6 +118,7 @@ def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> t
         rest += 1
     tail = " ".join(tokens[rest:])
     columns = [key for title, key in AFFINITY_COLUMNS if title in tail]
+    layout = _Layout.of(header_line.text, start, gpu_count + len(devices))
     matrix = TopoMatrix(text.name, header_line.number, gpu_count, list(devices))
 
     def finding(line: int, message: str) -> None:
@@ -127,6 +129,7 @@ def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> t
     gpu_cells: GpuRows = {}
     device_cells: dict[str, Cells] = {}
     affinity: AffinityFields = {}
+    unnamed_rows: dict[str, Cells] = {}  # device rows the header has no column for: their GPU cells
     soc_seen = False
     position += 1
     while position < len(text.lines):
@@ -137,9 +140,12 @@ def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> t
         name = row[0]
         cells = row[1:]
         if name not in names:
-            if len(cells) >= gpu_count and all(is_cell(c) for c in cells[:gpu_count]):
-                finding(line.number, f"row {name} names a device the header has no column for: row ignored, "
-                        "the GPU columns still read")
+            if len(cells) >= gpu_count and all(is_cell(c) for c in cells[:gpu_count]) and name not in unnamed_rows:
+                # a NIC row the header (cut at the terminal's width, columns taken out) has no column for:
+                # its GPU cells still say how each GPU reaches that NIC
+                finding(line.number, f"row {name} names a device the header has no column for: its GPU cells are read "
+                        "as how each GPU reaches it")
+                unnamed_rows[name] = [c if is_cell(c) else None for c in cells[:gpu_count]]
                 position += 1
                 continue
             break
@@ -166,7 +172,7 @@ def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> t
         if _GPU.match(name):
             gpu_cells[int(name[3:])] = (line.number, links)
             if len(cells) >= width and not clipped:
-                affinity[int(name[3:])] = (line.number, cells[width:])
+                affinity[int(name[3:])] = (line.number, _affinity_fields(layout, line.text, cells, width, columns))
         else:
             device_cells[name] = links
         position += 1
@@ -174,12 +180,29 @@ def _read_matrix(text: TextFile, position: int, start: int, gpu_count: int) -> t
         matrix.findings.append(Finding(text.name, header_line.number, "SOC read as SYS (the name older drivers print for "
                                        "the same path)", damaged=False))
 
+    missing_rows = [d for d in devices if d not in device_cells]
+    if device_cells and missing_rows:
+        finding(text.lines[position - 1].number, f"the table ends without the rows of {', '.join(missing_rows)}: the output "
+                "is cut here; how the GPUs reach them is read from the GPU rows")
     legend = _nic_legend(text, position)
-    matrix.nic_names = [legend.get(d, d) for d in devices]
+    matrix.nic_names = [legend.get(d, d) for d in devices] + [legend.get(d, d) for d in unnamed_rows]
     _resolve_links(matrix, gpu_cells, finding)
-    _resolve_nics(matrix, devices, gpu_cells, device_cells)
+    _resolve_nics(matrix, devices, gpu_cells, device_cells, unnamed_rows)
     _resolve_affinity(matrix, columns, affinity, finding)
     return matrix, position
+
+
+def _affinity_fields(layout: _Layout | None, row: str, cells: list[str], width: int, columns: list[str]) -> dict[str, str | None]:
+    """A GPU row's affinity fields by column: by where they sit where the row lines up with the
+    header, else in order (fields left empty at the end of a row are not printed)."""
+    found = layout.fields(row, width, columns) if layout else None
+    if found is not None:
+        return found
+    values = cells[width:]
+    found = dict(zip(columns, values, strict=False))
+    if len(values) > len(columns):
+        found["more"] = " ".join(values[len(columns):])
+    return found
 
 
 def _nic_legend(text: TextFile, position: int) -> dict[str, str]:
@@ -219,15 +242,19 @@ def _resolve_links(matrix: TopoMatrix, gpu_cells: GpuRows, finding: Report) -> N
                 matrix.links[(a, b)] = forward or backward
 
 
-def _resolve_nics(matrix: TopoMatrix, devices: list[str], gpu_cells: GpuRows, device_cells: dict[str, Cells]) -> None:
+def _resolve_nics(
+    matrix: TopoMatrix, devices: list[str], gpu_cells: GpuRows, device_cells: dict[str, Cells], unnamed_rows: dict[str, Cells]
+) -> None:
     n = matrix.gpu_count
     for i in range(n):
         links: list[NicLink] = []
         missing = []
-        for column, (device, name) in enumerate(zip(devices, matrix.nic_names, strict=True), start=n):
-            cell = gpu_cells[i][1][column] if i in gpu_cells else None
+        for column, (device, name) in enumerate(zip([*devices, *unnamed_rows], matrix.nic_names, strict=True), start=n):
+            cell = gpu_cells[i][1][column] if i in gpu_cells and device in devices else None
             if cell is None and device in device_cells:
                 cell = device_cells[device][i]
+            if cell is None and device in unnamed_rows:
+                cell = unnamed_rows[device][i]
             if cell is None or cell == "X" or cell.startswith("NV"):
                 missing.append(name)
                 continue
@@ -245,15 +272,19 @@ def _resolve_affinity(matrix: TopoMatrix, columns: list[str], affinity: Affinity
             found[key] = not_probed(f"this {KIND} has no {key.upper()} Affinity column" if key not in columns else
                                     f"the row of GPU{i} does not reach its {key.upper()} Affinity field")
         if i in affinity:
-            number, cells = affinity[i]
-            if len(cells) > len(columns):
-                finding(number, f"GPU{i} has {len(cells)} fields after its links for {len(columns)} affinity column(s): "
-                        "its affinity is not used")
-                cells = []
-            for key, cell in zip(columns, cells, strict=False):  # fields left empty at the end are not printed
-                if key == "gpu_numa":
-                    continue
-                if cell == "N/A":
+            number, fields = affinity[i]
+            if "more" in fields:
+                finding(number, f"GPU{i} has more fields after its links than the {len(columns)} affinity column(s) "
+                        f"({fields['more']!r} left over): its affinity is not used")
+                fields = {}
+            empty = [key.upper() for key in ("cpu", "numa") if key in fields and fields[key] is None]
+            for key in ("cpu", "numa"):
+                if key not in fields:
+                    continue  # fields left empty at the end of a row are not printed
+                cell = fields[key]
+                if cell is None:
+                    found[key] = Unavailable(unavailable="not_found", detail=f"{KIND} leaves the field empty")
+                elif cell == "N/A":
                     found[key] = Unavailable(unavailable="not_found", detail=f"{KIND} prints N/A")
                 elif is_cpu_list(cell):
                     found[key] = cell
@@ -261,8 +292,46 @@ def _resolve_affinity(matrix: TopoMatrix, columns: list[str], affinity: Affinity
                     finding(number, f"GPU{i} {key.upper()} Affinity reads {cell!r}: not a list of numbers (a clipped field); "
                             "not used")
                     found[key] = not_probed(f"{KIND} field reads {cell!r}")
-            if len(cells) < len([c for c in columns if c != "gpu_numa"]) and cells:
-                shown = ", ".join(c.upper() for c in columns[len(cells):] if c != "gpu_numa")
-                finding(number, f"GPU{i} leaves its {shown} Affinity empty")
+            unreached = [key.upper() for key in columns if key != "gpu_numa" and key not in fields]
+            if fields and (empty or unreached):
+                finding(number, f"GPU{i} leaves its {', '.join(empty + unreached)} Affinity empty")
         matrix.cpu[i] = found["cpu"]
         matrix.numa[i] = found["numa"]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the header's columns begin, tabs expanded as a terminal shows them. nvidia-smi starts
+    every link cell and the CPU Affinity field at its column (tab-separated or padded with spaces);
+    a CPU field left empty starts the next value later. Read in order, that value (the NUMA node)
+    would be taken for the CPU list and every field after it moved one column left."""
+
+    cells: tuple[int, ...]  # where each GPU and NIC column begins
+    cpu: int | None  # where the CPU Affinity title begins
+
+    @classmethod
+    def of(cls, header: str, first: int, count: int) -> _Layout | None:
+        expanded = header.expandtabs(8)
+        starts = [m.start() for m in re.finditer(r"\S+", expanded)][first : first + count]
+        cpu = expanded.find("CPU Affinity")
+        return cls(tuple(starts), cpu if cpu >= 0 else None) if len(starts) == count else None
+
+    def fields(self, row: str, width: int, columns: list[str]) -> dict[str, str | None] | None:
+        """The row's affinity fields by column (None: left empty); None where the row does not line
+        up with the header (spaces squeezed out when it was pasted): then its fields are read in order."""
+        tokens = [(m.start(), m.group()) for m in re.finditer(r"\S+", row.expandtabs(8))][1:]
+        cells, rest = tokens[:width], tokens[width:]
+        if len(cells) < width or any(abs(at - column) > _SLACK for (at, _), column in zip(cells, self.cells, strict=True)):
+            return None
+        if self.cpu is None or not columns or columns[0] != "cpu" or not rest or rest[0][0] < self.cpu - _SLACK:
+            return None
+        values: list[str | None] = [value for _, value in rest]
+        if rest[0][0] > self.cpu + _SLACK:
+            values.insert(0, None)  # the first value starts past the CPU column: the CPU field is empty
+        found: dict[str, str | None] = dict(zip(columns, values, strict=False))  # fields empty at the end are not printed
+        if len(values) > len(columns):
+            found["more"] = " ".join(value for value in values[len(columns):] if value)
+        return found
+
+
+_SLACK = 3  # how far a cell may sit from its column's title: " X " and "NV18" are centred under "GPU0"

@@ -82,7 +82,23 @@ def launch_from_environment(env: dict[str, str] | None = None) -> Launch:
             f"rank {launch.rank} of {launch.world}, local rank {launch.local_rank} of {launch.local_world}: "
             f"not a rank of this job (the {launch.launcher} variables disagree)"
         )
+    _refuse_a_meeting_place_that_cannot_be(launch)
     return launch
+
+
+def _refuse_a_meeting_place_that_cannot_be(launch: Launch) -> None:
+    """Where the ranks meet, checked before any rank waits there: a port beyond TCP's, an empty
+    host or one that does not resolve would only end the rendezvous after its whole time limit (and
+    torch's C++ stack traces before the line that says why)."""
+    if not 1 <= launch.master_port <= 65535:
+        raise RendezvousError(f"MASTER_PORT={launch.master_port} is not a TCP port (1 to 65535): no rank can meet there")
+    if not launch.master_addr.strip():
+        raise RendezvousError("MASTER_ADDR is empty: name the host the ranks meet at (torchrun and srun set it)")
+    try:
+        socket.getaddrinfo(launch.master_addr, launch.master_port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as error:  # socket.gaierror; a name IDNA cannot encode
+        why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise RendezvousError(f"MASTER_ADDR={launch.master_addr!r} does not resolve ({why}): no rank can meet there") from None
 
 
 def _launch(env: dict[str, str], number: Callable[..., int]) -> Launch:
@@ -128,8 +144,7 @@ def capture_nccl_info(folder: Path) -> list[Path]:
         os.environ["NCCL_DEBUG_FILE"] = ours
     if os.environ.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
         os.environ["NCCL_DEBUG"] = "INFO"  # the transport NCCL chose is in its INFO lines only
-    # NCCL's %h is the host, %p the process; any other % code matches anything
-    pattern = re.sub(r"%[a-zA-Z]", "*", os.environ["NCCL_DEBUG_FILE"].replace("%h", nccl_host()))
+    pattern = nccl_files_pattern(os.environ["NCCL_DEBUG_FILE"], nccl_host())
     if os.environ["NCCL_DEBUG_FILE"] == ours:
         if first_call:  # an earlier run's files in the same reports folder: never this run's
             for stale in glob.glob(pattern):
@@ -142,6 +157,16 @@ def capture_nccl_info(folder: Path) -> list[Path]:
             if os.stat(name).st_mtime >= _CAPTURE_BEGAN[0] - CLOCK_SLACK_S:
                 found.append(Path(name))
     return found
+
+
+def nccl_files_pattern(debug_file: str, host: str) -> str:
+    """The glob of the files NCCL_DEBUG_FILE names on `host`: NCCL's %h is the host, any other %
+    code (%p the process) matches anything, and every other character is itself. A folder named
+    `run[1]` is that folder, not `run1`, whose files (another run's) would be read and deleted."""
+    parts = re.split(r"(%[a-zA-Z])", debug_file)
+    return "".join(
+        glob.escape(host) if part == "%h" else "*" if re.fullmatch(r"%[a-zA-Z]", part) else glob.escape(part) for part in parts
+    )
 
 
 def gpu_bus_ids(count: int) -> list[str]:

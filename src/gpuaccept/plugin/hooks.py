@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import tempfile
 import threading
 from collections import Counter
@@ -23,11 +24,11 @@ import pytest
 from gpuaccept.burnin.driver import burnin_stages
 from gpuaccept.checks.declare import areas_of_tests
 from gpuaccept.errors import GpuAcceptError, shown
-from gpuaccept.facts.run_record import LiveMachine
+from gpuaccept.facts.run_record import LiveMachine, journal_of
 from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.launch import WorkerPool
 from gpuaccept.outcomes import EXIT_FAILED
-from gpuaccept.outputs import check_output_file
+from gpuaccept.outputs import check_output_file, refuse_links, refuse_overlaps
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
 from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
@@ -36,8 +37,9 @@ from gpuaccept.plugin.options import RunOptions, given_options, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import NOT_STARTED_KEY, RunRecording
 from gpuaccept.plugin.terminal import terminal_line
-from gpuaccept.plugin.verdicts import VERDICT_ON_REPORT, VERDICTS_KEY, failure_message, report_status
+from gpuaccept.plugin.verdicts import MESSAGE_ON_REPORT, VERDICT_ON_REPORT, VERDICTS_KEY, failure_message, report_status
 from gpuaccept.probe.cuda import driver_loads
+from gpuaccept.process import HeldSignals, hold_signals
 from gpuaccept.stages.health import SnapshotAfterStage
 from gpuaccept.stages.store import MeasurementStore
 
@@ -72,8 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.option.xmlpath = None
     pool = _first_worker_ahead(config, options)
     try:
+        refuse_overlaps(options.inputs(), options.outputs.named())  # no output is an input or another output
         for option, path in options.outputs.named():  # before anything is probed: not at the end of a full run
             check_output_file(path, option)
+        if options.outputs.results is not None:  # results.json's journal is named by the run, never by its user
+            refuse_links(options.outputs.results.parent, [journal_of(options.outputs.results).name], "--results")
         # the fault drills are read here, once: the workers of pytest-xdist get them with the context
         # a profile derived from the catalogue is kept beside the reports, to review and keep
         derive_into = options.outputs.results.parent if options.outputs.results is not None else None
@@ -246,12 +251,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         setattr(report, VERDICT_ON_REPORT, verdicts[-1].as_data())
     crash = getattr(report.longrepr, "reprcrash", None)
     if report.when == "call" and report.failed and message and crash is not None:
-        # the verdict's own line, without pytest's "Failed: " prefix, in the summary and in JUnit
-        crash.message = message
+        # the verdict's own line, without pytest's "Failed: " prefix, in the summary and in JUnit;
+        # pytest prints it as it is (its short summary): shown escaped there, kept whole for the record
+        crash.message = shown(message)
+        setattr(report, MESSAGE_ON_REPORT, message)
     if report.when == "call" and report.skipped and isinstance(report.longrepr, tuple) and verdicts:
         # a verdict skips from inside the plugin: point the skip at the test, as skip marks do
         path, line = item.reportinfo()[:2]
         report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
+        setattr(report, MESSAGE_ON_REPORT, verdicts[-1].message)  # the reason pytest prints is shown escaped
     return report
 
 
@@ -288,6 +296,7 @@ class RecordingHooks:
         self.config = config
         self.run = run
         self.recording: RunRecording | None = None
+        self.held: HeldSignals | None = None
 
     def pytest_sessionstart(self) -> None:
         self.recording = RunRecording(self.config, self.run)
@@ -307,7 +316,11 @@ class RecordingHooks:
         if left_out and NOT_SELECTED_KEY not in self.config.stash:
             self.config.stash[NOT_SELECTED_KEY] = Counter(left_out)
 
+    @pytest.hookimpl(tryfirst=True)  # as soon as the session ends, before anything is written
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # the tests have ended; what is left is writing the reports and the summary: a signal now
+        # waits until they are written (held to the end of the session), it does not cut them
+        self.held = hold_signals()
         if self.recording is not None:
             self.recording.leave_out(not_selected(self.config))
             self.recording.finish(session)
@@ -317,6 +330,14 @@ class RecordingHooks:
             stopped_after_a_failure = status == pytest.ExitCode.INTERRUPTED and code == EXIT_FAILED
             if status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or stopped_after_a_failure:
                 session.exitstatus = code
+
+    def pytest_unconfigure(self) -> None:
+        held = self.held
+        if held is not None:
+            held.release()
+            if held.arrived:
+                names = ", ".join(signal.Signals(number).name for number in held.arrived)
+                print(f"gpu-accept: {names} arrived while the reports were written: they were finished first", file=sys.stderr)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         lines = self.recording.summary_lines() if self.recording is not None else []

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuaccept.errors import OptionError
-from gpuaccept.facts.run_record import FactsFile, LiveMachine
+from gpuaccept.errors import OptionError, excerpt
+from gpuaccept.facts.run_record import FactsFile, LiveMachine, journal_of
 from gpuaccept.report.baseline import Baseline, load_baseline, parse_percent
 from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
 from gpuaccept.vocabulary.telemetry import parse_duration
@@ -69,10 +69,12 @@ class Outputs:
         return tuple(dict.fromkeys(path for path in (self.junit_report, self.junitxml) if path is not None))
 
     def named(self) -> list[tuple[str, Path]]:
-        """(option, path) of every file to write, for one-line errors that name the option."""
+        """(option, path) of every file to write, results.json's journal with them, for one-line
+        errors that name the option."""
         found = [
             ("--results", self.results), ("--html-report", self.html), ("--facts-out", self.facts), ("--save-baseline", self.baseline),
             ("--junit-report", self.junit_report), ("--junitxml", self.junitxml),
+            ("--results' journal", journal_of(self.results) if self.results is not None else None),
         ]
         return [(option, path) for option, path in found if path is not None]
 
@@ -88,6 +90,14 @@ class RunOptions:
     level: str = DEFAULT_LEVEL  # plugin/levels.py
     burnin_s: float | None = None  # --burn-in-duration, in seconds; else the profile's burnin.duration
     expect_gpus: int | None = None  # --expect-gpus: the GPUs the machine must have, where the user states it
+
+    def inputs(self) -> list[tuple[str, Path | str | None]]:
+        """(option, path) of every file the run reads: none may be one of its outputs (outputs.py)."""
+        profile = self.profile.name if isinstance(self.profile, NamedProfile) and Path(self.profile.name).is_file() else None
+        return [
+            ("--facts", self.source.path if isinstance(self.source, FactsFile) else None),
+            ("--baseline", self.gate.baseline.path if self.gate is not None else None), ("--profile", profile),
+        ]
 
     def with_junitxml(self, path: str | None) -> RunOptions:
         """With pytest's own --junitxml FILE, which this plugin writes too (read from pytest's options:
@@ -162,7 +172,7 @@ OPTIONS = (
     Option(
         "--confirm", "gpuaccept_confirm", type=int, default=2, metavar="N",
         help="measure a value that misses its criterion again, up to N more times, before it fails; the best attempt "
-        "decides and every attempt is reported (default 2; 0 judges the first measurement)",
+        "decides and every attempt is reported (default 2, at most 10; 0 judges the first measurement)",
     ),
     Option(
         "--save-baseline", "gpuaccept_save_baseline", metavar="FILE", help="save this run's measured values as a baseline for later runs"
@@ -234,6 +244,10 @@ def given_options(plugins: Iterable[object]) -> RunOptions | None:
     return next((plugin.options for plugin in plugins if isinstance(plugin, GivenOptions)), None)
 
 
+# Each confirmation measures a missed value again: a bound keeps a run that misses from running for ever
+MAX_CONFIRM = 10
+
+
 def read_options(option: argparse.Namespace, spelled: Mapping[str, str] = PYTEST_FLAGS) -> RunOptions | None:
     """The options of a gpu-accept run, checked; None where this pytest run is none (neither
     --profile nor --facts given: the plugin stays inert). `spelled`: each option's flag as the
@@ -246,8 +260,9 @@ def read_options(option: argparse.Namespace, spelled: Mapping[str, str] = PYTEST
     if any(not str(folder).strip() for folder in getattr(option, "gpuaccept_profile_dirs", None) or []):
         raise OptionError(f"{spelled['gpuaccept_profile_dirs']}: the folder's name is empty")  # it would be taken for "."
     confirm = getattr(option, "gpuaccept_confirm", 0)
-    if confirm < 0:
-        raise OptionError(f"{spelled['gpuaccept_confirm']} {confirm}: the number of measurements more to make, 0 or more")
+    if not 0 <= confirm <= MAX_CONFIRM:
+        raise OptionError(f"{spelled['gpuaccept_confirm']} {excerpt(confirm)}: the number of measurements more to make, 0 to "
+                          f"{MAX_CONFIRM} (a value that misses its criterion {MAX_CONFIRM} times more is no one-off dip)")
     baseline_file = getattr(option, "gpuaccept_baseline", None)
     max_regression = getattr(option, "gpuaccept_max_regression", None)
     if max_regression is not None and not baseline_file:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import uuid
 
 import pytest
 
@@ -25,7 +26,7 @@ from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import test_record
 from gpuaccept.report.baseline import named, save_baseline
 from gpuaccept.report.html import render_html
-from gpuaccept.report.results import ResultsWriter, now, unwritten
+from gpuaccept.report.results import ResultsWriter, run_moment, unwritten
 from gpuaccept.report.summary import banner, summary_lines
 from gpuaccept.stages.health import with_health
 from gpuaccept.stages.registry import STAGES
@@ -46,7 +47,8 @@ class RunRecording:
         context = run.context
         profile = context.profile
         info = RunInfo(
-            started_at=now(), tool_version=__version__, command=list(sys.argv), facts_source=context.facts_source,
+            started_at=run_moment(), id=uuid.uuid4().hex, tool_version=__version__, command=list(sys.argv),
+            facts_source=context.facts_source,
             profile=RunProfile(name=profile.name, path=str(profile.path), sha256=profile.sha256, chosen_because=context.chosen_because),
         )
         outputs = run.options.outputs

@@ -18,6 +18,7 @@ from gpuaccept.outcomes import SHOWN, TestOutcome
 
 VERDICTS_KEY = pytest.StashKey[list[Verdict]]()
 VERDICT_ON_REPORT = "gpuaccept_verdict"  # the deciding verdict as plain data, carried by the call's report (from xdist workers too)
+MESSAGE_ON_REPORT = "gpuaccept_message"  # the failure's lines as the verdicts said them (the terminal's are shown escaped)
 
 
 class VerdictRecorder:
@@ -92,6 +93,9 @@ def test_record(report: pytest.TestReport) -> TestRecord | None:
 def _message(report: pytest.TestReport) -> str:
     if report.passed:
         return ""
+    said: str | None = getattr(report, MESSAGE_ON_REPORT, None)
+    if said is not None:
+        return said
     if report.skipped and isinstance(report.longrepr, tuple):
         return str(report.longrepr[2]).removeprefix("Skipped: ")
     crash = getattr(report.longrepr, "reprcrash", None)

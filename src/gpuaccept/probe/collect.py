@@ -33,7 +33,7 @@ from gpuaccept.facts.model import (
 )
 from gpuaccept.probe.linktype import classify_pair
 from gpuaccept.probe.nvml import Nvml, NvmlCallError
-from gpuaccept.vocabulary.links import gpu_key
+from gpuaccept.vocabulary.links import gpu_key, normalize_uuid
 from gpuaccept.vocabulary.nvml_codes import MAX_NVLINKS, P2P_STATUS_NAMES, P2PCapability
 
 _REASONS = {
@@ -78,11 +78,6 @@ def normalize_bus_id(bus_id: str) -> str:
     domain, _, bus = domain.rpartition(":") if domain.count(":") else ("0", "", domain)
     device, _, function = rest.partition(".")
     return f"{int(domain or '0', 16):08X}:{int(bus, 16):02X}:{int(device, 16):02X}.{int(function or '0', 16)}"
-
-
-def normalize_uuid(uuid: str) -> str:
-    text = uuid.strip().lower()
-    return text[4:] if text.startswith("gpu-") else text
 
 
 PciFunctions = tuple[list[str] | Unavailable, list[str] | Unavailable]  # (GPU bus ids, NVSwitch bus ids): probe/pci.py

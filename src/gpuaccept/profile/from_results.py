@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
+from gpuaccept.errors import shown
 from gpuaccept.facts import Facts, Unavailable
 from gpuaccept.facts.model import CollectiveResult
 from gpuaccept.facts.run_record import RunRecord
@@ -65,7 +66,8 @@ def machines_of(runs: list[Facts], sources: list[str]) -> list[Machine]:
     hostnames = Counter(host for host, _ in groups)
     machines = []
     for (host, _), indices in groups.items():
-        label = host if hostnames[host] == 1 else f"{host}/{_short_uuid(runs[indices[0]])}"
+        # a host name is the machine's word: shown as a line shows it in the profile's text and comments
+        label = shown(host) if hostnames[host] == 1 else f"{shown(host)}/{_short_uuid(runs[indices[0]])}"
         machines.append(Machine(label, tuple(runs[i] for i in indices), tuple(sources[i] for i in indices)))
     return machines
 
@@ -90,10 +92,10 @@ def profile_from_results(
         if not run.gpus:
             raise ValueError(f"{source}: the facts hold no GPU: nothing to write a profile of")
     for record, source in zip(golden, sources, strict=True):
-        bad = [test.id for test in record.tests if test.outcome in ("failed", "error")] if isinstance(record, RunRecord) else []
-        if bad:
-            warn(f"{source}: {len(bad)} test(s) did not pass ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}): "
-                 "its values become floors; review them against what that run failed")
+        unhealthy = record.not_a_pass() if isinstance(record, RunRecord) else ""
+        if unhealthy:  # its values would become the floors a healthy machine is held to: as baseline save refuses it
+            raise ValueError(f"{source}: {unhealthy}: a golden machine's run is a picture of a healthy machine; make the "
+                             "profile from runs that passed")
     machines = machines_of(runs, sources)
     _agree(machines, margin)
     days = sorted({(run.run.started_at if isinstance(run, RunRecord) else run.recorded_at)[:10] for run in golden})
@@ -134,21 +136,17 @@ def _profile_data(
 ) -> tuple[Data, dict[str, str]]:
     runs = [run for machine in machines for run in machine.runs]
     facts = runs[0]
-    if not all(isinstance(g.name, str) for g in facts.gpus):
-        raise ValueError(
-            "the golden machine's outputs do not name its GPU model, which a profile must state: add its "
-            "nvidia-smi nvlink -s or an nccl-tests log (topo -m and topo -p2p do not name it)"
-        )
+    model = _model(facts)
     golden = ", ".join(m.label for m in machines)
     golden = f"the golden machine {golden}" if len(machines) == 1 else f"the golden machines {golden}"
-    data: Data = {"schema": SCHEMA_VERSION, "name": name, "description": f"{facts.gpu_count}x {_model(facts)}, from {golden}"}
+    data: Data = {"schema": SCHEMA_VERSION, "name": name, "description": shown(f"{facts.gpu_count}x {model}, from {golden}")}
     notes: dict[str, str] = {}
 
     def note(key: str, text: str) -> None:
         notes[key] = text
 
-    data["match"] = {"gpu_model": _model(facts), "gpu_count": facts.gpu_count}
-    data["gpus"] = {"count": facts.gpu_count, "model": _model(facts)}
+    data["match"] = {"gpu_model": literal_pattern(model), "gpu_count": facts.gpu_count}
+    data["gpus"] = {"count": facts.gpu_count, "model": literal_pattern(model)}
     note("gpus.count", f"GPUs under test {seen}")
     note("gpus.model", f"NVML product name {seen}")
     memories = _known(g.memory_total_bytes for run in runs for g in run.gpus)
@@ -230,7 +228,25 @@ def _shown(value: object) -> str:
 
 
 def _model(facts: Facts) -> str:
-    return Counter(_known(g.name for g in facts.gpus)).most_common(1)[0][0]
+    """The one model the golden machine's GPUs name. GPUs an output leaves out (an elided listing)
+    name none; GPUs that name two models are no machine a profile of one model can pass."""
+    models = Counter(_known(g.name for g in facts.gpus))
+    if not models:
+        raise ValueError(
+            "the golden machine's outputs do not name its GPU model, which a profile must state: add its "
+            "nvidia-smi nvlink -s or an nccl-tests log (topo -m and topo -p2p do not name it)"
+        )
+    if len(models) > 1:
+        named = ", ".join(f"{count}x {model}" for model, count in models.most_common())
+        raise ValueError(f"the golden machine's GPUs name {len(models)} models ({named}): a profile states one; "
+                         "make it from a machine whose GPUs are all of one model")
+    return next(iter(models))
+
+
+def literal_pattern(name: str) -> str:
+    """A GPU model as a pattern that matches that name alone: gpus.model takes shell-style wildcards,
+    and a product name holding `*`, `?` or `[` would otherwise match other GPUs (`NVIDIA*` any NVIDIA)."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
 
 
 def _known(values: Iterable[T | Unavailable]) -> list[T]:
@@ -426,25 +442,36 @@ def _measured(machines: list[Machine], data: Data, note: Note, margin: float, wa
     measured = facts.measurements
     if measured.collectives and measured.collectives.results:
         results = measured.collectives.results
+        nodes = 1
         if facts.imported_from is not None:
             results = _logged_results(facts, warn)
+            nodes = _nodes_of_the_logs(facts, warn) if results else 1
+        section = "nccl" if nodes == 1 else "cluster"  # a job over several machines sets the cluster's floors
         nccl: Data = {"busbw": {}}
         if results:
             first = results[0]
-            warmup, iterations = max(0, min(first.warmup, 1000)), max(1, min(first.iterations, 10000))
-            nccl = {"dtype": first.dtype, "warmup": warmup, "iterations": iterations, "busbw": {}}
+            nccl = {"dtype": first.dtype}
+            if isinstance(first.warmup, int) and isinstance(first.iterations, int):
+                nccl.update(warmup=max(0, min(first.warmup, 1000)), iterations=max(1, min(first.iterations, 10000)))
+            else:
+                warn("nccl: the logs do not say their warm-up and iteration counts: the profile's defaults are kept")
+            nccl["busbw"] = {}
         for r in results:
             spread = _spread(machines, functools.partial(_busbw, collective=r.collective, size=r.nominal_size))
             if spread is None or r.collective not in COLLECTIVES:
                 continue
             floor = spread.floor(margin)
             if floor <= 0:
-                warn(f"nccl.busbw.{r.collective}.{r.nominal_size}: the floor would be {floor} GB/s (measured {spread.low}): not written")
+                warn(f"{section}.busbw.{r.collective}.{r.nominal_size}: the floor would be {floor} GB/s (measured {spread.low}): "
+                     "not written")
                 continue
             nccl["busbw"].setdefault(r.collective, {})[r.nominal_size] = floor
-            note(f"nccl.busbw.{r.collective}.{r.nominal_size}", spread.floor_text(margin, "GB/s"))
-        if nccl["busbw"]:
+            note(f"{section}.busbw.{r.collective}.{r.nominal_size}", spread.floor_text(margin, "GB/s"))
+        if nccl["busbw"] and nodes == 1:
             data["nccl"] = nccl
+        elif nccl["busbw"]:
+            data["cluster"] = {"nodes": nodes, **nccl}
+            note("cluster.nodes", f"the logs ran {nodes * facts.gpu_count} ranks, {facts.gpu_count} on each machine")
     if measured.pairwise and measured.pairwise.results:
         sweep = measured.pairwise
         spread = _spread(machines, _slowest_pair)
@@ -478,10 +505,23 @@ def _logged_results(facts: Facts, warn: Callable[[str], None]) -> list[Collectiv
     if len(kept) < len(sweep.results):
         warn(f"nccl: floors are written for logged sizes from {format_size(SMALLEST_LOGGED_FLOOR)} up in "
              f"{', '.join(MEASURED_DTYPES)}; {len(sweep.results) - len(kept)} smaller or other rows left out")
-    if sweep.ranks != facts.gpu_count:
-        warn(f"nccl: the logs ran on {sweep.ranks} ranks, the machine has {facts.gpu_count} GPUs: a live run of this "
-             "profile measures on its own GPUs, so review these floors before judging a live run with them")
     return kept
+
+
+def _nodes_of_the_logs(facts: Facts, warn: Callable[[str], None]) -> int:
+    """How many machines of this one's GPU count the logs ran on: 1 for a log of this machine; more
+    for a job over several, whose floors are the cluster's (gpus.count stays per machine). A log of
+    some of the machine's GPUs is refused: no run of the profile measures on fewer than all of them."""
+    ranks, gpus = facts.measurements.collectives.ranks if facts.measurements.collectives else 0, facts.gpu_count
+    if ranks == gpus:
+        return 1
+    if ranks < gpus or ranks % gpus:
+        raise ValueError(f"the logs ran on {ranks} ranks and the machine has {gpus} GPUs: their floors fit no run of a "
+                         f"profile of it (a run measures on all {gpus} GPUs of each machine); import logs of all its GPUs, or of "
+                         "whole machines")
+    warn(f"nccl: the logs ran on {ranks // gpus} machines of {gpus} GPUs: their floors are written as cluster.busbw, which "
+         "gpu-accept cluster judges, and gpus.count is per machine")
+    return ranks // gpus
 
 
 def _busbw(facts: Facts, collective: str, size: str) -> float | None:

@@ -6,13 +6,17 @@ from typing import Any
 
 import yaml
 
-from gpuaccept.errors import KeyPath, format_path
+from gpuaccept.errors import KeyPath, format_path, shown
+from gpuaccept.profile.source import BEFORE, ENDS
 
 
 def render_yaml(data: dict[str, Any], comments: dict[str, str] | None = None, header: str = "") -> str:
-    """`data` as block YAML; `comments` maps dotted key paths ('gpus.memory_min_gib') to a comment."""
+    """`data` as block YAML; `comments` maps dotted key paths ('gpus.memory_min_gib') to a comment.
+    A comment names machines, files and values a results file gave: each is one line, its line
+    breaks and escape sequences shown escaped, so that it can neither end itself and become YAML
+    nor act on the terminal it is printed to."""
     comments = comments or {}
-    lines = [f"# {line}".rstrip() for line in header.splitlines()]
+    lines = [f"# {shown(line)}".rstrip() for line in header.splitlines()]
     _mapping(data, (), 0, comments, lines)
     return "\n".join(lines) + "\n"
 
@@ -21,7 +25,8 @@ def _mapping(data: dict[str, Any], path: KeyPath, indent: int, comments: dict[st
     pad = " " * indent
     for key, value in data.items():
         here = path + (key,)
-        comment = comments.get(format_path(here), "")
+        _loose(comments.get(format_path(here + (BEFORE,)), ""), pad, lines)
+        comment = shown(comments.get(format_path(here), ""))
         suffix = f"  # {comment}" if comment else ""
         if isinstance(value, dict) and value:
             lines.append(f"{pad}{key}:{suffix}")
@@ -38,6 +43,14 @@ def _mapping(data: dict[str, Any], path: KeyPath, indent: int, comments: dict[st
                 lines.append(f"{pad}  - {text}")
         else:
             lines.append(f"{pad}{key}: {_scalar(value)}{suffix}")
+    _loose(comments.get(format_path(path + (ENDS,)), "") if path else comments.get(ENDS, ""), pad, lines)
+
+
+def _loose(text: str, pad: str, lines: list[str]) -> None:
+    """Comment lines that explain no key (keys commented out, remarks), where they stood: split
+    where the loader joined them, each shown escaped (a vertical tab in one must not start a line of
+    YAML that is no comment)."""
+    lines.extend(f"{pad}{shown(line)}" for line in text.split("\n") if line)
 
 
 def _scalar(value: Any) -> str:

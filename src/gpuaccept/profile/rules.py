@@ -8,7 +8,6 @@ from gpuaccept.errors import KeyPath
 from gpuaccept.profile.spec import DdpSpec, ProfileSpec
 from gpuaccept.vocabulary.copies import floor_key
 from gpuaccept.vocabulary.links import gpu_key, parse_gpu_key, parse_link_matrix, parse_p2p_matrix, parse_pair_key
-from gpuaccept.vocabulary.nvml_codes import MAX_NVLINKS
 from gpuaccept.vocabulary.sizes import format_size, parse_size
 from gpuaccept.vocabulary.steps import parse_ddp_case
 
@@ -63,8 +62,10 @@ def _nvlink_count_problems(spec: ProfileSpec) -> Iterator[tuple[KeyPath, str]]:
     """Links expected up and links down by design are links of one GPU: together no more than it has."""
     nvlink = spec.nvlink
     assert nvlink is not None
-    most = LINKS_OF_VERSION.get(nvlink.version or "", MAX_NVLINKS)
-    which = f"an NVLink {nvlink.version} GPU" if nvlink.version in LINKS_OF_VERSION else "a GPU"
+    # no version stated: no GPU of any NVLink generation has more links than the largest of them (18);
+    # NVML's array of 36 is room in a structure, not links of a GPU
+    most = LINKS_OF_VERSION.get(nvlink.version or "", max(LINKS_OF_VERSION.values()))
+    which = f"an NVLink {nvlink.version} GPU" if nvlink.version in LINKS_OF_VERSION else "a GPU of any NVLink generation"
     for gpu in range(spec.gpus.count):
         key = gpu_key(gpu)
         active = nvlink.active_links_per_gpu.get(key, nvlink.active_links)

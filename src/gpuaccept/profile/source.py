@@ -8,6 +8,7 @@ nodes and converted here, recording the line of each value under its key path.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,37 +244,80 @@ def _convert(node: yaml.Node, path: KeyPath, loader: _ProfileLoader, doc: Docume
         return None
 
 
+# Where comment lines that explain no key are kept, under the key path of the key they stand
+# before, or of the section they end: a key commented out (`# min_power_share: 0.9`), a remark about
+# the lines above it. They are shown where they stood, never as another key's note.
+BEFORE = "#before"
+ENDS = "#ends"
+# a commented-out key: `# key: value  # its note`, the value one word or a flow collection
+_COMMENTED_OUT = re.compile(r"^#\s*[A-Za-z_][\w-]*:(\s+(\{[^#]*\}|\[[^#]*\]|[^\s#]+))?\s*(#.*)?$")
+
+
 def _comments(text: str, locations: dict[KeyPath, Location]) -> dict[KeyPath, str]:
-    """The comment that explains each value: on its own line, or in the block just above it."""
+    """The comment that explains each value: on its own line, or in the block just above it at the
+    key's own indentation; other comment lines under BEFORE or ENDS where they stood."""
     lines = text.splitlines()
     found: dict[KeyPath, str] = {}
-    notes: dict[int, str] = {}  # by line: a flow mapping puts many values on one line
+    notes: dict[int, tuple[str, range]] = {}  # by line: a flow mapping puts many values on one line
+    keys: dict[int, KeyPath] = {}  # the line of each key in block style -> its path (the shortest on the line)
     for path, location in locations.items():
         if not path:
             continue
         index = location.line - 1
         if index >= len(lines):
             continue
+        if index not in keys or len(path) < len(keys[index]):
+            keys[index] = path
         if index not in notes:
             notes[index] = _note(lines, index)
-        if notes[index]:
-            found[path] = notes[index]
+        if notes[index][0]:
+            found[path] = notes[index][0]
+    explained = {at for _, block in notes.values() for at in block}
+    header = next((at for at, line in enumerate(lines) if not line.lstrip().startswith("#")), len(lines))
+    for at, line in enumerate(lines):
+        if at < header or at in explained or not line.lstrip().startswith("#"):
+            continue
+        where = _where_it_stands(lines, keys, at)
+        found[where] = f"{found[where]}\n{line.strip()}" if where in found else line.strip()
     return found
 
 
-def _note(lines: list[str], index: int) -> str:
-    parts: list[str] = []
+def _note(lines: list[str], index: int) -> tuple[str, range]:
+    """A key's note, and the lines above it that make it: the comment lines just above at the key's
+    indentation, up to a commented-out key; and its trailing comment."""
+    indent = _indent(lines[index])
     above = index - 1
     block: list[str] = []
-    while above >= 0 and lines[above].lstrip().startswith("#"):
+    while (above >= 0 and lines[above].lstrip().startswith("#") and _indent(lines[above]) == indent
+           and not _COMMENTED_OUT.match(lines[above].strip())):
         block.append(lines[above].lstrip()[1:].strip())
         above -= 1
-    if above >= 0:  # a block that starts the file is the file's header, not this key's note
-        parts.extend(reversed(block))
+    if not any(not line.lstrip().startswith("#") for line in lines[: above + 1]):
+        block = []  # a block that starts the file is the file's header, not this key's note
+    parts = list(reversed(block))
     trailing = _trailing_comment(lines[index])
     if trailing:
         parts.append(trailing)
-    return " ".join(p for p in parts if p)
+    return " ".join(p for p in parts if p), range(index - len(block), index)
+
+
+def _where_it_stands(lines: list[str], keys: dict[int, KeyPath], at: int) -> KeyPath:
+    """The key a loose comment line stands before (at its indentation, in its section), else the
+    section it ends."""
+    indent = _indent(lines[at])
+    for after in range(at + 1, len(lines)):
+        if after in keys and _indent(lines[after]) <= indent:
+            if _indent(lines[after]) == indent:
+                return keys[after] + (BEFORE,)
+            break
+    for before in range(at - 1, -1, -1):
+        if before in keys and _indent(lines[before]) < indent:
+            return keys[before] + (ENDS,)
+    return (ENDS,)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def _trailing_comment(line: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gpuaccept.errors import InputFileError, Problem
 from gpuaccept.facts import Facts
-from gpuaccept.facts.coverage import did_not_pass
+from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.model import GemmResult, HbmResult
 from gpuaccept.facts.run_record import Environment, RunRecord
 from gpuaccept.files import read_input_text, write_atomically
@@ -154,18 +154,10 @@ def baseline_runs(records: list[RunRecord], sources: list[str]) -> list[Facts]:
     problems = []
     first: tuple[str, dict[str, object]] | None = None
     for record, source in zip(records, sources, strict=True):
-        bad = [t.id for t in did_not_pass(record.tests)]
-        if not record.complete:
-            problems.append(Problem(source, None, "", f"the run did not finish (complete: false): {HEALTHY}"))
-            continue
-        if bad:
-            problems.append(Problem(
-                source, None, "",
-                f"{len(bad)} test(s) did not pass ({named(bad, 3)}): {HEALTHY}; save one from runs that passed",
-            ))
-            continue
-        if record.run.exit_status not in (None, 0):  # passed tests, yet not a pass: interrupted, nothing judged
-            problems.append(Problem(source, None, "", f"the run ended with exit status {record.run.exit_status}, not a pass: {HEALTHY}"))
+        unhealthy = record.not_a_pass(causes_first)
+        if unhealthy:
+            advice = "; save one from runs that passed" if "did not pass" in unhealthy else ""
+            problems.append(Problem(source, None, "", f"{unhealthy}: {HEALTHY}{advice}"))
             continue
         if not measured_values(record.facts):
             problems.append(Problem(source, None, "", "the run measured nothing (a quick level, or recorded facts without measurements)"))

@@ -8,11 +8,12 @@ people; both read the record as written, and never the hardware.
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
+from gpuaccept.errors import shown
 from gpuaccept.facts.cluster import LocalizationFacts
 from gpuaccept.facts.cluster_record import ClusterRecord
+from gpuaccept.report.templating import templates
 
 NODE_CHECKS = ("rdma_ports", "rdma_rate", "gpu_nic_affinity", "gpudirect_rdma", "nccl_transport")
 _WORST = ("error", "failed", "passed", "not_applicable")  # the first found in a cell wins
@@ -46,46 +47,38 @@ def _localization(record: ClusterRecord) -> LocalizationFacts | None:
 def text(record: ClusterRecord) -> str:
     rows = grid(record)
     header = ["node", "host", *NODE_CHECKS, "localization"]
-    table = [header] + [
-        [f"node{row['node']}", row["host"], *(_CELL[row["cells"][check]] for check in NODE_CHECKS), "SLOW" if row["slow"] else ""]
+    table = [header] + [  # a host's name shown as one line shows it: a line break in it makes no row of its own
+        [f"node{row['node']}", shown(row["host"]), *(_CELL[row["cells"][check]] for check in NODE_CHECKS), "SLOW" if row["slow"] else ""]
         for row in rows
     ]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
     for verdict in record.verdicts:
         if verdict.check == "cluster_busbw":
-            lines.append(f"{_CELL[verdict.outcome]:5} {verdict.message}")
+            lines.append(shown(f"{_CELL[verdict.outcome]:5} {verdict.message}"))
     return "\n".join(lines) + "\n"
 
 
 def page(record: ClusterRecord) -> str:
-    rows = grid(record)
-    facts = record.facts
-    head = "".join(f"<th>{html.escape(name)}</th>" for name in ("node", "host", *NODE_CHECKS, "localization"))
-    body = []
-    for row in rows:
-        cells = "".join(
-            f'<td class="{row["cells"][check] or "none"}">{_CELL[row["cells"][check]]}</td>' for check in NODE_CHECKS
-        )
-        mark = '<td class="failed">SLOW</td>' if row["slow"] else "<td></td>"
-        body.append(f"<tr><td>node{row['node']}</td><td>{html.escape(row['host'])}</td>{cells}{mark}</tr>")
-    collectives = "".join(
-        f'<li class="{v.outcome}">{html.escape(v.message)}</li>' for v in record.verdicts if v.check == "cluster_busbw"
-    )
+    """The view as a page, rendered by report/templating.py's one rule: every name in it is text."""
     found = _localization(record)
+    localization = None
     if found is not None:
-        trials = "".join(
-            f'<li class="{"passed" if t.passed else "failed"}">round {t.round}: nodes '
-            f'{", ".join(f"node{n}" for n in t.nodes)}{" alone" if t.alone else ""}: {t.value_GBps:.4g} GB/s</li>'
-            for t in found.trials
-        )
-        collectives += f"<li>localization: {html.escape(found.reason)}<ul>{trials}</ul></li>"
-    title = f"gpu-accept cluster: {html.escape(facts.profile)}, {len(rows)} nodes, {facts.world} ranks"
-    style = (
-        "body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
-        ".passed{background:#dfd}.failed{background:#fcc}.error{background:#fd9}.not_applicable{color:#888}"
+        localization = {
+            "reason": found.reason,
+            "trials": [
+                {"state": "passed" if t.passed else "failed", "round": t.round, "nodes": ", ".join(f"node{n}" for n in t.nodes),
+                 "alone": t.alone, "value": f"{t.value_GBps:.4g}"}
+                for t in found.trials
+            ],
+        }
+    rows = [
+        {**row, "cells": [{"state": row["cells"][check] or "none", "text": _CELL[row["cells"][check]]} for check in NODE_CHECKS]}
+        for row in grid(record)
+    ]
+    rendered: str = templates().get_template("cluster.html.j2").render(
+        profile=record.facts.profile, world=record.facts.world, header=("node", "host", *NODE_CHECKS, "localization"), rows=rows,
+        collectives=[{"outcome": str(v.outcome.value), "message": v.message} for v in record.verdicts if v.check == "cluster_busbw"],
+        localization=localization,
     )
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style></head>"
-        f"<body><h1>{title}</h1><table><tr>{head}</tr>{''.join(body)}</table><ul>{collectives}</ul></body></html>\n"
-    )
+    return rendered

@@ -28,18 +28,21 @@ at the end of the page hand each figure to Plotly. The figures are data a test c
 from __future__ import annotations
 
 import functools
+import html
 import math
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpuaccept.errors import visible
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import GemmResult
 from gpuaccept.facts.run_record import RunRecord, TestRecord
 from gpuaccept.facts.verdict import Equals, Verdict
 from gpuaccept.outcomes import EXIT_FAILED, EXIT_PASSED
 from gpuaccept.report.summary import banner, marginal_tests, transient_tests
+from gpuaccept.report.templating import templates
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.drills import drills_in
 from gpuaccept.vocabulary.links import gpu_key, pair_key
@@ -71,20 +74,8 @@ def _why(verdict: Verdict, mark: str, why: str) -> str:
     return f"{why}: {verdict.marginal_line}" if mark == "marginal" and verdict.marginal_line else why
 
 
-@functools.cache
 def _templates():
-    # imported here, not at module level: the plugin imports this module in every pytest run
-    from jinja2 import Environment, PackageLoader, StrictUndefined
-
-    environment = Environment(
-        loader=PackageLoader("gpuaccept.report", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        finalize=lambda value: "" if value is None else value,  # a field a record leaves empty shows as nothing
-    )
+    environment = templates()  # report/templating.py: autoescaped, each value shown with its invisible characters escaped
     environment.globals.update(chart_class=CHART_CLASS, colours={"fail": FAIL})
     return environment
 
@@ -198,11 +189,12 @@ def timeseries_chart(
     ))
     for index, (gpu, points) in enumerate(series.items()):
         ordered = sorted(points)
+        name = plotly_text(str(gpu))
         figure.add_trace(go.Scatter(
-            name=str(gpu), x=[at(t) for t, _ in ordered], y=[value for _, value in ordered],
+            name=name, x=[at(t) for t, _ in ordered], y=[value for _, value in ordered],
             mode="lines+markers" if markers else "lines", meta="series",
             line={"color": GPU_SERIES[index % len(GPU_SERIES)], "width": 1},
-            hovertemplate=f"{gpu}: %{{y:.4g}} {unit}<extra></extra>",
+            hovertemplate=f"{name}: %{{y:.4g}} {unit}<extra></extra>",
         ))
     if limit is not None and times:
         label = f"{limit_label} {limit:g} {unit}".rstrip()
@@ -213,11 +205,18 @@ def timeseries_chart(
     for height_step, (t, label) in enumerate(sorted(marks)):
         figure.add_vline(
             x=at(t), line={"color": "#57606a", "width": 1, "dash": "dot"},
-            annotation={"text": label, "font": {"size": 9}, "yshift": -12 * (height_step % 3)},
+            annotation={"text": plotly_text(label), "font": {"size": 9}, "yshift": -12 * (height_step % 3)},
             # a mark near the end is labelled on its left, inside the chart
             annotation_position="top left" if span and t - min(times, default=0.0) > 0.9 * span else "top right",
         )
     return _templates().get_template("card.html.j2").render(title=title, note=note, content=chart_html(chart_id, figure, height=height))
+
+
+def plotly_text(text: str) -> str:
+    """Text for a chart's label: Plotly reads `<b>`, `<br>` and `<a href>` in labels as markup of
+    its own and turns `&lt;` back into `<`, so a name from a record is written with its markup
+    characters as entities: it is shown as the text it is."""
+    return html.escape(visible(text), quote=False)
 
 
 # -- sections -----------------------------------------------------------------------------------------

@@ -35,6 +35,8 @@ rewrote on the order of N times).
 from __future__ import annotations
 
 import datetime
+import errno
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -52,6 +54,12 @@ IDLE_S = 1.0  # a run quiet this long with tests not yet in results.json and jun
 
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_moment() -> str:
+    """When a run starts or ends, as its record says it: to the microsecond, so that a run's time
+    tells it from another run of its host begun in the same second."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
 
 
 def _append(journal: TextIO, line: str) -> None:
@@ -93,16 +101,26 @@ class ResultsWriter:
         # kept in memory, and the end tries once more; empty while they could
         self.write_errors: list[str] = []
         if self.results is not None:
-            self.results.parent.mkdir(parents=True, exist_ok=True)
-            # emptied before the first rewrite: a journal of an earlier run never joins this one
-            self._journal = open(journal_of(self.results), "a", encoding="utf-8")  # noqa: SIM115 (open until finish)
-            self._journal.truncate(0)  # appended to (O_APPEND): every line lands at the end, after a truncation too
+            self._journal = self._open_journal(journal_of(self.results))
         with self._changed:
             self._rewrite()
         self._idle = None
         if idle_s is not None and (self.results is not None or self.junit):
             self._idle = threading.Thread(target=self._rewrite_when_idle, args=(idle_s,), name="gpu-accept results", daemon=True)
             self._idle.start()
+
+    def _open_journal(self, path: Path) -> TextIO | None:
+        """The journal, emptied (a journal of an earlier run never joins this one) and appended to
+        (O_APPEND: every line lands at the end, after a truncation too). Never through a symbolic
+        link: its name is the run's own. Where it cannot be opened, `write_errors` says why."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as error:
+            why = "a symbolic link: the run writes its own journal there" if error.errno == errno.ELOOP else error.strerror or error
+            self.write_errors = [f"{path}: cannot write it ({why})"]
+            return None
+        return open(descriptor, "a", encoding="utf-8")  # open until the run finishes
 
     @property
     def record(self) -> RunRecord:
@@ -137,7 +155,7 @@ class ResultsWriter:
         with self._changed:
             if facts is not None:
                 self._record = self._record.with_facts(facts)
-            run = self._record.run.model_copy(update={"finished_at": now(), "exit_status": exit_status})
+            run = self._record.run.model_copy(update={"finished_at": run_moment(), "exit_status": exit_status})
             self._record = self._record.model_copy(update={"run": run, "complete": True})
             self._record = self._record.model_copy(update={"verdict": self._record.with_tests(self._tests).judged()})
             self.write_errors = []  # space freed meanwhile: the whole record is still here to write

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, shown
 from gpuaccept.files import write_atomically
+from gpuaccept.outputs import refuse_overlaps
 
 
 def _say(text: str, *, err: bool = False) -> None:
@@ -26,17 +27,27 @@ COHORT_SHOWN = 5  # hosts named under a cohort change, the most changed first
 
 
 def add_commands(commands: Any, report_commands: Any, fleet: Any, path: Callable[[str], Path]) -> None:
-    store = commands.add_parser("store", help="the results store: every run of a fleet in one database file")
+    store = commands.add_parser(
+        "store", help="the results store: every run of a fleet in one database file",
+        description="The results store: every run of a fleet in one DuckDB file, which report fleet --db and report "
+        "history read (docs/fleet.md).",
+    )
     store_commands = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
     add = store_commands.add_parser(
-        "add", help="add results.json files to the store (a run added twice is one run; files in already are not read)"
+        "add", help="add results.json files to the store (a run added twice is one run; files in already are not read)",
+        description="Add results.json files to the store, created where missing: a run added twice is one run, and a "
+        "file already in it is not read again.",
     )
     add.add_argument("results", nargs="+", help="results.json files, of finished or killed runs")
     add.add_argument("--db", type=path, required=True, help="the store (created where missing)")
     add.add_argument("--workers", type=int, help="processes reading files (default: one per core)")
     add.set_defaults(handler=_store_add)
-    info = store_commands.add_parser("info", help="what the store holds: schema version, runs, hosts, first and last run")
-    info.add_argument("--db", type=path, required=True)
+    info = store_commands.add_parser(
+        "info", help="what the store holds: schema version, runs, hosts, first and last run",
+        description="What the store holds: its schema version, how many runs of how many hosts, the first and the last "
+        "run.",
+    )
+    info.add_argument("--db", type=path, required=True, help="the store to read")
     info.set_defaults(handler=_store_info)
 
     fleet.add_argument("--db", type=path, help="judge the latest run of every host in this store instead of files")
@@ -45,8 +56,11 @@ def add_commands(commands: Any, report_commands: Any, fleet: Any, path: Callable
     history = report_commands.add_parser(
         "history",
         help="drops, steady declines and cohort changes across driver, CUDA, NCCL, torch and VBIOS versions, from the store",
+        description="Every host's values over its last runs in the store: a drop below its own median, a steady decline, "
+        "and what a change of driver, CUDA, NCCL, torch or VBIOS did to the hosts that took it. Exit 1 when anything is "
+        "found, 0 otherwise, 2 when the store cannot be read (docs/fleet.md).",
     )
-    history.add_argument("--db", type=path, required=True)
+    history.add_argument("--db", type=path, required=True, help="the store to read (gpu-accept store add)")
     history.add_argument("--runs", type=int, default=HISTORY_RUNS, help=f"runs looked back over (default {HISTORY_RUNS})")
     history.add_argument("--max-regression", default="5%", help="how far worse than its own median a value may go (default 5%%)")
     history.add_argument("--host", help="only this host (cohort changes are the fleet's)")
@@ -60,6 +74,7 @@ def _store_add(args: argparse.Namespace, extra: list[str]) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise OptionError("--workers must be 1 or more")
+    refuse_overlaps([("", path) for path in args.results], [("--db", args.db), *_beside(args.db)])
     report = add_files(args.db, list(args.results), args.workers)
     for line in report.problems:
         _say(f"gpu-accept: {line}", err=True)
@@ -69,6 +84,11 @@ def _store_add(args: argparse.Namespace, extra: list[str]) -> int:
         + (f", {len(report.problems)} file(s) could not be read" if report.problems else "")
     )
     return EXIT_USAGE if report.problems else EXIT_OK
+
+
+def _beside(db: Path) -> list[tuple[str, Path]]:
+    """The files a store keeps beside itself: its lock, and DuckDB's write-ahead log."""
+    return [("--db", db.with_name(db.name + suffix)) for suffix in (".lock", ".wal")]
 
 
 def _store_info(args: argparse.Namespace, extra: list[str]) -> int:
@@ -126,6 +146,7 @@ def _report_history(args: argparse.Namespace, extra: list[str]) -> int:
         raise OptionError(f"--max-regression {error}") from None
     if args.runs < 2:
         raise OptionError("--runs must be 2 or more")
+    refuse_overlaps([("--db", args.db), *_beside(args.db)], [("--json", args.json_output)])
     with open_for_reading(args.db) as connection:
         if args.show:
             return _show_host(connection, args.show)

@@ -1,13 +1,20 @@
 """Opening a store: one DuckDB file, its schema created or migrated forward, one writer at a time.
 
 DuckDB lets one process hold a database file for writing, and a second process that tries gets an
-error, not a wait. So every opener first takes a lock on `<db>.lock` (fcntl, released by the kernel
+error, not a wait. So every opener first takes a lock on `<db>.lock` (flock, released by the kernel
 when the process ends, even killed): writers exclusively, readers shared. Concurrent `store add`
-runs therefore queue behind each other; each then adds only what is not in yet.
+runs therefore queue behind each other; each then adds only what is not in yet. A reader opens the
+lock only to read it, so that a store can be read by a user who may not write it, or from a
+read-only folder; where there is no lock file and it cannot make one, there is no writer to wait
+for either.
+
+Whatever DuckDB says of a store it cannot open or read (a damaged file, another program's database)
+is one line naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
@@ -19,7 +26,10 @@ import duckdb
 
 from gpuaccept.errors import GpuAcceptError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# what readers read: version 2 added only what `store add` needs to tell runs apart, so a store that
+# its reader may not write (another user's, a read-only copy) is read as it is
+READABLE_VERSIONS = (1, 2)
 
 # Each step takes a store from version i to i + 1; a store is migrated forward when opened for writing.
 # Version 1: runs, their GPUs, every test's result, and the files each run was read from.
@@ -66,21 +76,45 @@ MIGRATIONS = [
     );
     INSERT INTO schema_version VALUES (1);
     """,
+    # Version 2: what makes a run that run (store/ingest.py): its key, its own id and a hash of its tests'
+    # content, so that two runs of a host begun in the same second are two runs, and copies of one run one
+    """
+    ALTER TABLE runs ADD COLUMN run_key VARCHAR;     -- sha256 of its own id, host, start, profile and GPUs
+    ALTER TABLE runs ADD COLUMN own_id VARCHAR;      -- the id the run gave itself (NULL in older files)
+    ALTER TABLE runs ADD COLUMN content_sha256 VARCHAR;  -- what its tests say; NULL where added before version 2
+    UPDATE runs SET run_key = run_id;
+    """,
 ]
 
 
 @contextmanager
 def _locked(db: Path, exclusive: bool) -> Iterator[None]:
     lock_path = db.with_name(db.name + ".lock")
-    try:
-        handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as error:
-        raise GpuAcceptError(f"{db}: cannot lock the store ({lock_path}: {error.strerror or error})") from None
+    handle = _open_lock(db, lock_path, exclusive)
+    if handle is None:
+        yield  # no lock file, and none can be made here: nobody writes this store through it
+        return
     try:
         fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)  # waits for the writer before us
         yield
     finally:
         os.close(handle)  # releases the lock
+
+
+def _open_lock(db: Path, lock_path: Path, exclusive: bool) -> int | None:
+    """The lock file, opened to write for a writer and only to read for a reader (flock locks either)."""
+    try:
+        if exclusive:
+            return os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            return os.open(lock_path, os.O_RDONLY)
+        except FileNotFoundError:
+            try:
+                return os.open(lock_path, os.O_RDONLY | os.O_CREAT, 0o644)
+            except OSError:
+                return None
+    except OSError as error:
+        raise GpuAcceptError(f"{db}: cannot lock the store ({lock_path}: {error.strerror or error})") from None
 
 
 def _connect(db: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -132,8 +166,10 @@ def open_for_writing(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         try:
             migrate(connection, db)
             yield connection
+        except duckdb.Error as error:
+            raise GpuAcceptError(f"{db}: cannot use the results store ({_first_line(error)})") from None
         finally:
-            connection.close()
+            _close(connection)
 
 
 @contextmanager
@@ -146,7 +182,7 @@ def open_for_reading(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         connection = _connect(db, read_only=True)
         try:
             version = schema_version(connection)
-            if version != SCHEMA_VERSION:
+            if version not in READABLE_VERSIONS:
                 if version < 0:
                     raise GpuAcceptError(f"{db}: a DuckDB database, but not a gpu-accept results store")
                 raise GpuAcceptError(
@@ -154,8 +190,16 @@ def open_for_reading(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
                     + (" (gpu-accept store add migrates it)" if version < SCHEMA_VERSION else ": upgrade gpu-accept")
                 )
             yield connection
+        except duckdb.Error as error:
+            raise GpuAcceptError(f"{db}: not a readable results store ({_first_line(error)})") from None
         finally:
-            connection.close()
+            _close(connection)
+
+
+def _close(connection: duckdb.DuckDBPyConnection) -> None:
+    # a database DuckDB gave up on (a full disk) may not close cleanly: what it committed is on disk, the rest was never there
+    with contextlib.suppress(duckdb.Error):
+        connection.close()
 
 
 def query(connection: duckdb.DuckDBPyConnection, sql: str, parameters: list[Any] | None = None) -> list[tuple[Any, ...]]:

@@ -18,10 +18,16 @@ from gpuaccept.report.fleet import FAILURES_SHOWN, MEDIAN_CHECKS, MEDIAN_HOSTS, 
 from gpuaccept.report.junit import Counts
 from gpuaccept.store.db import open_for_reading
 
+# Each host's latest run: by its start, but never later than when it was added (a clock set wrong in an
+# older store must not make a run its host's latest for good; store add refuses such runs now). Of two
+# runs begun at the same moment, the worse counts: a run that failed is never hidden by one that passed.
 LATEST = """
     CREATE TEMP TABLE latest AS
     SELECT * FROM runs
-    QUALIFY row_number() OVER (PARTITION BY host ORDER BY started_at DESC, added_at DESC, run_id) = 1
+    QUALIFY row_number() OVER (
+        PARTITION BY host
+        ORDER BY least(started_at, added_at) DESC, failed > 0 DESC, errors > 0 OR NOT complete DESC, added_at DESC, run_id
+    ) = 1
 """
 
 
@@ -49,8 +55,8 @@ def hosts_of(connection: Any) -> list[HostResults]:
         transients[run_id].append(f"{test_id} (attempts {attempts})")
     families: dict[str, dict[str, str]] = defaultdict(dict)
     for run_id, family, failed, not_judged, passed, transient, marginal in connection.execute(
-        "SELECT r.run_id, r.family, bool_or(r.outcome = 'failed'), bool_or(r.outcome = 'error'), bool_or(r.outcome = 'passed'), "
-        "bool_or(r.transient), bool_or(r.marginal) FROM results r JOIN latest USING (run_id) GROUP BY ALL"
+        "SELECT r.run_id, coalesce(r.family, ''), bool_or(r.outcome = 'failed'), bool_or(r.outcome = 'error'), "
+        "bool_or(r.outcome = 'passed'), bool_or(r.transient), bool_or(r.marginal) FROM results r JOIN latest USING (run_id) GROUP BY ALL"
     ).fetchall():
         families[run_id][family] = family_state(failed, not_judged, passed, transient, marginal)
     hosts = []

@@ -4,7 +4,8 @@ it), and its history a click away.
 
 A host's history is drawn per test family as the family's worst value in each of its last runs,
 relative to the fleet's median of that value today (1.0 = the median): one line per family, the
-software of each run beside it. A few numbers per run, so 10,000 hosts fit one page.
+software of each run beside it. A few numbers per run, so 10,000 hosts fit one page. Each host's
+history sits in its own row: the page never looks a host up by its name.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ RANK = {"failed": 5, "outlier": 4, "not_judged": 3, "transient": 2, "marginal": 
 
 def page_data(connection: Any, hosts: list[HostResults], outliers: list[Outlier], tolerance: float) -> dict[str, Any]:
     """`connection` must hold the temporary `latest` table that store/fleet.py's hosts_of made."""
-    family_of = dict(connection.execute("SELECT DISTINCT test_id, family FROM results JOIN latest USING (run_id)").fetchall())
+    family_of = dict(connection.execute("SELECT DISTINCT test_id, coalesce(family, '') FROM results JOIN latest USING (run_id)").fetchall())
     states = {host.host: dict(host.families or {}) for host in hosts}
     for outlier in outliers:
         family = family_of.get(outlier.test, "fleet")
@@ -32,16 +33,18 @@ def page_data(connection: Any, hosts: list[HostResults], outliers: list[Outlier]
     outlier_lines: dict[str, list[str]] = defaultdict(list)
     for outlier in outliers:
         outlier_lines[outlier.host].append(outlier.message)
+    history = _history(connection)
     rows = [
         {
-            "host": host.host, "profile": host.profile, "states": [states[host.host].get(f, "") for f in families],
+            "host": host.host, "profile": host.profile, "history": history.get(host.host),
+            "states": [states[host.host].get(f, "") for f in families],
             "failed": host.failed, "transient": len(host.transients), "marginal": host.marginal, "outliers": len(outlier_lines[host.host]),
             "why": ([host.verdict_line()] if host.verdict_line() else []) + outlier_lines[host.host][:5],
         }
         for host in hosts
     ]
     return {
-        "families": families, "hosts": rows, "history": _history(connection), "tolerance": tolerance,
+        "families": families, "hosts": rows, "tolerance": tolerance,
         "checks": HISTORY_CHECKS,
         "summary": {"hosts": len(hosts), "failed": sum(1 for h in hosts if h.verdict_line()), "outliers": len(outliers)},
     }
@@ -57,7 +60,7 @@ def _history(connection: Any) -> dict[str, dict[str, Any]]:
         median_now AS (
             SELECT v.test_id, l.profile, median(v.measured) AS m FROM v JOIN latest l USING (run_id) GROUP BY ALL
         )
-        SELECT r.host, r.run_id, strftime(r.started_at AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M'), r.driver, x.family,
+        SELECT r.host, r.run_id, strftime(r.started_at AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M'), r.driver, coalesce(x.family, ''),
             min(CASE WHEN v.lower THEN m.m / v.measured ELSE v.measured / m.m END)
         FROM recent r JOIN v USING (run_id) JOIN results x ON x.run_id = v.run_id AND x.test_id = v.test_id
             JOIN median_now m ON m.test_id = v.test_id AND m.profile = r.profile

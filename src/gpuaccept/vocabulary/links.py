@@ -53,6 +53,12 @@ def parse_gpu_key(key: str) -> int:
     return int(key.removeprefix("gpu"))
 
 
+def normalize_uuid(uuid: str) -> str:
+    """A GPU's UUID as NVML ("GPU-3c05...") and CUDA ("3c05...") both name it: lower case, no prefix."""
+    text = uuid.strip().lower()
+    return text[4:] if text.startswith("gpu-") else text
+
+
 def pair_key(a: int, b: int) -> str:
     return f"{gpu_key(a)}-{gpu_key(b)}"
 
