@@ -72,6 +72,15 @@
 #                which must fail that GPU's GEMM test(s) and no other GPU's; the GEMM's timing window
 #                (bench/gemm_window.py); one memory bit flipped on the last GPU
 #                (GPUACCEPT_INJECT_MEMTEST_FLIP): only its test_memtest fails; on 1, 2, 4 or 8 GPUs
+#   examples     the example facts and results the README's demo and the project's tests judge,
+#                recorded again with everything a standard run now judges (health readings after each
+#                stage, XID events, the kernel log, the per-GPU loads, the telemetry): on 4xH200
+#                examples/facts/h200x4-measured.json (the README's demo) and h200x4.json (probed
+#                only), examples/results/h200x4.json (a healthy run) and h200x4-nccl-p2p-disabled.json
+#                (NCCL_P2P_DISABLE=1); on 2xH200 h200x2-measured.json and h200x2.json; on one GPU
+#                h200x1.json or h100x1.json. Then the README's demo on the new facts, as CI runs it:
+#                it must exit 0 with no area not checked. Everything under $OUT/examples/, laid out
+#                as the checkout's examples/ (copy it over, then `python -m tests.verdicts`)
 #   derived      the shipped profiles out of the way: `gpu-accept profile derive` (this machine, from
 #                the catalogue alone) to $OUT/derived-TAG.yaml, a healthy whole run with --profile
 #                derived (must pass), then the drills against the written profile: NCCL_P2P_DISABLE=1,
@@ -132,7 +141,7 @@ run_suite() {
   gpu-accept run --reports "$work/$name" -q "$@" > "$work/$name.out" 2>&1
   local code=$?
   grep -E "passed|failed|error" "$work/$name.out" | tail -1 | sed "s/^/$name: exit $code: /" | tee -a "$log"
-  sed -n '/gpu-accept summary/,$p' "$work/$name.out" | grep -E "^(FAILED|ERROR| +FAIL| +ERROR|[0-9]+ test)" | head -${LINES_PER_RUN:-12} >> "$log"
+  sed -n '/gpu-accept summary/,$p' "$work/$name.out" | grep -E "^(PASS|FAIL|COULD NOT JUDGE|not checked|partly checked|ERROR| +FAIL| +ERROR| +and [0-9]+ test|[0-9]+ test)" | head -${LINES_PER_RUN:-12} >> "$log"
   return 0
 }
 
@@ -690,6 +699,37 @@ PY
     esac
     [ -n "$base" ] && sed -i "0,/^schema: 1\$/s//schema: 1\nextends: bases\/$base/" "$work/fitted.yaml"
     cp "$work/fitted.yaml" "$OUT/$tag-fitted.yaml" 2>/dev/null
+    ;;
+  examples)
+    gpus=$(nvidia-smi -L | wc -l)
+    model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+    case "$model" in *H200*) kind=h200 ;; *H100*) kind=h100 ;; *) kind="" ;; esac
+    case "$kind-$gpus" in h200-4) profile=h200-4-nvswitch ;; h200-2) profile=h200-2-nvswitch ;; *-1) profile=$kind-1 ;; *) profile="" ;; esac
+    if [ -z "$kind" ] || [ -z "$profile" ]; then
+      say "examples: skipped: the examples are of 1, 2 or 4 H200s or one H100 ($gpus x $model here)"
+      continue
+    fi
+    name=${kind}x$gpus
+    mkdir -p "$OUT/examples/facts" "$OUT/examples/results"
+    say "examples: $name probed only: examples/facts/$name.json"
+    gpu-accept record -o "$OUT/examples/facts/$name.json" 2>&1 | tee -a "$log"
+    if [ "$gpus" -ge 2 ] && enough 110 "a full standard run for examples/facts/$name-measured.json"; then
+      say "examples: a full standard run against $profile: its facts and results become examples/facts/$name-measured.json and examples/results/$name.json"
+      LINES_PER_RUN=40 run_suite example --profile "$profile"
+      cp "$work/example/facts.json" "$OUT/examples/facts/$name-measured.json"
+      cp "$work/example/results.json" "$OUT/examples/results/$name.json"
+      cp "$work/example/report.html" "$OUT/report-example-$tag.html" 2>/dev/null
+      say "the README's demo on the new facts, as CI runs it: exit 0, and no area not checked"
+      gpu-accept run --profile "$profile" --facts "$OUT/examples/facts/$name-measured.json" --reports "$work/demo" > "$work/demo.out" 2>&1
+      code=$?
+      sed -n '/gpu-accept summary/,$p' "$work/demo.out" | grep -E "^(PASS|FAIL|COULD NOT JUDGE|not checked|partly checked)|passed|failed" | tee -a "$log"
+      say "README demo on the re-recorded facts: exit $code"
+    fi
+    if [ "$gpus" -ge 4 ] && enough 100 "NCCL_P2P_DISABLE=1 for examples/results/$name-nccl-p2p-disabled.json"; then
+      say "examples: NCCL_P2P_DISABLE=1 against $profile: examples/results/$name-nccl-p2p-disabled.json"
+      NCCL_P2P_DISABLE=1 LINES_PER_RUN=40 run_suite example-nop2p --profile "$profile"
+      cp "$work/example-nop2p/results.json" "$OUT/examples/results/$name-nccl-p2p-disabled.json"
+    fi
     ;;
   run-time)
     if [ ! -f .prev/pyproject.toml ]; then

@@ -3,7 +3,9 @@
 `health_state` tests judge the snapshot taken at the start, before any load: no measurement stage
 runs for them. `health_run` tests judge the change from the start to the snapshot after the last
 measurement stage, and the XID events heard in between: they run every stage the profile asks for
-first. A counter NVML does not give ("not supported") skips its test with the reason.
+first, and so run at the levels that load the GPUs (the quick level loads nothing); the XIDs heard
+are judged at every level. A counter NVML does not give ("not supported") skips its test with the
+reason; facts that hold no health readings could not judge them.
 """
 
 import pytest
@@ -14,7 +16,12 @@ pytestmark = pytest.mark.levels("quick", "standard", "burn-in")
 
 
 state = pytest.mark.health_state
-run = pytest.mark.health_run
+heard = pytest.mark.health_run
+
+
+def run(test):
+    """A check of the change over the level's loads: not run at the quick level, which loads nothing."""
+    return pytest.mark.levels("standard", "burn-in")(pytest.mark.health_run(test))
 
 
 @state
@@ -72,7 +79,7 @@ def test_xid_since_boot(gpu, profile, facts, verdict):
     verdict(health.xid_since_boot(profile, facts, gpu))
 
 
-@run
+@heard
 def test_xid_during_run(gpu, profile, facts, verdict):
     verdict(health.xid_during_run(profile, facts, gpu))
 

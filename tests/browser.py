@@ -30,10 +30,12 @@ def chromium() -> str:
     return found
 
 
-def dom(page: Path, folder: Path, fragment: str = "") -> str:
-    """The page's document as Chromium holds it once its scripts ran (--dump-dom)."""
+def dom(page: Path, folder: Path, fragment: str = "", window: str = "") -> str:
+    """The page's document as Chromium holds it once its scripts ran (--dump-dom), in a window of
+    `window` pixels (`1400,800`) where given."""
+    size = [f"--window-size={window}"] if window else []
     done = subprocess.run(
-        [chromium(), *FLAGS, f"--user-data-dir={folder / 'chromium-profile'}", "--dump-dom", page.as_uri() + fragment],
+        [chromium(), *FLAGS, *size, f"--user-data-dir={folder / 'chromium-profile'}", "--dump-dom", page.as_uri() + fragment],
         capture_output=True, text=True, timeout=180,
     )
     assert done.stdout.strip(), done.stderr[-2000:]

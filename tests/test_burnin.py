@@ -195,8 +195,9 @@ def test_one_slowdown_sample_within_the_share_passes():
 
 def test_telemetry_checks_skip_with_the_reason_where_there_is_nothing_to_judge():
     profile = h200x4_profile()
+    # facts that hold no telemetry where the profile asks for loads to sample it under: could not judge
     none = telemetry_checks.clock_slowdown(profile, facts_with(None), 0)
-    assert none.outcome is Outcome.NOT_APPLICABLE and "no telemetry" in none.message
+    assert none.outcome is Outcome.ERROR and none.missing == "the facts hold no telemetry"
     unloaded = telemetry_checks.clock_slowdown(profile, facts_with(telemetry([sample(1, 0)], loads=())), 0)
     assert unloaded.outcome is Outcome.NOT_APPLICABLE and "while a stage loaded the GPUs" in unloaded.message
     not_supported = Unavailable(unavailable="not_supported", detail="x: NOT_SUPPORTED")

@@ -14,7 +14,7 @@ from gpuaccept.facts.run_record import load_results
 from gpuaccept.outputs import check_output_folder
 from gpuaccept.profile import load_profile
 from gpuaccept.resources import shipped_dir
-from tests.helpers import EXAMPLES, alias_bomb, example_facts, mutated, write
+from tests.helpers import EXAMPLES, NOT_IN_THE_OLDER_FACTS, alias_bomb, example_facts, mutated, write
 
 NVML_MISSING = """
     import pynvml
@@ -53,10 +53,18 @@ def one_error_line(done) -> str:
 
 @pytest.mark.slow
 def test_run_on_recorded_facts_passes_and_writes_junit(tmp_path):
-    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "--reports", str(tmp_path))
+    # the README's demo: the areas those facts hold are judged and pass, the others are named as left out
+    done = gpu_accept(
+        "run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "--reports", str(tmp_path),
+        "-k", NOT_IN_THE_OLDER_FACTS,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "failed" not in done.stdout and "140 passed" in done.stdout
+    assert "failed" not in done.stdout and "136 passed" in done.stdout
+    assert "not checked: compute — not selected (-k, -m or test ids): 24 test(s)" in done.stdout
     assert (tmp_path / "junit.xml").is_file()
+    # judged whole, what those facts lack could not be judged: never a pass
+    whole = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "whole"), "-q")
+    assert whole.returncode == 2 and "COULD NOT JUDGE: 180 test(s) could not judge, none failed" in whole.stdout
 
 
 @pytest.mark.slow
@@ -149,11 +157,17 @@ def test_record_measure_runs_the_profile_stages(tmp_path):
         capture_output=True, text=True, env=environment, timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    measured = json.loads((tmp_path / "f.json").read_text())["measurements"]
+    recorded = json.loads((tmp_path / "f.json").read_text())
+    measured = recorded["measurements"]
     assert measured["collectives"]["backend"] == "gloo" and len(measured["collectives"]["results"]) == 3
     assert len(measured["pairwise"]["results"]) == 6 and len(measured["ddp"]["results"]) == 2
     assert measured["copies"] is None  # the profile asks for none
     assert "gpu-accept: measuring all_reduce 64 KiB" in done.stderr
+    # what a standard run judges besides: the health readings after each stage, and the telemetry
+    # sampled meanwhile with the stages' load windows (facts without them could not judge those checks)
+    assert {snapshot["label"] for snapshot in recorded["health"]["snapshots"]} >= {"start", "after nccl"}
+    telemetry = recorded["telemetry"]
+    assert telemetry["samples"] and {load["stage"] for load in telemetry["loads"]} >= {"nccl", "ddp"}
 
 
 @pytest.mark.slow
@@ -312,7 +326,8 @@ def test_run_help_lists_the_options_it_passes_to_pytest(capsys):
 
 @pytest.mark.slow
 def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
-    first = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "first"))  # a baseline is of one profile
+    # a baseline is of one profile, and of a run that passed what it judged
+    first = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "first"), "-k", NOT_IN_THE_OLDER_FACTS)
     assert first.returncode == 0, first.stdout + first.stderr
     assert main(["baseline", "save", str(tmp_path / "first" / "results.json"), "-o", str(tmp_path / "base.json")]) == 0
     done = gpu_accept(
@@ -508,7 +523,9 @@ def test_an_empty_value_of_a_run_option_is_refused_not_ignored(tmp_path, capsys,
 @pytest.mark.slow
 def test_a_file_whose_name_begins_with_a_dash_is_a_value_not_an_option(tmp_path):
     (tmp_path / "-facts.json").write_bytes((EXAMPLES / "h200x4-measured.json").read_bytes())
-    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts=-facts.json", "--reports=-reports", "-q", cwd=tmp_path)
+    done = gpu_accept(
+        "run", "--profile", "h200-4-nvswitch", "--facts=-facts.json", "--reports=-reports", "-q", "-k", NOT_IN_THE_OLDER_FACTS, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "-reports" / "junit.xml").is_file()
 
@@ -569,7 +586,7 @@ def test_signals_while_the_reports_are_written_wait_for_them(tmp_path):
     shim = write(tmp_path / "shim" / "sitecustomize.py", SIGNALS_WHILE_WRITING)
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shim.parent), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
-        [sys.executable, "-m", "gpuaccept", "run", *RECORDED, "--reports", str(tmp_path / "reports"), "-q"],
+        [sys.executable, "-m", "gpuaccept", "run", *RECORDED, "--reports", str(tmp_path / "reports"), "-q", "-k", NOT_IN_THE_OLDER_FACTS],
         capture_output=True, text=True, env=environment, timeout=300,
     )
     said = done.stdout + done.stderr

@@ -158,9 +158,11 @@ def test_a_hung_load_fails_its_gpu_by_name_and_no_measurement_is_an_error(profil
     assert failed_tests(profile, facts) == {"gemm_throughput[gpu1]", "gemm_within_best[gpu1]", "gemm_correct[gpu1]"}
     assert compute.gemm_throughput(profile, facts, 1).message == "gpu1: GEMM on gpu1 did not finish within 20 s (profile loads)"
     assert compute.gemm_within_best(profile, facts, 0).outcome is Outcome.PASSED  # the best of those measured
-    # facts recorded before the compute stage are judged as then: skipped with the reason, never passed
+    # facts recorded before the compute stage could not judge what the profile asks of the loads:
+    # never passed, never skipped
     nothing = compute.memtest(profile, facts_with(None), 0)
-    assert nothing.outcome is Outcome.NOT_APPLICABLE and "not judged: the facts hold no per-GPU loads" in nothing.message
+    assert nothing.outcome is Outcome.ERROR and nothing.missing == "the facts hold no per-GPU loads"
+    assert "gpu0: the facts hold no per-GPU loads (recorded without the compute stage; " in nothing.message
 
 
 def test_a_profile_without_floors_asks_nothing(tmp_path):

@@ -32,7 +32,7 @@ from gpuaccept.probe.health import (
     read_kernel_log,
 )
 from gpuaccept.probe.nvml import NvmlCallError, RecordingNvml, ReplayNvml
-from gpuaccept.profile import ProfileCatalog
+from gpuaccept.profile import ProfileCatalog, load_profile
 from gpuaccept.resources import shipped_dir
 from tests.health_data import healthy_h200x2, save_recording, with_health
 from tests.helpers import example_facts, write
@@ -196,12 +196,37 @@ def test_a_reading_nvml_refused_is_an_error_not_a_pass():
     assert judged(health.row_remapping, with_health(start), 0).outcome is Outcome.ERROR
 
 
-def test_with_only_the_start_snapshot_no_delta_is_judged():
+NO_LOADS_PROFILE = """
+    schema: 1
+    extends: bases/hgx-h200
+    description: 2xH200 asked for no load at all
+    gpus: {count: 2}
+    nccl: null
+    pairwise: null
+    copies: null
+    ddp: null
+    compute: null
+"""
+
+
+def test_with_only_the_start_snapshot_no_delta_is_judged(tmp_path):
     facts = with_health(healthy_h200x2())
+    # the profile asks for loads and the facts hold none after the start: could not judge, never a skip
     for check in health.RUN_CHECKS:
         verdict = judged(check, facts, 0)
-        assert verdict.outcome is Outcome.NOT_APPLICABLE, check.__name__
-        assert "no load ran: delta not judged" in verdict.message or "sets no limit" in verdict.message
+        if check is health.xid_during_run:  # what was heard over the run is judged, loads or none
+            assert verdict.outcome is not Outcome.NOT_APPLICABLE
+        elif check is health.ecc_corrected_during_run:  # the profile sets no limit on it
+            assert verdict.outcome is Outcome.NOT_APPLICABLE and "sets no limit" in verdict.message
+        else:
+            assert verdict.outcome is Outcome.ERROR, check.__name__
+            assert verdict.missing == "the facts hold no health readings after a load", check.__name__
+    # a profile that asks for no load: there is no change over a load to judge, a skip with the reason
+    bare = load_profile(write(tmp_path / "bare.yaml", NO_LOADS_PROFILE), [shipped_dir("profiles")])
+    for check in health.RUN_CHECKS:
+        if check is not health.xid_during_run:
+            verdict = check(bare, facts, 0)
+            assert verdict.outcome is Outcome.NOT_APPLICABLE, check.__name__
 
 
 def start_only(facts):
@@ -270,13 +295,16 @@ def test_a_counter_that_went_down_is_not_judged_as_a_negative_count():
         assert judged(check, facts, 1).outcome is Outcome.PASSED
 
 
-def test_facts_without_health_readings_skip_every_health_check():
+def test_facts_without_health_readings_could_not_judge_any_health_check():
     facts = example_facts("h200x2-measured")
     for check in health.STATE_CHECKS + health.RUN_CHECKS:
         if check is health.vbios_consistent:
             continue  # read from the inventory facts
         verdict = judged(check, facts, 0)
-        assert verdict.outcome is Outcome.NOT_APPLICABLE, check.__name__
+        if "sets no limit" in verdict.message:
+            continue  # the profile asks nothing of it
+        assert verdict.outcome is Outcome.ERROR, check.__name__
+        assert verdict.missing in ("the facts hold no health readings", "the facts hold no kernel log reading"), check.__name__
 
 
 def test_a_vbios_apart_from_its_siblings_fails():

@@ -128,7 +128,9 @@ def test_a_gpu_that_draws_less_power_than_its_siblings_fails_naming_it(tmp_path,
 
 def test_facts_without_a_sustained_load_are_not_judged_hot_and_a_load_without_telemetry_errs(recorded):
     older = example_facts("h200x4-measured")
-    assert heat.thermal_steady_state(H200, older, 0).outcome is Outcome.NOT_APPLICABLE
+    # the profile asks for the per-GPU loads a burn-in sustains: facts without that load could not judge it
+    steady = heat.thermal_steady_state(H200, older, 0)
+    assert steady.outcome is Outcome.ERROR and steady.missing == "the facts hold no sustained load"
     untimed = recorded.model_copy(update={"telemetry": None})
     assert heat.hot_gemm_throughput(H200, untimed, 0).outcome is Outcome.ERROR
     unsampled = recorded.model_copy(update={"telemetry": Telemetry(started_at=recorded.telemetry.started_at, period_s=1.0,  # type: ignore[union-attr]
@@ -184,8 +186,10 @@ def test_a_burn_in_cut_short_by_a_signal_is_not_judged_hot_and_says_why(recorded
     facts = recorded.model_copy(update={"burnin": cut})
     for check in (heat.thermal_steady_state, heat.hot_gemm_throughput):
         verdict = check(H200, facts, 0)
-        assert verdict.outcome is Outcome.NOT_APPLICABLE, verdict.message
+        # the profile asked for it and the load was cut short: could not judge, never a skip
+        assert verdict.outcome is Outcome.ERROR, verdict.message
         assert "ended by a signal after 20 s of sustained load: thermal steady state not reached" in verdict.message
+        assert verdict.missing == "the facts hold no whole sustained load (the burn-in was ended by a signal)"
     # the same burn-in run to its deadline, had it stopped there, could not be judged: an error, not a skip
     short = facts.model_copy(update={"burnin": cut.model_copy(update={"ended": "deadline"})})
     assert heat.thermal_steady_state(H200, short, 0).outcome is Outcome.ERROR

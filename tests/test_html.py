@@ -133,11 +133,16 @@ def test_a_results_json_of_an_older_run_still_renders():
         page = render_html(document)
         parsed = Page(page)
         # that run measured no copies
-        assert {"summary", "failures", "links", "busbw", "pairs", "pair-matrix", "ddp", "tests"} <= parsed.ids()
+        assert {"summary", "causes", "coverage", "links", "busbw", "pairs", "pair-matrix", "ddp", "tests"} <= parsed.ids()
         charts = parsed.charts()
         assert sum(len(values(figure, "measured")) for chart_id, figure in charts.items() if chart_id.startswith("busbw-")) == 15
-        assert not any(traces(figure, "floor") for figure in charts.values())  # no criterion recorded: no floor drawn
-        assert "<b>0</b> transient</span>" in page and "FAIL: 25 test(s) did not pass" in page
+        # no criterion recorded: each floor is read from the rule its verdict wrote as text (">= 315 GB/s")
+        written = {float(t.verdict.expected.split()[1]) for t in older.tests if t.verdict is not None and t.verdict.check == "busbw"}
+        drawn = {floor for chart_id, figure in charts.items() if chart_id.startswith("busbw-") for floor in values(figure, "floor")}
+        assert drawn == written and len(drawn) > 1
+        scaling = {float(t.verdict.expected.split()[1]) for t in older.tests if t.verdict is not None and t.verdict.check == "ddp_scaling"}
+        assert set(values(charts["ddp-efficiency"], "floor")) == scaling
+        assert "<b>0</b> transient</span>" in page and "FAIL: 25 test(s) failed<" in page
     assert sum(len(values(f, "floor")) for f in Page(render_html(newer)).charts().values()) == 15 + 4
 
 

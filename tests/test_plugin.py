@@ -7,7 +7,7 @@ import pytest
 
 from gpuaccept.facts import save_facts
 from gpuaccept.resources import shipped_dir
-from tests.helpers import DATA, EXAMPLES, example_facts, mutated
+from tests.helpers import DATA, EXAMPLES, NOT_IN_THE_OLDER_FACTS, example_facts, mutated
 
 SUITES = shipped_dir("suites")
 
@@ -27,10 +27,38 @@ def cases_by_name(root):
     return {case.get("name"): case for case in root.iter("testcase")}
 
 
-def test_recorded_h200x4_passes_its_profile_and_every_case_carries_its_numbers(pytester):
+def test_recorded_h200x4_could_not_judge_what_its_facts_lack_and_says_so_by_area(pytester):
     result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"))
     outcomes = result.parseoutcomes()
+    # nothing failed, and the areas the profile asks for that the facts lack could not judge: never a pass
+    assert result.ret == 2 and "failed" not in outcomes and outcomes["passed"] >= 65 and outcomes["errors"] == 180
+    suite = properties(root.find("testsuite"))
+    assert suite["coverage.compute"] == (
+        "not checked: 0 passed, 0 failed, 24 not judged, 0 skipped (the facts hold no per-GPU loads)"
+    )
+    assert suite["coverage.nccl"] == "checked: 36 passed, 0 failed, 0 not judged, 1 skipped"
+    assert suite["not_checked"].splitlines()[1:] == [
+        "not checked: compute — the facts hold no per-GPU loads (24 test(s) not judged)",
+        "not checked: telemetry — the facts hold no telemetry (12 test(s) not judged)",
+    ]
+    assert result.stdout.lines.count(
+        "COULD NOT JUDGE: 180 test(s) could not judge, none failed; not checked: health, compute, telemetry"
+    ) == 1
+    gemm = properties(cases_by_name(root)["test_gemm_throughput[gpu1]"])
+    assert gemm["area"] == "compute" and gemm["outcome"] == "error"
+
+
+def test_recorded_h200x4_passes_what_its_facts_hold_and_names_what_it_left_out(pytester):
+    result, root = run_suites(
+        pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "-k", NOT_IN_THE_OLDER_FACTS
+    )
+    outcomes = result.parseoutcomes()
     assert result.ret == 0 and "failed" not in outcomes and outcomes["passed"] >= 65
+    # a pass of what was judged, the areas left out named as not checked
+    line = "PARTLY CHECKED: every check judged passed; not checked: health, compute, telemetry"
+    assert result.stdout.lines.count(line) == 1
+    suite = properties(root.find("testsuite"))
+    assert suite["coverage.compute"] == "not checked: 0 passed, 0 failed, 0 not judged, 0 skipped, 24 not selected"
     cases = cases_by_name(root)
     assert "test_link_type[gpu0-gpu1]" in cases and "test_p2p_capability[gpu3-gpu2]" in cases
     memory = properties(cases["test_gpu_memory[gpu2]"])
@@ -85,20 +113,23 @@ def test_suite_properties_survive_xdist(pytester):
     pytest.importorskip("xdist")
     from lxml import etree
 
+    facts = str(EXAMPLES / "h200x4-measured.json")
     result, root = run_suites(
-        pytester, "-n", "2", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), subprocess=True
+        pytester, "-n", "2", "--profile", "h200-4-nvswitch", "--facts", facts, "-k", NOT_IN_THE_OLDER_FACTS, subprocess=True
     )
     assert result.ret == 0
     suite = properties(root.find("testsuite"))
+    # what the workers left out reaches the controller's record: the areas it did not check, named
+    assert suite["coverage.compute"] == "not checked: 0 passed, 0 failed, 0 not judged, 0 skipped, 24 not selected"
+    assert "PARTLY CHECKED: every check judged passed; not checked: health, compute, telemetry" in result.stdout.lines
     assert suite["profile"] == "h200-4-nvswitch" and suite["host"]
     assert suite["facts_source"] == str(EXAMPLES / "h200x4-measured.json") and suite["gpu_accept_version"] and suite["complete"] == "true"
     assert properties(cases_by_name(root)["test_link_type[gpu1-gpu2]"])["measured"] == "NV18"
     junit = etree.parse(str(pytester.path / "junit.xml"))
     assert etree.XMLSchema(etree.parse(str(DATA / "junit.xsd"))).validate(junit)
-    # the standard level: 307 tests (the health suite's per GPU and per link among them, and test_nvls,
-    # skipped: the profile does not say whether NVLS is expected), the telemetry's 3 per GPU (skipped:
-    # recorded facts hold no telemetry) and the 24 per-GPU load tests these facts predate (skipped, judged as then)
-    assert len(junit.findall(".//testcase")) == int(junit.getroot().get("tests")) == 307 + 12 + 24
+    # the standard level's 343 tests but the 156 of the health suite, the telemetry's 3 per GPU and the
+    # 24 per-GPU load tests, which these facts predate
+    assert len(junit.findall(".//testcase")) == int(junit.getroot().get("tests")) == 343 - 156 - 12 - 24
 
 
 def test_junitxml_in_a_gpu_accept_run_is_written_by_the_plugin_from_the_run_record(pytester, tmp_path):

@@ -184,7 +184,8 @@ def test_a_run_that_failed_is_refused_as_baseline_save_refuses_it(tmp_path, caps
     failed = ROOT / "examples" / "results" / "h200x4-nccl-p2p-disabled.json"
     assert cli(["profile", "init", "--from", str(REAL_RUN), str(failed), "--name", "h200-4", "-o", str(tmp_path / "p.yaml")]) == 2
     [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"gpu-accept: {failed}: 25 test(s) did not pass (test_ddp_scaling[")
+    # named root causes first, then by area from the bottom up: the collectives before DDP
+    assert line.startswith(f"gpu-accept: {failed}: 25 test(s) did not pass (test_busbw[all_reduce-256MiB], ")
     assert line.endswith("a golden machine's run is a picture of a healthy machine; make the profile from runs that passed")
     assert not (tmp_path / "p.yaml").exists()
     assert cli(["baseline", "save", str(failed), "-o", str(tmp_path / "b.json")]) == 2  # the same run, the same answer

@@ -23,7 +23,7 @@ from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit
 from gpuaccept.report.html import FAIL, render_html
 from gpuaccept.report.results import IDLE_S
 from gpuaccept.resources import shipped_dir
-from tests.helpers import DATA, EXAMPLES, ROOT, needs_torch, write
+from tests.helpers import DATA, EXAMPLES, NOT_IN_THE_OLDER_FACTS, ROOT, needs_torch, write
 from tests.live_cpu import gpu_accept_run
 from tests.report_page import Page, traces, values
 
@@ -103,8 +103,8 @@ def test_html_report_has_every_section_with_its_numbers(cpu_run):
     page = (folder / "reports" / "report.html").read_text()
     assert page == render_html(load_results(folder / "reports" / "results.json"))
     parsed = Page(page)
-    assert {"summary", "status", "failures", "links", "busbw", "pairs", "pair-matrix", "ddp", "tests"} <= parsed.ids()
-    assert "FAIL: 12 test(s) did not pass" in page
+    assert {"summary", "status", "causes", "coverage", "links", "busbw", "pairs", "pair-matrix", "ddp", "tests"} <= parsed.ids()
+    assert "COULD NOT JUDGE: 12 test(s) could not judge, none failed; not checked: p2p" in page
     charts = parsed.charts()
     busbw = [figure for chart_id, figure in charts.items() if chart_id.startswith("busbw-")]
     assert sum(len(values(figure, "measured")) for figure in busbw) == 3  # one point per measured size
@@ -425,7 +425,9 @@ DISK_FULL = """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("writes", "code"), [("3-3", 0), ("3-999999", 2)], ids=["freed-before-the-end", "full-to-the-end"])
+# results.json is written whole at the start, once by size while the run goes on (the second write),
+# and at the end: the disk fills up at the second
+@pytest.mark.parametrize(("writes", "code"), [("2-2", 0), ("2-999999", 2)], ids=["freed-before-the-end", "full-to-the-end"])
 def test_a_disk_that_fills_up_mid_run_is_one_line_and_an_honest_exit(tmp_path, writes, code):
     shim = write(tmp_path / "shim" / "sitecustomize.py", DISK_FULL)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shim.parent), os.environ.get("PYTHONPATH")])),
@@ -433,7 +435,7 @@ def test_a_disk_that_fills_up_mid_run_is_one_line_and_an_honest_exit(tmp_path, w
     reports = tmp_path / "reports"
     done = subprocess.run(
         [sys.executable, "-m", "gpuaccept", "run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"),
-         "--reports", str(reports), "--save-baseline", str(reports / "base.json"), "-p", "no:randomly"],
+         "--reports", str(reports), "--save-baseline", str(reports / "base.json"), "-p", "no:randomly", "-k", NOT_IN_THE_OLDER_FACTS],
         capture_output=True, text=True, env=env, timeout=300,
     )
     output = done.stdout + done.stderr
@@ -443,7 +445,7 @@ def test_a_disk_that_fills_up_mid_run_is_one_line_and_an_honest_exit(tmp_path, w
     assert said[0].startswith(f"gpu-accept: {reports}/") and "the run goes on and tries again at its end" in said[0]
     if code == 0:  # written whole at the end: every test, and no journal left
         record = load_results(reports / "results.json")
-        assert record.complete and len(record.tests) == 343 and not (reports / "results.json.journal").exists()
+        assert record.complete and len(record.tests) == 151 and not (reports / "results.json.journal").exists()
         assert len(said) == 1 and (reports / "base.json").is_file()
     else:  # each report named, at the time and in the summary
         assert f"{reports}/junit.xml: cannot write it" in said[0]

@@ -101,7 +101,7 @@ def test_a_gpu_whose_telemetry_is_not_supported_throughout_the_load_while_the_ot
 
 def test_a_gpu_the_machine_lacks_is_not_a_telemetry_that_could_not_be_sampled():
     """A 2-GPU machine judged against a 4-GPU profile: the absent GPUs' telemetry tests say the GPU is
-    not there (test_gpu_count fails it), not that the sampler stopped."""
+    not there (test_gpu_count fails it, the cause of theirs), not that the sampler stopped."""
     from gpuaccept.checks import telemetry as telemetry_checks
     from tests.helpers import example_facts
     from tests.telemetry_nvml import sample, telemetry
@@ -112,4 +112,5 @@ def test_a_gpu_the_machine_lacks_is_not_a_telemetry_that_could_not_be_sampled():
     for check in (telemetry_checks.clock_slowdown, telemetry_checks.max_temperature, telemetry_checks.sm_clock_under_load):
         assert check(profile, two, 1).outcome is Outcome.PASSED
         absent = check(profile, two, 3)
-        assert absent.outcome is Outcome.NOT_APPLICABLE and "GPU not present (2 GPU(s) under test)" in absent.message
+        assert absent.outcome is Outcome.ERROR and "GPU not present (2 GPU(s) under test)" in absent.message
+        assert absent.missing == "gpu3 is not present" and absent.gpus == [3]

@@ -24,9 +24,14 @@ from tests import browser
 DATA = Path(__file__).parent / "data"
 
 
-def run_document(index: int, day: int, gpus: int = 2, driver: str = "580.95", scale=None, seed: int | None = None) -> dict:
-    """Host `index`'s run on `day` (one run a day), with `scale(test_id, value) -> value` applied to its values."""
+def run_document(
+    index: int, day: int, gpus: int = 2, driver: str = "580.95", scale=None, seed: int | None = None, every_family: bool = False
+) -> dict:
+    """Host `index`'s run on `day` (one run a day), with `scale(test_id, value) -> value` applied to its values;
+    with `every_family`, the ten test families of a full run, three of which nothing judged."""
     document = host_document(index, gpus, random.Random(seed if seed is not None else index * 1000 + day))
+    if every_family:
+        document["tests"] += unjudged_families(document["environment"]["host"], gpus)
     document["run"]["started_at"] = f"2026-10-{day + 1:02d}T08:00:00+00:00"
     document["run"]["finished_at"] = f"2026-10-{day + 1:02d}T08:05:00+00:00"
     document["environment"]["driver"] = driver
@@ -36,6 +41,31 @@ def run_document(index: int, day: int, gpus: int = 2, driver: str = "580.95", sc
             if verdict and isinstance(verdict["measured"], float):
                 verdict["measured"] = round(scale(test["id"], verdict["measured"]), 3)
     return document
+
+
+def unjudged_families(host: str, gpus: int) -> list[dict]:
+    """The health suite passed; the per-GPU loads, the telemetry and the baseline gate skipped, as the
+    store of a real fleet holds them from runs of facts that lacked them (node0009's telemetry could
+    not judge, as such a run's now does)."""
+    def test(module: str, name: str, subject: str, outcome: str, message: str = "") -> dict:
+        test_id = f"{name}[{subject}]"
+        verdict = None if outcome == "skipped" else {
+            "check": name.removeprefix("test_"), "subject": subject, "outcome": outcome, "measured": 0 if outcome == "passed" else None,
+            "expected": "<= 0 processes", "unit": "processes", "message": f"{subject}: {message}", "profile": "h200-8-nvswitch",
+        }
+        return {"id": test_id, "nodeid": f"{module}.py::{test_id}", "outcome": outcome, "duration_s": 0.001, "message": message,
+                "verdict": verdict}
+
+    tests = []
+    for gpu in range(gpus):
+        tests.append(test("test_health", "test_no_other_compute_process", f"gpu{gpu}", "passed"))
+        tests.append(test("test_compute", "test_gemm_throughput", f"gpu{gpu}", "skipped", "the profile sets no compute.gemm.min_tflops"))
+        if host == "node0009":
+            tests.append(test("test_telemetry", "test_clock_slowdown", f"gpu{gpu}", "error", "the facts hold no telemetry"))
+        else:
+            tests.append(test("test_telemetry", "test_clock_slowdown", f"gpu{gpu}", "skipped", "the facts hold no telemetry"))
+    tests.append(test("test_baseline", "test_no_regression", "none", "skipped", "no --baseline given"))
+    return tests
 
 
 def written(folder: Path, name: str, document: dict) -> str:
@@ -206,7 +236,7 @@ def noisy(rng: random.Random):
     return scale
 
 
-def history_store(tmp_path: Path, hosts: int, days: int, changed=None, driver=None) -> Path:
+def history_store(tmp_path: Path, hosts: int, days: int, changed=None, driver=None, every_family: bool = False) -> Path:
     """`hosts` hosts, a run a day, healthy noise; `changed(host, day, test_id, value)` bends values."""
     rng = random.Random(11)
     paths = []
@@ -219,7 +249,8 @@ def history_store(tmp_path: Path, hosts: int, days: int, changed=None, driver=No
                 return changed(host, day, test_id, value) if changed else value
 
             name = f"h{host}-d{day}.json"
-            paths.append(written(tmp_path, name, run_document(host, day, scale=scale, driver=driver(host, day) if driver else "580.95")))
+            document = run_document(host, day, scale=scale, driver=driver(host, day) if driver else "580.95", every_family=every_family)
+            paths.append(written(tmp_path, name, document))
     db = tmp_path / "history.db"
     assert not add_files(db, paths, workers=1).problems
     return db
@@ -319,8 +350,10 @@ def page_store(tmp_path: Path) -> Path:
             return value * (1 - 0.015 * day)  # a decline
         return value
 
-    db = history_store(tmp_path, hosts=12, days=8, changed=bend, driver=lambda host, day: "590.12" if day >= 4 else "580.95")
-    failed = run_document(7, 8, driver="590.12")
+    db = history_store(
+        tmp_path, hosts=12, days=8, changed=bend, driver=lambda host, day: "590.12" if day >= 4 else "580.95", every_family=True
+    )
+    failed = run_document(7, 8, driver="590.12", every_family=True)
     failed["tests"][0].update(outcome="failed", message="node0007: gpu_count 1 < 2 (profile h200-8-nvswitch)")
     failed["run"]["exit_status"] = 1
     assert not add_files(db, [written(tmp_path, "failed.json", failed)], workers=1).problems
@@ -333,11 +366,25 @@ def test_headless_chromium_draws_the_fleet_page_and_a_hosts_history(tmp_path):
     db = page_store(tmp_path)
     page = tmp_path / "fleet.html"
     assert cli(["report", "fleet", "--db", str(db), "--html", str(page)]) == 1
-    dom = browser.dom(page, tmp_path)
+    # measured in the window a 1400-px screen gives it: the page and its history panel beside the table
+    fit = "<script>const d = document.getElementById('detail').getBoundingClientRect(); document.body.dataset.fit = " \
+          "[document.documentElement.scrollWidth, innerWidth, Math.round(d.right), Math.round(d.top)].join(' ')</script></body>"
+    measured = tmp_path / "measured.html"
+    measured.write_text(page.read_text().replace("</body>", fit))
+    dom = browser.dom(measured, tmp_path, window="1400,800")
     rows = re.findall(r'<tr class="host" data-n="\d+"><td>(node\d+)</td>', dom)
-    assert len(rows) == 12 and rows[0] == "node0007"  # the worst first: the failed host, then the outlier
-    assert rows[1:3] == ["node0003", "node0005"]  # the outliers (node0005's drift took it 10% below the median)
+    assert len(rows) == 12 and rows[0] == "node0007"  # the worst first: the failed host, then the outliers
+    assert rows[1:4] == ["node0003", "node0005", "node0009"]  # the outliers, then the host whose telemetry could not judge
     assert dom.count('class="cell failed"') == 1 and dom.count('class="cell outlier"') == 2
+    # ten families, as a real run gives; what nothing judged is never painted as passed
+    families = re.findall(r'<th class="family" data-key="family:\d+" title="(test_\w+)"', dom)
+    assert len(families) == 10
+    cells = re.findall(r'<td class="cell (\w+)" title="(test_\w+): ', dom)
+    states = {family: {state for state, of in cells if of == family} for family in families}
+    assert states["test_compute"] == states["test_baseline"] == {"skipped"}
+    assert states["test_telemetry"] == {"skipped", "not_judged"} and states["test_health"] == {"passed"}
+    width, window, right, top = map(int, re.search(r'data-fit="([\d ]+)"', dom)[1].split())
+    assert width <= window == 1400 and right <= 1400 and top < 200, (width, right, top)
     detail = dom[dom.index('id="detail"'):]
     assert "<b>node0007</b>" in detail and "<polyline" in detail and "gpu_count 1 &lt; 2" in detail
     shot = tmp_path / "fleet.png"

@@ -50,30 +50,37 @@ def written(tmp_path, name: str, record: RunRecord) -> str:
 @pytest.mark.slow
 def test_facts_without_measurements_name_each_cause_once(tmp_path):
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"), "--reports", str(tmp_path))
-    # no value failed; the measured ones could not be established from these facts: could not judge
+    # no value failed; what these facts lack could not be judged: could not judge, area by area
     assert done.returncode == 2, done.stdout + done.stderr
     record = "(record them with `gpu-accept record --measure --profile h200-4-nvswitch`) (profile h200-4-nvswitch)"
-    assert summary_of(done.stdout) == [
-        "71 test(s) did not pass, 4 cause(s), in layer order (inventory, health, topology, p2p, nccl, bandwidth, ddp, baseline):",
+    summary = summary_of(done.stdout)
+    assert summary[:8] == [
+        "COULD NOT JUDGE: 251 test(s) could not judge, none failed; not checked: health, nccl, copies, ddp, compute, telemetry",
+        "partly checked: health — the facts hold no health readings; the facts hold no kernel log reading (144 test(s) not judged); "
+        "4 judged",
+        "not checked: nccl — the facts hold no NCCL sweep; the facts hold no pairwise sweep (36 test(s) not judged)",
+        "not checked: copies — the facts hold no copy bandwidth (30 test(s) not judged)",
+        "not checked: ddp — the facts hold no DDP sweep (5 test(s) not judged)",
+        "not checked: compute — the facts hold no per-GPU loads (24 test(s) not judged)",
+        "not checked: telemetry — the facts hold no telemetry (12 test(s) not judged)",
+        "251 test(s) did not pass, 8 cause(s), root causes first:",
+    ]
+    causes = summary[8:-1]
+    assert len(causes) == 8 and all(line.startswith("  ERROR  ") for line in causes)
+    assert causes[2:4] == [
         f"  ERROR  30 tests: could not be established: the facts hold no NCCL sweep {record}; "
         "test_busbw[all_reduce-256MiB, all_reduce-1GiB and 13 more], "
         "test_collective_correct[all_reduce-256MiB, all_reduce-1GiB and 13 more]",
         f"  ERROR  6 tests: could not be established: the facts hold no pairwise sweep {record}; "
         "test_pair_busbw[gpu0-gpu1, gpu0-gpu2 and 4 more]",
-        f"  ERROR  30 tests: could not be established: the facts hold no copy bandwidth {record}; "
-        "test_p2p_copy[gpu0-gpu1, gpu0-gpu2 and 10 more], test_p2p_copy_bidirectional[gpu0-gpu1, gpu0-gpu2 and 4 more], "
-        "test_local_copy[gpu0, gpu1 and 2 more], test_host_to_device[gpu0, gpu1 and 2 more], test_device_to_host[gpu0, gpu1 and 2 more]",
-        f"  ERROR  5 tests: could not be established: the facts hold no DDP sweep {record}; "
-        "test_ddp_scaling[2gpu-bs8, 4gpu-bs8], test_ddp_exposed_comm[2gpu-bs8, 4gpu-bs8], test_ddp_nvlink_speedup[4gpu-bs8]",
-        # 203 skipped: 167 (the health suite without readings in these facts, and test_nvls, which the
-        # profile does not ask for, among them), the 12 telemetry tests (recorded facts without telemetry)
-        # and the 24 per-GPU load tests they predate
-        "69 passed, 203 skipped, 71 errors in " + done.stdout.rsplit(" in ", 1)[1].strip("= \n"),
     ]
-    # pytest's own failure section and short summary would say every one of the 71 again, twice
-    assert done.stdout.count("the facts hold no") == 4
+    # 23 skipped: what the profile asks nothing of (no NIC, CPU or NUMA affinity, no NVLS, no baseline,
+    # no limit on corrected ECC errors)
+    assert summary[-1] == "69 passed, 23 skipped, 251 errors in " + done.stdout.rsplit(" in ", 1)[1].strip("= \n")
+    # each cause's message said once: pytest's own failure section and short summary would say every one of the 251 again
+    assert done.stdout.count("could not be established: the facts hold no") == 8
     assert "short test summary" not in done.stdout and "= FAILURES =" not in done.stdout
-    assert len(done.stdout.splitlines()) < 30
+    assert len(done.stdout.splitlines()) < 40
     # every test keeps its own line where one test is read: JUnit and results.json
     tests = {t.id: t for t in load_results(tmp_path / "results.json").tests}
     message = tests["test_pair_busbw[gpu2-gpu3]"].message
@@ -91,24 +98,24 @@ def test_a_missing_gpu_is_named_before_the_links_and_pairs_it_fails(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     summary = summary_of(done.stdout)
     failures = [line for line in summary if line.startswith(("  FAILED", "  ERROR"))]
-    # the suites run alphabetically (nccl before topology): the summary goes by layer
+    # the suites run alphabetically (nccl before topology): the summary goes by cause, the missing GPU first
     assert failures[0].startswith(
         "  FAILED test_gpu_count: vm: found 3 GPU(s), expected 4 (3 GPU(s) under test, CUDA_VISIBLE_DEVICES=0,1,2, "
         "4 in the machine; hidden by CUDA_VISIBLE_DEVICES: NVML GPU 3 (NVIDIA H200, bus "
     )
-    assert failures[1].startswith("  FAILED test_gpu_model[gpu3]: gpu3: model: GPU not present")
-    links = failures.index("  FAILED 3 tests: link type: gpu3 not present (3 GPU(s) under test) (profile h200-4-nvswitch); "
-                           "test_link_type[gpu0-gpu3, gpu1-gpu3 and 1 more]")
-    pairs = failures.index("  FAILED 12 tests: P2P: gpu3 not present (3 GPU(s) under test) (profile h200-4-nvswitch); "
-                           "test_p2p_capability[gpu0-gpu3, gpu1-gpu3 and 4 more], test_p2p_cuda_agrees[gpu0-gpu3, gpu1-gpu3 and 4 more]")
-    nccl = next(i for i, line in enumerate(failures) if "the facts hold no NCCL sweep" in line)
-    assert 1 < links < pairs < nccl
-    # the HTML failures table in the same order
+    # then every test of gpu3, which follows from it
+    follow = summary[summary.index(failures[0]) + 1]
+    assert follow.startswith("         and ") and " test(s) that follow from it: test_gpu_model[gpu3], " in follow
+    assert "test_link_type[gpu0-gpu3, gpu1-gpu3 and 1 more]" in follow
+    assert "test_p2p_capability[gpu0-gpu3, gpu1-gpu3 and 4 more], test_p2p_cuda_agrees[gpu0-gpu3, gpu1-gpu3 and 4 more]" in follow
+    # what these facts lack of every GPU is a cause of its own, after it
+    assert any("the facts hold no NCCL sweep" in line for line in failures[1:])
+    # the HTML: the cause first, what follows from it under it, then the other causes
     page = (tmp_path / "reports" / "report.html").read_text()
-    table = page[page.index("id='failures'"):].split("</table>")[0]
-    layered = ("test_gpu_count", "test_gpu_model[gpu3]", "test_link_type[gpu0-gpu3]", "test_p2p_capability[gpu0-gpu3]",
-               "test_busbw[all_reduce-256MiB]")
-    order = [table.index(f"<td>{test_id}</td>") for test_id in layered]
+    section = page[page.index("id='causes'"):page.index("id='coverage'")]
+    caused = ("<b>test_gpu_count</b>", "<td>test_gpu_model[gpu3]</td>", "<td>test_link_type[gpu0-gpu3]</td>",
+              "<td>test_p2p_capability[gpu0-gpu3]</td>", "<span>test_busbw[all_reduce-256MiB]</span>")
+    order = [section.index(part) for part in caused]
     assert order == sorted(order)
 
 
@@ -116,7 +123,7 @@ def test_failures_of_a_real_run_come_by_layer():
     lines = summary_lines(load_results(NO_P2P).tests)
     failures = [line for line in lines if line.startswith("  FAILED")]
     # the run recorded its DDP tests first; NCCL is the layer below
-    assert lines[0] == "25 test(s) did not pass, in layer order (inventory, health, topology, p2p, nccl, bandwidth, ddp, baseline):"
+    assert lines[0] == "25 test(s) did not pass, root causes first:"
     assert failures[0].startswith("  FAILED test_busbw[all_reduce-256MiB]: all_reduce 256 MiB: busbw 27.87 GB/s < 315 GB/s (")
     assert failures[15].startswith("  FAILED test_pair_busbw[gpu0-gpu1]: gpu0-gpu1: send/receive 22.9 GB/s < 261.2 GB/s (")
     assert failures[-1].startswith("  FAILED test_ddp_scaling[4gpu-bs8]: 4gpu-bs8: scaling efficiency 0.4981 < 0.8036 (")
@@ -130,7 +137,8 @@ def test_a_test_that_raised_is_grouped_and_points_to_its_traceback():
         for case in ("all_reduce-256MiB", "all_reduce-1GiB", "all_reduce-4GiB")
     ]
     assert summary_lines(raised) == [
-        "3 test(s) did not pass, 1 cause(s), in layer order (inventory, health, topology, p2p, nccl, bandwidth, ddp, baseline):",
+        "not checked: nccl — 3 test(s) not judged",
+        "3 test(s) did not pass, 1 cause(s), root causes first:",
         "  ERROR  3 tests: RuntimeError: NCCL stage could not start; test_busbw[all_reduce-256MiB, all_reduce-1GiB and 1 more]",
         "3 of them ended without a verdict (an exception in the suite or a fixture): run again with --tb=short for the traceback",
     ]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.facts import run_verdict
+from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.run_record import load_results
 from tests.helpers import EXAMPLES, write
 from tests.test_cli import one_error_line, without_driver
@@ -29,8 +30,9 @@ def test_a_record_judges_itself_as_the_outcome_policy_does():
     failed = load_results(RESULTS / "h200x4-nccl-p2p-disabled.json")
     verdict = failed.judged()
     assert verdict.exit_code == failed.exit_code() == 1 and verdict.result == "failed"
-    assert verdict.failed == [t.id for t in failed.tests if t.outcome == "failed"]
-    first = next(t for t in failed.tests if t.outcome == "failed")
+    # root causes first, then by area from the bottom up (facts/coverage.py)
+    assert verdict.failed == [t.id for t in causes_first(failed.tests) if t.outcome == "failed"]
+    first = next(t for t in causes_first(failed.tests) if t.outcome == "failed")
     assert verdict.cause.startswith(f"{first.id}: ") and verdict.cause.endswith(f"(+{len(verdict.failed) - 1} more failed)")
     healthy = load_results(RESULTS / "h200x4.json").judged()
     assert (healthy.exit_code, healthy.result, healthy.cause, healthy.failed) == (0, "passed", "", [])
@@ -79,9 +81,14 @@ def test_a_run_without_a_driver_leaves_a_verdict_with_its_cause(tmp_path):
 def test_the_verdict_of_a_finished_run_is_in_results_json_too(tmp_path):
     done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "--reports",
                       str(tmp_path), "-q")
-    assert done.returncode == 0, done.stderr
+    # those facts predate the health readings, the per-GPU loads and the telemetry: could not judge them
+    assert done.returncode == 2, done.stderr
     record = load_results(tmp_path / "results.json")
     assert record.verdict == run_verdict.load_verdict(tmp_path / "verdict.json") == record.judged()
+    assert record.verdict is not None and record.verdict.result == "not_judged" and record.verdict.not_checked[1:] == [
+        "not checked: compute — the facts hold no per-GPU loads (24 test(s) not judged)",
+        "not checked: telemetry — the facts hold no telemetry (12 test(s) not judged)",
+    ]
 
 
 @pytest.mark.slow

@@ -700,10 +700,13 @@ def _torchrun(args, extra: list[str]) -> int:
 
 
 def _measure(facts, options: RunOptions, drills):
-    """Every stage the profile asks for, run exactly as a pytest session runs them."""
+    """Every stage the profile asks for, run exactly as a pytest session runs them, with the health
+    readings after each and the telemetry sampled meanwhile: facts that judge anywhere later what a
+    standard run judges (facts without them could not judge those checks)."""
     from gpuaccept.stages.health import SessionListener, SnapshotAfterStage, with_health
     from gpuaccept.stages.registry import STAGES
     from gpuaccept.stages.store import MeasurementStore
+    from gpuaccept.stages.telemetry import TelemetryLog, read_telemetry
 
     catalog = ProfileCatalog.with_shipped(list(options.profile_dirs))
     choice = options.profile
@@ -718,15 +721,21 @@ def _measure(facts, options: RunOptions, drills):
         snapshot = SnapshotAfterStage(Path(folder), say)
         store = MeasurementStore(Path(folder), live=True, say=say, confirm=options.confirm, after_stage=[snapshot], drills=drills)
         listener = SessionListener(facts, Path(folder))
+        telemetry = TelemetryLog(Path(folder), facts, profile.spec.burnin.telemetry_period_s)
         listener.start()
+        telemetry.start()
         try:
             store.expect(list(STAGES), facts, profile)  # each stage's workers start while the one before runs
             for stage in STAGES:
                 facts = store.with_stage(stage, facts, profile)
         finally:
             store.close()
+            telemetry.stop()
             listener.stop()
         facts = with_health(facts, Path(folder))
+        sampled = read_telemetry(Path(folder))
+        if sampled is not None:
+            facts = facts.model_copy(update={"telemetry": sampled})
     return facts
 
 

@@ -16,6 +16,10 @@ machine is not proven good, and it is not shown bad either. A fixture that raise
 could judge is an error too (a test whose own code raised is failed, as pytest counts it). Bad usage
 and unreadable input exit 2 before anything is judged (errors.py); an interrupted run exits 1 where
 a check had failed by then and 2 otherwise; one that judged nothing exits 2.
+
+Facts that lack what a check judges (a stage the profile asks for, a health reading, the telemetry,
+a GPU that is not there) make it "could not judge", never a skip: a skip is only what the profile
+does not ask for (`outcome_of_missing`).
 """
 
 from __future__ import annotations
@@ -65,6 +69,14 @@ SHOWN: dict[str, str] = {
 def test_outcome(verdict_outcome: str) -> TestOutcome:
     """The test's outcome for a verdict's (an `Outcome` or its text)."""
     return TEST_OUTCOME[Outcome(verdict_outcome).value]
+
+
+def outcome_of_missing(asked: bool) -> Outcome:
+    """The outcome of a check whose facts lack what it judges (a stage's measurements, a reading):
+    could not judge where the profile asks for it (an error: the machine is not proven good), not
+    applicable where it does not. A skip is only what the profile does not ask for, never what was
+    not measured."""
+    return Outcome.ERROR if asked else Outcome.NOT_APPLICABLE
 
 
 def exit_code(outcomes: Iterable[str]) -> int:

@@ -16,7 +16,7 @@ BASELINE_VALUE = Subjects(
 )
 
 
-@check(subjects=BASELINE_VALUE)
+@check(subjects=BASELINE_VALUE, headline=True)
 def no_regression(judge: Judge, profile: Profile, facts: Facts, key: str, baseline: Baseline, max_regression: float) -> Verdict:
     """This run's value is at most `--max-regression` (a share) worse than the baseline's: more where
     the baseline's own runs varied more (twice their spread, up to a cap)."""

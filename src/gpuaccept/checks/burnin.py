@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuaccept.checks.declare import Subjects, check
+from gpuaccept.checks.missing import BURNIN
 from gpuaccept.checks.stages import STAGE_VALUES, Check
 from gpuaccept.checks.verdict import Better, Judge, Outcome, Verdict
 from gpuaccept.facts.model import BurnInRound, Facts
@@ -91,7 +92,7 @@ def over_rounds(_: Judge, profile: Profile, facts: Facts, case: BurninCase) -> V
     judge = case.check.judge(profile)  # the verdict is the value's, named by its own check
     burnin = facts.burnin
     if burnin is None:
-        return judge.error(case.name, "the facts hold no burn-in (run `gpu-accept burn-in --duration 30m`)")
+        return judge.missing(case.name, BURNIN)
     rounds = [r for r in burnin.rounds_with(case.stage) if case.key is None or _measured(r, case.key)]
     if not rounds:
         what = f"the {case.stage} stage" if case.key is None else str(case.key)

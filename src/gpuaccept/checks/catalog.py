@@ -7,6 +7,7 @@ import importlib
 import sys
 
 from gpuaccept.checks.declare import CHECK_MODULES, Declaration, declared_checks
+from gpuaccept.vocabulary.areas import ROOT_CAUSES
 
 HEADER = """# What is checked
 
@@ -15,6 +16,9 @@ Every check the suites run, as the checks declare themselves (`@check(...)` in
 when this file is not what the declarations say.
 
 - **test id**: how the test reads in a run (one subject shown), one test per subject the profile asks for.
+- **area**: the area of the machine it judges, as coverage by area counts it in every report (a root
+  cause marks the checks whose failure is the cause of others: a GPU missing, someone else's load on
+  a GPU); **headline**: its value is shown beside its limit in the terminal's summary when it passes.
 - **stage**: the measurement stage whose value it judges (none: it reads what the probe found).
 - **marginal**: its value is judged with the profile's marginal band (`judging.marginal_band`): a
   value that passes between the limit and the marginal line is marked marginal, and the criterion
@@ -51,10 +55,12 @@ def _row(declaration: Declaration) -> str:
         test_id,
         f"`{declaration.name}`",
         subject.described,
+        declaration.area + (f" (the root cause of {ROOT_CAUSES[declaration.root]})" if declaration.root else ""),
         declaration.stage or "",
         _mark(declaration.marginal),
         _mark(staged and declaration.measured_again),
         _mark(staged and declaration.in_burnin),
+        _mark(declaration.headline),
         declaration.summary.replace("|", "\\|"),
     ]
     return "| " + " | ".join(cells) + " |"
@@ -73,7 +79,10 @@ def checks_markdown() -> str:
         if mine[0].runner == "cluster":
             lines += ["Judged by `gpu-accept cluster` over every node of one job ([many-nodes.md](many-nodes.md)), "
                       "its JUnit cases named like the suites' tests.", ""]
-        lines += ["| test id | check | subjects | stage | marginal | again | burn-in | what |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "| test id | check | subjects | area | stage | marginal | again | burn-in | headline | what |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         lines += [_row(declaration) for declaration in mine]
         lines.append("")
     lines.append(f"{len(declared)} checks.")

@@ -3,7 +3,7 @@ copy and triad bandwidth, and the memory pattern test. One verdict per GPU each.
 
 A GPU whose load hung or crashed fails its tests with the step named. Facts that hold no per-GPU
 loads at all (recorded before the compute stage existed, or with a profile that asked for none)
-are judged as they were then: the tests say so and are skipped, never passed; a live run always
+could not judge the values the profile asks for: never passed, never skipped; a live run always
 measures them. Wrong data (a GEMM result that differs from the first, NaN or
 Inf, a memory word read back wrong) fails at once and is never measured away.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuaccept.checks.declare import GPU, StepKeys, check
+from gpuaccept.checks.missing import PER_GPU_LOADS
 from gpuaccept.checks.verdict import AtLeast, Criterion, Equals, Judge, Verdict
 from gpuaccept.facts.model import ComputeSweep, Facts, GemmResult, HbmResult, MemtestResult
 from gpuaccept.profile.model import Profile
@@ -20,10 +21,6 @@ from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.links import gpu_key
 from gpuaccept.vocabulary.steps import LoadKey, LoadKind, StepKey
 
-NO_MEASUREMENT = (
-    "not judged: the facts hold no per-GPU loads (recorded without the compute stage; "
-    "`gpu-accept record --measure --profile {profile}` records them)"
-)
 GIB = 1 << 30
 
 Result = GemmResult | HbmResult | MemtestResult
@@ -51,7 +48,7 @@ def _result(judge: Judge, profile: Profile, facts: Facts, key: LoadKey, criterio
     subject = gpu_key(key.gpu)
     sweep = facts.measurements.compute
     if sweep is None:
-        return judge.not_applicable(subject, NO_MEASUREMENT.format(profile=profile.name))
+        return judge.missing(subject, PER_GPU_LOADS, criterion)
     failure = sweep.failure(key)
     if failure:
         return judge.step_failed(subject, failure, criterion)
@@ -69,7 +66,7 @@ def _gemm_note(result: GemmResult) -> str:
     return f"{result.dtype} {result.size}x{result.size}x{result.size}, {result.repeats} products, {result.time_us:.0f} us each"
 
 
-@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("gemm"), attempts=_keys("gemm"))
+@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("gemm"), attempts=_keys("gemm"), headline=True)
 def gemm_throughput(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """Sustained GEMM throughput of the GPU is at least the profile's `compute.gemm.min_tflops`."""
     compute = profile.spec.compute
@@ -162,13 +159,13 @@ def _hbm(judge: Judge, what: LoadKind, profile: Profile, facts: Facts, gpu: int)
     return judge(gpu_key(gpu), label, result.GBps, criterion, note=note, context={"time_us": round(result.time_us, 1)})
 
 
-@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_copy"), attempts=_keys("hbm_copy"))
+@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_copy"), attempts=_keys("hbm_copy"), headline=True)
 def hbm_copy(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """HBM copy bandwidth of the GPU is at least the profile's `compute.hbm.copy_min`."""
     return _hbm(judge, "hbm_copy", profile, facts, gpu)
 
 
-@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_triad"), attempts=_keys("hbm_triad"))
+@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_triad"), attempts=_keys("hbm_triad"), headline=True)
 def hbm_triad(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """HBM triad bandwidth of the GPU is at least the profile's `compute.hbm.triad_min`."""
     return _hbm(judge, "hbm_triad", profile, facts, gpu)

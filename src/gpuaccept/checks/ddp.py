@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from gpuaccept.checks.declare import Subjects, check
+from gpuaccept.checks.missing import DDP_SWEEP, DDP_SWEEP_WITHOUT_P2P
 from gpuaccept.checks.verdict import AtLeast, AtMost, Criterion, Judge, Verdict
 from gpuaccept.facts.model import DdpResult, DdpSweep, Facts
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.steps import DdpKey, StepKey, parse_ddp_case
-
-NO_SWEEP = "the facts hold no DDP sweep{what} (record them with `gpu-accept record --measure --profile {profile}`)"
 
 
 def ddp_cases(profile: Profile) -> list[str]:
@@ -22,8 +21,12 @@ def ddp_cases(profile: Profile) -> list[str]:
     return cases
 
 
-DDP_CASE = Subjects("ddp_case", ddp_cases, str, "no DDP settings", "each DDP setting the profile sets a limit for",
-                    "4gpu-bs8")
+def _ranks(profile: Profile, case: str) -> list[int]:
+    """The GPUs a setting trains on: the first `world` of the machine."""
+    return list(range(parse_ddp_case(case)[0]))
+
+
+DDP_CASE = Subjects("ddp_case", ddp_cases, str, "no DDP settings", "each DDP setting the profile sets a limit for", "4gpu-bs8", _ranks)
 
 
 def _scaling_keys(profile: Profile, case: str) -> list[StepKey]:
@@ -35,11 +38,11 @@ def _both_arms(profile: Profile, case: str) -> list[StepKey]:
 
 
 def _throughput(
-    judge: Judge, sweep: DdpSweep | None, case: str, world: int, batch: int, accumulation: int, criterion: Criterion, profile: str
+    judge: Judge, sweep: DdpSweep | None, case: str, world: int, batch: int, accumulation: int, criterion: Criterion
 ) -> DdpResult | Verdict:
     """The result of one setting, or the verdict that says why there is none."""
     if sweep is None:
-        return judge.error(case, NO_SWEEP.format(what="", profile=profile), criterion)
+        return judge.missing(case, DDP_SWEEP, criterion)
     failure = sweep.failure(DdpKey(world, batch, accumulation, sweep.p2p_disabled))
     if failure:
         return judge.step_failed(case, failure, criterion)
@@ -49,7 +52,7 @@ def _throughput(
     return result
 
 
-@check(subjects=DDP_CASE, name="ddp_scaling", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys)
+@check(subjects=DDP_CASE, name="ddp_scaling", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys, headline=True)
 def scaling(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     """DDP training throughput per GPU at a setting, as a share of one GPU's, is at least the profile's efficiency."""
     minimum = profile.spec.ddp.min_efficiency.get(case) if profile.spec.ddp else None
@@ -59,11 +62,11 @@ def scaling(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     world, batch, accumulation = parse_ddp_case(case)
     sweep = facts.measurements.ddp
     if sweep is None:
-        return judge.error(case, NO_SWEEP.format(what="", profile=profile.name), criterion)
-    many = _throughput(judge, sweep, case, world, batch, accumulation, criterion, profile.name)
+        return judge.missing(case, DDP_SWEEP, criterion)
+    many = _throughput(judge, sweep, case, world, batch, accumulation, criterion)
     if isinstance(many, Verdict):
         return many
-    one = _throughput(judge, sweep, case, 1, batch, accumulation, criterion, profile.name)
+    one = _throughput(judge, sweep, case, 1, batch, accumulation, criterion)
     if isinstance(one, Verdict):
         return one
     efficiency = facts.measurements.ddp_efficiency(world, batch, accumulation)
@@ -80,7 +83,7 @@ def scaling(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     return judge(case, "scaling efficiency", efficiency, criterion, note=note, context=context)
 
 
-@check(subjects=DDP_CASE, name="ddp_exposed_comm", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys)
+@check(subjects=DDP_CASE, name="ddp_exposed_comm", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys, headline=True)
 def exposed_communication(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     """The share of a DDP step spent in gradient communication not hidden by compute is at most the profile's."""
     maximum = profile.spec.ddp.max_exposed_comm.get(case) if profile.spec.ddp else None
@@ -88,7 +91,7 @@ def exposed_communication(judge: Judge, profile: Profile, facts: Facts, case: st
         return judge.not_applicable(case, "the profile sets no exposed-communication limit for this setting")
     criterion = AtMost(maximum)
     world, batch, accumulation = parse_ddp_case(case)
-    result = _throughput(judge, facts.measurements.ddp, case, world, batch, accumulation, criterion, profile.name)
+    result = _throughput(judge, facts.measurements.ddp, case, world, batch, accumulation, criterion)
     if isinstance(result, Verdict):
         return result
     exposed = result.exposed_share
@@ -98,7 +101,7 @@ def exposed_communication(judge: Judge, profile: Profile, facts: Facts, case: st
     return judge(case, "exposed communication", exposed, criterion, note=note)
 
 
-@check(subjects=DDP_CASE, name="ddp_nvlink_speedup", marginal=True, stage="ddp", in_burnin=False, attempts=_both_arms)
+@check(subjects=DDP_CASE, name="ddp_nvlink_speedup", marginal=True, stage="ddp", in_burnin=False, attempts=_both_arms, headline=True)
 def nvlink_speedup(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     """DDP training with P2P is at least the profile's factor faster than with NCCL_P2P_DISABLE=1."""
     minimum = profile.spec.ddp.nvlink_ab.get(case) if profile.spec.ddp else None
@@ -109,13 +112,13 @@ def nvlink_speedup(judge: Judge, profile: Profile, facts: Facts, case: str) -> V
         return judge.not_applicable(case, "the profile says P2P is not supported: there is no P2P path to compare")
     criterion = AtLeast(minimum, "x")
     world, batch, accumulation = parse_ddp_case(case)
-    with_p2p = _throughput(judge, facts.measurements.ddp, case, world, batch, accumulation, criterion, profile.name)
+    with_p2p = _throughput(judge, facts.measurements.ddp, case, world, batch, accumulation, criterion)
     if isinstance(with_p2p, Verdict):
         return with_p2p
     without_sweep = facts.measurements.ddp_without_p2p
     if without_sweep is None:
-        return judge.error(case, NO_SWEEP.format(what=" without P2P", profile=profile.name), criterion)
-    without = _throughput(judge, without_sweep, case, world, batch, accumulation, criterion, profile.name)
+        return judge.missing(case, DDP_SWEEP_WITHOUT_P2P, criterion)
+    without = _throughput(judge, without_sweep, case, world, batch, accumulation, criterion)
     if isinstance(without, Verdict):
         return without
     ratio = facts.measurements.ddp_speedup(world, batch, accumulation)

@@ -8,6 +8,12 @@ measured again before it fails, whether a burn-in judges it over its rounds, whe
 beside the sustained load), and whether its value is judged with the profile's marginal band. The
 check function receives its `Judge`, made from the declaration: no check retypes its own name.
 
+It also says what every writer needs of it, carried on each of its verdicts (facts/verdict.py): the
+area of the machine it judges (vocabulary/areas.py: its stage's, else its module's), the GPUs each
+subject involves, whether its failure is a root cause of other checks (a GPU missing, someone
+else's load on a GPU), and whether its value is a headline worth seeing when it passes. So coverage
+by area and causes first are read from data, and no writer types a check's name.
+
 Derived from the registry: the test parametrization of the plugin (plugin/parametrize.py), the
 values of each stage (checks/stages.py's STAGE_VALUES), the health families, the golden verdicts of
 the tests, and docs/checks.md (`python -m gpuaccept.checks.catalog > docs/checks.md`).
@@ -27,6 +33,7 @@ from typing import Any, Concatenate, Generic, Literal, ParamSpec
 from gpuaccept.checks.verdict import Judge, Verdict, best_attempt
 from gpuaccept.facts.model import Facts
 from gpuaccept.profile.model import Profile
+from gpuaccept.vocabulary.areas import AREAS, RootCause
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.steps import StageName, StepKey
 
@@ -40,6 +47,13 @@ CHECK_MODULES = (
     "inventory", "health", "topology", "affinity", "p2p", "fabric", "compute", "ddp", "telemetry", "heat", "burnin", "baseline",
     "cluster",
 )
+# the area of each module's checks, where a check names no stage (a stage's checks are of the area
+# the stage is named after: nccl, copies, ddp, compute)
+MODULE_AREAS = {
+    "inventory": "inventory", "health": "health", "topology": "topology", "affinity": "topology", "p2p": "p2p", "fabric": "nccl",
+    "compute": "compute", "ddp": "ddp", "telemetry": "telemetry", "heat": "burn-in", "burnin": "burn-in", "baseline": "baseline",
+    "cluster": "cluster",
+}
 
 
 @dataclass(frozen=True)
@@ -53,16 +67,25 @@ class Subjects:
     nothing: str
     described: str  # for people: "each GPU"
     example: str = ""  # one subject as a test id writes it: "gpu0"
+    # the GPUs a subject involves (what a missing GPU or someone else's load on one fails); None where
+    # no GPU of the machine is its subject (the machine's driver, a baseline value, a cluster's node)
+    gpus: Callable[[Profile, Any], list[int]] | None = None
+
+
+def every_gpu(profile: Profile, subject: Any) -> list[int]:
+    """A subject measured on every GPU the profile asks for (a collective at one size)."""
+    return list(range(profile.gpu_count))
 
 
 MACHINE = Subjects("", lambda profile: [None], lambda subject: "", "", "the machine")
-GPU = Subjects("gpu", lambda profile: list(range(profile.gpu_count)), gpu_key, "no GPUs", "each GPU", "gpu0")
+GPU = Subjects("gpu", lambda profile: list(range(profile.gpu_count)), gpu_key, "no GPUs", "each GPU", "gpu0", lambda profile, gpu: [gpu])
 GPU_PAIR = Subjects(
-    "gpu_pair", lambda profile: list(profile.gpu_pairs()), lambda pair: pair_key(*pair), "no GPU pairs", "each GPU pair", "gpu0-gpu1"
+    "gpu_pair", lambda profile: list(profile.gpu_pairs()), lambda pair: pair_key(*pair), "no GPU pairs", "each GPU pair", "gpu0-gpu1",
+    lambda profile, pair: sorted(pair),
 )
 GPU_ORDERED_PAIR = Subjects(
     "gpu_ordered_pair", lambda profile: list(profile.ordered_gpu_pairs()), lambda pair: pair_key(*pair), "no GPU pairs",
-    "each ordered GPU pair (both ways)", "gpu1-gpu0",
+    "each ordered GPU pair (both ways)", "gpu1-gpu0", lambda profile, pair: sorted(pair),
 )
 
 
@@ -83,6 +106,9 @@ class Declaration:
     family: str | None = None  # a family of checks the suites mark alike (health_state, health_run)
     test: str | None = None  # the suites' test of it, where it is not test_<name>
     runner: Runner = "suites"
+    area: str = ""  # the area of the machine it judges (vocabulary/areas.py)
+    root: RootCause | None = None  # what its failure is the root cause of, where it is one
+    headline: bool = False  # its value is worth seeing when it passes (the terminal's summary shows it)
 
     @property
     def test_name(self) -> str:
@@ -114,6 +140,10 @@ class DeclaredCheck(Generic[P]):
         return self.declaration.attempts(profile, subject) if self.declaration.attempts is not None else []
 
     def __call__(self, profile: Profile, *args: P.args, **kwargs: P.kwargs) -> Verdict:
+        subject = args[1] if len(args) > 1 else None
+        return self.declared(self._judged_on_every_attempt(profile, *args, **kwargs), profile, subject)
+
+    def _judged_on_every_attempt(self, profile: Profile, *args: P.args, **kwargs: P.kwargs) -> Verdict:
         judge = self.judge(profile)
         attempts = self.declaration.attempts
         first = self.judged(judge, profile, *args, **kwargs)
@@ -127,6 +157,17 @@ class DeclaredCheck(Generic[P]):
                 rest = (facts.at_attempt(index), *args[1:])
                 found.append(self.judged(judge, profile, *rest, **kwargs))  # type: ignore[arg-type]
         return best_attempt(found)
+
+    def declared(self, verdict: Verdict, profile: Profile, subject: Any) -> Verdict:
+        """`verdict` with what this check declares for every writer: its area, the GPUs its subject
+        involves (a root cause's own, where it names the GPUs at fault), whether it is a root cause and
+        whether its value is a headline."""
+        declaration = self.declaration
+        update: dict[str, Any] = {"area": declaration.area, "root": declaration.root, "headline": declaration.headline}
+        gpus_of = declaration.subjects.gpus
+        if gpus_of is not None and subject is not None and not (declaration.root and verdict.gpus):
+            update["gpus"] = gpus_of(profile, subject)
+        return verdict.model_copy(update=update)
 
 
 REGISTRY: dict[str, DeclaredCheck[Any]] = {}
@@ -147,20 +188,28 @@ def check(
     family: str | None = None,
     test: str | None = None,
     runner: Runner = "suites",
+    area: str | None = None,
+    root: RootCause | None = None,
+    headline: bool = False,
 ) -> Callable[[Callable[Concatenate[Judge, Profile, P], Verdict]], DeclaredCheck[P]]:
     """Declare a check (see the module's docstring); it is registered under its name."""
 
     def declare(judged: Callable[Concatenate[Judge, Profile, P], Verdict]) -> DeclaredCheck[P]:
         summary = (judged.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
-        declaration = Declaration(
-            name or judged.__name__, judged.__module__.rsplit(".", 1)[-1], " ".join(summary.split()), subjects, marginal, stage, asked,
-            measured_again, in_burnin, judged_beside_load, key_of, attempts, family, test, runner,
-        )
-        earlier = REGISTRY.get(declaration.name)
+        module = judged.__module__.rsplit(".", 1)[-1]
+        named = name or judged.__name__
+        earlier = REGISTRY.get(named)
         # a module imported again (pytest's in-process runs restore sys.modules) declares its checks
         # again: the same function replaces itself; another function of the same name is a mistake
         if earlier is not None and (earlier.judged.__module__, earlier.judged.__qualname__) != (judged.__module__, judged.__qualname__):
-            raise ValueError(f"check {declaration.name!r} is declared twice: {earlier.judged.__module__} and {judged.__module__}")
+            raise ValueError(f"check {named!r} is declared twice: {earlier.judged.__module__} and {judged.__module__}")
+        declared_area = area or stage or MODULE_AREAS.get(module, "")
+        if declared_area not in AREAS:
+            raise ValueError(f"check {named!r}: area {declared_area!r} is not one of {', '.join(AREAS)}")
+        declaration = Declaration(
+            named, module, " ".join(summary.split()), subjects, marginal, stage, asked,
+            measured_again, in_burnin, judged_beside_load, key_of, attempts, family, test, runner, declared_area, root, headline,
+        )
         declared = DeclaredCheck(judged, declaration)
         REGISTRY[declaration.name] = declared
         return declared
@@ -182,3 +231,9 @@ def subject_kinds() -> dict[str, Subjects]:
     """Every kind of subject the suites' checks have, by the fixture a suite asks for it by."""
     kinds = (declared.declaration.subjects for declared in declared_checks())
     return {kind.fixture: kind for kind in kinds if kind.fixture}
+
+
+def areas_of_tests() -> dict[str, str]:
+    """The area of each suite test, by its function's name (`test_busbw`: nccl): what a run that left
+    tests out (-k, -m, test ids) did not check."""
+    return {found.declaration.test_name: found.declaration.area for found in declared_checks()}

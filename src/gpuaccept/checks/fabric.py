@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpuaccept.checks.declare import GPU, GPU_ORDERED_PAIR, GPU_PAIR, Subjects, check
+from gpuaccept.checks.declare import GPU, GPU_ORDERED_PAIR, GPU_PAIR, Subjects, check, every_gpu
+from gpuaccept.checks.missing import COPY_BANDWIDTH, NCCL_SWEEP, PAIRWISE_SWEEP
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import AtLeast, Context, Criterion, Equals, Judge, Verdict
 from gpuaccept.facts.model import CollectiveResult, Facts, Unavailable
@@ -20,8 +21,6 @@ from gpuaccept.vocabulary.copies import CopyKind, floor_key
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
 from gpuaccept.vocabulary.steps import CollectiveKey, CopyKey, PairKey, StepKey, collective_label
-
-NO_MEASUREMENT = "the facts hold no {what} (record them with `gpu-accept record --measure --profile {profile}`)"
 
 
 def busbw_cases(profile: Profile) -> list[tuple[Collective, str]]:
@@ -38,7 +37,7 @@ def case_id(collective: str, size: str) -> str:
 
 BUSBW_CASE = Subjects(
     "busbw_case", lambda profile: list(busbw_cases(profile)), lambda case: case_id(*case), "no collective bandwidth floors",
-    "each collective and size the profile sets a floor for", "all_reduce-1GiB",
+    "each collective and size the profile sets a floor for", "all_reduce-1GiB", every_gpu,
 )
 
 
@@ -61,7 +60,7 @@ def _collective_result(
     label = collective_label(key.collective, key.size_bytes)
     sweep = facts.measurements.collectives
     if sweep is None:
-        return judge.error(label, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
+        return judge.missing(label, NCCL_SWEEP, criterion)
     failure = sweep.failure(key)
     if failure:
         return judge.step_failed(label, failure, criterion)
@@ -93,7 +92,7 @@ def collective_step_keys(profile: Profile, case: tuple[Collective, str]) -> list
     return [collective_step_key(case)]
 
 
-@check(subjects=BUSBW_CASE, marginal=True, stage="nccl", judged_beside_load=False, attempts=collective_step_keys)
+@check(subjects=BUSBW_CASE, marginal=True, stage="nccl", judged_beside_load=False, attempts=collective_step_keys, headline=True)
 def busbw(judge: Judge, profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
     """NCCL bus bandwidth of a collective at a size is at least the profile's floor."""
     collective, size_text = case
@@ -134,7 +133,7 @@ def pair_step_keys(profile: Profile, pair: tuple[int, int]) -> list[StepKey]:
     return [PairKey.between(*pair)]
 
 
-@check(subjects=GPU_PAIR, marginal=True, stage="nccl", asked=_pairwise, judged_beside_load=False, attempts=pair_step_keys)
+@check(subjects=GPU_PAIR, marginal=True, stage="nccl", asked=_pairwise, judged_beside_load=False, attempts=pair_step_keys, headline=True)
 def pair_busbw(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     """Send/receive bandwidth between two GPUs is at least the profile's pairwise floor."""
     subject = pair_key(*pair)
@@ -144,7 +143,7 @@ def pair_busbw(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, in
     criterion = AtLeast(spec.min_busbw, "GB/s")
     sweep = facts.measurements.pairwise
     if sweep is None:
-        return judge.error(subject, NO_MEASUREMENT.format(what="pairwise sweep", profile=profile.name), criterion)
+        return judge.missing(subject, PAIRWISE_SWEEP, criterion)
     failure = sweep.failure(PairKey.between(*pair))
     if failure:
         return judge.step_failed(subject, failure, criterion)
@@ -170,7 +169,7 @@ def _copy_verdict(judge: Judge, profile: Profile, facts: Facts, what: CopyKind, 
     criterion = AtLeast(floor, "GB/s")
     sweep = facts.measurements.copies
     if sweep is None:
-        return judge.error(subject, NO_MEASUREMENT.format(what="copy bandwidth", profile=profile.name), criterion)
+        return judge.missing(subject, COPY_BANDWIDTH, criterion)
     failure = sweep.failure(CopyKey(what, gpus))
     if failure:
         return judge.step_failed(subject, failure, criterion)
@@ -194,8 +193,11 @@ def _copies_asked(what: CopyKind) -> Callable[[Profile], bool]:
 
 
 def _copy(what: CopyKind) -> dict[str, Any]:
-    """What every copy check declares: a marginal band, the copy stage, judged on every attempt."""
-    return {"marginal": True, "stage": "copies", "asked": _copies_asked(what), "judged_beside_load": False, "attempts": _copy_keys(what)}
+    """What every copy check declares: a marginal band, the copy stage, judged on every attempt, a headline value."""
+    return {
+        "marginal": True, "stage": "copies", "asked": _copies_asked(what), "judged_beside_load": False, "attempts": _copy_keys(what),
+        "headline": True,
+    }
 
 
 @check(subjects=GPU, **_copy("local"))
@@ -248,7 +250,7 @@ def nvls(judge: Judge, profile: Profile, facts: Facts) -> Verdict:
     offered = _multicast_missing(facts)
     sweep = facts.measurements.collectives
     if sweep is None:
-        return judge.error(subject, NO_MEASUREMENT.format(what="NCCL sweep", profile=profile.name), criterion)
+        return judge.missing(subject, NCCL_SWEEP, criterion)
     used = sweep.nvls
     if used is None:
         return judge.error(subject, "could not be established: the facts were recorded before NVLS use was read", criterion)

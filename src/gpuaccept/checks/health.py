@@ -4,7 +4,9 @@ NVLink), from the health snapshots in the facts.
 Two families. State checks judge the first snapshot ("start", before any load): what a quick
 gate between jobs needs. Run checks judge the change from the first snapshot to the last (a delta
 the run caused is the strongest evidence) and the readings taken after load; with one snapshot
-only, no load ran and they judge nothing. A reading NVML did not give ("not supported", not in a
+only, no load ran: they could not judge where the profile asks for loads (facts recorded without
+them), and judge nothing where it asks for none. Facts with no health readings at all could not
+judge any of them. A reading NVML did not give ("not supported", not in a
 recording) makes the check not applicable, with the reason: never a pass, never a 0.
 """
 
@@ -17,7 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuaccept.checks.declare import GPU, REGISTRY, DeclaredCheck, Subjects, check
-from gpuaccept.checks.verdict import AtMost, Criterion, Described, Equals, Judge, Outcome, Verdict
+from gpuaccept.checks.missing import HEALTH_READINGS, KERNEL_LOG, LOAD_FOR_HEALTH, XID_LISTENER
+from gpuaccept.checks.stages import stages_asked
+from gpuaccept.checks.verdict import AtMost, Criterion, Described, Equals, Judge, Verdict
 from gpuaccept.facts.model import Facts, HealthSnapshot, Unavailable, XidEvent
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key
@@ -25,7 +29,6 @@ from gpuaccept.vocabulary.links import gpu_key
 RECOVERY_ACTIONS = {0: "none", 1: "GPU reset", 2: "node reboot", 3: "drain P2P", 4: "drain and reset"}
 # PCIe transfer rate per lane by generation, GT/s: DCGM's expected replay rate is lanes x this x 1e-12 x 60 per minute
 PCIE_GTPS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0, 7: 128.0}
-NO_LOAD = "no load ran: delta not judged (only the start snapshot was taken)"
 LISTENED_ON = "NVML events listened for on "  # how probe/health.py's XidListener notes where it listened
 NO_SNAPSHOT_AFTER_LOAD = "no health snapshot after the load could be taken (only the start snapshot is in the facts)"
 
@@ -33,7 +36,7 @@ NO_SNAPSHOT_AFTER_LOAD = "no health snapshot after the load could be taken (only
 # one NVLink of a GPU: `test_nvlink_errors_during_run[gpu0-link3]`
 GPU_LINK = Subjects(
     "gpu_link", lambda profile: gpu_links(profile), lambda gpu_link: link_id(gpu_link), "no NVLinks", "each NVLink the profile expects up",
-    "gpu0-link0",
+    "gpu0-link0", lambda profile, gpu_link: [gpu_link[0]],
 )
 
 
@@ -43,16 +46,14 @@ def _snapshots(facts: Facts, gpu: int) -> list[HealthSnapshot]:
 
 def _none_taken(judge: Judge, facts: Facts, gpu: int) -> Verdict | None:
     if facts.gpu(gpu) is None:
-        return judge.not_applicable(gpu_key(gpu), f"GPU not present ({facts.gpu_count} GPU(s) under test): test_gpu_count fails it")
+        return judge.absent_gpu(gpu_key(gpu), gpu, facts.gpu_count)
     if not _snapshots(facts, gpu):
         others = sorted({snapshot.gpu for snapshot in facts.health.snapshots})
         if others:
             # the others were read: this GPU's health was asked for and is not there (one that stopped answering)
             seen = ", ".join(gpu_key(other) for other in others)
             return judge.error(gpu_key(gpu), f"no health snapshot of this GPU, though the facts hold those of {seen}")
-        return judge.not_applicable(
-            gpu_key(gpu), "these facts hold no health snapshot of this GPU (recorded before health readings, or read from text)"
-        )
+        return judge.missing(gpu_key(gpu), HEALTH_READINGS)
     return None
 
 
@@ -61,22 +62,23 @@ def _start(judge: Judge, facts: Facts, gpu: int) -> HealthSnapshot | Verdict:
     return missing if missing is not None else _snapshots(facts, gpu)[0]
 
 
-def _first_and_last(judge: Judge, facts: Facts, gpu: int) -> tuple[HealthSnapshot, HealthSnapshot] | Verdict:
+def _first_and_last(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> tuple[HealthSnapshot, HealthSnapshot] | Verdict:
     missing = _none_taken(judge, facts, gpu)
     if missing is not None:
         return missing
     taken = _snapshots(facts, gpu)
     if len(taken) < 2:
-        return _only_the_start(judge, facts, gpu)
+        return _only_the_start(judge, profile, facts, gpu)
     return taken[0], taken[-1]
 
 
-def _only_the_start(judge: Judge, facts: Facts, gpu: int) -> Verdict:
-    """One snapshot: no load ran (nothing to judge), or every snapshot after a load failed (a GPU
-    that stopped answering NVML, say after an XID 79): that is never a pass."""
+def _only_the_start(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
+    """One snapshot: no load ran (could not judge where the profile asks for loads; nothing to judge
+    where it asks for none), or every snapshot after a load failed (a GPU that stopped answering
+    NVML, say after an XID 79): that is never a pass."""
     if _a_load_ran(facts):
         return judge.error(gpu_key(gpu), NO_SNAPSHOT_AFTER_LOAD)
-    return judge.not_applicable(gpu_key(gpu), NO_LOAD)
+    return judge.missing(gpu_key(gpu), LOAD_FOR_HEALTH, asked=bool(stages_asked(profile)))
 
 
 def _a_load_ran(facts: Facts) -> bool:
@@ -250,7 +252,7 @@ def recovery_action(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> V
 @check(subjects=GPU, family="health_run")
 def recovery_action_after_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """The recovery action field at the last snapshot: what the driver says the GPU needs after the load."""
-    pair = _first_and_last(judge, facts, gpu)
+    pair = _first_and_last(judge, profile, facts, gpu)
     return pair if isinstance(pair, Verdict) else _recovery(judge, pair[1], scope=_span(*pair))
 
 
@@ -282,10 +284,10 @@ def inforom(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     return judge(gpu_key(gpu), "InfoROM checksum", "valid" if reading else "corrupted", criterion)
 
 
-@check(subjects=GPU, family="health_state", test="test_no_other_compute_process")
+@check(subjects=GPU, family="health_state", test="test_no_other_compute_process", root="foreign_load")
 def other_processes(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """No compute process of anyone else on the GPU at the start: a burn-in or a measurement beside
-    another job measures that job too."""
+    another job measures that job too (the root cause of the measurements that use the GPU)."""
     criterion = AtMost(0, "processes")
     start = _start(judge, facts, gpu)
     if isinstance(start, Verdict):
@@ -304,7 +306,7 @@ def vbios_consistent(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> 
     apart from its siblings behaves apart."""
     me = facts.gpu(gpu)
     if me is None:
-        return judge.not_applicable(gpu_key(gpu), f"GPU not present ({facts.gpu_count} GPU(s) under test): test_gpu_count fails it")
+        return judge.absent_gpu(gpu_key(gpu), gpu, facts.gpu_count)
     if isinstance(me.vbios, Unavailable):
         return _unreadable(judge, gpu_key(gpu), "VBIOS version", me.vbios, Described("the VBIOS of the other GPUs of its model"))
     siblings = [g.vbios for g in facts.gpus if g.name == me.name and isinstance(g.vbios, str)]
@@ -346,9 +348,9 @@ def xid_since_boot(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ve
     """Critical XIDs in the kernel log from before the run (profile: fail or only report)."""
     log = facts.health.kernel_log
     if facts.gpu(gpu) is None:
-        return judge.not_applicable(gpu_key(gpu), f"GPU not present ({facts.gpu_count} GPU(s) under test)")
+        return judge.absent_gpu(gpu_key(gpu), gpu, facts.gpu_count)
     if log is None:
-        return judge.not_applicable(gpu_key(gpu), "these facts hold no kernel log reading")
+        return judge.missing(gpu_key(gpu), KERNEL_LOG)
     if not log.readable:
         return judge.not_applicable(gpu_key(gpu), log.note)
     before = [e for e in facts.health.events if e.gpu == gpu and e.source == "kernel_log" and not e.during_run]
@@ -380,7 +382,7 @@ def xid_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ve
     criterion = AtMost(0, "critical events")
     subject = gpu_key(gpu)
     if facts.gpu(gpu) is None:
-        return judge.not_applicable(subject, f"GPU not present ({facts.gpu_count} GPU(s) under test)")
+        return judge.absent_gpu(subject, gpu, facts.gpu_count)
     health = facts.health
     seen = [e for e in health.events if e.gpu == gpu and e.during_run]
     critical = [e for e in seen if (e.kind == "xid" and e.xid in _critical(profile)) or e.kind == "double_bit_ecc"]
@@ -396,14 +398,19 @@ def xid_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ve
 
     if critical:
         return verdict()  # heard is heard: whatever else could not be read, a critical event fails
-    if len(_snapshots(facts, gpu)) < 2:
-        missing = _none_taken(judge, facts, gpu)
-        return missing if missing is not None else _only_the_start(judge, facts, gpu)
+    missing = _none_taken(judge, facts, gpu)
+    if missing is not None:
+        return missing
+    if len(_snapshots(facts, gpu)) < 2 and _a_load_ran(facts):
+        return judge.error(subject, NO_SNAPSHOT_AFTER_LOAD)
+    # what was heard over the run, loads or none (a quick gate's seconds count as much as a load's)
     kernel_log_read = health.kernel_log is not None and health.kernel_log.readable
     if not _nvml_listened(health.listener, gpu) and not kernel_log_read:
         said = f"nothing listened for XIDs on this GPU during the run: {how}"
-        if not health.listener or f"{subject}: NOT_SUPPORTED" in health.listener:
-            return judge.not_applicable(subject, said)  # no listener asked for, or NVML has no events for this GPU
+        if f"{subject}: NOT_SUPPORTED" in health.listener:
+            return judge.not_applicable(subject, said)  # NVML has no events for this GPU
+        if not health.listener:
+            return judge.missing(subject, XID_LISTENER, criterion, note=said)  # facts recorded without listening
         return judge.error(subject, said, criterion)  # asked for and refused (no permission, an error): never a pass
     return verdict()
 
@@ -422,7 +429,7 @@ def _nvml_listened(note: str, gpu: int) -> bool:
 def ecc_errors_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """Any new uncorrected ECC error (all memory, DRAM, SRAM; volatile counters) fails (DCGM)."""
     criterion = AtMost(0, "errors")
-    pair = _first_and_last(judge, facts, gpu)
+    pair = _first_and_last(judge, profile, facts, gpu)
     if isinstance(pair, Verdict):
         return pair
     first, last = pair
@@ -446,7 +453,7 @@ def ecc_corrected_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: 
         return judge.not_applicable(
             gpu_key(gpu), "the profile sets no limit on new corrected ECC errors (health.ecc_corrected_during_run_max)"
         )
-    pair = _first_and_last(judge, facts, gpu)
+    pair = _first_and_last(judge, profile, facts, gpu)
     if isinstance(pair, Verdict):
         return pair
     first, last = pair
@@ -461,7 +468,7 @@ def ecc_corrected_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: 
 def remapping_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """New uncorrectable row remaps, or a remap pending or failed at the end of the run."""
     criterion = AtMost(0, "rows")
-    pair = _first_and_last(judge, facts, gpu)
+    pair = _first_and_last(judge, profile, facts, gpu)
     if isinstance(pair, Verdict):
         return pair
     first, last = pair
@@ -482,7 +489,7 @@ def pcie_replay_rate(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> 
     """PCIe replays per minute over the run against DCGM's expected rate for the link:
     lanes x GT/s x 1e-12 x 60 (Gen5 x16: 30.7 a minute), times the profile's factor."""
     factor = profile.spec.health.pcie_replay_rate_factor
-    return _pcie_rate(judge, facts, gpu, "PCIe replay", "replays", factor, "pcie_replay", rollovers_of="pcie_replay_rollover")
+    return _pcie_rate(judge, profile, facts, gpu, "PCIe replay", "replays", factor, "pcie_replay", rollovers_of="pcie_replay_rollover")
 
 
 @check(subjects=GPU, family="health_run")
@@ -490,15 +497,16 @@ def pcie_correctable_rate(judge: Judge, profile: Profile, facts: Facts, gpu: int
     """PCIe correctable errors per minute over the run against the same expected rate: each is at
     least one bit error on the link, and the link is specified at a bit error rate of 1e-12."""
     factor = profile.spec.health.pcie_correctable_rate_factor
-    return _pcie_rate(judge, facts, gpu, "PCIe correctable error", "errors", factor, "pcie_correctable")
+    return _pcie_rate(judge, profile, facts, gpu, "PCIe correctable error", "errors", factor, "pcie_correctable")
 
 
 def _pcie_rate(
-    judge: Judge, facts: Facts, gpu: int, what: str, unit: str, factor: float, counter: str, rollovers_of: str | None = None
+    judge: Judge, profile: Profile, facts: Facts, gpu: int, what: str, unit: str, factor: float, counter: str,
+    rollovers_of: str | None = None,
 ) -> Verdict:
     """`counter` (a snapshot's field) per minute from the first snapshot to the last, against the
     link's expected rate times `factor`; where the counter has one, a rollover fails at once."""
-    pair = _first_and_last(judge, facts, gpu)
+    pair = _first_and_last(judge, profile, facts, gpu)
     if isinstance(pair, Verdict):
         return pair
     first, last = pair
@@ -543,11 +551,9 @@ def nvlink_errors_during_run(judge: Judge, profile: Profile, facts: Facts, gpu_l
     are judged as a rate (DCGM: 100 a second)."""
     gpu, link = gpu_link
     subject = f"{gpu_key(gpu)}-link{link}"
-    pair = _first_and_last(judge, facts, gpu)
-    if isinstance(pair, Verdict):
-        if pair.outcome is Outcome.ERROR:
-            return judge.error(subject, pair.message.split(": ", 1)[-1])
-        return judge.not_applicable(subject, pair.message.split(": ", 1)[-1])
+    pair = _first_and_last(judge, profile, facts, gpu)
+    if isinstance(pair, Verdict):  # the GPU's verdict, said of this link
+        return pair.model_copy(update={"subject": subject, "message": f"{subject}: {pair.message.split(': ', 1)[-1]}"})
     first, last = pair
     before = next((c for c in first.nvlink_errors if c.link == link), None)
     after = next((c for c in last.nvlink_errors if c.link == link), None)
@@ -596,7 +602,7 @@ def clock_slowdown_during_run(judge: Judge, profile: Profile, facts: Facts, gpu:
     they did): a minute of idle between stages does not thin out a slowdown under load. Software
     power capping and idle are how a GPU normally runs, and are only reported."""
     criterion = AtMost(profile.spec.health.hw_slowdown_max_percent, "%")
-    pair = _first_and_last(judge, facts, gpu)
+    pair = _first_and_last(judge, profile, facts, gpu)
     if isinstance(pair, Verdict):
         return pair
     first, last = pair
@@ -626,6 +632,7 @@ def clock_slowdown_during_run(judge: Judge, profile: Profile, facts: Facts, gpu:
 
 def _temperature(
     judge: Judge,
+    profile: Profile,
     facts: Facts,
     gpu: int,
     what: str,
@@ -634,7 +641,7 @@ def _temperature(
     limit_name: str,
 ) -> Verdict:
     subject = gpu_key(gpu)
-    pair = _first_and_last(judge, facts, gpu)
+    pair = _first_and_last(judge, profile, facts, gpu)
     if isinstance(pair, Verdict):
         return pair
     taken = _snapshots(facts, gpu)
@@ -654,7 +661,9 @@ def _temperature(
 @check(subjects=GPU, family="health_run")
 def gpu_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """The hottest GPU temperature of the snapshots stays below NVML's slowdown threshold."""
-    return _temperature(judge, facts, gpu, "GPU temperature", lambda s: s.temperature_C, lambda s: s.slowdown_C, "slowdown threshold")
+    return _temperature(
+        judge, profile, facts, gpu, "GPU temperature", lambda s: s.temperature_C, lambda s: s.slowdown_C, "slowdown threshold"
+    )
 
 
 @check(subjects=GPU, family="health_run")
@@ -662,6 +671,7 @@ def memory_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -
     """The hottest HBM temperature of the snapshots stays below NVML's memory max temperature."""
     return _temperature(
         judge,
+        profile,
         facts,
         gpu,
         "HBM temperature",

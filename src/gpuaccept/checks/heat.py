@@ -22,6 +22,8 @@ import statistics
 from dataclasses import dataclass
 
 from gpuaccept.checks.declare import GPU, check
+from gpuaccept.checks.missing import SUSTAINED_LOAD
+from gpuaccept.checks.stages import stages_asked
 from gpuaccept.checks.verdict import AtLeast, InRange, Judge, Verdict
 from gpuaccept.facts.model import BurnIn, BurnInRound, Facts, GemmResult, Telemetry, TelemetrySample
 from gpuaccept.profile.model import Profile
@@ -32,7 +34,6 @@ from gpuaccept.vocabulary.telemetry import reason_names
 
 POWER_SETTLE_S = 60.0  # power is judged after the load's first minute, as a GPU reaches its limit
 CUT_SHORT = "the burn-in was ended by a signal after {load_s:.0f} s of sustained load: {what} (its exit status says it was cut short)"
-NO_LOAD = "the facts hold no sustained load (a burn-in of a profile with compute.gemm: `gpu-accept burn-in`)"
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,20 @@ class LoadTimeline:
         return [r for r in self.burnin.rounds if r.stages == ["compute"] and not r.beside_load]
 
 
-def load_timeline(judge: Judge, facts: Facts, subject: str) -> LoadTimeline | Verdict:
-    """Where the sustained load ran, or why it cannot be judged (a skip where the facts hold no
-    burn-in load, an error where its telemetry is missing)."""
+def _cut_short(judge: Judge, subject: str, load_s: float, what: str) -> Verdict:
+    """A burn-in ended by a signal before its load could show this: could not judge, the facts
+    holding no whole sustained load (never a skip: the profile asked for it)."""
+    verdict = judge.error(subject, CUT_SHORT.format(load_s=load_s, what=what))
+    return verdict.model_copy(update={"missing": "the facts hold no whole sustained load (the burn-in was ended by a signal)"})
+
+
+def load_timeline(judge: Judge, profile: Profile, facts: Facts, subject: str) -> LoadTimeline | Verdict:
+    """Where the sustained load ran, or why it cannot be judged (could not judge where the facts hold
+    no burn-in load of a profile that asks for one, a skip where it asks for none, an error where its
+    telemetry is missing)."""
     burnin, telemetry = facts.burnin, facts.telemetry
     if burnin is None or burnin.load_started_s is None or burnin.load_ended_s is None or not burnin.started_at:
-        return judge.not_applicable(subject, NO_LOAD)
+        return judge.missing(subject, SUSTAINED_LOAD, asked="compute" in stages_asked(profile))
     if telemetry is None:
         return judge.error(subject, "the burn-in's sustained load ran, and no telemetry was sampled to judge it by")
     if telemetry.not_sampled:
@@ -106,18 +115,18 @@ def steady_state(timeline: LoadTimeline, gpu: int, window_s: float, slope_c_per_
 
 def _steady_or_verdict(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> tuple[LoadTimeline, SteadyState] | Verdict:
     subject = gpu_key(gpu)
-    timeline = load_timeline(judge, facts, subject)
+    timeline = load_timeline(judge, profile, facts, subject)
     if isinstance(timeline, Verdict):
         return timeline
     burnin = profile.spec.burnin
     found = steady_state(timeline, gpu, burnin.steady_window_s, burnin.steady_slope_c_per_min)
     load_s = timeline.ended_s - timeline.began_s
     if found.samples == 0 and timeline.burnin.ended == "interrupted":
-        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="no temperature sample under it"))
+        return _cut_short(judge, subject, load_s, "no temperature sample under it")
     if found.samples == 0:
         return judge.error(subject, f"no temperature sample of {subject} under the {load_s:.0f} s sustained load")
     if found.reached_s is None and timeline.burnin.ended == "interrupted":
-        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="thermal steady state not reached"))
+        return _cut_short(judge, subject, load_s, "thermal steady state not reached")
     if found.reached_s is None:
         rising = f"still rising {found.last_slope:.2g} °C/min" if found.last_slope is not None else "no full window"
         return judge.error(
@@ -191,7 +200,7 @@ def hot_gemm_throughput(judge: Judge, profile: Profile, facts: Facts, gpu: int) 
     hot = [(r, g) for r, g in measured[1:] if timeline.round_span(r)[0] >= steady.reached_s]
     if not hot and timeline.burnin.ended == "interrupted":
         load_s = timeline.ended_s - timeline.began_s
-        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="no round began at thermal steady state"))
+        return _cut_short(judge, subject, load_s, "no round began at thermal steady state")
     if not hot:
         return judge.error(
             subject,
@@ -228,9 +237,11 @@ def _power_shares(timeline: LoadTimeline, gpus: int) -> dict[int, tuple[float, i
     return shares
 
 
-def _power_or_verdict(judge: Judge, facts: Facts, gpu: int) -> tuple[LoadTimeline, dict[int, tuple[float, int, float]]] | Verdict:
+def _power_or_verdict(
+    judge: Judge, profile: Profile, facts: Facts, gpu: int
+) -> tuple[LoadTimeline, dict[int, tuple[float, int, float]]] | Verdict:
     subject = gpu_key(gpu)
-    timeline = load_timeline(judge, facts, subject)
+    timeline = load_timeline(judge, profile, facts, subject)
     if isinstance(timeline, Verdict):
         return timeline
     shares = _power_shares(timeline, facts.gpu_count)
@@ -244,7 +255,7 @@ def _power_or_verdict(judge: Judge, facts: Facts, gpu: int) -> tuple[LoadTimelin
         why = f"NVML gives no power reading: {samples[0].power_w}"
     elif timeline.burnin.ended == "interrupted":
         load_s = timeline.ended_s - timeline.began_s
-        return judge.not_applicable(subject, CUT_SHORT.format(load_s=load_s, what="no power sample once it settled"))
+        return _cut_short(judge, subject, load_s, "no power sample once it settled")
     else:
         why = "no power sample once the load settled"
     return judge.error(subject, f"{subject}'s power under the sustained load could not be judged: {why}")
@@ -257,7 +268,7 @@ def power_under_load(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> 
     floor = profile.spec.burnin.min_power_share
     if floor is None:
         return judge.not_applicable(subject, f"profile {profile.name} sets no burnin.min_power_share")
-    found = _power_or_verdict(judge, facts, gpu)
+    found = _power_or_verdict(judge, profile, facts, gpu)
     if isinstance(found, Verdict):
         return found
     _, shares = found
@@ -276,7 +287,7 @@ def power_within_best(judge: Judge, profile: Profile, facts: Facts, gpu: int) ->
         return judge.not_applicable(subject, f"profile {profile.name} sets no burnin.power_within_best")
     if facts.gpu_count < 2:
         return judge.not_applicable(subject, "one GPU under test: no sibling to compare its power with")
-    found = _power_or_verdict(judge, facts, gpu)
+    found = _power_or_verdict(judge, profile, facts, gpu)
     if isinstance(found, Verdict):
         return found
     _, shares = found

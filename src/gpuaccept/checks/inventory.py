@@ -40,16 +40,18 @@ def _found(facts: Facts) -> str:
     return text
 
 
-@check()
+@check(root="absent_gpus")
 def gpu_count(judge: Judge, profile: Profile, facts: Facts) -> Verdict:
-    """The number of GPUs under test is the profile's `gpus.count`."""
+    """The number of GPUs under test is the profile's `gpus.count`. Where GPUs are missing, it names
+    them: the root cause of every check of theirs, and of the collectives and DDP settings they are in."""
     criterion = Equals(profile.gpu_count)
     measured = facts.gpu_count
     if criterion.holds(measured):
         return judge(facts.system.hostname, "GPU count", measured, criterion)
-    return judge.failed(
+    verdict = judge.failed(
         facts.system.hostname, f"found {measured} GPU(s), expected {profile.gpu_count} ({_found(facts)})", measured, criterion
     )
+    return verdict.model_copy(update={"gpus": [gpu for gpu in range(profile.gpu_count) if facts.gpu(gpu) is None]})
 
 
 @check(subjects=GPU)

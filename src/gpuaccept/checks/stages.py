@@ -61,6 +61,13 @@ class StageValue:
         return self.declaration.key_of
 
 
-STAGE_VALUES: dict[str, list[StageValue]] = {
+STAGE_VALUES: dict[StageName, list[StageValue]] = {
     stage: [StageValue(declared) for declared in REGISTRY.values() if declared.declaration.stage == stage] for stage in STAGE_ORDER
 }
+
+
+def stages_asked(profile: Profile) -> list[StageName]:
+    """The stages `profile` asks for a value of: what a standard run loads the GPUs with. Facts that
+    hold no load could not judge what a load shows (health after it, telemetry under it) where this
+    is not empty."""
+    return [stage for stage, values in STAGE_VALUES.items() if any(value.subjects(profile) for value in values)]

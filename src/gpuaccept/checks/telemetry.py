@@ -9,6 +9,7 @@
   more) at least `burnin.min_sm_clock_mhz`, where the profile sets one.
 
 Readings NVML does not give are not counted as zeros: a GPU with none skips with NVML's reason.
+Facts that hold no telemetry could not judge it where the profile asks for loads to sample it under.
 A live run whose telemetry could not be sampled, or held no sample while loads ran long enough to
 have been sampled (a sampler stuck in the driver), could not judge: an error, not a skip.
 """
@@ -18,6 +19,8 @@ from __future__ import annotations
 import statistics
 
 from gpuaccept.checks.declare import GPU, check
+from gpuaccept.checks.missing import TELEMETRY
+from gpuaccept.checks.stages import stages_asked
 from gpuaccept.checks.verdict import AtLeast, AtMost, Judge, Verdict
 from gpuaccept.facts.model import Facts, TelemetrySample, Unavailable
 from gpuaccept.profile.model import Profile
@@ -25,22 +28,22 @@ from gpuaccept.vocabulary.links import gpu_key
 from gpuaccept.vocabulary.telemetry import SLOWDOWN_REASONS, reason_names
 
 BUSY_PCT = 50  # NVML's GPU utilization at or above which a sample counts as the GPU working
-NO_TELEMETRY = "the facts hold no telemetry (it is sampled while a live run measures)"
 
 
 # loads that ran this many sampling periods and more were sampled, unless the sampler failed
 SAMPLED_PERIODS = 3
 
 
-def _samples(judge: Judge, facts: Facts, gpu: int, under_load: bool) -> list[TelemetrySample] | Verdict:
+def _samples(judge: Judge, profile: Profile, facts: Facts, gpu: int, under_load: bool) -> list[TelemetrySample] | Verdict:
     """The GPU's samples (those taken while a stage loaded the GPUs, if `under_load`), or the verdict
-    where there are none: a skip where nothing was to be sampled, an error where sampling failed."""
+    where there are none: a skip where nothing was to be sampled, an error where sampling failed or
+    the facts hold none of what the profile asks to be loaded."""
     subject = gpu_key(gpu)
-    if gpu >= facts.gpu_count:  # nothing samples a GPU the machine lacks: that is no sampling failure
-        return judge.not_applicable(subject, f"GPU not present ({facts.gpu_count} GPU(s) under test): test_gpu_count fails it")
+    if gpu >= facts.gpu_count:  # nothing samples a GPU the machine lacks: its GPU count fails
+        return judge.absent_gpu(subject, gpu, facts.gpu_count)
     telemetry = facts.telemetry
     if telemetry is None:
-        return judge.not_applicable(subject, NO_TELEMETRY)
+        return judge.missing(subject, TELEMETRY, asked=bool(stages_asked(profile)))
     if telemetry.not_sampled:
         return judge.error(subject, f"telemetry could not be sampled: {telemetry.not_sampled}")
     samples = [s for s in telemetry.of_gpu(gpu) if not under_load or telemetry.under_load(s)]
@@ -71,7 +74,7 @@ def clock_slowdown(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ve
     """The share of samples under load with the clocks held down by the hardware is within the profile's limit."""
     limit = profile.spec.burnin.max_slowdown_share
     subject = gpu_key(gpu)
-    samples = _samples(judge, facts, gpu, under_load=True)
+    samples = _samples(judge, profile, facts, gpu, under_load=True)
     if isinstance(samples, Verdict):
         return samples
     read = [s for s in samples if isinstance(s.clock_event_reasons, int)]
@@ -90,7 +93,7 @@ def clock_slowdown(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ve
 def max_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """The hottest GPU temperature the telemetry sampled stays below NVML's slowdown temperature."""
     subject = gpu_key(gpu)
-    samples = _samples(judge, facts, gpu, under_load=False)
+    samples = _samples(judge, profile, facts, gpu, under_load=False)
     if isinstance(samples, Verdict):
         return samples
     assert facts.telemetry is not None  # there are samples
@@ -115,7 +118,7 @@ def sm_clock_under_load(judge: Judge, profile: Profile, facts: Facts, gpu: int) 
     subject = gpu_key(gpu)
     if floor is None:
         return judge.not_applicable(subject, f"profile {profile.name} sets no burnin.min_sm_clock_mhz")
-    samples = _samples(judge, facts, gpu, under_load=True)
+    samples = _samples(judge, profile, facts, gpu, under_load=True)
     if isinstance(samples, Verdict):
         return samples
     # a stage's window holds this GPU's idle moments too (its worker starting; under -n N, waiting

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuaccept.checks.missing import Missing
 from gpuaccept.facts.model import StepFailure, Unavailable
 from gpuaccept.facts.verdict import (
     AtLeast,
@@ -28,8 +29,9 @@ from gpuaccept.facts.verdict import (
     plain,
     version_tuple,
 )
-from gpuaccept.outcomes import Outcome
+from gpuaccept.outcomes import Outcome, outcome_of_missing
 from gpuaccept.vocabulary.display import show
+from gpuaccept.vocabulary.links import gpu_key
 
 __all__ = [
     "AtLeast", "AtLeastVersion", "AtMost", "Better", "Context", "Criterion", "Described", "Equals", "InRange", "Judge", "MatchesAny",
@@ -110,6 +112,23 @@ class Judge:
         self, subject: str, detail: str, criterion: Criterion | None = None, *, scope: str = "", context: Context | None = None
     ) -> Verdict:
         return self._verdict(subject, Outcome.ERROR, None, criterion, detail, scope, context)
+
+    def missing(
+        self, subject: str, missing: Missing, criterion: Criterion | None = None, *, asked: bool = True, note: str = ""
+    ) -> Verdict:
+        """A verdict for want of facts: could not judge where the profile asks for what the facts lack
+        (`asked`), not applicable where it does not (the outcome policy's one rule, outcomes.py)."""
+        detail = missing.message(self.profile) + (f"; {note}" if note else "")
+        if outcome_of_missing(asked) is Outcome.NOT_APPLICABLE:
+            return self.not_applicable(subject, detail)
+        verdict = self.error(subject, detail, criterion)
+        return verdict.model_copy(update={"missing": missing.reason})
+
+    def absent_gpu(self, subject: str, gpu: int, facts_gpus: int, criterion: Criterion | None = None) -> Verdict:
+        """A verdict on a GPU the profile asks for and the machine lacks: not judged, its cause the
+        failed GPU count (test_gpu_count), never a skip."""
+        verdict = self.error(subject, f"GPU not present ({facts_gpus} GPU(s) under test): test_gpu_count fails it", criterion)
+        return verdict.model_copy(update={"missing": f"{gpu_key(gpu)} is not present", "gpus": [gpu]})
 
     def not_applicable(self, subject: str, reason: str) -> Verdict:
         return Verdict(

@@ -7,7 +7,9 @@ below the profiles (profile init reads runs) and the report writers (which write
 
 Files written before a key existed still read: each later key has the default that says "not
 recorded" (a verdict without `criterion` has `NoCriterion`, without `better` has `better=None`,
-without `attempts` none; a criterion without a marginal line has none). `summary` is derived from `tests` and recomputed when read.
+without `attempts` none; a criterion without a marginal line has none). `summary` is derived from `tests` and recomputed when read,
+and so are `coverage` (what was checked, by area) and `causes` (the tests that did not pass, root
+causes first): facts/coverage.py.
 
 A run being written keeps a journal beside results.json (report/results.py says why): test records
 appended one JSON line at a time since results.json was last rewritten whole. `load_results` merges
@@ -25,6 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, PlainSerializer, TypeAdapter, ValidationError, WithJsonSchema
 
 from gpuaccept.errors import InputFileError, Problem
+from gpuaccept.facts.coverage import AreaCoverage, CauseGroup, causes_first, coverage, root_causes, unchecked_lines
 from gpuaccept.facts.io import validation_problems
 from gpuaccept.facts.model import Facts, Record, Unavailable
 from gpuaccept.facts.run_verdict import RESULT_OF_EXIT, NotJudged, RunVerdict, one_line
@@ -203,6 +206,10 @@ class RunRecord(Record):
     tests: list[TestRecord]
     summary: Summary = Field(default_factory=Summary)
     verdict: RunVerdict | None = None  # the run's verdict (run_verdict.py), written at its end; None in older files
+    # what the run left out by -k, -m or test ids: area -> tests; coverage counts them as not checked
+    not_selected: dict[str, int] = Field(default_factory=dict)
+    coverage: list[AreaCoverage] = Field(default_factory=list)  # derived from the tests and not_selected
+    causes: list[CauseGroup] = Field(default_factory=list)  # derived from the tests
 
     @classmethod
     def started(cls, run: RunInfo, facts: Facts) -> RunRecord:
@@ -213,7 +220,18 @@ class RunRecord(Record):
         )
 
     def with_tests(self, tests: list[TestRecord]) -> RunRecord:
-        return self.model_copy(update={"tests": list(tests), "summary": summarize(tests)})
+        """The record with these tests, and what is derived from them."""
+        return self.model_copy(update={
+            "tests": list(tests), "summary": summarize(tests), "coverage": coverage(tests, self.not_selected),
+            "causes": root_causes(tests),
+        })
+
+    def with_not_selected(self, not_selected: dict[str, int]) -> RunRecord:
+        return self.model_copy(update={"not_selected": dict(not_selected)}).with_tests(self.tests)
+
+    def unchecked(self) -> list[str]:
+        """One line per area not wholly checked (`not checked: compute — the facts hold no per-GPU loads ...`)."""
+        return unchecked_lines(self.coverage)
 
     def with_facts(self, facts: Facts) -> RunRecord:
         return self.model_copy(update={"facts": facts, "environment": Environment.of(facts)})
@@ -243,8 +261,9 @@ class RunRecord(Record):
         """The run's verdict as integrations read it: its exit code by the outcome policy, the tests that
         failed, those that could not be judged with their reasons, and the cause in one line."""
         code = self.exit_code()
-        failed = [test for test in self.tests if test.outcome == "failed"]
-        errors = [test for test in self.tests if test.outcome == "error"]
+        ordered = causes_first(self.tests)  # a root cause (a GPU missing, someone else's load) first
+        failed = [test for test in ordered if test.outcome == "failed"]
+        errors = [test for test in ordered if test.outcome == "error"]
         if code == 0:
             cause = ""
         elif failed:
@@ -263,7 +282,7 @@ class RunRecord(Record):
             exit_code=code, result=RESULT_OF_EXIT[code], cause=one_line(cause), failed=[test.id for test in failed],
             not_judged=[NotJudged(id=test.id, reason=one_line(_reason(test))) for test in errors],
             host=self.environment.host, profile=self.run.profile.name, started_at=self.run.started_at,
-            finished_at=self.run.finished_at,
+            finished_at=self.run.finished_at, not_checked=self.unchecked(),
         )
 
     def to_json(self) -> str:

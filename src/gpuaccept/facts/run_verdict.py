@@ -58,6 +58,9 @@ class RunVerdict(Record):
     profile: str = ""  # empty where no profile was loaded
     started_at: str | None = None  # ISO 8601, UTC
     finished_at: str | None = None  # None while the run is in progress (or where it was killed)
+    # a line per area of the machine the run did not wholly check (facts/coverage.py): `not checked:
+    # compute — the facts hold no per-GPU loads (24 test(s) not judged)`; none in older files
+    not_checked: list[str] = Field(default_factory=list)
 
     @property
     def in_progress(self) -> bool:

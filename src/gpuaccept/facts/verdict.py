@@ -14,12 +14,14 @@ from __future__ import annotations
 import enum
 import fnmatch
 import json
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Discriminator, Field, JsonValue, SerializerFunctionWrapHandler, Tag, model_serializer
 
 from gpuaccept.facts.model import Record
 from gpuaccept.outcomes import Outcome
+from gpuaccept.vocabulary.areas import RootCause
 from gpuaccept.vocabulary.display import show, show_apart
 
 
@@ -345,13 +347,23 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+# the rule's text of a floor or a ceiling, as results written before the criterion was data hold it
+_OLDER_LIMIT = re.compile(r"(?:>=|<=) (?P<limit>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?: (?P<unit>.+))?")
+
+
 class Verdict(Record):
     """One judgement. `criterion` is the rule as data, its marginal line inside; `expected` is the
     same rule as text, for people. `measured` is the exact value judged; only messages round it.
     `attempts` holds every value measured for this verdict, in order, where a miss was measured
     again; `transient` says the first attempt missed and a later one passed; `marginal`, that it
     passed between its limit and the criterion's marginal line. `better` is None in results written
-    before verdicts said which way their value improves."""
+    before verdicts said which way their value improves.
+
+    What its check declares rides with it for every writer (checks/declare.py): the `area` of the
+    machine it judges, the `gpus` its subject involves (for a root cause, the GPUs at fault), the kind
+    of `root` cause its failure is of other checks, and whether its value is a `headline` worth seeing
+    when it passes. `missing` says what the facts lacked, where that is why it could not judge. Results
+    written before these keys read with none (vocabulary/areas.py places them by their suite)."""
 
     check: str
     subject: str
@@ -368,6 +380,11 @@ class Verdict(Record):
     message: str = ""
     profile: str = ""
     context: Evidence = Field(default_factory=dict)
+    area: str = ""
+    gpus: list[int] = Field(default_factory=list)
+    root: RootCause | None = None
+    missing: str = ""
+    headline: bool = False
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Verdict:
@@ -384,10 +401,13 @@ class Verdict(Record):
 
     @property
     def limit(self) -> float | None:
-        """The number the criterion compares against (a floor or a ceiling), where it has one."""
+        """The number the criterion compares against (a floor or a ceiling), where it has one; for a
+        verdict written before verdicts carried their criterion, the number its rule's text names
+        (`>= 315 GB/s`), where that is a floor or a ceiling in its own unit."""
         if isinstance(self.criterion, AtLeast | AtMost):
             return float(self.criterion.limit)
-        return None
+        found = _OLDER_LIMIT.fullmatch(self.expected) if isinstance(self.criterion, NoCriterion) else None
+        return float(found["limit"]) if found and (found["unit"] or "") == self.unit else None
 
     @property
     def numeric(self) -> float | None:

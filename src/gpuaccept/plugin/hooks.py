@@ -13,6 +13,7 @@ import signal
 import sys
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Generator
 from pathlib import Path
 from types import FrameType
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from gpuaccept.burnin.driver import burnin_stages
+from gpuaccept.checks.declare import areas_of_tests
 from gpuaccept.errors import GpuAcceptError, shown
 from gpuaccept.facts.run_record import LiveMachine, journal_of
 from gpuaccept.measure.drills import Drills
@@ -43,6 +45,8 @@ from gpuaccept.stages.store import MeasurementStore
 
 WORKER_INPUT = "gpuaccept_context"
 WORKER_STORE = "gpuaccept_store"
+NOT_SELECTED_OUTPUT = "gpuaccept_not_selected"  # what a pytest-xdist worker left out, for the controller's record
+NOT_SELECTED_KEY = pytest.StashKey[Counter[str]]()  # the tests -k, -m or test ids left out, by area
 TERMINATED: list[int] = []  # the signals that asked this run to end
 
 
@@ -221,6 +225,22 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run.store.expect(order, run.context.facts, run.context.profile)
 
 
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """The tests -k, -m or test ids left out of a gpu-accept run, counted by area: not checked."""
+    if not items or items[0].config.stash.get(RUN_KEY, None) is None:
+        return
+    counts = items[0].config.stash.setdefault(NOT_SELECTED_KEY, Counter())
+    areas = areas_of_tests()
+    for item in items:
+        counts[areas.get(getattr(item, "originalname", item.name), "")] += 1
+
+
+def not_selected(config: pytest.Config) -> dict[str, int]:
+    """The tests -k, -m or test ids left out of the run, by area."""
+    counts: Counter[str] = config.stash.get(NOT_SELECTED_KEY, Counter())
+    return dict(counts)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
@@ -258,6 +278,9 @@ def pytest_runtest_logfinish() -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before the recording reads the exit status
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:  # a pytest-xdist worker: the controller records what it left out
+        output[NOT_SELECTED_OUTPUT] = not_selected(session.config)
     run = session.config.stash.get(RUN_KEY, None)
     if run is not None:
         run.store.close()  # workers started ahead for a stage no test asked for after all
@@ -282,12 +305,24 @@ class RecordingHooks:
         if self.recording is not None:
             self.recording.add(report)  # reports from xdist workers arrive here too
 
+    def pytest_collection_finish(self) -> None:
+        if self.recording is not None:
+            self.recording.leave_out(not_selected(self.config))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:  # pytest-xdist: a worker ended
+        """Each worker collected every test and left the same out: the first to end says which."""
+        left_out = getattr(node, "workeroutput", {}).get(NOT_SELECTED_OUTPUT)
+        if left_out and NOT_SELECTED_KEY not in self.config.stash:
+            self.config.stash[NOT_SELECTED_KEY] = Counter(left_out)
+
     @pytest.hookimpl(tryfirst=True)  # as soon as the session ends, before anything is written
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         # the tests have ended; what is left is writing the reports and the summary: a signal now
         # waits until they are written (held to the end of the session), it does not cut them
         self.held = hold_signals()
         if self.recording is not None:
+            self.recording.leave_out(not_selected(self.config))
             self.recording.finish(session)
             status, code = int(session.exitstatus), self.recording.writer.record.exit_code()
             # the outcome policy's exit code: pytest counts an error as a failure; a run interrupted

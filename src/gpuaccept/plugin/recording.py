@@ -17,6 +17,7 @@ from gpuaccept import __version__
 from gpuaccept.burnin.driver import read_burnin
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts, save_facts
+from gpuaccept.facts.coverage import did_not_pass
 from gpuaccept.facts.model import Measurements
 from gpuaccept.facts.run_record import RunInfo, RunProfile, RunRecord, TestRecord
 from gpuaccept.files import OutputError, write_atomically
@@ -26,7 +27,7 @@ from gpuaccept.plugin.verdicts import test_record
 from gpuaccept.report.baseline import named, save_baseline
 from gpuaccept.report.html import render_html
 from gpuaccept.report.results import ResultsWriter, run_moment, unwritten
-from gpuaccept.report.summary import did_not_pass, summary_lines
+from gpuaccept.report.summary import banner, summary_lines
 from gpuaccept.stages.health import with_health
 from gpuaccept.stages.registry import STAGES
 from gpuaccept.stages.store import merge
@@ -79,6 +80,10 @@ class RunRecording:
             terminal_line(self.config)(
                 f"gpu-accept: {self.unwritten}: the run goes on and tries again at its end; until then its record is in memory only"
             )
+
+    def leave_out(self, not_selected: dict[str, int]) -> None:
+        """The tests the run left out (-k, -m, test ids), by area."""
+        self.writer.leave_out(not_selected)
 
     def finish(self, session: pytest.Session) -> None:
         exitstatus = int(session.exitstatus)
@@ -151,7 +156,10 @@ class RunRecording:
 
     def summary_lines(self) -> list[str]:
         facts = self.facts()
-        lines = summary_lines(self.tests) + confirmation_lines(facts.measurements) + self.notes
+        record = self.writer.record
+        said = banner(record)
+        lines = [*([said] if said else []), *summary_lines(record.tests, record.not_selected), *confirmation_lines(facts.measurements),
+                 *self.notes]
         gate = self.run.options.gate
         if gate is not None:
             differences = gate.baseline.differences(facts)

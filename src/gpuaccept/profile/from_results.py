@@ -24,6 +24,7 @@ from typing import Any, TypeVar, get_args
 
 from gpuaccept.errors import shown
 from gpuaccept.facts import Facts, Unavailable
+from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.model import CollectiveResult
 from gpuaccept.facts.run_record import RunRecord
 from gpuaccept.profile.render import render_yaml
@@ -92,7 +93,7 @@ def profile_from_results(
         if not run.gpus:
             raise ValueError(f"{source}: the facts hold no GPU: nothing to write a profile of")
     for record, source in zip(golden, sources, strict=True):
-        unhealthy = record.not_a_pass() if isinstance(record, RunRecord) else ""
+        unhealthy = record.not_a_pass(causes_first) if isinstance(record, RunRecord) else ""
         if unhealthy:  # its values would become the floors a healthy machine is held to: as baseline save refuses it
             raise ValueError(f"{source}: {unhealthy}: a golden machine's run is a picture of a healthy machine; make the "
                              "profile from runs that passed")

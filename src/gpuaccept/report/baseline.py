@@ -16,11 +16,11 @@ from pathlib import Path
 
 from gpuaccept.errors import InputFileError, Problem
 from gpuaccept.facts import Facts
+from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.model import GemmResult, HbmResult
 from gpuaccept.facts.run_record import Environment, RunRecord
 from gpuaccept.files import read_input_text, write_atomically
 from gpuaccept.report.results import now
-from gpuaccept.report.summary import in_layer_order
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.steps import ddp_case
 
@@ -154,7 +154,7 @@ def baseline_runs(records: list[RunRecord], sources: list[str]) -> list[Facts]:
     problems = []
     first: tuple[str, dict[str, object]] | None = None
     for record, source in zip(records, sources, strict=True):
-        unhealthy = record.not_a_pass(in_layer_order)
+        unhealthy = record.not_a_pass(causes_first)
         if unhealthy:
             advice = "; save one from runs that passed" if "did not pass" in unhealthy else ""
             problems.append(Problem(source, None, "", f"{unhealthy}: {HEALTHY}{advice}"))

@@ -20,12 +20,13 @@ from pathlib import Path
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts.cluster_record import CLUSTER_KIND, ClusterRecord, parse_cluster_record
+from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.files import read_input_bytes, read_input_text
 from gpuaccept.outcomes import EXIT_FAILED, exit_code
 from gpuaccept.report import cluster_view
 from gpuaccept.report.junit import Counts, Suite, count, failing_suite, fleet_host_suite, suite, verdict_suite, write_junit, xml_attribute
-from gpuaccept.report.summary import attempts_of, did_not_pass, marginal_tests, transient_tests
+from gpuaccept.report.summary import attempts_of, marginal_tests, transient_tests
 
 # results.json written before verdicts said which way their value improves: the one check whose
 # value is better lower; every other number is better when higher
@@ -113,7 +114,7 @@ def host_results(record: RunRecord, path: str, name: str | None = None, with_sui
         if verdict is not None and verdict.check in MEDIAN_CHECKS and measured is not None:
             lower = verdict.better == "lower" if verdict.better is not None else verdict.check in OLDER_RESULTS_LOWER_IS_BETTER
             values[test.id] = (lower, measured, verdict.unit)
-    failures = tuple((t.id, t.message) for t in did_not_pass(record.tests)[:FAILURES_SHOWN])
+    failures = tuple((t.id, t.message) for t in causes_first(record.tests)[:FAILURES_SHOWN])
     transients = tuple(f"{t.id} (attempts {attempts_of(t.verdict)})" for t in transient_tests(record.tests) if t.verdict is not None)
     host = record.environment.host
     return HostResults(

@@ -40,7 +40,8 @@ from gpuaccept.facts import Facts
 from gpuaccept.facts.model import GemmResult
 from gpuaccept.facts.run_record import RunRecord, TestRecord
 from gpuaccept.facts.verdict import Equals, Verdict
-from gpuaccept.report.summary import in_layer_order, marginal_tests, transient_tests
+from gpuaccept.outcomes import EXIT_FAILED, EXIT_PASSED
+from gpuaccept.report.summary import banner, marginal_tests, transient_tests
 from gpuaccept.report.templating import templates
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.drills import drills_in
@@ -99,7 +100,8 @@ def render_html(record: RunRecord) -> str:
     facts = record.facts
     body = _templates().get_template("report.html.j2").render(
         header=_header(record),
-        failures=_failures(tests),
+        coverage=_coverage(record),
+        causes=_causes(record),
         links=_links(facts, verdicts),
         busbw=_busbw(facts, verdicts),
         pairs=_pairs(facts, verdicts),
@@ -222,13 +224,10 @@ def plotly_text(text: str) -> str:
 
 def _header(record: RunRecord) -> dict:
     run, environment, summary = record.run, record.environment, record.summary
-    failed = summary.failed + summary.error
-    if not record.complete:
-        banner, colour = "INCOMPLETE: the run stopped before its end; what finished is below", ERROR
-    elif failed:
-        banner, colour = f"FAIL: {failed} test(s) did not pass", FAIL
-    else:
-        banner, colour = "PASS: every check passed", PASS
+    code, unchecked = record.exit_code(), record.unchecked()
+    # green only where everything the profile asks for was judged and passed
+    judged = code == EXIT_PASSED and record.complete and record.tests and not unchecked
+    colour = FAIL if code == EXIT_FAILED else PASS if judged else ERROR
     software = {"driver": environment.driver, "cuda_driver": environment.cuda_driver, "nccl": environment.nccl, "torch": environment.torch}
     return {
         "host": environment.host,
@@ -239,8 +238,9 @@ def _header(record: RunRecord) -> dict:
         "started": run.started_at,
         "finished": run.finished_at or "-",
         "tool_version": run.tool_version,
-        "banner": banner,
+        "banner": banner(record) or "NOTHING JUDGED: the run holds no test",
         "colour": colour,
+        "unchecked": unchecked,
         "counts": [("passed", summary.passed), ("failed", summary.failed), ("error", summary.error), ("skipped", summary.skipped)],
         "transient": len(transient_tests(record.tests)),
         "marginal": len(marginal_tests(record.tests)),
@@ -249,10 +249,39 @@ def _header(record: RunRecord) -> dict:
     }
 
 
-def _failures(tests: list[TestRecord]) -> list[dict]:
-    # root causes first: a missing GPU (inventory) before the links, copies and DDP settings it fails
-    bad = in_layer_order([t for t in tests if t.did_not_pass])
-    return [{"outcome": t.outcome, "colour": OUTCOME_COLOURS[t.outcome], "id": t.id, "message": t.message} for t in bad]
+COVERAGE_COLOURS = {"checked": PASS, "partly checked": ERROR, "not checked": ERROR, "not asked": SKIP}
+
+
+def _coverage(record: RunRecord) -> list[dict]:
+    """What the run checked, by area: its tests by outcome, and why those not judged were not."""
+    return [
+        {
+            "area": area.area or "other tests", "state": area.state, "colour": COVERAGE_COLOURS[area.state], "passed": area.passed,
+            "failed": area.failed, "not_judged": area.not_judged, "skipped": area.skipped, "not_selected": area.not_selected,
+            "why": "; ".join(area.why),
+        }
+        for area in record.coverage
+    ]
+
+
+def _causes(record: RunRecord) -> list[dict]:
+    """The tests that did not pass, a section per cause, root causes first (a missing GPU or someone
+    else's load on a GPU before the links, collectives, copies and DDP settings it fails), the tests
+    that follow from a root cause grouped under it."""
+    tests = {t.id: t for t in record.tests}
+
+    def row(test_id: str) -> dict:
+        test = tests[test_id]
+        return {"outcome": test.outcome, "colour": OUTCOME_COLOURS[test.outcome], "id": test.id, "message": test.message}
+
+    return [
+        {
+            "root": row(group.root) if group.root is not None else None, "outcome": group.outcome,
+            "colour": OUTCOME_COLOURS[group.outcome], "text": group.text,
+            "tests": [row(test_id) for test_id in (group.followers if group.root is not None else group.tests)],
+        }
+        for group in record.causes
+    ]
 
 
 def _by_subject(verdicts: list[Verdict], check: str) -> dict[str, Verdict]:

@@ -2,9 +2,12 @@
 fleet JUnit (one testsuite per host).
 
 A test case carries its verdict as properties (check, subject, outcome, measured, expected, unit,
-profile, marginal, marginal_line, attempts, transient) and a failure, error or skipped element with
-the test's message, as the outcome policy (outcomes.py) says: a check that failed is a <failure>, a
-value that could not be established an <error>; a test suite carries the run's machine, software, profile and facts source. The shape
+profile, marginal, marginal_line, attempts, transient, the area it judges, and `cause`: the test
+whose failure is its root cause, where one is) and a failure, error or skipped element with the
+test's message, as the outcome policy (outcomes.py) says: a check that failed is a <failure>, a
+value that could not be established an <error>; a test suite carries the run's machine, software,
+profile and facts source, and its coverage by area (`coverage.compute`: what was judged and why
+not; `not_checked`: the areas not wholly checked, a line each). The shape
 depends on the record alone, so a run killed half way and a finished run give the same elements
 and property names, and so do a run and a fleet of runs. The flavour is xunit1's: test-case
 properties, which CI servers keep (Jenkins `keepProperties`, GitLab).
@@ -16,10 +19,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuaccept.facts.coverage import AreaCoverage, area_of, cause_of_each
 from gpuaccept.facts.run_record import RunRecord, TestRecord
 from gpuaccept.facts.verdict import Verdict
 from gpuaccept.files import write_atomically
 from gpuaccept.outcomes import JUNIT_ELEMENT, test_outcome
+from gpuaccept.vocabulary.areas import AREAS
 
 # XML 1.0 allows no control characters but tab, newline and carriage return, and no unpaired
 # surrogates: each is written as U+FFFD. In an attribute a newline or tab is kept as a character
@@ -84,14 +89,32 @@ def suite_properties(record: RunRecord) -> dict[str, str]:
         "nccl": str(environment.nccl),
         "torch": str(environment.torch),
         "complete": str(record.complete).lower(),
+        **coverage_properties(record),
     }
 
 
-def case_properties(test: TestRecord) -> dict[str, str]:
-    """A test case's properties, from its verdict; none where the test ended without one."""
+def coverage_properties(record: RunRecord) -> dict[str, str]:
+    """The run's coverage by area: `not_checked` (a line per area not wholly checked) and, per area,
+    `coverage.<area>`: its state and its tests by outcome, and what the facts lacked. Every area has
+    its property, one the run has no test of as not asked: a run killed half way and a finished one
+    carry the same property names."""
+    properties = {"not_checked": "\n".join(record.unchecked())}
+    known = {area.area: area for area in record.coverage}
+    for area in [known.get(name) or AreaCoverage(area=name) for name in AREAS] + [a for a in record.coverage if a.area not in AREAS]:
+        counts = (
+            f"{area.state}: {area.passed} passed, {area.failed} failed, {area.not_judged} not judged, {area.skipped} skipped"
+            + (f", {area.not_selected} not selected" if area.not_selected else "")
+        )
+        properties[f"coverage.{area.area or 'other'}"] = counts + (f" ({'; '.join(area.why)})" if area.why else "")
+    return properties
+
+
+def case_properties(test: TestRecord, cause: str | None = None) -> dict[str, str]:
+    """A test case's properties, from its verdict (none where the test ended without one), and the
+    test whose failure is its root cause, where one is."""
     verdict = test.verdict
     if verdict is None:
-        return {}
+        return {"cause": cause} if cause else {}
     return {
         "check": verdict.check,
         "subject": verdict.subject,
@@ -104,6 +127,8 @@ def case_properties(test: TestRecord) -> dict[str, str]:
         "marginal_line": verdict.marginal_line,  # where the criterion's marginal line was: 'marginal below 346.5 GB/s'
         "attempts": verdict.attempts_text,
         "transient": _property_text(verdict.transient),
+        "area": area_of(test),
+        "cause": cause or "",  # the root cause's test id; a property of every case, so that every run has one shape
     }
 
 
@@ -115,11 +140,11 @@ def _properties(properties: dict[str, str]) -> str:
     return f"<properties>{each}</properties>"
 
 
-def _case(test: TestRecord) -> str:
+def _case(test: TestRecord, cause: str | None = None) -> str:
     head = f"<testcase{_attributes(classname=test.module, name=test.id, time=f'{test.duration_s:.4f}')}>"
     problem = JUNIT_ELEMENT.get(test.outcome)
     body = f"<{problem}{_attributes(type=problem, message=test.message)}>{_text(test.message)}</{problem}>" if problem else ""
-    return head + _properties(case_properties(test)) + body + "</testcase>"
+    return head + _properties(case_properties(test, cause)) + body + "</testcase>"
 
 
 def count(tests: Iterable[TestRecord]) -> Counts:
@@ -139,7 +164,8 @@ def suite(record: RunRecord, name: str | None = None, extra: dict[str, str] | No
         skipped=counts.skipped, time=f"{counts.time_s:.3f}", timestamp=record.run.started_at, hostname=record.environment.host,
     )
     head = f"<testsuite{attributes}>"
-    cases = "".join(_case(test) for test in record.tests)
+    causes = cause_of_each(record.causes)
+    cases = "".join(_case(test, causes.get(test.id)) for test in record.tests)
     return Suite(head + _properties({**suite_properties(record), **(extra or {})}) + cases + "</testsuite>", counts)
 
 

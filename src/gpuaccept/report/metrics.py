@@ -132,6 +132,15 @@ def _run_metrics(families: _Families, command: str, verdict: RunVerdict, record:
     for outcome in ("passed", "failed", "error", "skipped"):
         count = float(getattr(record.summary, outcome))
         families.add(f"{PREFIX}_tests", "tests of the run, by outcome", {**run, "outcome": outcome}, count)
+    for area in record.coverage:  # what the run checked, by area: an area not wholly checked is not proven good
+        where = {**run, "area": area.area or "other"}
+        families.add(
+            f"{PREFIX}_area_checked", "1 where every test of the area the run asked for was judged, 0 where some were not (not judged "
+            "or not selected)", where, 1.0 if area.state in ("checked", "not asked") else 0.0,
+        )
+        for outcome, count in (("passed", area.passed), ("failed", area.failed), ("error", area.not_judged),
+                               ("skipped", area.skipped), ("not_selected", area.not_selected)):
+            families.add(f"{PREFIX}_area_tests", "tests of the run by area and outcome", {**where, "outcome": outcome}, float(count))
     for test in record.tests:
         _test_metrics(families, run, test)
 

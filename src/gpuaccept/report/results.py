@@ -127,6 +127,14 @@ class ResultsWriter:
         with self._changed:
             return self._record.with_tests(self._tests)
 
+    def leave_out(self, not_selected: dict[str, int]) -> None:
+        """The tests the run left out (-k, -m, test ids), by area: its coverage counts them as not checked."""
+        with self._changed:
+            if not_selected != self._record.not_selected:
+                self._record = self._record.model_copy(update={"not_selected": dict(not_selected)})
+                self._pending = True
+                self._changed.notify()
+
     def add_test(self, test: TestRecord, facts: Facts | None = None) -> None:
         """A test that finished, and the facts as they are now (where a stage measured since)."""
         with self._changed:

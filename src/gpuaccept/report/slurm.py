@@ -2,7 +2,8 @@
 
 The reason is what `sinfo -R` and `scontrol show node` show; an operator reads it to know what to
 look at. `sinfo -R` shows its first 20 characters by default, so the most telling words come first:
-the failing tests (`test_gpu_model[gpu3] test_pcie_width[gpu3,gpu5] (+4 more; gpu-accept exit 1, ...)`)
+the failing tests, root causes first (`test_no_other_compute_process[gpu1]` before the collectives it
+slowed; `test_gpu_model[gpu3] test_pcie_width[gpu3,gpu5] (+4 more; gpu-accept exit 1, ...)`)
 or `could not judge: ` and why (`could not judge: no NVIDIA driver found: ...`). Its first word is
 never `NHC:`, the note by which NHC's node-mark-online knows a drain as its own to resume
 (docs/slurm.md): gpu-accept's drains stay until an operator resumes the node.

@@ -1,90 +1,62 @@
-"""The terminal summary: failures first, grouped by cause and root causes first; values that passed
-only when measured again or close to their limit; then the key measured values beside their
-thresholds."""
+"""The terminal summary: what was not checked, by area; failures first, grouped by cause, root causes
+first with what follows from them; values that passed only when measured again or close to their
+limit; then the headline measured values beside their thresholds. Everything is read from the
+verdicts' data (their area, the GPUs they involve, whether they are a root cause, whether their value
+is a headline: checks/declare.py), never from a list of check names."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from gpuaccept.facts.run_record import TestRecord
+from gpuaccept.facts.coverage import CauseGroup, coverage, root_causes, unchecked_lines
+from gpuaccept.facts.run_record import RunRecord, TestRecord
 from gpuaccept.facts.verdict import Verdict
+from gpuaccept.outcomes import EXIT_FAILED, EXIT_PASSED
+from gpuaccept.vocabulary.areas import area_order
 from gpuaccept.vocabulary.display import show
 
-# checks whose numbers are worth seeing even when they pass, in the order they are shown
-KEY_CHECKS = (
-    "busbw",
-    "pair_busbw",
-    "p2p_copy",
-    "p2p_copy_bidirectional",
-    "local_copy",
-    "host_to_device",
-    "device_to_host",
-    "ddp_scaling",
-    "ddp_exposed_comm",
-    "ddp_nvlink_speedup",
-    "gemm_throughput",
-    "hbm_copy",
-    "hbm_triad",
-    "no_regression",
-)
 PER_CHECK_LIMIT = 8
-# the suites from the bottom up: a GPU that is missing (inventory) fails the links, pairs, copies and
-# DDP settings that need it, so its own failure is shown before the ones it causes
-LAYERS = ("inventory", "health", "topology", "p2p", "nccl", "bandwidth", "ddp", "baseline")
 IDS_PER_TEST = 2  # parameters shown per test function in a group of failures, before "and N more"
 LISTED = 8  # tests named in a line of transient or marginal values, before "and N more"
 
 
-def layer_of(test: TestRecord) -> int:
-    """Where a test's suite sits in LAYERS (from its node id: `test_nccl.py::...`); unknown last."""
-    name = test.module.removeprefix("test_")
-    return LAYERS.index(name) if name in LAYERS else len(LAYERS)
+def banner(record: RunRecord) -> str:
+    """The run's verdict in one line, with the areas it did not check: what the HTML's banner and the
+    terminal say first ('' where the run holds no test). A run that judged nothing of an area never
+    reads as a plain pass."""
+    summary = record.summary
+    if not record.tests:
+        return ""  # nothing ran (--collect-only) or nothing was selected: the run's notes say which
+    unchecked = [area.area or "other tests" for area in record.coverage if area.state in ("not checked", "partly checked")]
+    not_checked = f"; not checked: {', '.join(unchecked)}" if unchecked else ""
+    if not record.complete:
+        return "INCOMPLETE: the run stopped before its end; what finished is below" + not_checked
+    code = record.exit_code()
+    if code == EXIT_PASSED:
+        # the checks that ran passed, and some the profile asks for were left out (-k, -m, test ids)
+        return f"PARTLY CHECKED: every check judged passed{not_checked}" if unchecked else "PASS: every check passed"
+    if code == EXIT_FAILED:
+        return f"FAIL: {summary.failed} test(s) failed" + (f", {summary.error} could not judge" if summary.error else "") + not_checked
+    if summary.error:
+        return f"COULD NOT JUDGE: {summary.error} test(s) could not judge, none failed{not_checked}"
+    return f"COULD NOT JUDGE: the run did not judge the machine (exit status {record.run.exit_status}){not_checked}"
 
 
-def in_layer_order(tests: list[TestRecord]) -> list[TestRecord]:
-    """Tests by layer, in run order within one (a stable sort)."""
-    return sorted(tests, key=layer_of)
+def _mark(outcome: str) -> str:
+    return f"{outcome.upper():6}"
 
 
-def did_not_pass(tests: list[TestRecord]) -> list[TestRecord]:
-    return in_layer_order([t for t in tests if t.did_not_pass])
-
-
-def cause_of(test: TestRecord) -> str:
-    """A failure's message without its subject: `gpu2-gpu3: the facts hold no pairwise sweep (...)`
-    and the same for gpu0-gpu1 share the cause `the facts hold no pairwise sweep (...)`."""
-    message = test.message
-    verdict = test.verdict
-    if verdict is None:
-        return message
-    subject, own = verdict.subject, verdict.message
-    if subject and own.startswith(f"{subject}: ") and message.endswith(own):
-        # the test's message is its verdict's, perhaps behind "could not be established: "
-        return message[: len(message) - len(own)] + own[len(subject) + 2:]
-    return message
-
-
-@dataclass
-class Cause:
-    outcome: str  # the tests' outcome: failed or error
-    text: str
-    tests: list[TestRecord] = field(default_factory=list)
-
-    def line(self) -> str:
-        mark = f"{self.outcome.upper():6}"
-        if len(self.tests) == 1:
-            test = self.tests[0]
-            return f"  {mark} {test.id}: {test.message}".rstrip()
-        return f"  {mark} {len(self.tests)} tests: {self.text}; {abbreviated([t.id for t in self.tests])}"
-
-
-def causes(tests: list[TestRecord]) -> list[Cause]:
-    """The tests that did not pass, grouped by outcome and cause, root causes first."""
-    found: dict[tuple[str, str], Cause] = {}
-    for test in did_not_pass(tests):
-        key = (test.outcome, cause_of(test))
-        found.setdefault(key, Cause(*key)).tests.append(test)
-    return list(found.values())
+def cause_lines(group: CauseGroup, tests: dict[str, TestRecord]) -> list[str]:
+    """A cause's lines: one test with its message; tests that share a message, once; a root cause
+    with its own message, then the tests that follow from it."""
+    if group.root is not None:
+        root = tests[group.root]
+        lines = [f"  {_mark(group.outcome)} {root.id}: {root.message}".rstrip()]
+        if group.followers:
+            lines.append(f"         and {len(group.followers)} test(s) that follow from it: {abbreviated(group.followers)}")
+        return lines
+    if len(group.tests) == 1:
+        test = tests[group.tests[0]]
+        return [f"  {_mark(group.outcome)} {test.id}: {test.message}".rstrip()]
+    return [f"  {_mark(group.outcome)} {len(group.tests)} tests: {group.text}; {abbreviated(group.tests)}"]
 
 
 def abbreviated(test_ids: list[str]) -> str:
@@ -144,14 +116,16 @@ def watch_lines(tests: list[TestRecord]) -> list[str]:
     return lines
 
 
-def summary_lines(tests: list[TestRecord]) -> list[str]:
-    lines = []
-    bad = did_not_pass(tests)
+def summary_lines(tests: list[TestRecord], not_selected: dict[str, int] | None = None) -> list[str]:
+    lines = unchecked_lines(coverage(tests, not_selected))
+    bad = [t for t in tests if t.did_not_pass]
     if bad:
-        grouped = causes(tests)
-        shared = f", {len(grouped)} cause(s)" if len(grouped) < len(bad) else ""
-        lines.append(f"{len(bad)} test(s) did not pass{shared}, in layer order ({', '.join(LAYERS)}):")
-        lines.extend(cause.line() for cause in grouped)
+        groups = root_causes(tests)
+        by_id = {t.id: t for t in tests}
+        shared = f", {len(groups)} cause(s)" if len(groups) < len(bad) else ""
+        lines.append(f"{len(bad)} test(s) did not pass{shared}, root causes first:")
+        for group in groups:
+            lines.extend(cause_lines(group, by_id))
         crashed = [t for t in bad if t.verdict is None]
         if crashed:
             lines.append(
@@ -159,11 +133,21 @@ def summary_lines(tests: list[TestRecord]) -> list[str]:
                 "run again with --tb=short for the traceback"
             )
     lines.extend(watch_lines(tests))
-    verdicts = [t.verdict for t in tests if t.verdict is not None and t.verdict.outcome in ("passed", "failed")]
-    for check in KEY_CHECKS:
-        rows = [(value, v) for v in verdicts if v.check == check and (value := v.numeric) is not None]
-        if not rows:
+    lines.extend(headline_lines(tests))
+    return lines
+
+
+def headline_lines(tests: list[TestRecord]) -> list[str]:
+    """The values their checks declare worth seeing when they pass, per check in area order: the
+    failures, then the lowest values."""
+    by_check: dict[str, list[tuple[float, Verdict]]] = {}
+    for test in tests:
+        verdict = test.verdict
+        if verdict is None or not verdict.headline or verdict.outcome not in ("passed", "failed") or (value := verdict.numeric) is None:
             continue
+        by_check.setdefault(verdict.check, []).append((value, verdict))
+    lines = []
+    for check, rows in sorted(by_check.items(), key=lambda item: area_order(item[1][0][1].area)):
         rows.sort(key=lambda row: (row[1].outcome == "passed", row[0]))  # failures, then the lowest values
         lines.append(f"{check}:")
         for _, verdict in rows[:PER_CHECK_LIMIT]:

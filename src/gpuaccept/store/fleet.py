@@ -3,7 +3,8 @@ so a fleet read from files and one read from the store are judged by one code pa
 
 The store answers in a handful of scans (DuckDB, columnar): the latest run per host, its failures
 (root causes first, three per host), its transient values, per test family its worst state for the
-fleet page, and the outliers: fleet_outliers' rule (report/fleet.py) in SQL, so that the values of
+fleet page (a family none of whose tests was judged is "not judged" or "skipped", never "passed"),
+and the outliers: fleet_outliers' rule (report/fleet.py) in SQL, so that the values of
 10,000 hosts never become Python objects (that was two thirds of the report's time and memory).
 """
 
@@ -53,11 +54,11 @@ def hosts_of(connection: Any) -> list[HostResults]:
     ).fetchall():
         transients[run_id].append(f"{test_id} (attempts {attempts})")
     families: dict[str, dict[str, str]] = defaultdict(dict)
-    for run_id, family, failed, transient, marginal in connection.execute(
-        "SELECT r.run_id, coalesce(r.family, ''), bool_or(r.outcome IN ('failed', 'error')), bool_or(r.transient), bool_or(r.marginal) "
-        "FROM results r JOIN latest USING (run_id) GROUP BY ALL"
+    for run_id, family, failed, not_judged, passed, transient, marginal in connection.execute(
+        "SELECT r.run_id, coalesce(r.family, ''), bool_or(r.outcome = 'failed'), bool_or(r.outcome = 'error'), "
+        "bool_or(r.outcome = 'passed'), bool_or(r.transient), bool_or(r.marginal) FROM results r JOIN latest USING (run_id) GROUP BY ALL"
     ).fetchall():
-        families[run_id][family] = "failed" if failed else "transient" if transient else "marginal" if marginal else "passed"
+        families[run_id][family] = family_state(failed, not_judged, passed, transient, marginal)
     hosts = []
     for run_id, host, profile, complete, exit_status, tests, failed, errors, skipped, marginal, source in connection.execute(
         "SELECT run_id, host, profile, complete, exit_status, tests, failed, errors, skipped, marginal, source FROM latest ORDER BY host"
@@ -68,6 +69,19 @@ def hosts_of(connection: Any) -> list[HostResults]:
             families=families.get(run_id, {}),
         ))
     return hosts
+
+
+def family_state(failed: bool, not_judged: bool, passed: bool, transient: bool, marginal: bool) -> str:
+    """A test family's state on the fleet page, the worst of its tests': failed; else not judged where a
+    test could not judge (the family is not proven good); else transient, marginal or passed where one
+    passed; else skipped (the profile asked nothing of it): a family nothing judged is never "passed"."""
+    if failed:
+        return "failed"
+    if not_judged:
+        return "not_judged"
+    if passed:
+        return "transient" if transient else "marginal" if marginal else "passed"
+    return "skipped"
 
 
 def outliers_of(connection: Any, tolerance: float) -> list[Outlier]:

@@ -41,8 +41,8 @@ from typing import Any
 import duckdb
 
 from gpuaccept.errors import GpuAcceptError, excerpt
+from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.run_record import RunRecord, load_results
-from gpuaccept.report.summary import did_not_pass
 from gpuaccept.store.db import open_for_writing
 
 # the columns of a result row, in the order the CSV holds them
@@ -157,7 +157,7 @@ def rows_of(record: RunRecord, path: str, size: int, mtime_ns: int, run_id: str 
     key = run_key_of(record)
     run_id = run_id or key
     run, env = record.run, record.environment
-    ranks = {id(test): rank for rank, test in enumerate(did_not_pass(record.tests))}
+    ranks = {id(test): rank for rank, test in enumerate(causes_first(record.tests))}  # root causes first
     # CSV, in RESULT_COLUMNS' order: a C writer, and DuckDB's fastest reader (JSON lines cost twice the time).
     # Every field quoted: Python's writer leaves a carriage return unquoted, which ends a row for DuckDB
     text = io.StringIO()

@@ -1,5 +1,6 @@
 """What the fleet page shows, read from the store: each host's state per test family (the worst of
-failed, outlier, transient, marginal, passed), and its history a click away.
+failed, outlier, not judged, transient, marginal, passed; skipped where the profile asked nothing of
+it), and its history a click away.
 
 A host's history is drawn per test family as the family's worst value in each of its last runs,
 relative to the fleet's median of that value today (1.0 = the median): one line per family, the
@@ -16,7 +17,7 @@ from gpuaccept.report.fleet import HostResults, Outlier
 from gpuaccept.store.history import HISTORY_CHECKS, VALUES, _parameters
 
 PAGE_RUNS = 10  # runs of each host's history drawn on the page
-RANK = {"failed": 4, "outlier": 3, "transient": 2, "marginal": 1, "passed": 0}
+RANK = {"failed": 5, "outlier": 4, "not_judged": 3, "transient": 2, "marginal": 1, "passed": 0, "skipped": -1}
 
 
 def page_data(connection: Any, hosts: list[HostResults], outliers: list[Outlier], tolerance: float) -> dict[str, Any]:

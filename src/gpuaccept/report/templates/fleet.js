@@ -2,7 +2,7 @@
 // (hosts, profiles, test families, messages, drivers) is put into the page as text (textContent,
 // setAttribute), never as markup: nothing a results.json holds can become an element or a script.
 const data = JSON.parse(document.getElementById('fleet-data').textContent);
-const RANK = new Map([['failed', 4], ['outlier', 3], ['transient', 2], ['marginal', 1], ['passed', 0], ['', -1]]);
+const RANK = new Map([['failed', 5], ['outlier', 4], ['not_judged', 3], ['transient', 2], ['marginal', 1], ['passed', 0], ['skipped', -1], ['', -2]]);
 const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
 const SVG = 'http://www.w3.org/2000/svg';
 let rows = data.hosts.slice();
@@ -21,8 +21,8 @@ function fill(node, attributes, children) {
   return node;
 }
 
-function rank(state) { return RANK.has(state) ? RANK.get(state) : -1; }
-function worst(h) { return Math.max(-1, ...h.states.map(rank)); }
+function rank(state) { return RANK.has(state) ? RANK.get(state) : -2; }
+function worst(h) { return Math.max(-2, ...h.states.map(rank)); }
 function sortRows() {
   const key = sortKey;
   const value = key === 'host' || key === 'profile' ? h => h[key]
@@ -31,19 +31,20 @@ function sortRows() {
   // ties by host name, always ascending, whichever way the column sorts
   rows.sort((a, b) => { const x = value(a), y = value(b); const c = x < y ? -1 : x > y ? 1 : 0; return c ? (sortDown ? -c : c) : a.host < b.host ? -1 : 1; });
 }
-function heading(key, text, title) {
-  const th = element('th', title === undefined ? {'data-key': key} : {'data-key': key, title: title}, text);
+function heading(key, text, title, kind) {
+  const attributes = title === undefined ? {'data-key': key} : {'data-key': key, title: title};
+  const th = element('th', kind ? {class: kind, ...attributes} : attributes, text);
   th.onclick = () => { sortDown = sortKey === key ? !sortDown : true; sortKey = key; draw(); };
   return th;
 }
 function draw() {
   sortRows();
   const head = element('tr', {}, heading('host', 'host'), heading('profile', 'profile'),
-    ...data.families.map((f, i) => heading(`family:${i}`, f.replace(/^test_/, ''), f)),
+    ...data.families.map((f, i) => heading(`family:${i}`, f.replace(/^test_/, ''), f, 'family')),
     heading('failed', 'failed'), heading('outliers', 'outliers'), heading('transient', 'transient'), heading('marginal', 'marginal'));
   const body = rows.map(h => {
     const tr = element('tr', {class: 'host', 'data-n': data.hosts.indexOf(h)}, element('td', {}, h.host), element('td', {}, h.profile),
-      ...h.states.map((s, i) => element('td', {class: `cell ${RANK.has(s) && s ? s : 'none'}`, title: `${data.families[i]}: ${s || 'not run'}`})),
+      ...h.states.map((s, i) => element('td', {class: `cell ${RANK.has(s) && s ? s : 'none'}`, title: `${data.families[i]}: ${(s || 'not run').replace('_', ' ')}`})),
       element('td', {}, h.failed), element('td', {}, h.outliers), element('td', {}, h.transient), element('td', {}, h.marginal));
     tr.onclick = () => show(h);
     return tr;
@@ -57,10 +58,10 @@ function show(h) {
   const all = families.flatMap(f => own.series[f]).filter(v => v !== null);
   const lo = Math.min(0.8, ...all), hi = Math.max(1.1, ...all);
   const n = own.runs.length;
-  const x = i => L + (n <= 1 ? (W - L) / 2 : i * (W - L - 10) / (n - 1));
+  const x = i => L + (n <= 1 ? (W - L) / 2 : i * (W - L - 50) / (n - 1));  // room on the right for the last date, slanted
   const y = v => 10 + (hi - v) * (H - B - 10) / (hi - lo);
   const colour = f => PALETTE[Math.max(0, data.families.indexOf(f)) % PALETTE.length];
-  const svg = drawing('svg', {width: W, height: H, role: 'img', 'aria-label': `history of ${h.host}`});
+  const svg = drawing('svg', {viewBox: `0 0 ${W} ${H}`, width: '100%', role: 'img', 'aria-label': `history of ${h.host}`});
   for (const v of [lo, 1 - data.tolerance, 1, hi]) {
     svg.append(drawing('line', {x1: L, x2: W, y1: y(v), y2: y(v), stroke: v === 1 ? '#555' : '#ddd', 'stroke-dasharray': v === 1 - data.tolerance ? '4 3' : ''}));
     svg.append(drawing('text', {x: 2, y: y(v) + 3}, `${(v * 100).toFixed(0)}%`));
