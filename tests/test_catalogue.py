@@ -17,7 +17,7 @@ from gpuaccept.profile import ProfileCatalog
 from gpuaccept.profile.catalogue import load_catalogue
 from gpuaccept.profile.derive import derive_profile
 from gpuaccept.profile.machine import UnknownMachine, installed_gpus
-from tests.helpers import DATA, NOT_IN_THE_OLDER_FACTS, ROOT, checks_of_areas, example_facts, mutated, nvml_replay, probe_replay, write
+from tests.helpers import DATA, ROOT, checks_of_areas, example_facts, mutated, nvml_replay, probe_replay, write
 from tests.test_checks import failures
 from tests.verdicts import verdicts
 
@@ -422,7 +422,7 @@ def test_run_with_a_derived_profile_says_how_it_was_made_and_judges(tmp_path):
     from tests.test_cli import gpu_accept
 
     done = gpu_accept("run", "--profile", "derived", "--facts", str(ROOT / "examples" / "facts" / "h200x2-measured.json"),
-                      "--reports", str(tmp_path), "-k", NOT_IN_THE_OLDER_FACTS)
+                      "--reports", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     header = next(line for line in done.stdout.splitlines() if line.startswith("gpu-accept: profile derived-2x-h200-sxm-nvswitch"))
     assert "derived from the catalogue (--profile derived) (2x NVIDIA H200 as installed: 2 under test)" in header

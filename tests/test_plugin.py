@@ -7,7 +7,7 @@ import pytest
 
 from gpuaccept.facts import save_facts
 from gpuaccept.resources import shipped_dir
-from tests.helpers import DATA, EXAMPLES, NOT_IN_THE_OLDER_FACTS, example_facts, mutated
+from tests.helpers import DATA, EXAMPLES, example_facts, mutated
 
 SUITES = shipped_dir("suites")
 
@@ -50,7 +50,7 @@ def test_recorded_h200x4_could_not_judge_what_its_facts_lack_and_says_so_by_area
 
 def test_recorded_h200x4_passes_what_its_facts_hold_and_names_what_it_left_out(pytester):
     result, root = run_suites(
-        pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "-k", NOT_IN_THE_OLDER_FACTS
+        pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json")
     )
     outcomes = result.parseoutcomes()
     assert result.ret == 0 and "failed" not in outcomes and outcomes["passed"] >= 65
@@ -115,7 +115,7 @@ def test_suite_properties_survive_xdist(pytester):
 
     facts = str(EXAMPLES / "h200x4-measured.json")
     result, root = run_suites(
-        pytester, "-n", "2", "--profile", "h200-4-nvswitch", "--facts", facts, "-k", NOT_IN_THE_OLDER_FACTS, subprocess=True
+        pytester, "-n", "2", "--profile", "h200-4-nvswitch", "--facts", facts, subprocess=True
     )
     assert result.ret == 0
     suite = properties(root.find("testsuite"))
