@@ -23,9 +23,8 @@ from tests.verdicts import verdicts
 
 CATALOGUE = load_catalogue()
 CATALOG = ProfileCatalog.with_shipped()
-# the checks of what examples/facts/*-measured.json predate: the health readings, the per-GPU loads,
-# the telemetry (and the burn-in they never were)
-LACKED_BY_THE_OLDER_FACTS = checks_of_areas("health", "compute", "telemetry", "burn-in")
+# the checks examples/facts/*-measured.json cannot judge: those of a burn-in, which a standard run is not
+BURN_IN_CHECKS = checks_of_areas("burn-in")
 IMPORTS = DATA / "imports"
 
 
@@ -150,10 +149,10 @@ def test_a_healthy_measured_run_passes_its_derived_profile(measured):
     derived = derive_profile(facts, CATALOGUE)
     outcomes = verdicts(derived.profile, facts)
     assert [v for v in outcomes if v[2] == "failed"] == []
-    # these facts were recorded before the health readings, the per-GPU loads and the telemetry: what
-    # they lack could not be judged, and that is all that was not
+    # the facts of a standard run: what the derived profile asks of a burn-in could not be judged, and
+    # that is all that was not
     lacking = [v for v in outcomes if v[2] == "error"]
-    assert {check for check, *_ in lacking} <= LACKED_BY_THE_OLDER_FACTS, lacking
+    assert {check for check, *_ in lacking} <= BURN_IN_CHECKS, lacking
     assert sum(1 for v in outcomes if v[2] == "passed") > 60
 
 

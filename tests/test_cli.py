@@ -1,5 +1,6 @@
 """The `gpu-accept` command: exit codes that tell the truth, one-line errors, no tracebacks."""
 
+import json
 import os
 import re
 import subprocess
@@ -14,7 +15,7 @@ from gpuaccept.facts.run_record import load_results
 from gpuaccept.outputs import check_output_folder
 from gpuaccept.profile import load_profile
 from gpuaccept.resources import shipped_dir
-from tests.helpers import EXAMPLES, alias_bomb, example_facts, mutated, write
+from tests.helpers import EXAMPLES, alias_bomb, example_facts, mutated, older_example, write
 
 NVML_MISSING = """
     import pynvml
@@ -53,17 +54,19 @@ def one_error_line(done) -> str:
 
 @pytest.mark.slow
 def test_run_on_recorded_facts_passes_and_writes_junit(tmp_path):
-    # the README's demo: the areas those facts hold are judged and pass, the others are named as left out
+    # the README's demo: every area the profile asks for is in those facts, judged, and passes
     done = gpu_accept(
         "run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "--reports", str(tmp_path),
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "failed" not in done.stdout and "136 passed" in done.stdout
-    assert "not checked: compute — not selected (-k, -m or test ids): 24 test(s)" in done.stdout
+    assert "failed" not in done.stdout and "316 passed, 27 skipped" in done.stdout
+    assert "PASS: every check passed" in done.stdout and "not checked" not in done.stdout
     assert (tmp_path / "junit.xml").is_file()
-    # judged whole, what those facts lack could not be judged: never a pass
-    whole = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "whole"), "-q")
-    assert whole.returncode == 2 and "COULD NOT JUDGE: 180 test(s) could not judge, none failed" in whole.stdout
+    # facts recorded before the health readings, the per-GPU loads and the telemetry: what they lack
+    # could not be judged, never a pass
+    older = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(older_example("h200x4-measured")),
+                       "--reports", str(tmp_path / "older"), "-q")
+    assert older.returncode == 2 and "COULD NOT JUDGE: 180 test(s) could not judge, none failed" in older.stdout
 
 
 @pytest.mark.slow
@@ -334,7 +337,9 @@ def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
         "--max-regression", "1%", "--confirm", "0", "-k", "no_regression",
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "63 passed" in done.stdout and "expected >= 54.89 GB/s" in done.stdout  # 55.45 GB/s less 1%
+    values = json.loads((tmp_path / "base.json").read_text(encoding="utf-8"))["values"]
+    assert f"{len(values)} passed" in done.stdout  # one test_no_regression per value
+    assert "host_to_device-gpu0          55.42 GB/s   expected >= 54.86 GB/s" in done.stdout  # 55.42 GB/s less 1%
 
 
 @pytest.mark.slow
