@@ -21,9 +21,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 EXAMPLES = ROOT / "examples" / "facts"
 REFERENCE = DATA / "reference" / "h200x4"  # captures from a real 4xH200 machine
-# examples/facts/h200x4-measured.json was recorded before the health readings, the per-GPU loads and
-# the telemetry: judged whole, those areas could not judge (exit 2); the README's demo leaves them out
-NOT_IN_THE_OLDER_FACTS = "not test_health.py and not test_compute.py and not test_telemetry.py"
 
 
 def checks_of_areas(*areas: str) -> set[str]:
@@ -40,6 +37,17 @@ needs_torch = pytest.mark.skipif(find_spec("torch") is None, reason="torch is no
 
 def example_facts(name: str) -> Facts:
     return load_facts(EXAMPLES / f"{name}.json")
+
+
+def older_example(name: str) -> Path:
+    """The example's facts as first recorded, before the health readings, the per-GPU loads and the
+    telemetry existed (h200x4-measured, h200x2-measured): what facts that lack areas the profile asks
+    for are judged on."""
+    return DATA / "facts" / f"{name}-older.json"
+
+
+def older_example_facts(name: str) -> Facts:
+    return load_facts(older_example(name))
 
 
 def nvml_replay(name: str) -> ReplayNvml:

@@ -201,7 +201,7 @@ def _drop_count(document):
         (lambda d: d["machine"].update(profile=7), "machine.profile: expected the profile's name, got 7"),
         (lambda d: d.update(values=[]), "values: expected the list of measured values a baseline gates on (it is empty)"),
         (lambda d: d.pop("values"), "values: expected the list of measured values a baseline gates on (missing)"),
-        (lambda d: d["values"].append(dict(d["values"][0])), "values[63]: busbw-all_reduce-256MiB is given twice"),
+        (lambda d: d["values"].insert(1, dict(d["values"][0])), "values[1]: busbw-all_reduce-256MiB is given twice"),
         (lambda d: d["values"][1].update(higher_is_better="false"), "values[1]: malformed entry (TypeError: higher_is_better is 'false'"),
     ],
     ids=["no-machine", "no-gpu-count", "profile-not-text", "no-values", "values-missing", "key-twice", "direction-as-text"],

@@ -17,15 +17,14 @@ from gpuaccept.profile import ProfileCatalog
 from gpuaccept.profile.catalogue import load_catalogue
 from gpuaccept.profile.derive import derive_profile
 from gpuaccept.profile.machine import UnknownMachine, installed_gpus
-from tests.helpers import DATA, NOT_IN_THE_OLDER_FACTS, ROOT, checks_of_areas, example_facts, mutated, nvml_replay, probe_replay, write
+from tests.helpers import DATA, ROOT, checks_of_areas, example_facts, mutated, nvml_replay, probe_replay, write
 from tests.test_checks import failures
 from tests.verdicts import verdicts
 
 CATALOGUE = load_catalogue()
 CATALOG = ProfileCatalog.with_shipped()
-# the checks of what examples/facts/*-measured.json predate: the health readings, the per-GPU loads,
-# the telemetry (and the burn-in they never were)
-LACKED_BY_THE_OLDER_FACTS = checks_of_areas("health", "compute", "telemetry", "burn-in")
+# the checks examples/facts/*-measured.json cannot judge: those of a burn-in, which a standard run is not
+BURN_IN_CHECKS = checks_of_areas("burn-in")
 IMPORTS = DATA / "imports"
 
 
@@ -150,10 +149,10 @@ def test_a_healthy_measured_run_passes_its_derived_profile(measured):
     derived = derive_profile(facts, CATALOGUE)
     outcomes = verdicts(derived.profile, facts)
     assert [v for v in outcomes if v[2] == "failed"] == []
-    # these facts were recorded before the health readings, the per-GPU loads and the telemetry: what
-    # they lack could not be judged, and that is all that was not
+    # the facts of a standard run: what the derived profile asks of a burn-in could not be judged, and
+    # that is all that was not
     lacking = [v for v in outcomes if v[2] == "error"]
-    assert {check for check, *_ in lacking} <= LACKED_BY_THE_OLDER_FACTS, lacking
+    assert {check for check, *_ in lacking} <= BURN_IN_CHECKS, lacking
     assert sum(1 for v in outcomes if v[2] == "passed") > 60
 
 
@@ -422,7 +421,7 @@ def test_run_with_a_derived_profile_says_how_it_was_made_and_judges(tmp_path):
     from tests.test_cli import gpu_accept
 
     done = gpu_accept("run", "--profile", "derived", "--facts", str(ROOT / "examples" / "facts" / "h200x2-measured.json"),
-                      "--reports", str(tmp_path), "-k", NOT_IN_THE_OLDER_FACTS)
+                      "--reports", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     header = next(line for line in done.stdout.splitlines() if line.startswith("gpu-accept: profile derived-2x-h200-sxm-nvswitch"))
     assert "derived from the catalogue (--profile derived) (2x NVIDIA H200 as installed: 2 under test)" in header

@@ -1,5 +1,6 @@
 """The `gpu-accept` command: exit codes that tell the truth, one-line errors, no tracebacks."""
 
+import json
 import os
 import re
 import subprocess
@@ -14,7 +15,7 @@ from gpuaccept.facts.run_record import load_results
 from gpuaccept.outputs import check_output_folder
 from gpuaccept.profile import load_profile
 from gpuaccept.resources import shipped_dir
-from tests.helpers import EXAMPLES, NOT_IN_THE_OLDER_FACTS, alias_bomb, example_facts, mutated, write
+from tests.helpers import EXAMPLES, alias_bomb, example_facts, mutated, older_example, write
 
 NVML_MISSING = """
     import pynvml
@@ -53,18 +54,19 @@ def one_error_line(done) -> str:
 
 @pytest.mark.slow
 def test_run_on_recorded_facts_passes_and_writes_junit(tmp_path):
-    # the README's demo: the areas those facts hold are judged and pass, the others are named as left out
+    # the README's demo: every area the profile asks for is in those facts, judged, and passes
     done = gpu_accept(
         "run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "--reports", str(tmp_path),
-        "-k", NOT_IN_THE_OLDER_FACTS,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "failed" not in done.stdout and "136 passed" in done.stdout
-    assert "not checked: compute — not selected (-k, -m or test ids): 24 test(s)" in done.stdout
+    assert "failed" not in done.stdout and "316 passed, 27 skipped" in done.stdout
+    assert "PASS: every check passed" in done.stdout and "not checked" not in done.stdout
     assert (tmp_path / "junit.xml").is_file()
-    # judged whole, what those facts lack could not be judged: never a pass
-    whole = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "whole"), "-q")
-    assert whole.returncode == 2 and "COULD NOT JUDGE: 180 test(s) could not judge, none failed" in whole.stdout
+    # facts recorded before the health readings, the per-GPU loads and the telemetry: what they lack
+    # could not be judged, never a pass
+    older = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(older_example("h200x4-measured")),
+                       "--reports", str(tmp_path / "older"), "-q")
+    assert older.returncode == 2 and "COULD NOT JUDGE: 180 test(s) could not judge, none failed" in older.stdout
 
 
 @pytest.mark.slow
@@ -327,7 +329,7 @@ def test_run_help_lists_the_options_it_passes_to_pytest(capsys):
 @pytest.mark.slow
 def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
     # a baseline is of one profile, and of a run that passed what it judged
-    first = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "first"), "-k", NOT_IN_THE_OLDER_FACTS)
+    first = gpu_accept("run", *RECORDED, "--reports", str(tmp_path / "first"))
     assert first.returncode == 0, first.stdout + first.stderr
     assert main(["baseline", "save", str(tmp_path / "first" / "results.json"), "-o", str(tmp_path / "base.json")]) == 0
     done = gpu_accept(
@@ -335,7 +337,9 @@ def test_run_passes_the_baseline_options_on_to_the_suites(tmp_path, capsys):
         "--max-regression", "1%", "--confirm", "0", "-k", "no_regression",
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "63 passed" in done.stdout and "expected >= 54.89 GB/s" in done.stdout  # 55.45 GB/s less 1%
+    values = json.loads((tmp_path / "base.json").read_text(encoding="utf-8"))["values"]
+    assert f"{len(values)} passed" in done.stdout  # one test_no_regression per value
+    assert "host_to_device-gpu0          55.42 GB/s   expected >= 54.86 GB/s" in done.stdout  # 55.42 GB/s less 1%
 
 
 @pytest.mark.slow
@@ -524,7 +528,7 @@ def test_an_empty_value_of_a_run_option_is_refused_not_ignored(tmp_path, capsys,
 def test_a_file_whose_name_begins_with_a_dash_is_a_value_not_an_option(tmp_path):
     (tmp_path / "-facts.json").write_bytes((EXAMPLES / "h200x4-measured.json").read_bytes())
     done = gpu_accept(
-        "run", "--profile", "h200-4-nvswitch", "--facts=-facts.json", "--reports=-reports", "-q", "-k", NOT_IN_THE_OLDER_FACTS, cwd=tmp_path
+        "run", "--profile", "h200-4-nvswitch", "--facts=-facts.json", "--reports=-reports", "-q", cwd=tmp_path
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "-reports" / "junit.xml").is_file()
@@ -586,7 +590,7 @@ def test_signals_while_the_reports_are_written_wait_for_them(tmp_path):
     shim = write(tmp_path / "shim" / "sitecustomize.py", SIGNALS_WHILE_WRITING)
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shim.parent), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
-        [sys.executable, "-m", "gpuaccept", "run", *RECORDED, "--reports", str(tmp_path / "reports"), "-q", "-k", NOT_IN_THE_OLDER_FACTS],
+        [sys.executable, "-m", "gpuaccept", "run", *RECORDED, "--reports", str(tmp_path / "reports"), "-q"],
         capture_output=True, text=True, env=environment, timeout=300,
     )
     said = done.stdout + done.stderr

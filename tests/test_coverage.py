@@ -27,7 +27,7 @@ from gpuaccept.report.metrics import render_metrics
 from gpuaccept.report.slurm import drain_reason
 from gpuaccept.report.summary import summary_lines
 from gpuaccept.vocabulary.areas import AREAS
-from tests.helpers import DATA, ROOT, example_facts, mutated
+from tests.helpers import DATA, ROOT, example_facts, mutated, older_example_facts
 from tests.verdicts import SUBJECTS
 
 CATALOG = ProfileCatalog.with_shipped()
@@ -99,7 +99,7 @@ def test_the_rule_is_one_rule_a_skip_only_for_what_the_profile_does_not_ask():
     assert outcome_of_missing(asked=True) is Outcome.ERROR and outcome_of_missing(asked=False) is Outcome.NOT_APPLICABLE
     # the 4xH200 facts recorded before health readings, per-GPU loads and telemetry: every check of what
     # they lack could not judge, named by what is missing; what the profile asks nothing of is skipped
-    facts = example_facts("h200x4-measured")
+    facts = older_example_facts("h200x4-measured")
     profile = CATALOG.load("h200-4-nvswitch")
     tests = judged_tests(profile, facts, areas_left_out=("burn-in",))
     lacking = {t.verdict.missing for t in tests if t.outcome == "error" and t.verdict is not None}
@@ -115,7 +115,7 @@ def test_the_rule_is_one_rule_a_skip_only_for_what_the_profile_does_not_ask():
 
 
 def test_coverage_names_each_area_not_checked_and_why():
-    facts = example_facts("h200x4-measured")
+    facts = older_example_facts("h200x4-measured")  # recorded before health readings, per-GPU loads and telemetry
     tests = judged_tests(CATALOG.load("h200-4-nvswitch"), facts, areas_left_out=("burn-in",))
     areas = {area.area: area for area in coverage(tests)}
     assert list(areas) == [area for area in AREAS if area in areas]  # in area order
@@ -129,7 +129,7 @@ def test_coverage_names_each_area_not_checked_and_why():
 
 
 def test_every_view_of_a_run_says_what_it_did_not_check():
-    facts = example_facts("h200x4-measured")
+    facts = older_example_facts("h200x4-measured")  # recorded before health readings, per-GPU loads and telemetry
     record = record_of(judged_tests(CATALOG.load("h200-4-nvswitch"), facts, areas_left_out=("burn-in",)), facts)
     assert record.exit_code() == 2
     lines = summary_lines(record.tests)

@@ -35,7 +35,7 @@ from gpuaccept.probe.nvml import NvmlCallError, RecordingNvml, ReplayNvml
 from gpuaccept.profile import ProfileCatalog, load_profile
 from gpuaccept.resources import shipped_dir
 from tests.health_data import healthy_h200x2, save_recording, with_health
-from tests.helpers import example_facts, write
+from tests.helpers import example_facts, older_example, older_example_facts, write
 
 PROFILE = ProfileCatalog.with_shipped().load("h200-2-nvswitch")
 
@@ -296,7 +296,7 @@ def test_a_counter_that_went_down_is_not_judged_as_a_negative_count():
 
 
 def test_facts_without_health_readings_could_not_judge_any_health_check():
-    facts = example_facts("h200x2-measured")
+    facts = older_example_facts("h200x2-measured")
     for check in health.STATE_CHECKS + health.RUN_CHECKS:
         if check is health.vbios_consistent:
             continue  # read from the inventory facts
@@ -321,9 +321,9 @@ def test_health_facts_round_trip_and_older_facts_read_unchanged(tmp_path):
     facts = with_health(healthy_h200x2(), healthy_h200x2())
     save_facts(facts, tmp_path / "facts.json")
     assert load_facts(tmp_path / "facts.json") == facts
-    older = Path("examples/facts/h200x2-measured.json")
-    assert "health" not in json.loads(example_facts("h200x2-measured").model_dump_json())
-    assert json.loads(example_facts("h200x2-measured").model_dump_json()) == json.loads(older.read_text())
+    older = older_example("h200x2-measured")
+    assert "health" not in json.loads(older_example_facts("h200x2-measured").model_dump_json())
+    assert json.loads(older_example_facts("h200x2-measured").model_dump_json()) == json.loads(older.read_text())
 
 
 KERNEL_LOG = """\

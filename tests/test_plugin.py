@@ -7,7 +7,7 @@ import pytest
 
 from gpuaccept.facts import save_facts
 from gpuaccept.resources import shipped_dir
-from tests.helpers import DATA, EXAMPLES, NOT_IN_THE_OLDER_FACTS, example_facts, mutated
+from tests.helpers import DATA, EXAMPLES, example_facts, mutated, older_example
 
 SUITES = shipped_dir("suites")
 
@@ -28,7 +28,8 @@ def cases_by_name(root):
 
 
 def test_recorded_h200x4_could_not_judge_what_its_facts_lack_and_says_so_by_area(pytester):
-    result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"))
+    # facts recorded before the health readings, the per-GPU loads and the telemetry existed
+    result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(older_example("h200x4-measured")))
     outcomes = result.parseoutcomes()
     # nothing failed, and the areas the profile asks for that the facts lack could not judge: never a pass
     assert result.ret == 2 and "failed" not in outcomes and outcomes["passed"] >= 65 and outcomes["errors"] == 180
@@ -48,26 +49,37 @@ def test_recorded_h200x4_could_not_judge_what_its_facts_lack_and_says_so_by_area
     assert gemm["area"] == "compute" and gemm["outcome"] == "error"
 
 
-def test_recorded_h200x4_passes_what_its_facts_hold_and_names_what_it_left_out(pytester):
-    result, root = run_suites(
-        pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "-k", NOT_IN_THE_OLDER_FACTS
-    )
+def test_recorded_h200x4_passes_every_area_and_junit_holds_the_exact_values(pytester):
+    result, root = run_suites(pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"))
     outcomes = result.parseoutcomes()
-    assert result.ret == 0 and "failed" not in outcomes and outcomes["passed"] >= 65
-    # a pass of what was judged, the areas left out named as not checked
-    line = "PARTLY CHECKED: every check judged passed; not checked: health, compute, telemetry"
-    assert result.stdout.lines.count(line) == 1
+    assert result.ret == 0 and "failed" not in outcomes and "errors" not in outcomes and outcomes["passed"] >= 65
+    assert result.stdout.lines.count("PASS: every check passed") == 1
     suite = properties(root.find("testsuite"))
-    assert suite["coverage.compute"] == "not checked: 0 passed, 0 failed, 0 not judged, 0 skipped, 24 not selected"
+    assert suite["coverage.compute"] == "checked: 24 passed, 0 failed, 0 not judged, 0 skipped"
+    assert suite["not_checked"] == ""
     cases = cases_by_name(root)
     assert "test_link_type[gpu0-gpu1]" in cases and "test_p2p_capability[gpu3-gpu2]" in cases
     memory = properties(cases["test_gpu_memory[gpu2]"])
     # the exact value judged (150754820096 B), not a rounded one; the message rounds for people
     assert float(memory["measured"]) == 150754820096 / 2**30 and memory["expected"] == ">= 140 GiB" and memory["unit"] == "GiB"
     assert memory["profile"] == "h200-4-nvswitch" and memory["subject"] == "gpu2" and memory["outcome"] == "passed"
-    suite = properties(root.find("testsuite"))
     assert suite["profile"] == "h200-4-nvswitch" and suite["gpu_model"] == "NVIDIA H200" and suite["gpu_count"] == "4"
     assert suite["driver"] == "580.159.04" and suite["host"]
+
+
+def test_a_selection_passes_what_it_judged_and_names_the_areas_it_left_out(pytester):
+    result, root = run_suites(
+        pytester, "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"),
+        "-k", "not test_health.py and not test_telemetry.py",
+    )
+    outcomes = result.parseoutcomes()
+    assert result.ret == 0 and "failed" not in outcomes and outcomes["passed"] >= 65
+    # a pass of what was judged, the areas left out named as not checked
+    line = "PARTLY CHECKED: every check judged passed; not checked: health, telemetry"
+    assert result.stdout.lines.count(line) == 1
+    suite = properties(root.find("testsuite"))
+    assert suite["coverage.telemetry"] == "not checked: 0 passed, 0 failed, 0 not judged, 0 skipped, 12 not selected"
+    assert suite["coverage.compute"] == "checked: 24 passed, 0 failed, 0 not judged, 0 skipped"
 
 
 def test_a_fault_fails_exactly_its_test_with_value_and_threshold_in_junit(pytester, tmp_path):
@@ -115,21 +127,20 @@ def test_suite_properties_survive_xdist(pytester):
 
     facts = str(EXAMPLES / "h200x4-measured.json")
     result, root = run_suites(
-        pytester, "-n", "2", "--profile", "h200-4-nvswitch", "--facts", facts, "-k", NOT_IN_THE_OLDER_FACTS, subprocess=True
+        pytester, "-n", "2", "--profile", "h200-4-nvswitch", "--facts", facts, "-k", "not test_compute.py", subprocess=True
     )
     assert result.ret == 0
     suite = properties(root.find("testsuite"))
     # what the workers left out reaches the controller's record: the areas it did not check, named
     assert suite["coverage.compute"] == "not checked: 0 passed, 0 failed, 0 not judged, 0 skipped, 24 not selected"
-    assert "PARTLY CHECKED: every check judged passed; not checked: health, compute, telemetry" in result.stdout.lines
+    assert "PARTLY CHECKED: every check judged passed; not checked: compute" in result.stdout.lines
     assert suite["profile"] == "h200-4-nvswitch" and suite["host"]
     assert suite["facts_source"] == str(EXAMPLES / "h200x4-measured.json") and suite["gpu_accept_version"] and suite["complete"] == "true"
     assert properties(cases_by_name(root)["test_link_type[gpu1-gpu2]"])["measured"] == "NV18"
     junit = etree.parse(str(pytester.path / "junit.xml"))
     assert etree.XMLSchema(etree.parse(str(DATA / "junit.xsd"))).validate(junit)
-    # the standard level's 343 tests but the 156 of the health suite, the telemetry's 3 per GPU and the
-    # 24 per-GPU load tests, which these facts predate
-    assert len(junit.findall(".//testcase")) == int(junit.getroot().get("tests")) == 343 - 156 - 12 - 24
+    # the standard level's 343 tests but the 24 per-GPU load tests left out
+    assert len(junit.findall(".//testcase")) == int(junit.getroot().get("tests")) == 343 - 24
 
 
 def test_junitxml_in_a_gpu_accept_run_is_written_by_the_plugin_from_the_run_record(pytester, tmp_path):

@@ -14,7 +14,7 @@ import pytest
 from gpuaccept.facts import run_verdict
 from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.run_record import load_results
-from tests.helpers import EXAMPLES, write
+from tests.helpers import EXAMPLES, older_example, write
 from tests.test_cli import one_error_line, without_driver
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def test_a_run_without_a_driver_leaves_a_verdict_with_its_cause(tmp_path):
 
 @pytest.mark.slow
 def test_the_verdict_of_a_finished_run_is_in_results_json_too(tmp_path):
-    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"), "--reports",
+    done = gpu_accept("run", "--profile", "h200-4-nvswitch", "--facts", str(older_example("h200x4-measured")), "--reports",
                       str(tmp_path), "-q")
     # those facts predate the health readings, the per-GPU loads and the telemetry: could not judge them
     assert done.returncode == 2, done.stderr
