@@ -16,43 +16,47 @@ PROBED = example_facts("h200x4-measured").model_copy(update={"measurements": Mea
 
 
 class FakePool:
-    """Records what the store asks to be started ahead; hands out nothing (the stages are stand-ins)."""
+    """Records what the store asks to be started and set up ahead; hands out nothing (the stages are stand-ins)."""
 
     def __init__(self):
-        self.prepared: list[list[int]] = []
+        self.asked: list[tuple[str, list]] = []
 
     def prepare(self, ranks):
-        self.prepared.append(list(ranks))
+        self.asked.append(("import", list(ranks)))
+
+    def set_up(self, plans):
+        self.asked.append(("set up", [ranks for _, ranks in plans]))
 
     def take(self, ranks):
         return None
 
     def close(self):
-        self.prepared.append(["closed"])
+        self.asked.append(("closed", []))
 
 
 def stand_in(stage, facts, profile, gpus, only=None, attempt=0):
     return Measurements()
 
 
-def test_each_stage_starts_the_workers_of_the_next_as_it_begins(tmp_path, monkeypatch):
+def test_each_stage_is_set_up_ahead_once_the_one_before_it_has_measured(tmp_path, monkeypatch):
     profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
     monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)  # a GPU machine with cores to spare
     store = MeasurementStore(tmp_path, live=True)
     store.pool = pool = FakePool()
     monkeypatch.setattr(store, "_measure", stand_in)
     store.expect(["copies", "compute", "ddp", "nccl"], PROBED, profile)
-    assert pool.prepared == [[1]]  # the first stage's: one process that sees every GPU
+    assert pool.asked == [("set up", [1])]  # the first stage's, while the tests before it run: one process that sees every GPU
     store.with_stage("copies", PROBED, profile)
-    assert pool.prepared[-1] == [1, 1, 1, 1, 1]  # its own, and the next's: one worker a GPU
+    # as it began, the next stage's workers started, to import torch: one a GPU; once it measured, they set up
+    assert pool.asked[1:] == [("import", [1, 1, 1, 1]), ("set up", [1, 1, 1, 1])]
     store.with_stage("compute", PROBED, profile, [2])
-    assert pool.prepared[-1] == [1, 1, 1, 1, 4, 4]  # the DDP stage's: four ranks, and four for its NVLink A/B arm
+    assert pool.asked[3:] == [("import", [4, 4]), ("set up", [4, 4])]  # the DDP stage's: four ranks, and four for its NVLink A/B arm
     store.with_stage("ddp", PROBED, profile)
     store.with_stage("nccl", PROBED, profile)
-    assert pool.prepared[-2:] == [[4, 4, 4], [4]]  # the NCCL stage's four, and nothing after the last
+    assert pool.asked[5:] == [("import", [4]), ("set up", [4])]  # the NCCL stage's four, and nothing after the last
     store.with_stage("compute", PROBED, profile)  # measured already: nothing starts
     store.close()
-    assert len(pool.prepared) == 6 and pool.prepared[-1] == ["closed"]
+    assert pool.asked[7:] == [("closed", [])]
 
 
 def test_nothing_starts_ahead_for_a_stage_measured_already_or_that_cannot_run(tmp_path, monkeypatch):
@@ -64,7 +68,7 @@ def test_nothing_starts_ahead_for_a_stage_measured_already_or_that_cannot_run(tm
     store.with_stage("copies", PROBED, profile)  # measured before the session said what comes
     one_gpu = PROBED.model_copy(update={"gpus": PROBED.gpus[:1]})
     store.expect(["copies", "nccl"], one_gpu, profile)  # copies done; NCCL needs two GPUs
-    assert pool.prepared == []
+    assert pool.asked == []
 
 
 def test_workers_start_ahead_only_beside_gpu_measurements_with_cores_to_spare(monkeypatch):
