@@ -429,33 +429,6 @@ def _output_to(log: Path | None):
         os.close(saved[1])
 
 
-def _require_torch(options: RunOptions) -> None:
-    """A level that measures this machine needs torch: missing or broken, the run could not judge,
-    said in one line before any probe (not as every measurement failing at its start-up). The quick
-    level and recorded facts need none, and import none here."""
-    import importlib.util
-
-    from gpuaccept.errors import NoDriverError
-    from gpuaccept.facts.run_record import LiveMachine
-    from gpuaccept.process import run_bounded
-
-    if not isinstance(options.source, LiveMachine) or options.level == "quick":
-        return
-    if importlib.util.find_spec("torch") is None:
-        raise NoDriverError(f"torch is not installed: the {options.level} level measures with it "
-                            "(pip install 'gpu-accept[torch]'; --level quick needs none)")
-    done = run_bounded([sys.executable, "-c", "import torch"], TORCH_IMPORT_LIMIT_S)
-    if done.timed_out:
-        raise NoDriverError(f"torch did not import within {TORCH_IMPORT_LIMIT_S} s: the {options.level} level measures with it")
-    if done.returncode != 0:
-        said = [line for line in done.stderr.splitlines() if line.strip()]
-        raise NoDriverError(f"torch cannot be imported ({said[-1] if said else f'exit {done.returncode}'}): "
-                            f"the {options.level} level measures with it")
-
-
-TORCH_IMPORT_LIMIT_S = 120  # a cold network filesystem takes tens of seconds; a hung import is no torch
-
-
 def _judged_run(args, extra: list[str], command: str, *, log: Path | None = None) -> tuple[int, run_verdict.RunVerdict]:
     """A run of the suites for `command` (run, burn-in, health-check) that leaves its verdict whatever
     happens: verdict.json in the reports folder (and --metrics) say "in progress" from its start, and
@@ -473,7 +446,6 @@ def _judged_locked(prepared: _Prepared, command: str, log: Path | None) -> tuple
     _write_verdict(prepared, command, run_verdict.in_progress(host=host, profile=prepared.profile_named, started_at=started), None)
     cause = ""
     try:
-        _require_torch(prepared.options)
         code = prepared.execute(log)
         cause = prepared.outcome.cause
     except GpuAcceptError as error:
