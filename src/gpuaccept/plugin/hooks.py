@@ -95,9 +95,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
     say = terminal_line(config)
+    snapshots = SnapshotAfterStage(folder, say)
+    if context.live and options.level != "quick" and not config.option.collectonly:
+        snapshots.start(context.facts)  # ready, NVML open, by the time the first stage has measured
     store = MeasurementStore(
-        folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)], drills=context.drills,
-        pool=pool,
+        folder, live=context.live, say=say, confirm=options.confirm, after_stage=[snapshots], drills=context.drills, pool=pool,
     )
     run = GpuAcceptRun(options, context, store)
     config.stash[RUN_KEY] = run

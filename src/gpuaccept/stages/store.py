@@ -117,9 +117,13 @@ class MeasurementStore:
 
     def close(self) -> None:
         """End the workers started ahead that no stage took (a stage that was not asked for after
-        all), and wait until every set of workers is gone."""
+        all), and wait until every set of workers is gone; the hooks that keep a process end it."""
         self.pool.close()
         settle()
+        for hook in self.after_stage:
+            close = getattr(hook, "close", None)  # SnapshotAfterStage keeps its child for the session
+            if close is not None:
+                close()
 
     def with_stage(self, name: str, facts: Facts, profile: Profile, gpus: list[int] | None = None) -> Facts:
         """`facts` with the stage's measurements in them, measuring first if this is the first ask.
