@@ -188,3 +188,28 @@ def test_the_health_check_fails_a_pair_the_driver_says_has_no_peer_access(tmp_pa
     assert last.startswith("gpu-accept health-check: FAIL: ") and "test_p2p_cuda_agrees[gpu0-gpu3]" in last
     failed = {test for test, outcome in outcomes_of(tmp_path).items() if outcome == "failed"}
     assert failed == {"test_p2p_cuda_agrees[gpu0-gpu3]"} and not mark.exists()
+
+
+@pytest.mark.slow
+def test_the_probe_reads_cuda_beside_nvml_and_says_where_its_time_went(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from gpuaccept.facts import parse_facts
+    from tests.cuda_driver import driver_environment, fake_cuda_driver
+    from tests.helpers import DATA, nvml_replay
+
+    replay = nvml_replay("h200x4")
+    uuids = [replay.query("uuid", i).removeprefix("GPU-") for i in range(4)]
+    env = {**os.environ, **driver_environment(uuids, no_peer=[(1, 2)]), "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x4.json"),
+           "LD_LIBRARY_PATH": str(fake_cuda_driver(tmp_path / "cuda"))}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    done = subprocess.run([sys.executable, "-m", "gpuaccept.probe", "--phases"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    facts = parse_facts(done.stdout, "probe output")
+    assert facts.cuda.device_count == 4 and facts.cuda.peer_access[1][2] is False and facts.cuda.peer_access[0][3] is True
+    phases = json.loads(done.stderr.strip().splitlines()[-1])["probe_phases_s"]
+    assert {"imports", "CUDA", "NVML start", "NVML facts", "health reading", "whole, after Python's start"} == set(phases)
+    assert all(seconds >= 0 for seconds in phases.values())

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from gpuaccept.errors import NoDriverError, ProbeError
-from gpuaccept.facts import Facts, parse_facts
 from gpuaccept.process import run_bounded
+
+if TYPE_CHECKING:  # the facts' models are imported where facts are read: `python -m gpuaccept.probe` starts the drivers first
+    from gpuaccept.facts import Facts
 
 EXIT_NO_DRIVER = 2  # what `python -m gpuaccept.probe` exits with when there is no driver or GPU
 
@@ -15,6 +18,8 @@ PROBE_TIMEOUT_S = 180.0
 
 
 def probe_machine(nvml_log: str | None = None, timeout_s: float = PROBE_TIMEOUT_S) -> Facts:
+    from gpuaccept.facts import parse_facts
+
     command = [sys.executable, "-m", "gpuaccept.probe"]
     if nvml_log:
         command += ["--nvml-log", str(nvml_log)]
