@@ -213,3 +213,26 @@ def test_the_probe_reads_cuda_beside_nvml_and_says_where_its_time_went(tmp_path)
     phases = json.loads(done.stderr.strip().splitlines()[-1])["probe_phases_s"]
     assert {"imports", "CUDA", "NVML start", "NVML facts", "health reading", "whole, after Python's start"} == set(phases)
     assert all(seconds >= 0 for seconds in phases.values())
+
+
+@pytest.mark.parametrize(
+    "argv, probes",
+    [
+        (["run"], True),
+        (["run", "--level", "quick", "--profile", "h200-4-nvswitch"], True),
+        (["health-check", "--reports", "r"], True),
+        (["burn-in", "--duration", "30m"], True),
+        (["run", "--facts", "facts.json"], False),  # recorded facts: nothing of this machine is read
+        (["run", "--facts=facts.json"], False),
+        (["run", "--import", "topo.txt"], False),
+        (["run", "--help"], False),
+        (["record", "-o", "facts.json"], False),  # its probe keeps its own options (--nvml-log)
+        (["profile", "list"], False),
+        (["run", "--", "--facts"], True),  # after "--", pytest's arguments
+        ([], False),
+    ],
+)
+def test_the_command_starts_its_probe_as_it_begins_only_where_it_reads_this_machine(argv, probes):
+    from gpuaccept.entry import _probes
+
+    assert _probes(argv) is probes

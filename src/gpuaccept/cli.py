@@ -20,7 +20,7 @@ from pathlib import Path
 from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError, shown
 from gpuaccept.facts import run_verdict, save_facts
-from gpuaccept.facts.run_record import JOURNAL_SUFFIX
+from gpuaccept.facts.run_record import JOURNAL_SUFFIX, LiveMachine
 from gpuaccept.files import write_atomically
 from gpuaccept.outcomes import pytest_exit_code, worst_exit_code
 from gpuaccept.outputs import check_output_file, check_output_folder, refuse_links, refuse_overlaps, reports_folder_lock
@@ -35,6 +35,7 @@ from gpuaccept.plugin.options import (
     passed_to_pytest,
     read_options,
 )
+from gpuaccept.process import Bounded
 from gpuaccept.profile import Profile, ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
 from gpuaccept.profile.catalogue import CATALOGUE_FOLDER, load_catalogue
@@ -51,7 +52,9 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, probe: Bounded | None = None) -> int:
+    """`probe`: the probe's child, where the command started it as it began (gpuaccept/entry.py):
+    a run of this machine reads its facts from it."""
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `gpu-accept profile list | head` ends quietly
     parser = _parser()
@@ -66,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_USAGE
+    args.started_probe = probe
     try:
         if getattr(args, "output", None) is not None:  # every -o: a file to write at the end
             check_output_file(args.output, "-o")
@@ -363,7 +367,8 @@ class _Prepared:
         self.pytest_args = pytest_args + (extra[1:] if extra[:1] == ["--"] else extra)
         _refuse_what_pytest_refuses(self.pytest_args)
         self.outcome = _Outcome()
-        self.plugins = [self.outcome, GivenOptions(self.options)]
+        probe = getattr(args, "started_probe", None) if isinstance(self.options.source, LiveMachine) else None
+        self.plugins = [self.outcome, GivenOptions(self.options, probe)]
         self.exit_status = pytest.ExitCode.OK
 
     @property

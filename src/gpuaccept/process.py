@@ -37,27 +37,34 @@ class Bounded:
     group is killed."""
 
     def __init__(self, command: list[str], timeout_s: float, env: dict[str, str] | None = None, cwd: str | None = None):
+        self.command = list(command)
         self.deadline = time.monotonic() + timeout_s
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, start_new_session=True
         )
+        self._finished: Finished | None = None
 
     def finished(self) -> Finished:
+        if self._finished is not None:
+            return self._finished
         try:
             stdout, stderr = self.process.communicate(timeout=max(0.0, self.deadline - time.monotonic()))
-            return Finished(self.process.returncode, stdout, stderr)
+            self._finished = Finished(self.process.returncode, stdout, stderr)
         except subprocess.TimeoutExpired:
             kill_group(self.process)
             stdout, stderr = self.process.communicate()
-            return Finished(None, stdout, stderr)
+            self._finished = Finished(None, stdout, stderr)
         except BaseException:
             self.stop()
             raise
+        return self._finished
 
     def stop(self) -> None:
         """Kill it now, if it still runs (its result is no longer wanted)."""
-        kill_group(self.process)
-        self.process.communicate()
+        if self._finished is None:
+            kill_group(self.process)
+            stdout, stderr = self.process.communicate()
+            self._finished = Finished(None, stdout, stderr)
 
 
 class _Process(Protocol):

@@ -30,7 +30,7 @@ from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
 from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
 from gpuaccept.plugin.needs import needs_of, stages_asked
-from gpuaccept.plugin.options import RunOptions, given_options, read_options
+from gpuaccept.plugin.options import RunOptions, given_options, given_probe, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import NOT_STARTED_KEY, RunRecording
 from gpuaccept.plugin.terminal import terminal_line
@@ -49,6 +49,7 @@ TERMINATED: list[int] = []  # the signals that asked this run to end
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)  # in every run, so that the suites pass --strict-markers
     given = given_options(config.pluginmanager.get_plugins())  # read and checked by `gpu-accept run`
+    started_probe = given_probe(config.pluginmanager.get_plugins())  # started by `gpu-accept run` as it began
     try:
         options = given.with_junitxml(getattr(config.option, "xmlpath", None)) if given is not None else read_options(config.option)
     except GpuAcceptError as error:
@@ -80,7 +81,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # a profile derived from the catalogue is kept beside the reports, to review and keep
         derive_into = options.outputs.results.parent if options.outputs.results is not None else None
         context = RunContext.build(
-            options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ), options.expect_gpus, derive_into
+            options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ), options.expect_gpus, derive_into,
+            started_probe,
         )
         if torch_check is not None:
             torch_check.passed()
