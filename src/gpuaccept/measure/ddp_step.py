@@ -64,10 +64,32 @@ def _model_of(step: DdpStep, me):
     if key not in _MODELS:
         torch.manual_seed(1234 + me.rank)
         with torch.device(me.device):  # initialized where it trains: a CPU initialization of 350M weights takes seconds
-            _MODELS[key] = build(step.model)
-        if me.cuda:
-            torch.cuda.synchronize(me.device)
+            model = build(step.model)
+        _first_step(model, step, me)
+        _MODELS[key] = model
     return _MODELS[key]
+
+
+def _first_step(model, step: DdpStep, me) -> None:
+    """One training step of this rank alone, with an optimizer let go after it: what a process pays
+    once (its kernels loaded, cuBLAS and attention set up) is paid here, by every rank at once,
+    instead of by the ranks new to each world during that world's warm-up, one world after another.
+    Each world still has its own warm-up steps before its timed ones."""
+    import torch
+    from torch.nn import functional as F
+
+    shape = step.model
+    tokens = torch.randint(0, shape.vocab, (min(step.batches), shape.seq_len + 1), device=me.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=me.cuda)
+    with torch.autocast(me.device.type, dtype=torch.bfloat16, enabled=me.cuda and step.dtype == "bfloat16"):
+        logits = model(tokens[:, :-1])
+    F.cross_entropy(logits.float().reshape(-1, shape.vocab), tokens[:, 1:].reshape(-1)).backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    del optimizer, logits
+    if me.cuda:
+        torch.cuda.synchronize(me.device)
+        torch.cuda.empty_cache()  # what the step held beyond the model is let go: a set that holds keeps the model alone
 
 
 def measure_ddp(step: DdpStep, me) -> list[dict]:
