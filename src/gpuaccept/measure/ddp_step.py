@@ -30,14 +30,18 @@ _MODELS: dict[tuple[str, str], object] = {}
 _GROUPS: dict[int, object] = {}
 
 
-def prepare_ddp(step: DdpStep, me) -> None:
-    """The process group of the step's world, made on every rank of the job with its communicator,
-    and the model on the ranks of that world: each made once in this process."""
-    if step.world > me.world:
-        raise ValueError(f"DDP on {step.world} GPUs needs {step.world} ranks; the job has {me.world}")
-    _group_of(step, me)
-    if me.rank < step.world:
-        _model_of(step, me)
+def prepare_ddp(steps: list[DdpStep], me) -> None:
+    """The process group of each step's world, made on every rank of the job with its communicator,
+    then the model on the ranks of any of those worlds: each made once in this process. Groups
+    first: making one is a collective of every rank, which would otherwise wait for each world's
+    ranks to build their model, one world after another."""
+    for step in steps:
+        if step.world > me.world:
+            raise ValueError(f"DDP on {step.world} GPUs needs {step.world} ranks; the job has {me.world}")
+        _group_of(step, me)
+    for step in steps:
+        if me.rank < step.world:
+            _model_of(step, me)
 
 
 def _group_of(step: DdpStep, me):
@@ -96,7 +100,7 @@ def measure_ddp(step: DdpStep, me) -> list[dict]:
     import torch
     import torch.distributed as dist
 
-    prepare_ddp(step, me)  # made already where the worker prepared its steps
+    prepare_ddp([step], me)  # made already where the worker prepared its steps
     group = _group_of(step, me)
     shape = step.model
     trainer = None

@@ -322,8 +322,7 @@ def run(
         dist.barrier()  # the communicator is made here, not by the first step
     group_s = time.perf_counter() - grouped
     prepared = time.perf_counter()
-    for step in plan.steps:
-        prepare_step(step, me)
+    prepare_steps(plan.steps, me)
     prepare_s = time.perf_counter() - prepared
     held = time.perf_counter()
     if hold_for is not None and needs_group:
@@ -371,13 +370,14 @@ def run(
         dist.destroy_process_group()
 
 
-def prepare_step(step, me: Rank) -> None:
-    """What a step sets up before anything of the plan is timed, on every rank: for DDP, the model
-    and the process groups of its world."""
-    if isinstance(step, DdpStep):
+def prepare_steps(steps: list, me: Rank) -> None:
+    """What the steps set up before anything of the plan is timed, on every rank: for DDP, the
+    process groups of every world and the model."""
+    ddp = [step for step in steps if isinstance(step, DdpStep)]
+    if ddp:
         from gpuaccept.measure.ddp_step import prepare_ddp
 
-        prepare_ddp(step, me)
+        prepare_ddp(ddp, me)
 
 
 def run_step(step, me: Rank, drills: Drills) -> list[dict]:
