@@ -236,3 +236,15 @@ def test_the_command_starts_its_probe_as_it_begins_only_where_it_reads_this_mach
     from gpuaccept.entry import _probes
 
     assert _probes(argv) is probes
+
+
+def test_a_burn_in_sets_nothing_up_ahead_of_its_rounds(tmp_path, monkeypatch):
+    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
+    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)
+    store = MeasurementStore(tmp_path, live=True)
+    store.pool = pool = FakePool()
+    monkeypatch.setattr(store, "_measure", stand_in)
+    store.expect(["copies", "nccl"], PROBED, profile, set_up_now=False)
+    assert pool.asked == [("import", [1])]  # torch imported for the first stage; no GPU touched beside the rounds
+    store.with_stage("copies", PROBED, profile)  # after the rounds, the stages set up ahead as in a standard run
+    assert pool.asked[1:] == [("import", [4]), ("set up", [4])]

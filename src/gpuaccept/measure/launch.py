@@ -61,7 +61,7 @@ class Outcome:
     values: dict[StepKey, dict] = field(default_factory=dict)  # each value measured, by key: its record
     failures: list[StepFailure] = field(default_factory=list)  # each step that gave no values, with their keys
     wall_s: float = 0.0
-    # where the time went, in seconds, by phase: rank 0's start-up ("start-up: process group"), the
+    # where the time went, in seconds, by phase: rank 0's start-up ("start-up: group"), the
     # wait for the machine to be quiet, each step ("step: all_reduce 1 GiB") and the parts a step
     # timed itself ("DDP on 2 GPUs: bs8: timed"); a later attempt's prefixed "attempt 2: "
     phases: dict[str, float] = field(default_factory=dict)

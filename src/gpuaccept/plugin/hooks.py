@@ -232,7 +232,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     order: list[str] = []
     for item in session.items:
         order += [name for name in stages_asked(needs_of(item), run.options.level) if name not in order]
-    run.store.expect(order, run.context.facts, run.context.profile)
+    # a burn-in's rounds measure before the tests: nothing may hold the GPUs beside them
+    run.store.expect(order, run.context.facts, run.context.profile, set_up_now=run.options.level != "burn-in")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -62,18 +62,24 @@ class MeasurementStore:
         self._scratch: dict[str, Path] = {}  # the folder reserved for a stage's first run, where it was set up ahead
         self._runs = 0
 
-    def expect(self, stages: Sequence[str], facts: Facts, profile: Profile) -> None:
+    def expect(self, stages: Sequence[str], facts: Facts, profile: Profile, set_up_now: bool = True) -> None:
         """The stages this session will ask for, in the order it will first ask: the first one's
         workers are set up now (nothing measures yet), each next one's start as the one before it
         begins and are set up as soon as it has ended. Only where that order is known (a
         pytest-xdist worker cannot know which worker a stage falls to) and where the measurements
-        run on GPUs (`starts_ahead`)."""
+        run on GPUs (`starts_ahead`). `set_up_now=False` where something else measures first (a
+        burn-in's rounds): the first stage's workers only import torch until it begins."""
         if not (self.live and starts_ahead(facts)):
             return
         self._upcoming = [name for name in stages if self._runs_here(STAGES[name], facts, profile)]
         self._ahead = True
-        if self._upcoming:
-            self._set_up_ahead(STAGES[self._upcoming[0]], facts, profile)
+        if not self._upcoming:
+            return
+        first = STAGES[self._upcoming[0]]
+        if set_up_now:
+            self._set_up_ahead(first, facts, profile)
+        else:
+            self.pool.prepare([ranks for _, ranks in first.plans(profile.spec, self._first_run(first, facts))])
 
     def _runs_here(self, stage: Stage, facts: Facts, profile: Profile) -> bool:
         """Whether the stage would start workers here: asked for, able to run, not measured yet."""
