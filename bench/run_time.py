@@ -21,7 +21,10 @@ Where the time went, per run, from its results.json: the start-up before the ses
 probe: to the telemetry's first moment), then to the first stage (collection, the tests that load
 nothing), each stage's windows of load (the telemetry's `loads`, confirmation rounds included),
 the time between stages (health snapshots, the tests that judge), and after the last stage (the rest
-of the tests, the reports, the exit).
+of the tests, the reports, the exit). Inside each stage, where a commit's sweeps keep them, its
+phases (rank 0's start-up by part, the wait for the machine, the hold, each step and the parts a
+step times itself: a DDP world's wrap, warm-up and timed steps, the memory test's passes); and
+the probe's own parts (`python -m gpuaccept.probe --phases`, where the commit has it).
 """
 
 from __future__ import annotations
@@ -41,15 +44,17 @@ from pathlib import Path
 
 COMMITS = ("previous", "this")
 STAGE_COLUMNS = ("copies", "compute", "ddp", "nccl")
+# the sweeps whose phases are shown (the pairwise sweep shares the collectives' workers, and their phases)
+PHASED_SWEEPS = ("copies", "compute", "ddp", "ddp_without_p2p", "collectives")
 # what each item is expected to take, in seconds, to leave out those that would not fit the budget
-# (a standard run: the previous commit's loaded one GPU after another, about 19 s each)
-EXPECTED_S = {"probe": 10, "quick": 15, "health-check": 15}
+# (a standard run of the previous commit, fe97046: 77.5 s on 4xH200, 65.0 s on 2, 30.9 s on 1)
+EXPECTED_S = {"probe": 6, "quick": 10, "health-check": 10}
 
 
 def expected_standard_s(commit: str, gpus: int, xdist: bool = False) -> float:
     if commit == "previous":
-        return 45 + (18 if xdist else 25) * gpus
-    return 45 + 5 * gpus
+        return 30 + (17 if xdist else 12) * gpus
+    return 30 + 8 * gpus
 
 
 @dataclass
@@ -69,6 +74,10 @@ class Run:
     between_s: float | None = None  # between the first stage's start and the last one's end, outside every window
     after_s: float | None = None  # the last stage's end to the process's end
     note: str = ""
+    # sweep -> its phases, as the commit's workers timed them (results.json; none before they were kept)
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
+    wall_of_sweep: dict[str, float] = field(default_factory=dict)  # sweep -> its wall_s
+    probe_phases: dict[str, float] = field(default_factory=dict)  # the probe's parts (python -m gpuaccept.probe --phases)
 
 
 def environment(commit: str, previous_site: Path) -> dict[str, str]:
@@ -95,12 +104,22 @@ def timed(label: str, commit: str, what: str, gpus: int, options: list[str], com
     work.mkdir(parents=True, exist_ok=True)
     (work / f"{label}.out").write_text(output if isinstance(output, str) else str(output), encoding="utf-8")
     run = Run(label, commit, what, gpus, " ".join(options), code, round(ended - began, 2))
+    if what == "probe":
+        run.probe_phases = _probe_phases(output if isinstance(output, str) else "")
+        return run
     results = reports / "results.json"
-    if what == "probe" or not results.is_file():
+    if not results.is_file():
         return run
     record = json.loads(results.read_text(encoding="utf-8"))
     for test in record.get("tests", []):
         run.tests[test["outcome"]] = run.tests.get(test["outcome"], 0) + 1
+    measurements = (record.get("facts") or {}).get("measurements") or {}
+    for sweep in PHASED_SWEEPS:
+        found = measurements.get(sweep) or {}
+        if found.get("phases"):
+            run.phases[sweep] = found["phases"]
+        if "wall_s" in found:
+            run.wall_of_sweep[sweep] = round(found["wall_s"], 2)
     telemetry = (record.get("facts") or {}).get("telemetry")
     if not telemetry:
         return run
@@ -119,6 +138,14 @@ def timed(label: str, commit: str, what: str, gpus: int, options: list[str], com
     run.between_s = round((last - first) - sum(run.stages.values()), 2)
     run.after_s = round(ended - (session + last), 2)
     return run
+
+
+def _probe_phases(output: str) -> dict[str, float]:
+    """The probe's parts, from the JSON line `--phases` ends its stderr with ({} where there is none)."""
+    for line in reversed(output.splitlines()):
+        if line.startswith('{"probe_phases_s"'):
+            return json.loads(line)["probe_phases_s"]
+    return {}
 
 
 def suite_command(what: str, reports: Path, profile: str, extra: list[str]) -> list[str]:
@@ -164,7 +191,8 @@ def measure(args: argparse.Namespace) -> int:
         if count < gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu) for gpu in range(count))
         if what == "probe":
-            command = [sys.executable, "-m", "gpuaccept.probe"]
+            # this commit's probe says where its time went; the previous one's may not know the option
+            command = [sys.executable, "-m", "gpuaccept.probe", *(["--phases"] if commit == "this" else [])]
         else:
             command = suite_command(what, work / label, profile, options)
         run = timed(label, commit, what, count, options, command, env, work)
@@ -254,6 +282,32 @@ def projection(runs: list[Run], gpus: int) -> list[str]:
     return lines
 
 
+SHOWN_PHASES = 14  # the largest phases of a sweep shown; the rest summed on one line
+
+
+def phase_tables(runs: list[Run]) -> list[str]:
+    """Inside each stage of this commit's standard runs, and inside the probe: where the time went,
+    the largest parts first. Phases overlap (a step holds the parts it timed; a GPU's phases run
+    beside the other GPUs'): they are not meant to add up to the stage's time."""
+    lines: list[str] = []
+    for run in runs:
+        if run.commit != "this" or not (run.phases or run.probe_phases):
+            continue
+        lines += ["", f"### Where the time went inside {run.label} ({run.gpus} GPU(s){', ' + run.options if run.options else ''})", ""]
+        if run.probe_phases:
+            shown = ", ".join(f"{name} {seconds:.2f}" for name, seconds in run.probe_phases.items())
+            lines.append(f"probe (s): {shown}")
+        for sweep, phases in run.phases.items():
+            ordered = sorted(phases.items(), key=lambda item: -item[1])
+            rest = ordered[SHOWN_PHASES:]
+            parts = [f"{name} {seconds:.2f}" for name, seconds in ordered[:SHOWN_PHASES]]
+            if rest:
+                parts.append(f"{len(rest)} more {sum(seconds for _, seconds in rest):.2f}")
+            wall = run.wall_of_sweep.get(sweep)
+            lines.append(f"- **{sweep}**" + (f" (wall {wall:.1f} s)" if wall is not None else "") + ": " + "; ".join(parts))
+    return lines
+
+
 def report(runs: list[Run], left_out: list[str], gpus: int, model: str, tag: str) -> str:
     lines = [
         f"## Run time on {gpus}x {model} ({tag}), this commit beside the previous one",
@@ -294,6 +348,7 @@ def report(runs: list[Run], left_out: list[str], gpus: int, model: str, tag: str
             shown = [f"{statistics.median(w):.1f}" if w else "-" for w in (mine, theirs)]
             lines.append(f"| {name} | {shown[0]} | {shown[1]} | {_ratio(mine, theirs)} |")
     lines += projection(runs, gpus)
+    lines += phase_tables(runs)
     if left_out:
         lines += ["", "Left out: " + "; ".join(left_out)]
     return "\n".join(lines) + "\n"

@@ -93,8 +93,10 @@
 #                bench/run_time.py prepare --ref REF` put in .prev/ (carried, git-ignored) before the
 #                call; then this checkout on 1, 2 and 4 of the GPUs, and both under -n <GPUs>, as
 #                RUN_TIME_BUDGET_S (default: what is left of the session's budget, at most 480 s)
-#                allows: wall times, where each run's time went, ratios, 8 GPUs projected. Writes
-#                run-time-TAG.md, .json and .tar.gz (every run's results.json and output)
+#                allows, with RUN_TIME_QUICK_RUNS (default 2) quick levels and health checks per
+#                commit: wall times, where each run's time went (inside each stage too: its phases),
+#                ratios, 8 GPUs projected. Writes run-time-TAG.md, .json and .tar.gz (every run's
+#                results.json and output)
 #
 # The wheels it installs come from scripts/fetch-wheels.sh (run here, before the device call).
 #
@@ -743,7 +745,7 @@ PY
     say "run-time: this checkout beside commit $(cat .prev/REVISION 2>/dev/null || echo '?'), ${allowed}s"
     fitted=(); [ -f "$work/fitted.yaml" ] && fitted=(--profile "$work/fitted.yaml")
     python3 bench/run_time.py measure --previous-site /tmp/site-prev --out "$OUT" --tag "$tag" --budget-s "$allowed" \
-      "${fitted[@]}" 2>&1 | tee -a "$log"
+      --quick-runs "${RUN_TIME_QUICK_RUNS:-2}" "${fitted[@]}" 2>&1 | tee -a "$log"
     ;;
   *) say "unknown stage $stage" ;;
   esac

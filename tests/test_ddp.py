@@ -32,8 +32,14 @@ def test_gloo_ddp_runs_every_world_size_and_batch_and_the_ab_arm():
     sweep, without = run_ddp_stage(spec, 2, backend="gloo", on_event=events.append)
     assert sweep.failures == [] and without.failures == []
     _, ab_ready = [event for event in events if event["event"] == "ready"]
-    # the A/B arm's workers were started with the scaling arm and waited for it, their import done
-    assert ab_ready["environment"]["NCCL_P2P_DISABLE"] == "1" and ab_ready["startup_s"]["waited"] > 0
+    scaling_began = min(event["time"] for event in events if event["event"] == "start")
+    # the A/B arm's workers set up with the scaling arm (every rank of them before the scaling arm
+    # measured), and held while it measured
+    assert ab_ready["environment"]["NCCL_P2P_DISABLE"] == "1" and ab_ready["time"] < scaling_began
+    assert without.phases["held"] > 0 and without.phases["start-up: prepare"] > 0  # the model built before the hold
+    # where the scaling arm's time went, world by world
+    assert {"DDP on 2 GPUs: wrap", "DDP on 2 GPUs: bs8: warm-up", "DDP on 2 GPUs: bs8: timed",
+            "DDP on 2 GPUs: bs8: timed without sync", "step: DDP on 1 GPU"} <= set(sweep.phases)
     assert sorted(r.case for r in sweep.results) == ["1gpu-bs2", "1gpu-bs8", "2gpu-bs2", "2gpu-bs8"]
     assert all(r.samples_per_s_per_gpu > 0 and r.step_s > 0 for r in sweep.results)
     assert sweep.result(1, 8).no_sync_step_s is None and sweep.result(2, 8).no_sync_step_s > 0

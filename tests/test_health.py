@@ -499,6 +499,37 @@ def test_a_live_run_hears_an_xid_and_snapshots_after_each_stage(tmp_path):
     assert {"test_pcie_replay_rate[gpu0]", "test_ecc_errors_during_run[gpu1]", "test_row_remapping[gpu1]"} <= passed
 
 
+@pytest.mark.slow
+def test_the_snapshots_after_stages_come_from_one_child_kept_for_the_session_and_one_that_dies_is_replaced(tmp_path, monkeypatch):
+    import signal
+
+    from gpuaccept.stages.health import SnapshotAfterStage
+
+    monkeypatch.setenv("GPUACCEPT_NVML_REPLAY", str(save_recording(healthy_h200x2(), tmp_path / "nvml.json")))
+    monkeypatch.setenv("GPUACCEPT_KERNEL_LOG", str(write(tmp_path / "kern.log", "quiet\n")))
+    facts = with_health(healthy_h200x2())
+    said: list[str] = []
+    snapshots = SnapshotAfterStage(tmp_path, said.append)
+    try:
+        snapshots.start(facts)
+        child = snapshots._server
+        snapshots("copies", facts)
+        snapshots("nccl", facts)
+        assert snapshots._server is child and child.poll() is None  # one child took both readings
+        os.kill(child.pid, signal.SIGKILL)  # as a driver call that took the child down would
+        snapshots("ddp", facts)
+        assert said == ["gpu-accept: health snapshot after ddp not taken: no message"] and snapshots._server is None
+        snapshots("compute", facts)  # a new child for the next reading
+        replaced = snapshots._server
+        assert replaced is not None and replaced is not child
+    finally:
+        snapshots.close()
+    assert replaced.poll() is not None  # ended with the session
+    readings = [HealthFacts.model_validate_json(path.read_text()) for path in sorted(tmp_path.glob("health-*.json"))]
+    assert [sorted({s.label for s in reading.snapshots}) for reading in readings] == [["after copies"], ["after nccl"], ["after compute"]]
+    assert all(len(reading.snapshots) == 2 for reading in readings)  # every GPU of the facts
+
+
 def test_a_gpu_without_recovery_action_events_still_listens_for_xids():
     after = healthy_h200x2()
     after.answer("event_register", 0, EVENT_MASK, error="NOT_SUPPORTED")

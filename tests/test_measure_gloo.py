@@ -9,7 +9,7 @@ import pytest
 
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.measure.drills import Drills
-from gpuaccept.measure.launch import Workers, run_plan
+from gpuaccept.measure.launch import Workers, run_plan, settle
 from gpuaccept.measure.pairwise_step import round_robin, schedule
 from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
 from gpuaccept.measure.worker import WAITING_MARK
@@ -141,6 +141,11 @@ def test_workers_started_ahead_run_a_plan_given_later():
     assert outcome.failures == [] and outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 0
     (ready,) = [event for event in events if event["event"] == "ready"]
     assert ready["startup_s"]["waited"] > 0 and ready["startup_s"]["import"] > 0
+    # where the time went, as the stage's facts keep it: rank 0's start-up, the hold, the step
+    assert {"start-up: import", "start-up: device", "start-up: group", "start-up", "held", "waited for the machine",
+            "step: all_reduce 64 KiB"} <= set(outcome.phases)
+    assert all(seconds >= 0 for seconds in outcome.phases.values())
+    settle()  # the set ends after its plan: its ranks are reaped meanwhile
     assert workers.processes == [] and not workers.workdir.exists()
 
 
@@ -276,6 +281,7 @@ def test_a_stopped_worker_is_named_by_its_heartbeat_not_waited_for():
     for failure in outcome.failures:
         assert failure.reason == "timeout" and failure.message.startswith("start-up: rank 1 stopped responding: no sign of life for")
         assert failure.message.endswith("(process stopped by a signal)")
+    settle()
     assert workers.processes == [] and not workers.workdir.exists()
 
 

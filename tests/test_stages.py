@@ -33,12 +33,14 @@ def test_a_per_gpu_stage_keeps_a_file_per_group_of_gpus_loaded_together_and_a_fa
     assert {name for name, stage in STAGES.items() if stage.in_burnin} == {"nccl", "copies", "compute"}
 
 
-def test_each_stage_plans_what_the_recorded_run_measured():
+def test_each_stage_plans_what_the_recorded_run_measured(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("NCCL_DEBUG_FILE", raising=False)
     facts, profile = example_facts("h200x4-measured"), ProfileCatalog.with_shipped().load("h200-4-nvswitch")
-    run = StageRun(facts=facts, gpus=[0, 1, 2, 3])
+    run = StageRun(facts=facts, gpus=[0, 1, 2, 3], scratch=tmp_path)
 
     def planned(name):
-        return {str(key) for plan in STAGES[name].plans(profile.spec, run) for step in plan.steps for key in step.keys}
+        return {str(key) for plan, _ in STAGES[name].plans(profile.spec, run) for step in plan.steps for key in step.keys}
 
     def recorded(name):
         sweeps = [getattr(facts.measurements, field) for field in STAGES[name].sweeps]
@@ -48,10 +50,18 @@ def test_each_stage_plans_what_the_recorded_run_measured():
     assert planned("copies") == recorded("copies") and len(planned("copies")) == 30
     # the recording swept batch 2 too; the profile asks for batch 8, and its A/B arm on 4 GPUs
     assert planned("ddp") == {"ddp/1gpu-bs8", "ddp/2gpu-bs8", "ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8"} <= recorded("ddp")
+    # each plan as its workers run it, environment included: what a set given it ahead sets up with
+    (nccl, ranks), = STAGES["nccl"].plans(profile.spec, run)
+    assert ranks == 4 and nccl.environment["NCCL_DEBUG_FILE"].startswith(str(tmp_path))  # NCCL's set-up lines in the run's folder
+    assert [ranks for _, ranks in STAGES["copies"].plans(profile.spec, run)] == [1]  # one process that sees every GPU
+    (scaling, scaling_ranks), (ab, ab_ranks) = STAGES["ddp"].plans(profile.spec, run)
+    assert (scaling_ranks, ab_ranks) == (4, 4) and ab.environment == {"NCCL_P2P_DISABLE": "1"} and scaling.environment == {}
     per_gpu = STAGES["compute"].plans(profile.spec, run)
-    assert [{key.gpu for step in plan.steps for key in step.keys} for plan in per_gpu] == [{0}, {1}, {2}, {3}]  # a plan per GPU
-    assert {plan.drills for plan in per_gpu} == {run.drills}
+    assert [{key.gpu for step in plan.steps for key in step.keys} for plan, _ in per_gpu] == [{0}, {1}, {2}, {3}]  # a plan per GPU
+    assert [plan.environment["CUDA_VISIBLE_DEVICES"] for plan, _ in per_gpu] == ["0", "1", "2", "3"]  # each sees its GPU alone
+    assert {plan.backend for plan, _ in per_gpu} == {"nccl"}  # the facts say CUDA sees the GPUs: no load falls back to the CPU
+    assert {plan.drills for plan, _ in per_gpu} == {run.drills} and {ranks for _, ranks in per_gpu} == {1}
     drills = Drills(dip="all_reduce 256 MiB").for_attempt(2)
-    again = StageRun(facts=facts, gpus=[0, 1, 2, 3], only={parse_step_key("collective/all_reduce/256MiB")}, drills=drills)
-    (plan,) = STAGES["nccl"].plans(profile.spec, again)
+    again = StageRun(facts=facts, gpus=[0, 1, 2, 3], only={parse_step_key("collective/all_reduce/256MiB")}, drills=drills, scratch=tmp_path)
+    ((plan, _),) = STAGES["nccl"].plans(profile.spec, again)
     assert plan.drills == drills and [str(key) for step in plan.steps for key in step.keys] == ["collective/all_reduce/256MiB"]

@@ -16,43 +16,47 @@ PROBED = example_facts("h200x4-measured").model_copy(update={"measurements": Mea
 
 
 class FakePool:
-    """Records what the store asks to be started ahead; hands out nothing (the stages are stand-ins)."""
+    """Records what the store asks to be started and set up ahead; hands out nothing (the stages are stand-ins)."""
 
     def __init__(self):
-        self.prepared: list[list[int]] = []
+        self.asked: list[tuple[str, list]] = []
 
     def prepare(self, ranks):
-        self.prepared.append(list(ranks))
+        self.asked.append(("import", list(ranks)))
+
+    def set_up(self, plans):
+        self.asked.append(("set up", [ranks for _, ranks in plans]))
 
     def take(self, ranks):
         return None
 
     def close(self):
-        self.prepared.append(["closed"])
+        self.asked.append(("closed", []))
 
 
 def stand_in(stage, facts, profile, gpus, only=None, attempt=0):
     return Measurements()
 
 
-def test_each_stage_starts_the_workers_of_the_next_as_it_begins(tmp_path, monkeypatch):
+def test_each_stage_is_set_up_ahead_once_the_one_before_it_has_measured(tmp_path, monkeypatch):
     profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
     monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)  # a GPU machine with cores to spare
     store = MeasurementStore(tmp_path, live=True)
     store.pool = pool = FakePool()
     monkeypatch.setattr(store, "_measure", stand_in)
     store.expect(["copies", "compute", "ddp", "nccl"], PROBED, profile)
-    assert pool.prepared == [[1]]  # the first stage's: one process that sees every GPU
+    assert pool.asked == [("set up", [1])]  # the first stage's, while the tests before it run: one process that sees every GPU
     store.with_stage("copies", PROBED, profile)
-    assert pool.prepared[-1] == [1, 1, 1, 1, 1]  # its own, and the next's: one worker a GPU
+    # as it began, the next stage's workers started, to import torch: one a GPU; once it measured, they set up
+    assert pool.asked[1:] == [("import", [1, 1, 1, 1]), ("set up", [1, 1, 1, 1])]
     store.with_stage("compute", PROBED, profile, [2])
-    assert pool.prepared[-1] == [1, 1, 1, 1, 4, 4]  # the DDP stage's: four ranks, and four for its NVLink A/B arm
+    assert pool.asked[3:] == [("import", [4, 4]), ("set up", [4, 4])]  # the DDP stage's: four ranks, and four for its NVLink A/B arm
     store.with_stage("ddp", PROBED, profile)
     store.with_stage("nccl", PROBED, profile)
-    assert pool.prepared[-2:] == [[4, 4, 4], [4]]  # the NCCL stage's four, and nothing after the last
+    assert pool.asked[5:] == [("import", [4]), ("set up", [4])]  # the NCCL stage's four, and nothing after the last
     store.with_stage("compute", PROBED, profile)  # measured already: nothing starts
     store.close()
-    assert len(pool.prepared) == 6 and pool.prepared[-1] == ["closed"]
+    assert pool.asked[7:] == [("closed", [])]
 
 
 def test_nothing_starts_ahead_for_a_stage_measured_already_or_that_cannot_run(tmp_path, monkeypatch):
@@ -64,7 +68,7 @@ def test_nothing_starts_ahead_for_a_stage_measured_already_or_that_cannot_run(tm
     store.with_stage("copies", PROBED, profile)  # measured before the session said what comes
     one_gpu = PROBED.model_copy(update={"gpus": PROBED.gpus[:1]})
     store.expect(["copies", "nccl"], one_gpu, profile)  # copies done; NCCL needs two GPUs
-    assert pool.prepared == []
+    assert pool.asked == []
 
 
 def test_workers_start_ahead_only_beside_gpu_measurements_with_cores_to_spare(monkeypatch):
@@ -184,3 +188,63 @@ def test_the_health_check_fails_a_pair_the_driver_says_has_no_peer_access(tmp_pa
     assert last.startswith("gpu-accept health-check: FAIL: ") and "test_p2p_cuda_agrees[gpu0-gpu3]" in last
     failed = {test for test, outcome in outcomes_of(tmp_path).items() if outcome == "failed"}
     assert failed == {"test_p2p_cuda_agrees[gpu0-gpu3]"} and not mark.exists()
+
+
+@pytest.mark.slow
+def test_the_probe_reads_cuda_beside_nvml_and_says_where_its_time_went(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from gpuaccept.facts import parse_facts
+    from tests.cuda_driver import driver_environment, fake_cuda_driver
+    from tests.helpers import DATA, nvml_replay
+
+    replay = nvml_replay("h200x4")
+    uuids = [replay.query("uuid", i).removeprefix("GPU-") for i in range(4)]
+    env = {**os.environ, **driver_environment(uuids, no_peer=[(1, 2)]), "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x4.json"),
+           "LD_LIBRARY_PATH": str(fake_cuda_driver(tmp_path / "cuda"))}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    done = subprocess.run([sys.executable, "-m", "gpuaccept.probe", "--phases"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    facts = parse_facts(done.stdout, "probe output")
+    assert facts.cuda.device_count == 4 and facts.cuda.peer_access[1][2] is False and facts.cuda.peer_access[0][3] is True
+    phases = json.loads(done.stderr.strip().splitlines()[-1])["probe_phases_s"]
+    assert {"imports", "CUDA", "NVML start", "NVML facts", "health reading", "whole, after Python's start"} == set(phases)
+    assert all(seconds >= 0 for seconds in phases.values())
+
+
+@pytest.mark.parametrize(
+    "argv, probes",
+    [
+        (["run"], True),
+        (["run", "--level", "quick", "--profile", "h200-4-nvswitch"], True),
+        (["health-check", "--reports", "r"], True),
+        (["burn-in", "--duration", "30m"], True),
+        (["run", "--facts", "facts.json"], False),  # recorded facts: nothing of this machine is read
+        (["run", "--facts=facts.json"], False),
+        (["run", "--import", "topo.txt"], False),
+        (["run", "--help"], False),
+        (["record", "-o", "facts.json"], False),  # its probe keeps its own options (--nvml-log)
+        (["profile", "list"], False),
+        (["run", "--", "--facts"], True),  # after "--", pytest's arguments
+        ([], False),
+    ],
+)
+def test_the_command_starts_its_probe_as_it_begins_only_where_it_reads_this_machine(argv, probes):
+    from gpuaccept.entry import _probes
+
+    assert _probes(argv) is probes
+
+
+def test_a_burn_in_sets_nothing_up_ahead_of_its_rounds(tmp_path, monkeypatch):
+    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
+    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)
+    store = MeasurementStore(tmp_path, live=True)
+    store.pool = pool = FakePool()
+    monkeypatch.setattr(store, "_measure", stand_in)
+    store.expect(["copies", "nccl"], PROBED, profile, set_up_now=False)
+    assert pool.asked == [("import", [1])]  # torch imported for the first stage; no GPU touched beside the rounds
+    store.with_stage("copies", PROBED, profile)  # after the rounds, the stages set up ahead as in a standard run
+    assert pool.asked[1:] == [("import", [4]), ("set up", [4])]

@@ -101,6 +101,34 @@ def test_the_memory_test_lets_its_memory_go_when_it_returns(monkeypatch, cpu):
         gc.enable()
 
 
+def test_the_memory_test_counts_on_the_device_and_says_where_its_time_went():
+    import torch
+
+    from gpuaccept.measure.worker import Rank
+
+    me = Rank(rank=0, world=1, local_rank=0, device=torch.device("cpu"), backend="gloo")
+    step = MemtestStep(gpu=0, fraction=0.9, max_bytes=8 << 20, chunk_bytes=1 << 20, time_cap_s=60)
+    found = load_steps.measure_memtest(step, me, Drills.from_environment({"GPUACCEPT_INJECT_MEMTEST_FLIP": "gpu0"}))
+    # the bit flipped after the first pattern is written is read back wrong once, in that pass alone
+    assert found["mismatches"] == 1 and found["passes_done"] == found["passes_planned"] == 36 and not found["capped"]
+    parts = {name.removeprefix("memory test on gpu0: ") for name in me.phases}
+    assert parts == {"allocation", "own address", "seeded random", "moving inversions", "walking ones"}
+
+
+def test_a_memory_test_cut_by_its_time_cap_keeps_the_mismatches_its_last_pass_found(monkeypatch, cpu):
+    ticks = []
+
+    def tick(self):  # the time cap, reached as the first pass reads its first chunk back
+        ticks.append(1)
+        if len(ticks) > len(self.chunks):
+            raise load_steps._OutOfTime
+
+    monkeypatch.setattr(load_steps._Memtest, "_tick", tick)
+    step = MemtestStep(gpu=0, fraction=0.9, max_bytes=8 << 20, chunk_bytes=1 << 20, time_cap_s=60)
+    found = load_steps.measure_memtest(step, cpu, Drills.from_environment({"GPUACCEPT_INJECT_MEMTEST_FLIP": "gpu0"}))
+    assert found["passes_done"] == 0 and found["capped"] and found["mismatches"] == 1  # counted, though its pass was cut short
+
+
 def test_a_duration_is_spread_over_rounds_with_the_memory_test_at_its_interval():
     assert rounds_of(1800, 30) == 60 and rounds_of(20, 30) == 1 and rounds_of(100, 30) == 3
     assert memtest_rounds(60, 30.0, 300.0) == {1, 11, 21, 31, 41, 51}

@@ -117,15 +117,15 @@ def torch_that(tmp_path: Path, source: str | None) -> dict[str, str]:
 @pytest.mark.parametrize("command", ["run", "burn-in"])
 @pytest.mark.parametrize("torch", ["missing", "broken"])
 def test_a_level_that_measures_without_a_working_torch_could_not_judge_in_one_line(tmp_path, command, torch):
-    """Found before any probe or stage: one line, exit 2, the cause in the verdict; not every
-    measurement failing at its start-up, and not said twice."""
+    """Found before any test (asked beside the probe, as a missing driver is found): one line,
+    exit 2, the cause in the verdict; not every measurement failing at its start-up, and not said twice."""
     env = torch_that(tmp_path, None if torch == "missing" else 'raise ImportError("libcudart.so.12: cannot open shared object file")\n')
     args = ["--duration", "1s"] if command == "burn-in" else []
     done = gpu_accept(command, "--profile", "h200-4-nvswitch", "--reports", str(tmp_path / "r"), *args, env=env)
     line = one_error_line(done)
     expected = ("torch is not installed" if torch == "missing"
                 else "torch cannot be imported (ImportError: libcudart.so.12: cannot open shared object file)")
-    assert line.startswith(f"gpu-accept: {expected}") and done.stdout == "", line
+    assert line.startswith(f"ERROR: gpu-accept: {expected}") and done.stdout == "", line  # as a run without a driver says it
     verdict = run_verdict.load_verdict(tmp_path / "r" / "verdict.json")
     assert verdict.cause.startswith(f"could not judge: {expected}") and verdict.exit_code == 2
 

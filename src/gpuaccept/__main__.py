@@ -1,3 +1,3 @@
-from gpuaccept.cli import main
+from gpuaccept.entry import main
 
 raise SystemExit(main())

@@ -20,7 +20,7 @@ from pathlib import Path
 from gpuaccept import __version__
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError, shown
 from gpuaccept.facts import run_verdict, save_facts
-from gpuaccept.facts.run_record import JOURNAL_SUFFIX
+from gpuaccept.facts.run_record import JOURNAL_SUFFIX, LiveMachine
 from gpuaccept.files import write_atomically
 from gpuaccept.outcomes import pytest_exit_code, worst_exit_code
 from gpuaccept.outputs import check_output_file, check_output_folder, refuse_links, refuse_overlaps, reports_folder_lock
@@ -35,6 +35,7 @@ from gpuaccept.plugin.options import (
     passed_to_pytest,
     read_options,
 )
+from gpuaccept.process import Bounded
 from gpuaccept.profile import Profile, ProfileCatalog, check_base_profile, load_profile
 from gpuaccept.profile.catalog import BASES_FOLDER
 from gpuaccept.profile.catalogue import CATALOGUE_FOLDER, load_catalogue
@@ -51,7 +52,9 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, probe: Bounded | None = None) -> int:
+    """`probe`: the probe's child, where the command started it as it began (gpuaccept/entry.py):
+    a run of this machine reads its facts from it."""
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `gpu-accept profile list | head` ends quietly
     parser = _parser()
@@ -66,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_USAGE
+    args.started_probe = probe
     try:
         if getattr(args, "output", None) is not None:  # every -o: a file to write at the end
             check_output_file(args.output, "-o")
@@ -426,7 +430,8 @@ class _Prepared:
         self.pytest_args = pytest_args + (extra[1:] if extra[:1] == ["--"] else extra)
         _refuse_what_pytest_refuses(self.pytest_args)
         self.outcome = _Outcome()
-        self.plugins = [self.outcome, GivenOptions(self.options)]
+        probe = getattr(args, "started_probe", None) if isinstance(self.options.source, LiveMachine) else None
+        self.plugins = [self.outcome, GivenOptions(self.options, probe)]
         self.exit_status = pytest.ExitCode.OK
 
     @property
@@ -497,33 +502,6 @@ def _output_to(log: Path | None):
         os.close(saved[1])
 
 
-def _require_torch(options: RunOptions) -> None:
-    """A level that measures this machine needs torch: missing or broken, the run could not judge,
-    said in one line before any probe (not as every measurement failing at its start-up). The quick
-    level and recorded facts need none, and import none here."""
-    import importlib.util
-
-    from gpuaccept.errors import NoDriverError
-    from gpuaccept.facts.run_record import LiveMachine
-    from gpuaccept.process import run_bounded
-
-    if not isinstance(options.source, LiveMachine) or options.level == "quick":
-        return
-    if importlib.util.find_spec("torch") is None:
-        raise NoDriverError(f"torch is not installed: the {options.level} level measures with it "
-                            "(pip install 'gpu-accept[torch]'; --level quick needs none)")
-    done = run_bounded([sys.executable, "-c", "import torch"], TORCH_IMPORT_LIMIT_S)
-    if done.timed_out:
-        raise NoDriverError(f"torch did not import within {TORCH_IMPORT_LIMIT_S} s: the {options.level} level measures with it")
-    if done.returncode != 0:
-        said = [line for line in done.stderr.splitlines() if line.strip()]
-        raise NoDriverError(f"torch cannot be imported ({said[-1] if said else f'exit {done.returncode}'}): "
-                            f"the {options.level} level measures with it")
-
-
-TORCH_IMPORT_LIMIT_S = 120  # a cold network filesystem takes tens of seconds; a hung import is no torch
-
-
 def _judged_run(args, extra: list[str], command: str, *, log: Path | None = None) -> tuple[int, run_verdict.RunVerdict]:
     """A run of the suites for `command` (run, burn-in, health-check) that leaves its verdict whatever
     happens: verdict.json in the reports folder (and --metrics) say "in progress" from its start, and
@@ -541,7 +519,6 @@ def _judged_locked(prepared: _Prepared, command: str, log: Path | None) -> tuple
     _write_verdict(prepared, command, run_verdict.in_progress(host=host, profile=prepared.profile_named, started_at=started), None)
     cause = ""
     try:
-        _require_torch(prepared.options)
         code = prepared.execute(log)
         cause = prepared.outcome.cause
     except GpuAcceptError as error:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,20 +30,43 @@ def run_bounded(command: list[str], timeout_s: float, env: dict[str, str] | None
     A hung NCCL collective or NVML call keeps its process (and any it started) alive forever:
     killing the group is the only way to be sure nothing is left holding the GPUs.
     """
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, start_new_session=True
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout_s)
-        return Finished(process.returncode, stdout, stderr)
-    except subprocess.TimeoutExpired:
-        kill_group(process)
-        stdout, stderr = process.communicate()
-        return Finished(None, stdout, stderr)
-    except BaseException:
-        kill_group(process)
-        process.communicate()
-        raise
+    return Bounded(command, timeout_s, env=env, cwd=cwd).finished()
+
+
+class Bounded:
+    """`command` started now in its own process group, its end waited for later (`finished`), so
+    that it runs beside whatever the caller does meanwhile; at `timeout_s` from its start the whole
+    group is killed."""
+
+    def __init__(self, command: list[str], timeout_s: float, env: dict[str, str] | None = None, cwd: str | None = None):
+        self.command = list(command)
+        self.deadline = time.monotonic() + timeout_s
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, start_new_session=True
+        )
+        self._finished: Finished | None = None
+
+    def finished(self) -> Finished:
+        if self._finished is not None:
+            return self._finished
+        try:
+            stdout, stderr = self.process.communicate(timeout=max(0.0, self.deadline - time.monotonic()))
+            self._finished = Finished(self.process.returncode, stdout, stderr)
+        except subprocess.TimeoutExpired:
+            kill_group(self.process)
+            stdout, stderr = self.process.communicate()
+            self._finished = Finished(None, stdout, stderr)
+        except BaseException:
+            self.stop()
+            raise
+        return self._finished
+
+    def stop(self) -> None:
+        """Kill it now, if it still runs (its result is no longer wanted)."""
+        if self._finished is None:
+            kill_group(self.process)
+            stdout, stderr = self.process.communicate()
+            self._finished = Finished(None, stdout, stderr)
 
 
 class _Process(Protocol):

@@ -261,11 +261,18 @@ def failure_of(failures: list[StepFailure], key: StepKey) -> StepFailure | None:
     return next((failure for failure in failures if failure.covers(key)), None)
 
 
-class Sweep(Record):
+# Where a stage's time went, in seconds by phase, as its workers timed it (measure/launch.py's
+# Outcome.phases): start-up, waiting for the machine, each step and the parts a step times itself
+Phases = dict[str, Finite]
+
+
+class Sweep(OmitsLaterDefaults):
     """What every sweep shares: the stage that measures it, and failures recorded before they named
-    their keys are given them as the file is read (facts.migration)."""
+    their keys are given them as the file is read (facts.migration). Its `phases`, added later, are
+    left out of its JSON while empty."""
 
     stage: ClassVar[StageName]
+    later_fields: ClassVar[dict[str, Any]] = {"phases": {}}
 
     @field_validator("failures", mode="before", check_fields=False)
     @classmethod
@@ -321,7 +328,7 @@ class NcclNvls(Record):
         return self.nvls_comms > 0 or bool(self.nvls_channels)
 
 
-class CollectiveSweep(Sweep, OmitsLaterDefaults):
+class CollectiveSweep(Sweep):
     stage: ClassVar[StageName] = "nccl"
 
     backend: str
@@ -333,8 +340,9 @@ class CollectiveSweep(Sweep, OmitsLaterDefaults):
     results: list[CollectiveResult]
     failures: list[StepFailure] = Field(default_factory=list)
     nvls: NcclNvls | Unavailable | None = None  # None: recorded before NVLS was read
+    phases: Phases = Field(default_factory=dict)
 
-    later_fields: ClassVar[dict[str, Any]] = {"nvls": None}
+    later_fields: ClassVar[dict[str, Any]] = {"nvls": None, "phases": {}}
 
     def result(self, collective: str, nominal_size: str) -> CollectiveResult | None:
         return next((r for r in self.results if r.collective == collective and r.nominal_size == nominal_size), None)
@@ -365,6 +373,7 @@ class PairSweep(Sweep):
     wall_s: Finite
     results: list[PairResult]
     failures: list[StepFailure] = Field(default_factory=list)
+    phases: Phases = Field(default_factory=dict)
 
     def result(self, a: int, b: int) -> PairResult | None:
         key = (min(a, b), max(a, b))
@@ -400,6 +409,7 @@ class CopySweep(Sweep):
     wall_s: Finite
     results: list[CopyResult]
     failures: list[StepFailure] = Field(default_factory=list)
+    phases: Phases = Field(default_factory=dict)
 
     def result(self, what: str, gpus: tuple[int, ...]) -> CopyResult | None:
         return next((r for r in self.results if r.what == what and tuple(r.gpus) == tuple(gpus)), None)
@@ -446,6 +456,7 @@ class DdpSweep(Sweep):
     wall_s: Finite
     results: list[DdpResult]
     failures: list[StepFailure] = Field(default_factory=list)
+    phases: Phases = Field(default_factory=dict)
 
     def result(self, world: int, batch: int, accumulation: int = 1) -> DdpResult | None:
         return next((r for r in self.results if (r.world, r.batch, r.accumulation) == (world, batch, accumulation)), None)
@@ -528,6 +539,7 @@ class ComputeSweep(Sweep):
     wall_s: Finite
     results: list[LoadResult]
     failures: list[StepFailure] = Field(default_factory=list)
+    phases: Phases = Field(default_factory=dict)
 
     def result(self, key: LoadKey) -> GemmResult | HbmResult | MemtestResult | None:
         return next((r for r in self.results if r.key == key), None)
@@ -545,6 +557,7 @@ class ComputeSweep(Sweep):
             wall_s=max(self.wall_s, other.wall_s),
             results=[r for r in self.results if r.gpu not in theirs] + list(other.results),
             failures=[f for f in self.failures if not any(getattr(k, "gpu", None) in theirs for k in f.keys)] + list(other.failures),
+            phases={**self.phases, **other.phases},
         )
 
 

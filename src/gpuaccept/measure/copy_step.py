@@ -7,18 +7,45 @@
   load, which catches a link that trained down (x8, Gen3) while idle readings looked right.
 
 Each copy is checked: the destination must equal the source afterwards.
+
+What the copies need is made before anything is timed (`prepare_copies`, while the worker sets
+up): a CUDA context on every GPU, each GPU's source and target buffers, the pinned host buffers
+(pinning a GiB takes a fraction of a second), and peer access between every pair (torch enables it
+at a pair's first copy).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from gpuaccept.measure.plan import CopyStep
 from gpuaccept.vocabulary.copies import CopyKind
 from gpuaccept.vocabulary.steps import CopyKey
 
 
-def measure_copies(step: CopyStep, me) -> list[dict]:
+@dataclass
+class _Buffers:
+    sources: list  # each GPU's random bytes
+    targets: list  # each GPU's landing buffer
+    host: object | None  # pinned, filled from gpu0's bytes: what is copied to each GPU
+    landing: object | None  # pinned: where each GPU's bytes land
+
+
+_PREPARED: dict[tuple[int, bool], _Buffers] = {}  # by size and whether host copies are asked: made once in this process
+
+
+def prepare_copies(step: CopyStep, me) -> None:
+    """Every GPU's context and buffers, the pinned host buffers and peer access between every pair,
+    made now (the worker's set-up) rather than inside the step; where the step cannot run (a copy of
+    a GPU this process does not see), nothing: the step says why."""
+    import torch
+
+    if all(max(key.gpus) < torch.cuda.device_count() for key in step.copies):
+        _buffers(step)
+
+
+def _buffers(step: CopyStep) -> _Buffers:
     import torch
 
     if not torch.cuda.is_available():
@@ -27,11 +54,38 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
     beyond = [str(key) for key in step.copies if max(key.gpus) >= gpus]
     if beyond:
         raise ValueError(f"{', '.join(beyond)}: this process sees {gpus} GPU(s)")
-    wanted = set(step.copies)
-    kinds = {key.what for key in wanted}
+    kinds = {key.what for key in step.copies}
+    host_copies = bool(kinds & {"host_to_device", "device_to_host"})
+    key = (step.size_bytes, host_copies)
+    if key in _PREPARED:
+        return _PREPARED[key]
     size = step.size_bytes
     sources = [_random_bytes(size, torch.device("cuda", g)) for g in range(gpus)]
     targets = [torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", g)) for g in range(gpus)]
+    host = landing = None
+    if host_copies:
+        # pinned from the start, filled from a GPU's random bytes: random numbers drawn on the CPU
+        # and then pinned cost seconds per GiB
+        host = torch.empty(size, dtype=torch.uint8, pin_memory=True).copy_(sources[0])
+        landing = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+    for a, b in {key.gpus for key in step.copies if len(key.gpus) == 2}:
+        targets[b][:1].copy_(sources[a][:1])  # a byte each way: torch enables peer access at a pair's first copy
+        targets[a][:1].copy_(sources[b][:1])
+    for g in range(gpus):
+        torch.cuda.synchronize(g)
+    _PREPARED[key] = _Buffers(sources, targets, host, landing)
+    return _PREPARED[key]
+
+
+def measure_copies(step: CopyStep, me) -> list[dict]:
+    import torch
+
+    buffers = _buffers(step)  # made already where the worker prepared its steps
+    gpus = torch.cuda.device_count()
+    wanted = set(step.copies)
+    kinds = {key.what for key in wanted}
+    size = step.size_bytes
+    sources, targets = buffers.sources, buffers.targets
     results = []
 
     def differ(destination, source) -> int:
@@ -52,10 +106,7 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
         for g in range(gpus):
             record("local", (g,), [lambda g=g: targets[g].copy_(sources[g])], size, lambda g=g: differ(targets[g], sources[g]))
     if "host_to_device" in kinds or "device_to_host" in kinds:
-        # pinned from the start, filled from a GPU's random bytes: random numbers drawn on the CPU
-        # and then pinned cost seconds per GiB
-        host = torch.empty(size, dtype=torch.uint8, pin_memory=True).copy_(sources[0])
-        landing = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+        host, landing = buffers.host, buffers.landing
         for g in range(gpus):
             if "host_to_device" in kinds:
                 copy = [lambda g=g: targets[g].copy_(host, non_blocking=True)]

@@ -1,13 +1,16 @@
 """DDP throughput of the GPT workload on the first `world` ranks of the job.
 
-Every rank of the job creates the subgroup (torch requires it); the ranks outside it wait. A world
-of all the job's ranks trains on the job's own group. The model is built once per world size, on
-its device, and trained at each batch setting in turn. Steps are timed one by one after warm-up
-steps (CUDA events between steps, so nothing waits on the host) on every rank of the subgroup;
-a rank's median step counts, so one step slowed by a neighbour's burst is not believed, and the
-slowest rank's median is the result. The same steps are then timed inside `no_sync()`, where DDP
-skips the gradient all-reduce: the difference is the communication that compute did not hide, a
-small difference of two times, which is why both are medians.
+Before anything is timed (`prepare_ddp`, while the ranks set up), every rank of the job creates the
+subgroup of each world size (torch requires it) and makes its communicator, and each rank builds
+the model once, on its device: one model serves every world size, each world wrapping it in DDP of
+its own (whose construction gives every rank of the world rank 0's weights) with a fresh optimizer.
+A world of all the job's ranks trains on the job's own group; the ranks outside a world wait.
+Each batch setting is trained in turn. Steps are timed one by one after warm-up steps (CUDA events
+between steps, so nothing waits on the host) on every rank of the subgroup; a rank's median step
+counts, so one step slowed by a neighbour's burst is not believed, and the slowest rank's median is
+the result. The same steps are then timed inside `no_sync()`, where DDP skips the gradient
+all-reduce: the difference is the communication that compute did not hide, a small difference of
+two times, which is why both are medians.
 """
 
 from __future__ import annotations
@@ -21,21 +24,89 @@ from gpuaccept.measure.gpt import build
 from gpuaccept.measure.plan import DdpStep
 from gpuaccept.vocabulary.gpt import GptDims
 
+# what a worker process prepared for its DDP steps: the model by its dimensions and type, the
+# process group of each world size (None for one GPU)
+_MODELS: dict[tuple[str, str], object] = {}
+_GROUPS: dict[int, object] = {}
+
+
+def prepare_ddp(steps: list[DdpStep], me) -> None:
+    """The process group of each step's world, made on every rank of the job with its communicator,
+    then the model on the ranks of any of those worlds: each made once in this process. Groups
+    first: making one is a collective of every rank, which would otherwise wait for each world's
+    ranks to build their model, one world after another."""
+    for step in steps:
+        if step.world > me.world:
+            raise ValueError(f"DDP on {step.world} GPUs needs {step.world} ranks; the job has {me.world}")
+        _group_of(step, me)
+    for step in steps:
+        if me.rank < step.world:
+            _model_of(step, me)
+
+
+def _group_of(step: DdpStep, me):
+    import torch
+    import torch.distributed as dist
+
+    if step.world not in _GROUPS:
+        if step.world == 1:
+            group = None
+        elif step.world == me.world:
+            group = dist.group.WORLD  # the job's own group: its communicator is made already
+        else:
+            group = dist.new_group(list(range(step.world)))
+            if me.rank < step.world:  # its communicator made now: torch would make it at the world's first collective
+                dist.all_reduce(torch.zeros(1, device=me.device), group=group)
+        _GROUPS[step.world] = group
+    return _GROUPS[step.world]
+
+
+def _model_of(step: DdpStep, me):
+    import torch
+
+    key = (step.model.model_dump_json(), step.dtype)
+    if key not in _MODELS:
+        torch.manual_seed(1234 + me.rank)
+        with torch.device(me.device):  # initialized where it trains: a CPU initialization of 350M weights takes seconds
+            model = build(step.model)
+        _first_step(model, step, me)
+        _MODELS[key] = model
+    return _MODELS[key]
+
+
+def _first_step(model, step: DdpStep, me) -> None:
+    """One training step of this rank alone, with an optimizer let go after it: what a process pays
+    once (its kernels loaded, cuBLAS and attention set up) is paid here, by every rank at once,
+    instead of by the ranks new to each world during that world's warm-up, one world after another.
+    Each world still has its own warm-up steps before its timed ones."""
+    import torch
+    from torch.nn import functional as F
+
+    shape = step.model
+    tokens = torch.randint(0, shape.vocab, (min(step.batches), shape.seq_len + 1), device=me.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=me.cuda)
+    with torch.autocast(me.device.type, dtype=torch.bfloat16, enabled=me.cuda and step.dtype == "bfloat16"):
+        logits = model(tokens[:, :-1])
+    F.cross_entropy(logits.float().reshape(-1, shape.vocab), tokens[:, 1:].reshape(-1)).backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    del optimizer, logits
+    if me.cuda:
+        torch.cuda.synchronize(me.device)
+        torch.cuda.empty_cache()  # what the step held beyond the model is let go: a set that holds keeps the model alone
+
 
 def measure_ddp(step: DdpStep, me) -> list[dict]:
     import torch
     import torch.distributed as dist
 
-    if step.world > me.world:
-        raise ValueError(f"DDP on {step.world} GPUs needs {step.world} ranks; the job has {me.world}")
-    if step.world == 1:
-        group = None
-    elif step.world == me.world:
-        group = dist.group.WORLD  # the job's own group: no second communicator to set up
-    else:
-        group = dist.new_group(list(range(step.world)))
+    prepare_ddp([step], me)  # made already where the worker prepared its steps
+    group = _group_of(step, me)
     shape = step.model
-    trainer = _Trainer(shape, step, group, me) if me.rank < step.world else None
+    trainer = None
+    if me.rank < step.world:
+        with me.phase(f"{step.label}: wrap"):
+            trainer = _Trainer(_model_of(step, me), shape, step, group, me)
     results = []
     for batch in step.batches:
         for accumulation in step.accumulation:
@@ -43,8 +114,9 @@ def measure_ddp(step: DdpStep, me) -> list[dict]:
             if trainer is not None:
                 synced, unsynced = trainer.time(batch, accumulation)
                 timings[0], timings[1] = synced, unsynced or 0.0
-            dist.all_reduce(timings, op=dist.ReduceOp.MAX)
-            step_s, no_sync_s = float(timings[0].item()), float(timings[1].item())
+            with me.phase(f"{step.label}: waiting for the slowest rank"):
+                dist.all_reduce(timings, op=dist.ReduceOp.MAX)
+                step_s, no_sync_s = float(timings[0].item()), float(timings[1].item())
             samples = batch * accumulation
             results.append(
                 {
@@ -65,20 +137,19 @@ def measure_ddp(step: DdpStep, me) -> list[dict]:
 
 
 class _Trainer:
-    """One model, optimizer and DDP wrapper per world size, trained at each batch setting in turn."""
+    """The process's model wrapped for one world size, with an optimizer of its own (a fresh one:
+    the optimizer state of another world's ranks would make the ranks' weights drift apart)."""
 
-    def __init__(self, shape: GptDims, step: DdpStep, group, me):
+    def __init__(self, model, shape: GptDims, step: DdpStep, group, me):
         import torch
         from torch.nn.parallel import DistributedDataParallel
 
         self.shape, self.step, self.group, self.me = shape, step, group, me
-        torch.manual_seed(1234 + me.rank)
-        with torch.device(me.device):  # initialized where it trains: a CPU initialization of 350M weights takes seconds
-            self.model = build(shape)
-        self.trained = self.model
+        self.model = model
+        self.trained = model
         if group is not None:
-            self.trained = DistributedDataParallel(self.model, device_ids=[me.local_rank] if me.cuda else None, process_group=group)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=me.cuda)
+            self.trained = DistributedDataParallel(model, device_ids=[me.local_rank] if me.cuda else None, process_group=group)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=me.cuda)
         self.mixed = me.cuda and step.dtype == "bfloat16"
 
     def time(self, batch: int, accumulation: int) -> tuple[float, float | None]:
@@ -113,18 +184,25 @@ class _Trainer:
             _synchronize(me)
             return statistics.median(_seconds_between(a, b, me) for a, b in itertools.pairwise(marks))
 
-        for _ in range(step.warmup_steps):
-            one_step()
-        synced = timed(True)
-        unsynced = timed(False) if group is not None and step.no_sync else None
+        label = f"{step.label}: bs{batch}" + (f"-acc{accumulation}" if accumulation > 1 else "")
+        with me.phase(f"{label}: warm-up"):
+            for _ in range(step.warmup_steps):
+                one_step()
+            _synchronize(me)
+        with me.phase(f"{label}: timed"):
+            synced = timed(True)
+        unsynced = None
+        if group is not None and step.no_sync:
+            with me.phase(f"{label}: timed without sync"):
+                unsynced = timed(False)
         return synced, unsynced
 
     def close(self) -> None:
-        import torch
+        """The DDP wrapper and the optimizer let go (its hooks leave the model with it); the model stays for the next world."""
+        import gc
 
-        del self.trained, self.model, self.optimizer
-        if self.me.cuda:
-            torch.cuda.empty_cache()
+        del self.trained, self.optimizer
+        gc.collect()
 
 
 def _mark(me):

@@ -13,6 +13,17 @@ set ahead, so that its import overlaps the measurement running now, and a sessio
 started ahead for its next stage (`WorkerPool`). They touch no GPU while they wait, so they cannot
 disturb it. One process imports torch and forks the ranks (worker.py's
 `--ranks`); each rank is still watched, and killed, as a process of its own (`Rank`).
+
+Given its plan (`Workers.begin`), a set sets up (CUDA, the process group and its communicator, what
+its steps prepare) and holds; `Workers.run` lets it measure once the machine is quiet for it: no
+other set of this process being started, setting up or ending (`MACHINE`). So a set can be set up
+while nothing measures (the tests between two stages, the other arm of DDP's A/B setting up beside
+it), and no measurement runs beside a set that sets up CUDA or NCCL, or whose processes are being
+torn down. A set's end (`Workers.end`) kills its ranks and leaves their reaping to a thread: the
+next set sets up meanwhile, and measures only once the ending set is gone. Sets measuring do not
+stop another from measuring: the per-GPU loads run at once, and a burn-in's fabric stages run
+beside its load (whose set-up, the one exception, runs beside that load: the store never sets a
+stage up while another measures).
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,11 +46,12 @@ from pathlib import Path
 from gpuaccept.facts.model import FailureReason, StepFailure
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.plan import Plan, Step
-from gpuaccept.measure.worker import ERROR_MARK, GO_FILE, LAUNCHER_PID, heartbeat_file
+from gpuaccept.measure.worker import ERROR_MARK, GO_FILE, LAUNCHER_PID, MEASURE_FILE, SET_UP_FILE, heartbeat_file
 from gpuaccept.process import kill_group
 from gpuaccept.vocabulary.steps import StepKey, parse_step_key
 
 POLL_S = 0.1
+QUIET_POLL_S = 0.02  # how often a set waiting to measure looks whether the machine is quiet for it
 FORKER_REAP_S = 10.0  # how long the process that forked the ranks may take to reap them once killed
 
 
@@ -48,6 +61,10 @@ class Outcome:
     values: dict[StepKey, dict] = field(default_factory=dict)  # each value measured, by key: its record
     failures: list[StepFailure] = field(default_factory=list)  # each step that gave no values, with their keys
     wall_s: float = 0.0
+    # where the time went, in seconds, by phase: rank 0's start-up ("start-up: group"), the
+    # wait for the machine to be quiet, each step ("step: all_reduce 1 GiB") and the parts a step
+    # timed itself ("DDP on 2 GPUs: bs8: timed"); a later attempt's prefixed "attempt 2: "
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 EventCallback = Callable[[dict], None]
@@ -71,12 +88,18 @@ def run_plan(
     remaining = list(range(len(plan.steps)))
     restarts = 0
     if workers is None and pool is not None and env is None:
-        workers = pool.take(ranks)
+        workers = pool.take_for(plan, ranks) or pool.take(ranks)
+    number = 0
     while remaining:
+        number += 1
         attempt_plan = plan.model_copy(update={"steps": [plan.steps[i] for i in remaining]})
-        attempt_workers = workers or Workers(ranks, env)
+        attempt_workers = workers if workers is not None and workers.serves(attempt_plan) else Workers(ranks, env)
+        if workers is not None and attempt_workers is not workers:
+            workers.end()  # set up for another plan: it must not hold its GPUs while this one measures
         workers = None  # a set started ahead serves the first attempt only
         attempt = attempt_workers.run(attempt_plan, on_event)
+        prefix = f"attempt {number}: " if number > 1 else ""
+        outcome.phases.update({prefix + name: seconds for name, seconds in attempt.phases.items()})
         outcome.ready = outcome.ready or attempt.ready
         outcome.values.update(attempt.values)
         outcome.failures.extend(attempt.refused)
@@ -99,7 +122,7 @@ def run_plan(
                 outcome.failures.append(_failed(plan.steps[index], "not_run", message))
             break
     if workers is not None:
-        workers.close()  # started ahead for a plan that turned out empty
+        workers.end()  # started ahead for a plan that turned out empty
     outcome.wall_s = time.monotonic() - began
     return outcome
 
@@ -128,6 +151,7 @@ class _Attempt:
     refused: list[StepFailure] = field(default_factory=list)  # values that came back as NaN or infinity
     finished: set[int] = field(default_factory=set)  # steps whose results came back
     stop: _Stop | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # as Outcome.phases
 
 
 class Rank:
@@ -168,8 +192,9 @@ class Rank:
 class Workers:
     """One worker process per rank, started now, each in its own process group, waiting for a plan.
 
-    `run` hands them one plan and returns when it is done; the processes are gone afterwards, as
-    they are after `close`. A set that is never run must be closed.
+    `begin` gives them their plan: they set up and hold. `run` lets them measure once the machine
+    is quiet for them and returns when the plan is done; the set then ends (`end`: the processes
+    are killed, and reaped by a thread). A set that never runs must be closed.
     """
 
     def __init__(self, ranks: int, env: dict[str, str] | None = None):
@@ -177,6 +202,11 @@ class Workers:
         self.workdir = Path(tempfile.mkdtemp(prefix="gpuaccept-measure-"))
         self.processes: list[Rank] = []
         self.forker: subprocess.Popen | None = None
+        self.plan: Plan | None = None  # the plan it was given (`begin`)
+        self._starter: threading.Thread | None = None  # gives the go once no set of the machine is ending
+        self._went: float | None = None  # when it was given the go (time.time())
+        self._released = False
+        self._reaper: threading.Thread | None = None
         base = dict(os.environ if env is None else env)
         base.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), **{LAUNCHER_PID: str(os.getpid())})
         plan, out = str(self.workdir / "plan.json"), str(self.workdir)
@@ -193,20 +223,84 @@ class Workers:
         except BaseException:
             self.close()
             raise
+        MACHINE.add(self)
+
+    def serves(self, plan: Plan) -> bool:
+        """Whether `run(plan)` may take this set: not given a plan yet, or given this one."""
+        return self.plan is None or self.plan == plan
+
+    def begin(self, plan: Plan) -> None:
+        """Hand the set its plan: it sets up (CUDA, the process group, what the steps prepare) as
+        soon as no set of the machine is ending, then holds until `run` lets it measure."""
+        if self.plan is not None:
+            raise ValueError("a set of workers is given one plan")
+        self.plan = plan
+        (self.workdir / "plan.json").write_text(plan.model_dump_json(), encoding="utf-8")
+        self._starter = threading.Thread(target=self._go_when_quiet, name="gpu-accept workers' go", daemon=True)
+        self._starter.start()
+
+    def _go_when_quiet(self) -> None:
+        MACHINE.wait_until(lambda: not MACHINE.ending(besides=self), lambda: self.forker is None)
+        if self.forker is None:
+            return  # closed meanwhile
+        # the port is picked only now: one picked when the workers started could have been taken
+        # by the time they meet
+        write_atomically(self.workdir / GO_FILE, str(_free_port()))
+        self._went = time.time()
+
+    @property
+    def state(self) -> str:
+        """What the set does to the machine now: "idle" (importing torch, or waiting for a plan,
+        touching no GPU), "starting" (given its plan, waiting for its go), "setting up", "held"
+        (set up, or past the time its set-up may take, or dead), "measuring", "ending", "gone"."""
+        if self._reaper is not None:
+            return "ending" if self._reaper.is_alive() else "gone"
+        if self.forker is None:
+            return "gone"
+        if self.plan is None:
+            return "idle"
+        if self._went is None:
+            return "starting"
+        if self._released:
+            return "measuring"
+        done = (self.workdir / SET_UP_FILE).exists() or self.forker.poll() is not None
+        if done or time.time() - self._went > self.plan.startup_timeout_s:
+            return "held"  # past its limit: its own run says it did not start; it is not waited for
+        return "setting up"
 
     def run(self, plan: Plan, on_event: EventCallback | None) -> _Attempt:
         attempt = _Attempt()
         try:
-            (self.workdir / "plan.json").write_text(plan.model_dump_json(), encoding="utf-8")
-            # the port is picked only now: one picked when the workers started could have been
-            # taken by the time they meet
-            write_atomically(self.workdir / GO_FILE, str(_free_port()))
-            _watch(plan, self.processes, self.workdir, attempt, on_event)
+            if self.plan is None:
+                self.begin(plan)
+            elif self.plan != plan:
+                raise ValueError("this set of workers was set up for another plan")
+            asked = time.monotonic()
+            assert self._starter is not None
+            while self._starter.is_alive():
+                self._starter.join(QUIET_POLL_S)  # short waits: Ctrl-C reaches the caller
+            # measured only where nothing else starts, sets up or ends: the set's own set-up goes on meanwhile
+            MACHINE.wait_until(lambda: MACHINE.quiet_for(self), lambda: False)
+            attempt.phases["waited for the machine"] = round(time.monotonic() - asked, 3)
+            write_atomically(self.workdir / MEASURE_FILE, "")
+            self._released = True
+            _watch(plan, self.processes, self.workdir, attempt, on_event, self._went or time.time())
         finally:
-            self.close()
+            self.end()
         return attempt
 
+    def end(self) -> None:
+        """Kill the ranks now; their reaping (the driver tears their CUDA contexts down) goes on in
+        a thread, which the machine waits for before it lets another set set up or measure."""
+        if self.forker is None or self._reaper is not None:
+            return
+        for process in self.processes:
+            process.kill()
+        self._reaper = threading.Thread(target=self.close, name="gpu-accept workers' end", daemon=True)
+        self._reaper.start()
+
     def close(self) -> None:
+        """Kill the ranks and wait until they and their forker are reaped; the folder removed."""
         for process in self.processes:
             process.kill()
         if self.forker is not None:
@@ -218,6 +312,8 @@ class Workers:
         self.processes = []
         self.forker = None
         shutil.rmtree(self.workdir, ignore_errors=True)
+        if threading.current_thread() is not self._reaper:
+            MACHINE.remove(self)  # a reaper's set is removed by the machine once its thread has ended
 
     def __enter__(self) -> Workers:
         return self
@@ -226,15 +322,67 @@ class Workers:
         self.close()
 
 
+class _Machine:
+    """Every set of workers this process started, by what each does to the machine (`Workers.state`)."""
+
+    def __init__(self) -> None:
+        self._sets: list[Workers] = []
+        self._lock = threading.Lock()
+
+    def add(self, workers: Workers) -> None:
+        with self._lock:
+            self._sets.append(workers)
+
+    def remove(self, workers: Workers) -> None:
+        with self._lock:
+            if workers in self._sets:
+                self._sets.remove(workers)
+
+    def _others(self, besides: Workers | None) -> list[Workers]:
+        with self._lock:
+            found = [workers for workers in self._sets if workers is not besides]
+        for workers in found:
+            if workers.state == "gone":
+                self.remove(workers)
+        return [workers for workers in found if workers.state != "gone"]
+
+    def ending(self, besides: Workers | None = None) -> bool:
+        return any(workers.state == "ending" for workers in self._others(besides))
+
+    def quiet_for(self, workers: Workers) -> bool:
+        """Whether `workers` may measure now: no other set starting, setting up or ending."""
+        return not any(other.state in ("starting", "setting up", "ending") for other in self._others(workers))
+
+    def wait_until(self, ready: Callable[[], bool], given_up: Callable[[], bool]) -> None:
+        while not ready() and not given_up():
+            time.sleep(QUIET_POLL_S)
+
+    def settle(self) -> None:
+        """Until every set that ends is gone: nothing of this process's measurements is left holding a GPU."""
+        self.wait_until(lambda: not self.ending(), lambda: False)
+
+
+# the sets of workers of this process: one machine's, however many stages and arms start them
+MACHINE = _Machine()
+
+
+def settle() -> None:
+    """Until every set of workers this process ended is reaped."""
+    MACHINE.settle()
+
+
 class WorkerPool:
     """Sets of workers started ahead, by their number of ranks: each imports torch and waits for a
     plan, touching no GPU, while whatever runs now runs (a stage measuring, the probe, the tests
     that judge), so that the stage that takes one starts without paying torch's import (seconds with
     CUDA's libraries). A plan brings its own environment (Plan.environment): one set serves any
-    stage of its size. Those never taken are ended by `close`."""
+    stage of its size. Where the next stage's plans are known and nothing measures, sets are given
+    them ahead (`set_up`): they set up and hold, and the stage that runs one of those plans takes
+    its set (`take_for`). Those never taken are ended by `close`."""
 
     def __init__(self) -> None:
         self._ready: dict[int, list[Workers]] = {}
+        self._set_up: list[tuple[Plan, int, Workers]] = []
 
     def prepare(self, ranks: list[int]) -> None:
         """Start a set for each of `ranks` (their sizes) beside those already waiting unclaimed."""
@@ -250,6 +398,33 @@ class WorkerPool:
         sets = self._ready.get(ranks)
         return sets.pop(0) if sets else None
 
+    def set_up(self, plans: list[tuple[Plan, int]]) -> None:
+        """Give each plan (with its number of ranks) a set, one waiting where there is, to set up
+        with and hold. Call it only while nothing measures: the sets set up at once."""
+        for plan, ranks in plans:
+            workers = self.take(ranks) or Workers(ranks)
+            workers.begin(plan)
+            self._set_up.append((plan, ranks, workers))
+
+    def take_for(self, plan: Plan, ranks: int) -> Workers | None:
+        """The set given `plan` ahead, if there is one."""
+        for index, (given, size, workers) in enumerate(self._set_up):
+            if size == ranks and given == plan:
+                del self._set_up[index]
+                return workers
+        return None
+
+    def keep_only(self, plans: list[tuple[Plan, int]]) -> None:
+        """End the sets given a plan ahead that is none of `plans`: asked otherwise after all, they
+        must not hold GPU memory (a DDP model, a context) while another plan measures."""
+        kept = []
+        for given, size, workers in self._set_up:
+            if (given, size) in plans:
+                kept.append((given, size, workers))
+            else:
+                workers.end()
+        self._set_up = kept
+
     @property
     def waiting(self) -> list[int]:
         """The sizes of the sets waiting, one entry a set."""
@@ -260,6 +435,9 @@ class WorkerPool:
             for workers in sets:
                 workers.close()
         self._ready.clear()
+        for _, _, workers in self._set_up:
+            workers.close()
+        self._set_up.clear()
 
 
 @dataclass
@@ -272,11 +450,17 @@ class _Running:
     limit_s: float
 
 
-def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: EventCallback | None) -> None:
+def _watch(
+    plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: EventCallback | None, went: float | None = None
+) -> None:
+    """Follow rank 0's progress until the plan is done or stops (`attempt.stop`). `went`: when the
+    set was given its go (time.time()), from which its start-up is timed."""
     progress = _ProgressReader(workdir / "progress.jsonl")
     began = time.monotonic()
     current: _Running | None = None
-    last_event = began
+    # a set that set up while it was held has had its start-up time already
+    last_event = began - (max(0.0, time.time() - went) if went is not None else 0.0)
+    step_began: dict[int, float] = {}  # rank 0's clock at each step's start
     finished = False
     while True:
         # polled before reading: a worker that wrote its last line and exited is seen with that line
@@ -286,12 +470,22 @@ def _watch(plan: Plan, processes, workdir: Path, attempt: _Attempt, on_event: Ev
             kind = event.get("event")
             if kind == "ready":
                 attempt.ready = event
+                attempt.phases.update({f"start-up: {name}": seconds for name, seconds in event.get("startup_s", {}).items()})
+                if went is not None and "time" in event:
+                    attempt.phases["start-up"] = round(max(0.0, event["time"] - went), 3)
+            elif kind == "released":
+                attempt.phases["held"] = event.get("held_s", 0.0)
             elif kind == "start":
                 current = _Running(event["step"], [parse_step_key(key) for key in event["keys"]], last_event, event["timeout_s"])
+                step_began[event["step"]] = event.get("time", 0.0)
             elif kind == "result":
                 for record in event["results"]:
                     _take(plan.steps[event["step"]], record, attempt)
                 attempt.finished.add(event["step"])
+                label = plan.steps[event["step"]].label
+                if event["step"] in step_began and "time" in event:
+                    attempt.phases[f"step: {label}"] = round(event["time"] - step_began[event["step"]], 3)
+                attempt.phases.update(event.get("phases") or {})
                 current = None
             elif kind == "done":
                 finished = True

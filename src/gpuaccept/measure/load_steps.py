@@ -17,7 +17,9 @@ runs on the CPU device with the small sizes the project's tests set.
   written over every chunk before any is read back (a fault that aliases two addresses shows):
   own address, seeded random, moving inversions (0/1, 5/A: write p; ascending, check p and write
   ~p; descending, check ~p and write p), walking ones (one bit of 32 per pass). Passes run in that
-  order until the time cap; the record says how many ran.
+  order until the time cap; the record says how many ran. Each chunk's mismatches are counted on
+  the GPU and added there; the host waits for the GPU once a pass, not once a chunk (a wait a chunk
+  left the GPU idle between a chunk's check and the next one's).
 
 The drills (measure/drills.py, from the plan), each naming GPUs as test ids do: `slow_gemm` makes
 that GPU's timed products wait SLOW_GEMM_S after each one (the GPU idles, as one held back by
@@ -27,6 +29,7 @@ one bit of memory after the first pattern is written.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -34,7 +37,7 @@ from typing import Any
 
 from gpuaccept.measure.drills import NO_DRILLS, SLOW_GEMM_S, Drills, names_gpu
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep
-from gpuaccept.measure.timing import time_operation
+from gpuaccept.measure.timing import phase, time_operation
 from gpuaccept.vocabulary.steps import LoadKey
 
 REFERENCE_BLOCK = 256  # rows and columns of the first result compared with a float32 product
@@ -197,15 +200,16 @@ def measure_memtest(step: MemtestStep, me: Any, drills: Drills = NO_DRILLS) -> d
     if step.max_bytes is not None:
         budget = min(budget, step.max_bytes)
     chunks = []
-    try:
-        while (len(chunks) + 1) * words * 4 <= max(budget, words * 4):
-            chunks.append(torch.empty(words, dtype=torch.int32, device=device))
-    except torch.OutOfMemoryError:
-        if not chunks:
-            raise
-    scratch = torch.empty(words, dtype=torch.int32, device=device)
+    with phase(me, f"{step.label}: allocation"):
+        try:
+            while (len(chunks) + 1) * words * 4 <= max(budget, words * 4):
+                chunks.append(torch.empty(words, dtype=torch.int32, device=device))
+        except torch.OutOfMemoryError:
+            if not chunks:
+                raise
+        scratch = torch.empty(words, dtype=torch.int32, device=device)
     test = _Memtest(chunks, scratch, step, began, device, names_gpu(drills.memtest_flip, step.gpu))
-    test.run()
+    test.run(lambda name: phase(me, f"{step.label}: {name}"))
     found = {
         "key": str(LoadKey("memtest", step.gpu)),
         "load": "memtest",
@@ -239,23 +243,33 @@ class _OutOfTime(Exception):
 
 class _Memtest:
     def __init__(self, chunks: list, scratch: Any, step: MemtestStep, began: float, device: Any, flip: bool):
+        import torch
+
         self.chunks, self.scratch, self.step, self.began, self.device = chunks, scratch, step, began, device
         self.mismatches = 0
         self.done = 0
         self.flip = flip  # the memtest_flip drill
+        self.counted = torch.zeros((), dtype=torch.int64, device=device)  # the pass's mismatches so far, on the device
         inversions = [0x00000000, 0x55555555]
+        # each pass with the part of the test it belongs to, as its time is reported
         self.passes = (
             [("own address", self._own_address), ("seeded random", self._random)]
-            + [(f"moving inversions {p:08x}", lambda p=p: self._moving_inversions(p)) for p in inversions]
-            + [(f"walking ones bit {bit}", lambda bit=bit: self._constant(1 << bit)) for bit in range(32)]
+            + [("moving inversions", lambda p=p: self._moving_inversions(p)) for p in inversions]
+            + [("walking ones", lambda bit=bit: self._constant(1 << bit)) for bit in range(32)]
         )
 
-    def run(self) -> None:
-        for _, run_pass in self.passes:
-            try:
-                run_pass()
-            except _OutOfTime:
-                return
+    def run(self, timed: Callable[[str], Any] = lambda part: contextlib.nullcontext()) -> None:
+        """Every pass in order until the time cap; `timed(part)` times each pass under its part's name."""
+        for part, run_pass in self.passes:
+            with timed(part):
+                try:
+                    run_pass()
+                except _OutOfTime:
+                    # the chunks of the pass cut short that were checked count too (it is not done)
+                    self.mismatches += int(self.counted.item())
+                    return
+                self.mismatches += int(self.counted.item())  # the host waits for the pass here, once
+            self.counted.zero_()
             self.done += 1
 
     def _tick(self) -> None:
@@ -269,7 +283,7 @@ class _Memtest:
             self.flip = False
 
     def _count(self, chunk: Any, expected: Any) -> None:
-        self.mismatches += int((chunk != expected).sum().item())
+        self.counted += (chunk != expected).sum()
         self._tick()
 
     def _fill_every_chunk(self, value: int) -> None:

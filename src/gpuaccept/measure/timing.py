@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def time_operation(operation: Callable[[], object], iterations: int, me) -> float:
@@ -38,3 +40,9 @@ def slowest_rank_seconds(seconds: float, me) -> float:
     value = torch.tensor([seconds], dtype=torch.float64, device=me.device)
     dist.all_reduce(value, op=dist.ReduceOp.MAX, group=me.group)
     return float(value.item())
+
+
+def phase(me: Any, name: str) -> contextlib.AbstractContextManager[None]:
+    """Time a part of a step under `name`, where the rank keeps phases (worker.py's Rank.phase)."""
+    timed = getattr(me, "phase", None)
+    return timed(name) if timed is not None else contextlib.nullcontext()

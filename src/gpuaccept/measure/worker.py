@@ -15,6 +15,14 @@ With `--wait` the process imports torch first and then waits for the file `DIR/g
 the rendezvous port; the plan is read after it, and its `environment` (the GPU a per-GPU worker
 sees, NCCL's settings) set before CUDA or NCCL start. The suite can so start workers ahead, for
 whichever stage takes them, while other measurements run. A waiting worker whose parent is gone exits.
+The ranks then set up (the CUDA device, the process group with its NCCL communicator, what each
+step prepares before anything is timed: the DDP model), rank 0 writes `DIR/set-up` once every rank
+has, and they hold until the launcher writes `DIR/measure`: the launcher has a set set up while
+nothing is measured and lets it measure once no other set of the machine is setting up or ending.
+
+Rank 0 says where its time went: the `ready` event's `startup_s` (torch's import, the wait for the
+go, the CUDA device, the process group, the steps' preparation), the hold, and with each step's
+`result` the `phases` the step timed itself (a DDP world's wrap, warm-up and timed steps).
 
 With `--ranks N` (how the suite starts its workers on one node) the process imports torch once and
 forks the N ranks from itself, each in a session of its own with `DIR/rank<r>.log` as its output,
@@ -42,8 +50,8 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +61,8 @@ from gpuaccept.measure.plan import LOAD_STEPS, ONE_GPU_STEPS, CollectiveStep, Co
 
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
 GO_FILE = "go"
+SET_UP_FILE = "set-up"  # written by rank 0 once every rank is set up, before the hold
+MEASURE_FILE = "measure"  # the launcher's word that the held ranks may measure now
 LAUNCHER_PID = "GPUACCEPT_LAUNCHER_PID"
 HEARTBEAT_S = 1.0  # how often each rank touches its heartbeat file, from a thread of its own
 ORPHANED_EXIT = 5  # a rank that outlived its launcher
@@ -69,10 +79,22 @@ class Rank:
     device: Any  # torch.device
     backend: str
     group: Any = None  # a process group of some ranks (rank and world are then within it); None: every rank
+    # where a step's time went, by part ("wrap", "warm-up"): rank 0's are reported with its result
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time a part of the step on the host clock (a part that ends with GPU work in flight
+        synchronizes before it ends, where its time is to mean the GPU's)."""
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = round(self.phases.get(name, 0.0) + time.perf_counter() - began, 4)
 
 
 def rank_from_environment() -> tuple[int, int, int]:
@@ -133,7 +155,8 @@ def serve(args: argparse.Namespace, import_s: float | None = None) -> int:
         waited = time.perf_counter()
         plan = Plan.model_validate_json(args.plan.read_text(encoding="utf-8"))
         args.out.mkdir(parents=True, exist_ok=True)
-        run(plan, args.out, rank, world, local_rank, import_s=imported - began, waited_s=waited - imported)
+        hold = parent if args.wait else None
+        run(plan, args.out, rank, world, local_rank, import_s=imported - began, waited_s=waited - imported, hold_for=hold)
     except Exception as exc:  # reported to the launcher in one line; the traceback goes to this rank's log
         _report_error(rank, exc)
         return 3
@@ -253,16 +276,27 @@ def _beat(paths: list[Path], parent: int, stop: threading.Event) -> None:
 
 def wait_for_go(out: Path, parent: int) -> bool:
     """Wait for the launcher's go; False when the launcher died first."""
-    go = out / GO_FILE
-    while not go.exists():
-        if os.getppid() != parent:
-            return False
-        time.sleep(WAIT_POLL_S)
-    os.environ["MASTER_PORT"] = go.read_text(encoding="utf-8").strip()
+    if not _wait_for_file(out / GO_FILE, parent):
+        return False
+    os.environ["MASTER_PORT"] = (out / GO_FILE).read_text(encoding="utf-8").strip()
     return True
 
 
-def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s: float = 0.0, waited_s: float = 0.0) -> None:
+def _wait_for_file(path: Path, parent: int) -> bool:
+    """Until the launcher writes `path`; False when the launcher died first."""
+    while not path.exists():
+        if os.getppid() != parent:
+            return False
+        time.sleep(WAIT_POLL_S)
+    return True
+
+
+def run(
+    plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s: float = 0.0, waited_s: float = 0.0,
+    hold_for: int | None = None,
+) -> None:
+    """The plan's steps in order; with `hold_for` (the launcher's pid), the ranks set up, then hold
+    until the launcher lets them measure (`MEASURE_FILE`)."""
     # before CUDA or NCCL first look at it (torch's import does not): read when the driver and NCCL initialize
     os.environ.update(plan.environment)
     import torch
@@ -273,15 +307,26 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s:
     if use_cuda:
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
+        torch.zeros(1, device=device)  # the context is made here, not by the first step
     else:
         device = torch.device("cpu")
+    device_s = time.perf_counter() - began
     backend = "nccl" if use_cuda else "gloo"
     me = Rank(rank, world, local_rank, device, backend)
     progress = Progress(out, enabled=rank == 0)
     needs_group = any(not isinstance(step, ONE_GPU_STEPS) for step in plan.steps)
+    grouped = time.perf_counter()
     if needs_group:
         options = {"device_id": device} if use_cuda else {}
         dist.init_process_group(backend, rank=rank, world_size=world, **options)
+        dist.barrier()  # the communicator is made here, not by the first step
+    group_s = time.perf_counter() - grouped
+    prepared = time.perf_counter()
+    prepare_steps(plan.steps, me)
+    prepare_s = time.perf_counter() - prepared
+    held = time.perf_counter()
+    if hold_for is not None and needs_group:
+        dist.barrier()  # every rank is set up before the launcher hears it
     nccl = ".".join(str(v) for v in torch.cuda.nccl.version()) if use_cuda else None
     progress.emit(
         event="ready",
@@ -289,11 +334,20 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s:
         ranks=world,
         torch=torch.__version__,
         nccl=nccl,
-        # where start-up time goes: the import, the wait for the go of a worker started ahead, and
-        # device plus process-group set-up
-        startup_s={"import": round(import_s, 3), "waited": round(waited_s, 3), "group": round(time.perf_counter() - began, 3)},
+        # where start-up time went: the import (before the go, for a set started ahead), the wait
+        # for the go, the CUDA device and its context, the process group and its communicator, and
+        # what the steps prepare before anything is timed
+        startup_s={"import": round(import_s, 3), "waited": round(waited_s, 3), "device": round(device_s, 3),
+                   "group": round(group_s, 3), "prepare": round(prepare_s, 3)},
         environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENVIRONMENT)},
     )
+    if hold_for is not None:
+        if rank == 0:
+            write_atomically(out / SET_UP_FILE, str(os.getpid()))
+        if not _wait_for_file(out / MEASURE_FILE, hold_for):  # the launcher is gone: nothing to measure for
+            sys.stdout.flush()
+            os._exit(ORPHANED_EXIT)
+        progress.emit(event="released", held_s=round(time.perf_counter() - held, 3))
     hang_at = plan.drills.hang
     for index, step in enumerate(plan.steps):
         keys = [str(key) for key in step.keys]
@@ -301,11 +355,12 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s:
         if hang_at is not None and step.is_named(hang_at) and rank == world - 1:
             while True:  # the injected fault: this rank never joins the step's collectives
                 time.sleep(3600)
+        me.phases = {}
         results = run_step(step, me, plan.drills)
         returned = [record["key"] for record in results]
         if sorted(returned) != sorted(keys):
             raise RuntimeError(f"{step.label} returned values for {', '.join(returned) or 'nothing'}; it measures {', '.join(keys)}")
-        progress.emit(event="result", step=index, label=step.label, results=results)
+        progress.emit(event="result", step=index, label=step.label, results=results, phases=me.phases)
     if needs_group:
         dist.barrier()
     # every rank is past its last step: the launcher may now end the processes without waiting for
@@ -313,6 +368,22 @@ def run(plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s:
     progress.emit(event="done")
     if needs_group:
         dist.destroy_process_group()
+
+
+def prepare_steps(steps: list, me: Rank) -> None:
+    """What the steps set up before anything of the plan is timed, on every rank: for DDP, the
+    process groups of every world and the model; for the copies, every GPU's context and buffers."""
+    ddp = [step for step in steps if isinstance(step, DdpStep)]
+    if ddp:
+        from gpuaccept.measure.ddp_step import prepare_ddp
+
+        prepare_ddp(ddp, me)
+    copies = [step for step in steps if isinstance(step, CopyStep)]
+    if copies and me.cuda:  # without CUDA the step says why it cannot run
+        from gpuaccept.measure.copy_step import prepare_copies
+
+        for step in copies:
+            prepare_copies(step, me)
 
 
 def run_step(step, me: Rank, drills: Drills) -> list[dict]:

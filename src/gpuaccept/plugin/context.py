@@ -18,6 +18,7 @@ from gpuaccept.facts.run_record import FACTS_SOURCE, FactsFile, LiveMachine
 from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.plugin.options import DerivedProfile, NamedProfile, ProfileChoice, RunOptions
 from gpuaccept.probe import probe_machine
+from gpuaccept.process import Bounded
 from gpuaccept.profile import Profile, ProfileCatalog, load_profile
 from gpuaccept.stages.store import MeasurementStore
 
@@ -40,15 +41,17 @@ class RunContext:
         drills: Drills = NO_DRILLS,
         expect_gpus: int | None = None,
         derive_into: Path | None = None,
+        started_probe: Bounded | None = None,
     ) -> RunContext:
-        """`derive_into`: where a profile derived from the catalogue is kept (beside the reports)."""
+        """`derive_into`: where a profile derived from the catalogue is kept (beside the reports);
+        `started_probe`: the probe's child, where the command started it as it began."""
         catalog = ProfileCatalog.with_shipped(list(profile_dirs))
         # a named profile is loaded first: a bad profile is reported before any hardware is touched
         profile = catalog.load(choice.name) if isinstance(choice, NamedProfile) else None
         if isinstance(source, FactsFile):
             facts, drills = load_facts(Path(source.path)), NO_DRILLS  # replayed facts: nothing runs, no drill acts
         else:
-            facts = drills.recorded_in(probe_machine())
+            facts = drills.recorded_in(probe_machine(started=started_probe))
         reason = ""
         if profile is None:
             selection = catalog.select(facts, expect_gpus, derive_into, derived_only=isinstance(choice, DerivedProfile))

@@ -33,10 +33,11 @@ from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
 from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
 from gpuaccept.plugin.needs import needs_of, stages_asked
-from gpuaccept.plugin.options import RunOptions, given_options, read_options
+from gpuaccept.plugin.options import RunOptions, given_options, given_probe, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import NOT_STARTED_KEY, RunRecording
 from gpuaccept.plugin.terminal import terminal_line
+from gpuaccept.plugin.torch_check import TorchCheck
 from gpuaccept.plugin.verdicts import MESSAGE_ON_REPORT, VERDICT_ON_REPORT, VERDICTS_KEY, failure_message, report_status
 from gpuaccept.probe.cuda import driver_loads
 from gpuaccept.process import HeldSignals, hold_signals
@@ -54,6 +55,7 @@ TERMINATED: list[int] = []  # the signals that asked this run to end
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)  # in every run, so that the suites pass --strict-markers
     given = given_options(config.pluginmanager.get_plugins())  # read and checked by `gpu-accept run`
+    started_probe = given_probe(config.pluginmanager.get_plugins())  # started by `gpu-accept run` as it began
     try:
         options = given.with_junitxml(getattr(config.option, "xmlpath", None)) if given is not None else read_options(config.option)
     except GpuAcceptError as error:
@@ -73,38 +75,52 @@ def pytest_configure(config: pytest.Config) -> None:
     # gpu-accept JUnit: pytest's own writer would be a second one at the same path
     config.option.xmlpath = None
     pool = _first_worker_ahead(config, options)
+    torch_check: TorchCheck | None = None
     try:
         refuse_overlaps(options.inputs(), options.outputs.named())  # no output is an input or another output
         for option, path in options.outputs.named():  # before anything is probed: not at the end of a full run
             check_output_file(path, option)
         if options.outputs.results is not None:  # results.json's journal is named by the run, never by its user
             refuse_links(options.outputs.results.parent, [journal_of(options.outputs.results).name], "--results")
+        torch_check = TorchCheck.of_run(options)  # asked beside the probe, answered before any test
         # the fault drills are read here, once: the workers of pytest-xdist get them with the context
         # a profile derived from the catalogue is kept beside the reports, to review and keep
         derive_into = options.outputs.results.parent if options.outputs.results is not None else None
         context = RunContext.build(
-            options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ), options.expect_gpus, derive_into
+            options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ), options.expect_gpus, derive_into,
+            started_probe,
         )
+        if torch_check is not None:
+            torch_check.passed()
         _refuse_a_baseline_of_another_kind(options, context)
         _refuse_a_burnin_without_loads(options, context)
     except GpuAcceptError as error:
         config.stash[NOT_STARTED_KEY] = "; ".join(error.lines())  # the run's verdict carries it (gpu-accept run)
-        pool.close()
+        _stop(pool, torch_check)
         raise pytest.UsageError(_usage(error)) from None
     except BaseException:
-        pool.close()
+        _stop(pool, torch_check)
         raise
     folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
     say = terminal_line(config)
+    snapshots = SnapshotAfterStage(folder, say)
+    if context.live and options.level != "quick" and not config.option.collectonly:
+        snapshots.start(context.facts)  # ready, NVML open, by the time the first stage has measured
     store = MeasurementStore(
-        folder, live=context.live, say=say, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder, say)], drills=context.drills,
-        pool=pool,
+        folder, live=context.live, say=say, confirm=options.confirm, after_stage=[snapshots], drills=context.drills, pool=pool,
     )
     run = GpuAcceptRun(options, context, store)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(RecordingHooks(config, run), "gpuaccept-recording")
     config.pluginmanager.register(BurninHooks(config, run, TERMINATED), "gpuaccept-burnin")
     _end_cleanly_on_sigterm()
+
+
+def _stop(pool: WorkerPool, torch_check: TorchCheck | None) -> None:
+    """What the run started before it could not start after all."""
+    pool.close()
+    if torch_check is not None:
+        torch_check.stop()
 
 
 def _first_worker_ahead(config: pytest.Config, options: RunOptions) -> WorkerPool:
@@ -222,7 +238,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     order: list[str] = []
     for item in session.items:
         order += [name for name in stages_asked(needs_of(item), run.options.level) if name not in order]
-    run.store.expect(order, run.context.facts, run.context.profile)
+    # a burn-in's rounds measure before the tests: nothing may hold the GPUs beside them
+    run.store.expect(order, run.context.facts, run.context.profile, set_up_now=run.options.level != "burn-in")
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:

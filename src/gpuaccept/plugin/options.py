@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuaccept.errors import OptionError, excerpt
 from gpuaccept.facts.run_record import FactsFile, LiveMachine, journal_of
+from gpuaccept.process import Bounded
 from gpuaccept.report.baseline import Baseline, load_baseline, parse_percent
 from gpuaccept.vocabulary.levels import DEFAULT_LEVEL, LEVEL_HELP, LEVELS
 from gpuaccept.vocabulary.telemetry import parse_duration
@@ -234,10 +235,12 @@ def passed_to_pytest(values: argparse.Namespace) -> list[str]:
 
 class GivenOptions:
     """The options as `gpu-accept run` read and checked them, handed to the plugin beside pytest's
-    own plugins (`pytest.main(..., plugins=[...])`): the controlling process does not read them again."""
+    own plugins (`pytest.main(..., plugins=[...])`): the controlling process does not read them
+    again. `probe`: the probe's child, where the command started it as it began (gpuaccept/entry.py)."""
 
-    def __init__(self, options: RunOptions):
+    def __init__(self, options: RunOptions, probe: Bounded | None = None):
         self.options = options
+        self.probe = probe
 
 
 def given_options(plugins: Iterable[object]) -> RunOptions | None:
@@ -246,6 +249,11 @@ def given_options(plugins: Iterable[object]) -> RunOptions | None:
 
 # Each confirmation measures a missed value again: a bound keeps a run that misses from running for ever
 MAX_CONFIRM = 10
+
+
+def given_probe(plugins: Iterable[object]) -> Bounded | None:
+    """The probe the command started as it began, where it did."""
+    return next((plugin.probe for plugin in plugins if isinstance(plugin, GivenOptions)), None)
 
 
 def read_options(option: argparse.Namespace, spelled: Mapping[str, str] = PYTEST_FLAGS) -> RunOptions | None:

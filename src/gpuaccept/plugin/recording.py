@@ -7,9 +7,11 @@ The hooks (plugin/hooks.py) call it; nothing here is a hook.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +33,7 @@ from gpuaccept.report.summary import banner, summary_lines
 from gpuaccept.stages.health import with_health
 from gpuaccept.stages.registry import STAGES
 from gpuaccept.stages.store import merge
-from gpuaccept.stages.telemetry import read_telemetry
+from gpuaccept.stages.telemetry import LOADS_FILE, TELEMETRY_FILE, read_telemetry
 
 NOTHING_JUDGED_KEY = pytest.StashKey[str]()
 NOT_STARTED_KEY = pytest.StashKey[str]()  # why the run could not start (no driver, a profile that does not load)
@@ -44,6 +46,8 @@ class RunRecording:
         self.recorded: set[str] = set()  # node ids of the tests recorded
         self.notes: list[str] = []
         self.unwritten = ""  # why a report could not be written, once said
+        self._facts: Facts | None = None  # as last read, with the state of the files it was read from
+        self._facts_state: frozenset[tuple[str, int, int, int]] | None = None
         context = run.context
         profile = context.profile
         info = RunInfo(
@@ -57,13 +61,20 @@ class RunRecording:
     def facts(self) -> Facts:
         """The facts as far as they are known: probed, plus whatever the stages (and a burn-in's
         rounds) measured so far. The telemetry joins at the end: read at every test it would be
-        written into the journal again with every test."""
+        written into the journal again with every test. Read again only where the session's files
+        changed since (a stage measured, a snapshot or an event came): most tests change nothing."""
         context = self.run.context
         if not context.live:
             return context.facts
-        facts = with_health(merge(context.facts, self.run.store.collected()), self.run.store.folder)
-        burnin = read_burnin(self.run.store.folder)
-        return facts.model_copy(update={"burnin": burnin}) if burnin is not None else facts
+        state = _files_read(self.run.store.folder)
+        if state is None and self._facts is not None:
+            return self._facts  # the session's folder is gone with its end (the summary comes after): as last read
+        if self._facts is None or state != self._facts_state:
+            facts = with_health(merge(context.facts, self.run.store.collected()), self.run.store.folder)
+            burnin = read_burnin(self.run.store.folder)
+            self._facts = facts.model_copy(update={"burnin": burnin}) if burnin is not None else facts
+            self._facts_state = state
+        return self._facts
 
     @property
     def tests(self) -> list[TestRecord]:
@@ -168,6 +179,25 @@ class RunRecording:
                     f"note: baseline {gate.baseline.path} was saved with other software or on another host: {'; '.join(differences)}"
                 )
         return lines
+
+
+# the session's files that facts are not read from: the telemetry, read at the end
+_NOT_FACTS = {TELEMETRY_FILE, LOADS_FILE}
+
+
+def _files_read(folder: Path) -> frozenset[tuple[str, int, int, int]] | None:
+    """Each file of the session's folder that facts are read from, by name, inode, size and time
+    of change; None where the folder is gone."""
+    found = set()
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name not in _NOT_FACTS and entry.is_file():
+                    stat = entry.stat()
+                    found.add((entry.name, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+    except FileNotFoundError:
+        return None
+    return frozenset(found)
 
 
 def confirmation_lines(measured: Measurements) -> list[str]:

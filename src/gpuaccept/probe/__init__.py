@@ -4,21 +4,34 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from gpuaccept.errors import NoDriverError, ProbeError
-from gpuaccept.facts import Facts, parse_facts
-from gpuaccept.process import run_bounded
+from gpuaccept.process import Bounded
+
+if TYPE_CHECKING:  # the facts' models are imported where facts are read: `python -m gpuaccept.probe` starts the drivers first
+    from gpuaccept.facts import Facts
 
 EXIT_NO_DRIVER = 2  # what `python -m gpuaccept.probe` exits with when there is no driver or GPU
 
 PROBE_TIMEOUT_S = 180.0
 
 
-def probe_machine(nvml_log: str | None = None, timeout_s: float = PROBE_TIMEOUT_S) -> Facts:
+def start_probe(nvml_log: str | None = None, timeout_s: float = PROBE_TIMEOUT_S) -> Bounded:
+    """The probe's child process, started now; `probe_machine(started=...)` reads its facts."""
     command = [sys.executable, "-m", "gpuaccept.probe"]
     if nvml_log:
         command += ["--nvml-log", str(nvml_log)]
-    finished = run_bounded(command, timeout_s, env=dict(os.environ))
+    return Bounded(command, timeout_s, env=dict(os.environ))
+
+
+def probe_machine(nvml_log: str | None = None, timeout_s: float = PROBE_TIMEOUT_S, started: Bounded | None = None) -> Facts:
+    """This machine's facts, from the probe's child: `started` where it was started ahead (by the
+    command, as it began), a new one otherwise."""
+    from gpuaccept.facts import parse_facts
+
+    probe = started if started is not None else start_probe(nvml_log, timeout_s)
+    finished = probe.finished()
     if finished.timed_out:
         raise ProbeError(f"the probe did not finish within {timeout_s:.0f} s: NVML or CUDA initialization hung")
     last_line = (finished.stderr.strip().splitlines() or [""])[-1].removeprefix("gpu-accept: ")

@@ -105,14 +105,34 @@ def visible_gpu(env: Mapping[str, str], gpu: int) -> str:
     return entries[gpu] if gpu < len(entries) else str(gpu)
 
 
+def on_gpu(plan: Plan, gpu: int, env: Mapping[str, str] | None = None) -> Plan:
+    """`plan` for a worker that sees only `gpu` (CUDA_VISIBLE_DEVICES set in its environment)."""
+    visible = visible_gpu(os.environ if env is None else env, gpu)
+    return plan.model_copy(update={"environment": {**plan.environment, "CUDA_VISIBLE_DEVICES": visible}})
+
+
+def compute_stage_plans(
+    spec: ProfileSpec, gpus: list[int], *, env: Mapping[str, str] | None = None, only: set[StepKey] | None = None,
+    drills: Drills = NO_DRILLS, require_cuda: bool = False,
+) -> dict[int, Plan]:
+    """Each GPU's plan as its worker runs it: seeing that GPU alone; on CUDA where `require_cuda`."""
+    plans = {}
+    for gpu in gpus:
+        plan = compute_plan(spec, gpu, only, drills)
+        if plan is not None:
+            plans[gpu] = on_gpu(plan.model_copy(update={"backend": "nccl"}) if require_cuda else plan, gpu, env)
+    return plans
+
+
 class OnEachGpu:
     """A plan per GPU, run at once, each by a worker of its own that sees only its GPU: the compute
     stage's loads and a burn-in's sustained load. One GPU's hang or crash costs only its own values,
     and each GPU's values are its own, judged on their own.
 
-    The workers are ready before `start`: taken from `pool` (started ahead by the session), else,
-    with `ahead`, started now to import torch while whatever comes first runs; the rest start with
-    their plans."""
+    Each GPU's workers are the set `pool` was given its plan for ahead, else one started ahead:
+    with `ahead`, started now to import torch while whatever comes first runs, or one of `pool`'s
+    waiting; the rest start with their plans. No GPU's load begins before every GPU's workers are
+    set up (measure/launch.py lets a set measure only then)."""
 
     def __init__(
         self, gpus: list[int], *, env: dict[str, str] | None = None, on_event: Callable[[dict], None] | None = None,
@@ -123,24 +143,29 @@ class OnEachGpu:
         self.on_event = on_event
         self.visible = {gpu: visible_gpu(os.environ if env is None else env, gpu) for gpu in self.gpus}
         self.outcomes: dict[int, Outcome] = {}
-        self._workers: dict[int, Workers] = {}
-        for gpu in self.gpus:
-            ready = pool.take(1) if pool is not None and env is None else None
-            if ready is None and ahead:
-                ready = Workers(1, env)
-            if ready is not None:
-                self._workers[gpu] = ready
+        self.pool = pool if env is None else None
+        self._workers: dict[int, Workers] = {gpu: Workers(1, env) for gpu in self.gpus} if ahead else {}
         self._threads: list[threading.Thread] = []
 
     def start(self, plans: dict[int, Plan]) -> None:
+        runs = []
         for gpu, plan in sorted(plans.items()):
-            mine = plan.model_copy(update={"environment": {**plan.environment, "CUDA_VISIBLE_DEVICES": self.visible[gpu]}})
-            thread = threading.Thread(target=self._run, args=(gpu, mine), name=f"gpu-accept loads gpu{gpu}", daemon=True)
+            mine = on_gpu(plan, gpu, self.env)
+            workers = self.pool.take_for(mine, 1) if self.pool is not None else None
+            if workers is None:
+                workers = self._workers.pop(gpu, None) or (self.pool.take(1) if self.pool is not None else None)
+            else:
+                self._workers.pop(gpu, None)
+            if workers is not None and workers.plan is None:
+                workers.begin(mine)  # every GPU's workers set up at once, before any GPU's load begins
+            runs.append((gpu, mine, workers))
+        for gpu, mine, workers in runs:
+            thread = threading.Thread(target=self._run, args=(gpu, mine, workers), name=f"gpu-accept loads gpu{gpu}", daemon=True)
             self._threads.append(thread)
             thread.start()
 
-    def _run(self, gpu: int, plan: Plan) -> None:
-        self.outcomes[gpu] = run_plan(plan, 1, env=self.env, on_event=self.on_event, workers=self._workers.pop(gpu, None))
+    def _run(self, gpu: int, plan: Plan, workers: Workers | None) -> None:
+        self.outcomes[gpu] = run_plan(plan, 1, env=self.env, on_event=self.on_event, workers=workers)
 
     @property
     def running(self) -> bool:
@@ -156,7 +181,7 @@ class OnEachGpu:
     def close(self) -> None:
         """End the workers never given a plan (a load that never began)."""
         for workers in self._workers.values():
-            workers.close()
+            workers.end()
         self._workers.clear()
 
 
@@ -173,11 +198,9 @@ def run_compute_stage(
 ) -> ComputeSweep | None:
     """Load `gpus` at once, one worker each; None where the profile asks for no per-GPU load.
     `require_cuda`: a worker that finds no CUDA device fails its steps instead of loading the CPU."""
-    plans = {gpu: plan for gpu in gpus if (plan := compute_plan(spec, gpu, only, drills)) is not None}
+    plans = compute_stage_plans(spec, gpus, env=env, only=only, drills=drills, require_cuda=require_cuda)
     if spec.compute is None or (only is not None and not plans):
         return None
-    if require_cuda:
-        plans = {gpu: plan.model_copy(update={"backend": "nccl"}) for gpu, plan in plans.items()}
     loads = OnEachGpu(list(plans), env=env, on_event=on_event, pool=pool)
     try:
         loads.start(plans)
@@ -207,6 +230,7 @@ def run_compute_stage(
         wall_s=max((outcome.wall_s for outcome in outcomes.values()), default=0.0),
         results=results,
         failures=failures,
+        phases={f"gpu{gpu}: {name}": seconds for gpu, outcome in outcomes.items() for name, seconds in outcome.phases.items()},
     )
 
 

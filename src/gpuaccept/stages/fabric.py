@@ -140,6 +140,20 @@ def copy_plan(spec: ProfileSpec, gpus: int, only: set[StepKey] | None = None, dr
     return _plan([step], spec, drills=drills)
 
 
+def nccl_stage_plan(
+    spec: ProfileSpec, ranks: int, logs: Path, *, backend: str = "auto", env=None, only: set[StepKey] | None = None,
+    drills: Drills = NO_DRILLS,
+) -> Plan | None:
+    """The NCCL stage's plan as its workers run it: `nccl_plan`, with the environment that sends
+    NCCL's set-up lines to files in `logs` (made here), where the user has not sent them elsewhere."""
+    plan = nccl_plan(spec, ranks, backend, only, drills)
+    if plan is None:
+        return None
+    logs.mkdir(parents=True, exist_ok=True)
+    ours, _ = _nccl_set_up_lines(env, logs)
+    return plan.model_copy(update={"environment": {**plan.environment, **ours}})
+
+
 def run_nccl_stage(
     spec: ProfileSpec,
     ranks: int,
@@ -150,13 +164,16 @@ def run_nccl_stage(
     only: set[StepKey] | None = None,
     drills: Drills = NO_DRILLS,
     pool: WorkerPool | None = None,
+    logs: Path | None = None,
 ) -> tuple[CollectiveSweep | None, PairSweep | None]:
-    plan = nccl_plan(spec, ranks, backend, only, drills)
-    if plan is None:
+    """`logs`: where NCCL's set-up lines go (a temporary folder where None), a folder of this run's own."""
+    if nccl_plan(spec, ranks, backend, only, drills) is None:
         return None, None
-    with tempfile.TemporaryDirectory(prefix="gpu-accept-nccl-") as folder:
-        ours, nccl_files = _nccl_set_up_lines(env, Path(folder))
-        plan = plan.model_copy(update={"environment": {**plan.environment, **ours}})
+    with contextlib.ExitStack() as stack:
+        folder = logs if logs is not None else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gpu-accept-nccl-")))
+        plan = nccl_stage_plan(spec, ranks, folder, backend=backend, env=env, only=only, drills=drills)
+        assert plan is not None
+        ours, nccl_files = _nccl_set_up_lines(env, folder)
         outcome = run_plan(plan, ranks, env=env, on_event=on_event, pool=pool)
         nvls = read_nccl_nvls(sorted(nccl_files())) if nccl_files is not None else Unavailable(
             unavailable="not_found", detail="NCCL_DEBUG_FILE is set in the environment: NCCL's lines went to the user's files"
@@ -181,11 +198,13 @@ def run_nccl_stage(
             results=collectives,
             failures=collective_failures,
             nvls=nvls if backend_used == "nccl" else Unavailable(unavailable="not_supported", detail=f"backend {backend_used}"),
+            phases=outcome.phases,
         )
     pair_sweep = None
     if spec.pairwise is not None and (only is None or PairwiseStep in has):
         pair_sweep = PairSweep(
-            backend=backend_used, concurrent=spec.pairwise.concurrent, wall_s=outcome.wall_s, results=pairs, failures=pair_failures
+            backend=backend_used, concurrent=spec.pairwise.concurrent, wall_s=outcome.wall_s, results=pairs, failures=pair_failures,
+            phases=outcome.phases,
         )
     return collective_sweep, pair_sweep
 
@@ -220,7 +239,7 @@ def run_copy_stage(
         return None
     outcome: Outcome = run_plan(plan, 1, env=env, on_event=on_event, pool=pool)
     results = [CopyResult(**{**record, "gpus": key.gpus}) for key, record in outcome.values.items() if isinstance(key, CopyKey)]
-    return CopySweep(wall_s=outcome.wall_s, results=results, failures=outcome.failures)
+    return CopySweep(wall_s=outcome.wall_s, results=results, failures=outcome.failures, phases=outcome.phases)
 
 
 def ddp_shape(spec: ProfileSpec) -> GptDims:
@@ -270,6 +289,20 @@ def _ddp_steps(spec: ProfileSpec, without_p2p: bool, only: set[StepKey] | None) 
     return steps
 
 
+def ddp_stage_plans(
+    spec: ProfileSpec, ranks: int, *, backend: str = "auto", only: set[StepKey] | None = None, drills: Drills = NO_DRILLS,
+) -> tuple[Plan | None, Plan | None]:
+    """The DDP stage's plans as its workers run them: the scaling sweep's, and the NVLink A/B's
+    other arm's (with NCCL_P2P_DISABLE=1), where the profile asks for it (None where an arm has no step)."""
+    if spec.ddp is None:
+        return None, None
+    plan = ddp_plan(spec, ranks, backend=backend, only=only, drills=drills)
+    ab_plan = ddp_plan(spec, ranks, without_p2p=True, backend=backend, only=only, drills=drills) if spec.ddp.nvlink_ab else None
+    if ab_plan is not None:
+        ab_plan = ab_plan.model_copy(update={"environment": {**ab_plan.environment, **WITHOUT_P2P}})
+    return plan, ab_plan
+
+
 def run_ddp_stage(
     spec: ProfileSpec,
     ranks: int,
@@ -282,42 +315,42 @@ def run_ddp_stage(
     pool: WorkerPool | None = None,
 ) -> tuple[DdpSweep | None, DdpSweep | None]:
     """The scaling sweep, and where the profile asks for it, the same settings without P2P; with
-    `only`, just the settings with those keys (an arm with none of them gives None)."""
+    `only`, just the settings with those keys (an arm with none of them gives None). Both arms set
+    up at once (the A/B arm's processes hold while the scaling arm measures): one set-up less to
+    wait for."""
     if spec.ddp is None:
         return None, None
-    plan = ddp_plan(spec, ranks, backend=backend, only=only, drills=drills)
-    ab_plan = ddp_plan(spec, ranks, without_p2p=True, backend=backend, only=only, drills=drills) if spec.ddp.nvlink_ab else None
-    if ab_plan is not None:
-        ab_plan = ab_plan.model_copy(update={"environment": {**ab_plan.environment, **WITHOUT_P2P}})
-    # the session's sets started ahead, the scaling arm's first; the A/B arm's workers, where none
-    # was, import torch while the scaling arm trains: one start-up less to wait for
-    scaling_ahead = _started_ahead(pool, env, plan)
-    ab_ahead = (_started_ahead(pool, env, ab_plan) or Workers(_plan_ranks(ab_plan), env)) if ab_plan is not None else None
+    plan, ab_plan = ddp_stage_plans(spec, ranks, backend=backend, only=only, drills=drills)
     with contextlib.ExitStack() as started:
-        for ahead in (scaling_ahead, ab_ahead):
-            if ahead is not None:
-                started.enter_context(ahead)  # closed at the end where no plan took it
-        sweep = _ddp_sweep(spec, ranks, plan, False, backend, env, on_event, scaling_ahead, only) if plan or only is None else None
+        arms: list[Workers | None] = []
+        for arm in (plan, ab_plan):
+            workers = None
+            if arm is not None:
+                workers = _set_up_ahead(pool, env, arm) or Workers(plan_ranks(arm), env)
+                started.callback(workers.end)  # where no run took it (a run ends it itself)
+                if workers.plan is None:
+                    workers.begin(arm)  # both arms set up now; each measures once nothing else sets up
+            arms.append(workers)
+        sweep = _ddp_sweep(spec, ranks, plan, False, backend, env, on_event, arms[0], only) if plan or only is None else None
         without = (
-            _ddp_sweep(spec, ranks, ab_plan, True, backend, env, on_event, ab_ahead, only)
+            _ddp_sweep(spec, ranks, ab_plan, True, backend, env, on_event, arms[1], only)
             if ab_plan or (only is None and spec.ddp.nvlink_ab)
             else None
         )
     return sweep, without
 
 
-def _started_ahead(pool: WorkerPool | None, env, plan: Plan | None) -> Workers | None:
-    """A set of the session's started ahead for `plan`, where it runs in this process's own environment."""
-    return pool.take(_plan_ranks(plan)) if pool is not None and env is None and plan is not None else None
+def _set_up_ahead(pool: WorkerPool | None, env, plan: Plan) -> Workers | None:
+    """A set of the session's for `plan` (given it ahead, or waiting with torch imported), where
+    the plan runs in this process's own environment."""
+    if pool is None or env is not None:
+        return None
+    ranks = plan_ranks(plan)
+    return pool.take_for(plan, ranks) or pool.take(ranks)
 
 
-def ddp_worker_sets(spec: ProfileSpec, ranks: int) -> list[int]:
-    """The sizes of the worker sets the DDP stage starts with: its scaling arm's, and the A/B arm's."""
-    arms = [ddp_plan(spec, ranks), ddp_plan(spec, ranks, without_p2p=True) if spec.ddp is not None and spec.ddp.nvlink_ab else None]
-    return [_plan_ranks(plan) for plan in arms if plan is not None]
-
-
-def _plan_ranks(plan: Plan) -> int:
+def plan_ranks(plan: Plan) -> int:
+    """The ranks a DDP plan runs on: its largest world."""
     return max(step.world for step in plan.steps)
 
 
@@ -329,7 +362,7 @@ def _ddp_sweep(spec, ranks, plan, without_p2p, backend, env, on_event, workers=N
         if step.world > ranks
     ]
     results: list[DdpResult] = []
-    outcome = run_plan(plan, _plan_ranks(plan), env=env, on_event=on_event, workers=workers) if plan else None
+    outcome = run_plan(plan, plan_ranks(plan), env=env, on_event=on_event, workers=workers) if plan else None
     if outcome is not None:
         results = [DdpResult(**record) for key, record in outcome.values.items() if isinstance(key, DdpKey)]
         failures += outcome.failures
@@ -348,6 +381,7 @@ def _ddp_sweep(spec, ranks, plan, without_p2p, backend, env, on_event, workers=N
         wall_s=outcome.wall_s if outcome else 0.0,
         results=results,
         failures=failures,
+        phases=outcome.phases if outcome else {},
     )
 
 

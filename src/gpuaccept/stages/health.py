@@ -8,8 +8,11 @@ Everything is kept as files in the session's folder, beside the stages' measurem
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import selectors
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -22,9 +25,10 @@ from gpuaccept.facts.relations import readable_time
 from gpuaccept.files import write_atomically
 from gpuaccept.probe.health import Target, XidListener
 from gpuaccept.probe.nvml import Nvml, nvml_of_this_machine
-from gpuaccept.process import run_bounded
+from gpuaccept.process import kill_group
 
 SNAPSHOT_TIMEOUT_S = 60.0
+SNAPSHOT_LOG = "health-snapshots.log"
 EVENTS_FILE = "xid-events.jsonl"
 LISTENER_FILE = "xid-listener.txt"
 
@@ -34,27 +38,96 @@ def targets(facts: Facts) -> list[Target]:
 
 
 class SnapshotAfterStage:
-    """A MeasurementStore hook: after a stage ran, read every GPU's health, labelled "after STAGE"."""
+    """A MeasurementStore hook: after a stage ran, read every GPU's health, labelled "after STAGE".
+
+    The readings come from one child process kept for the session (probe/snapshot.py's --serve),
+    started at the first reading or ahead of it (`start`): each reading is bounded by
+    SNAPSHOT_TIMEOUT_S, and a child that hangs or dies is killed and a new one started for the
+    next reading."""
 
     def __init__(self, folder: Path, say=lambda text: None):
         self.folder = Path(folder)
         self.say = say
+        self._server: subprocess.Popen | None = None
+
+    def start(self, facts: Facts) -> None:
+        """Start the child now (its imports and NVML's start), for the first reading to find it ready."""
+        if facts.health.snapshots and self._server is None:
+            spec = [[t.gpu, t.nvml_index, list(t.active_links), t.pci_bus_id] for t in targets(facts)]
+            command = [sys.executable, "-m", "gpuaccept.probe.snapshot", "--serve", "--targets", json.dumps(spec)]
+            with open(self.folder / SNAPSHOT_LOG, "ab") as log:  # what it says on stderr: why it ended, where it did
+                self._server = subprocess.Popen(
+                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=dict(os.environ), start_new_session=True,
+                )
 
     def __call__(self, stage: str, facts: Facts) -> None:
         if not facts.health.snapshots:
             return  # facts probed without health readings: nothing to compare a later one with
         label = f"after {stage}"
-        spec = [[t.gpu, t.nvml_index, list(t.active_links), t.pci_bus_id] for t in targets(facts)]
-        command = [sys.executable, "-m", "gpuaccept.probe.snapshot", "--label", label, "--targets", json.dumps(spec)]
-        finished = run_bounded(command, SNAPSHOT_TIMEOUT_S, env=dict(os.environ))
-        if finished.timed_out or finished.returncode != 0:
-            why = "timed out" if finished.timed_out else (finished.stderr.strip().splitlines() or ["no message"])[-1]
+        self.start(facts)
+        answer, why = self._ask(label)
+        if answer is None:
             self.say(f"gpu-accept: health snapshot {label} not taken: {why}")
             return
-        reading = HealthFacts.model_validate_json(finished.stdout)
+        reading = HealthFacts.model_validate(answer)
         # named by when it was written and by whom: xdist workers each take theirs, at once (a count
         # of the files there gave two workers one name, and one reading was lost)
         write_atomically(self.folder / f"health-{time.time_ns():020d}-{os.getpid()}.json", reading.model_dump_json())
+
+    def _ask(self, label: str) -> tuple[dict | None, str]:
+        """The reading labelled `label`, or None and why not (the child is then ended)."""
+        server = self._server
+        assert server is not None and server.stdin is not None and server.stdout is not None
+        try:
+            server.stdin.write((label + "\n").encode())
+            server.stdin.flush()
+            line = _line_within(server.stdout, SNAPSHOT_TIMEOUT_S)
+        except OSError:
+            line = b""
+        if line is None:
+            self.close()
+            return None, "timed out"
+        if not line:
+            self.close()
+            said = (self.folder / SNAPSHOT_LOG).read_text(encoding="utf-8", errors="replace").strip().splitlines()
+            return None, said[-1].removeprefix("gpu-accept: ") if said else "no message"
+        answer = json.loads(line)
+        if "error" in answer:
+            return None, answer["error"]
+        return answer["reading"], ""
+
+    def close(self) -> None:
+        """End the child (its input closed; killed where it does not end at once)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        with contextlib.suppress(OSError):
+            if server.stdin is not None:
+                server.stdin.close()
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            kill_group(server)
+            server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+def _line_within(stream, timeout_s: float) -> bytes | None:
+    """One line of `stream` (b"" at its end), or None where none came within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    found = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        while not found.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                return None
+            chunk = os.read(stream.fileno(), 1 << 20)
+            if not chunk:
+                return b""
+            found += chunk
+    return found
 
 
 def with_health(facts: Facts, folder: Path) -> Facts:

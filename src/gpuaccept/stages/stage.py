@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from gpuaccept.facts import Facts
@@ -27,7 +28,8 @@ Events = Callable[[dict[str, Any]], None]
 class StageRun:
     """One run of a stage: on which GPUs, for a confirmation round the keys measured again, the
     fault drills of this run (a first measurement's keep the one-off dip, a confirmation round's do
-    not), and the session's workers started ahead, which its first workers are taken from."""
+    not), the session's workers started ahead, which its first workers are taken from, and a
+    folder of this run's own for what its workers write (NCCL's set-up lines)."""
 
     facts: Facts
     gpus: list[int]  # a per-GPU stage's GPUs; a fabric stage's are every GPU under test
@@ -35,6 +37,7 @@ class StageRun:
     drills: Drills = NO_DRILLS
     on_event: Events | None = None
     pool: WorkerPool | None = None
+    scratch: Path | None = None  # None: a temporary folder, where the stage needs one
 
 
 @dataclass(frozen=True)
@@ -43,15 +46,14 @@ class Stage:
     title: str  # in progress lines: "NCCL stage"
     per_gpu: bool  # each GPU measured alone, one file a GPU; otherwise the whole machine at once, one file
     asked: Callable[[ProfileSpec], bool]  # whether the profile asks for anything this stage measures
-    # what its workers are given to run (fabric.py's and compute.py's plan-building functions): one
-    # plan for the NCCL stage, one per arm for DDP, one per GPU for the per-GPU loads
-    plans: Callable[[ProfileSpec, StageRun], list[Plan]]
+    # what its workers are given to run, each plan with its number of ranks, exactly as `run` runs
+    # them (environment included): one plan for the NCCL stage, one per arm for DDP, one per GPU
+    # for the per-GPU loads. A session starts sets of those sizes ahead while the stage before it
+    # runs, and sets them up with these plans once that stage has ended (measure/launch.py's WorkerPool)
+    plans: Callable[[ProfileSpec, StageRun], list[tuple[Plan, int]]]
     run: Callable[[ProfileSpec, StageRun], Measurements]  # the plans run, and what they measured as sweeps
     # on which GPUs it runs, for progress lines: "on 4 GPUs", "on gpu0, gpu1"
     where: Callable[[Facts, list[int]], str]
-    # the sizes (ranks) of the worker sets it starts with on these GPUs: what a session starts ahead
-    # for it while the stage before it runs (measure/launch.py's WorkerPool)
-    worker_sets: Callable[[ProfileSpec, Facts, list[int]], list[int]]
     # why it cannot run on these GPUs of this machine (None: it can), and the failures it yields
     # then, one per step, so that each test says why
     cannot_run: Callable[[Facts, list[int]], str | None] = lambda facts, gpus: None

@@ -8,8 +8,10 @@ GPU's values still its own. No stage runs twice on a GPU. Replayed facts (--fact
 measurements with them.
 
 Where the session says which stages it will ask for, in which order (`expect`), each stage's
-workers are started ahead while the stage before it runs: torch's import, paid once per stage,
-overlaps the measurement in flight (docs/what-is-checked.md says what never overlaps).
+workers are started ahead while the stage before it runs (torch's import, paid once per stage,
+overlaps the measurement in flight), and given their plans as soon as it has ended: they set up
+(CUDA, NCCL, the DDP model) while the tests judge what it measured and its workers are torn down,
+and measure once nothing else sets up or ends (docs/what-is-checked.md says what never overlaps).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from gpuaccept.facts import Facts
 from gpuaccept.facts.model import ConfirmationRound, CudaFacts, Measurements
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.drills import NO_DRILLS, Drills
-from gpuaccept.measure.launch import WorkerPool
+from gpuaccept.measure.launch import WorkerPool, settle
 from gpuaccept.profile import Profile
 from gpuaccept.stages.locks import GpuLocks
 from gpuaccept.stages.registry import STAGES
@@ -56,40 +58,78 @@ class MeasurementStore:
         # torch while the stage before runs; they touch no GPU until a stage takes them
         self.pool = pool if pool is not None else WorkerPool()
         self._upcoming: list[str] = []
+        self._ahead = False  # whether this session sets its stages up ahead (`expect`)
+        self._scratch: dict[str, Path] = {}  # the folder reserved for a stage's first run, where it was set up ahead
+        self._runs = 0
 
-    def expect(self, stages: Sequence[str], facts: Facts, profile: Profile) -> None:
+    def expect(self, stages: Sequence[str], facts: Facts, profile: Profile, set_up_now: bool = True) -> None:
         """The stages this session will ask for, in the order it will first ask: the first one's
-        workers start now, and each next one's as the one before it begins. Only where that order
-        is known (a pytest-xdist worker cannot know which worker a stage falls to) and where the
-        measurements run on GPUs (`starts_ahead`)."""
+        workers are set up now (nothing measures yet), each next one's start as the one before it
+        begins and are set up as soon as it has ended. Only where that order is known (a
+        pytest-xdist worker cannot know which worker a stage falls to) and where the measurements
+        run on GPUs (`starts_ahead`). `set_up_now=False` where something else measures first (a
+        burn-in's rounds): the first stage's workers only import torch until it begins."""
         if not (self.live and starts_ahead(facts)):
             return
-        self._upcoming = [name for name in stages if self._runs(STAGES[name], facts, profile)]
-        if self._upcoming:
-            first = STAGES[self._upcoming[0]]
-            self.pool.prepare(first.worker_sets(profile.spec, facts, _every_gpu(facts)))
+        self._upcoming = [name for name in stages if self._runs_here(STAGES[name], facts, profile)]
+        self._ahead = True
+        if not self._upcoming:
+            return
+        first = STAGES[self._upcoming[0]]
+        if set_up_now:
+            self._set_up_ahead(first, facts, profile)
+        else:
+            self.pool.prepare([ranks for _, ranks in first.plans(profile.spec, self._first_run(first, facts))])
 
-    def _runs(self, stage: Stage, facts: Facts, profile: Profile) -> bool:
+    def _runs_here(self, stage: Stage, facts: Facts, profile: Profile) -> bool:
         """Whether the stage would start workers here: asked for, able to run, not measured yet."""
         every = _every_gpu(facts)
         measured = self._unmeasured(stage, every) == [] if stage.per_gpu else (self.folder / stage.file()).exists()
         return stage.asked(profile.spec) and stage.cannot_run(facts, every) is None and not measured
 
     def _begins(self, stage: Stage, facts: Facts, profile: Profile) -> None:
-        """`stage` begins: the workers of the stage the session asks for after it start now, beside
-        those waiting for this one, to import torch while this one measures."""
+        """`stage` begins: the workers of the stage the session asks for after it start now, to
+        import torch while this one measures."""
         if stage.name not in self._upcoming:
             return
         self._upcoming = self._upcoming[self._upcoming.index(stage.name) + 1 :]
-        sets = stage.worker_sets(profile.spec, facts, _every_gpu(facts))
         if self._upcoming:
             following = STAGES[self._upcoming[0]]
-            sets = sets + following.worker_sets(profile.spec, facts, _every_gpu(facts))
-        self.pool.prepare(sets)
+            self.pool.prepare([ranks for _, ranks in following.plans(profile.spec, self._first_run(following, facts))])
+
+    def _ended(self, stage: Stage, facts: Facts, profile: Profile) -> None:
+        """`stage` has measured: the next stage's workers are given their plans, to set up while
+        the tests judge this one (and measure once this one's workers are gone). Where stages are
+        not set up ahead, this one's workers are gone before it lets the GPUs go: another process
+        (a pytest-xdist worker) may measure next."""
+        if not self._ahead:
+            settle()
+        elif self._upcoming and self._upcoming[0] != stage.name:
+            self._set_up_ahead(STAGES[self._upcoming[0]], facts, profile)
+
+    def _set_up_ahead(self, stage: Stage, facts: Facts, profile: Profile) -> None:
+        self.pool.set_up(stage.plans(profile.spec, self._first_run(stage, facts)))
+
+    def _first_run(self, stage: Stage, facts: Facts) -> StageRun:
+        """The stage's first run on every GPU, as `_measure` will make it: in the folder kept for it."""
+        if stage.name not in self._scratch:
+            self._scratch[stage.name] = self._new_scratch(stage)
+        scratch = self._scratch[stage.name]
+        return StageRun(facts=facts, gpus=_every_gpu(facts), drills=self.drills.for_attempt(0), pool=self.pool, scratch=scratch)
+
+    def _new_scratch(self, stage: Stage) -> Path:
+        self._runs += 1
+        return self.folder / f"{stage.name}-run{self._runs}"
 
     def close(self) -> None:
-        """End the workers started ahead that no stage took (a stage that was not asked for after all)."""
+        """End the workers started ahead that no stage took (a stage that was not asked for after
+        all), and wait until every set of workers is gone; the hooks that keep a process end it."""
         self.pool.close()
+        settle()
+        for hook in self.after_stage:
+            close = getattr(hook, "close", None)  # SnapshotAfterStage keeps its child for the session
+            if close is not None:
+                close()
 
     def with_stage(self, name: str, facts: Facts, profile: Profile, gpus: list[int] | None = None) -> Facts:
         """`facts` with the stage's measurements in them, measuring first if this is the first ask.
@@ -107,6 +147,7 @@ class MeasurementStore:
                 began = time.time()
                 every = _every_gpu(facts)
                 measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile, every), every)
+                self._ended(stage, facts, profile)
                 write_atomically(path, measured.model_dump_json())
                 self.stage_ran(stage.name, began, facts)
         return merge(facts, _read(path))
@@ -148,6 +189,7 @@ class MeasurementStore:
         self._begins(stage, facts, profile)
         began = time.time()
         measured = self._confirmed(stage, facts, profile, self._measure(stage, facts, profile, loaded), loaded)
+        self._ended(stage, facts, profile)
         write_atomically(self.folder / stage.file(*loaded), measured.model_dump_json())
         self.stage_ran(stage.name, began, facts)
 
@@ -169,6 +211,7 @@ class MeasurementStore:
             try:
                 return self._measure(stage, facts, profile, list(range(facts.gpu_count)))
             finally:
+                settle()  # its workers gone before the round goes on
                 self.stage_ran(stage.name, began, facts)
 
     def stage_ran(self, stage: str, began: float, facts: Facts) -> None:
@@ -200,9 +243,13 @@ class MeasurementStore:
         if stage.cannot_run(facts, gpus) is None:
             again = " again" if only is not None else ""
             self.say(f"gpu-accept: {stage.title}{again} {stage.where(facts, gpus)} (profile {profile.name})")
+        scratch = self._scratch.pop(stage.name, None) if attempt == 0 and only is None else None
         run = StageRun(
-            facts=facts, gpus=gpus, only=only, drills=self.drills.for_attempt(attempt), on_event=self._progress, pool=self.pool
+            facts=facts, gpus=gpus, only=only, drills=self.drills.for_attempt(attempt), on_event=self._progress, pool=self.pool,
+            scratch=scratch or self._new_scratch(stage),
         )
+        # a set given other plans ahead (the stage asked otherwise) must not hold its GPUs while this run measures
+        self.pool.keep_only(stage.plans(profile.spec, run) if stage.cannot_run(facts, gpus) is None else [])
         return stage.measure(profile.spec, run)
 
     def _confirmed(self, stage: Stage, facts: Facts, profile: Profile, measured: Measurements, gpus: list[int]) -> Measurements:

@@ -1,0 +1,41 @@
+"""The `gpu-accept` command's first moments. Where the command probes this machine (`run`,
+`health-check` and `burn-in` without --facts or --import), the probe's child process starts here,
+before the command line's modules (pytest, the profiles, the facts' models) are imported: the probe
+takes as long as that import and pytest's start together, and runs beside them.
+
+No answer of the machine is used before the options are checked: a run refused for bad input
+ends the probe's child unread (its one line names the input, never the machine).
+"""
+
+from __future__ import annotations
+
+import sys
+
+PROBING_COMMANDS = ("run", "health-check", "burn-in")
+# options after which the run reads no machine, and help, which runs nothing
+NOT_PROBING = ("--facts", "--import", "-h", "--help")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    probe = None
+    if _probes(argv):
+        from gpuaccept.probe import start_probe
+
+        probe = start_probe()
+    try:
+        from gpuaccept.cli import main as command_line
+
+        return command_line(argv, probe=probe)
+    finally:
+        if probe is not None:
+            probe.stop()  # read by the run, or not wanted after all
+
+
+def _probes(argv: list[str]) -> bool:
+    """Whether these arguments run the suites on this machine, as far as they can tell unparsed:
+    a wrong guess costs a probe that is ended unread."""
+    mine = argv[: argv.index("--")] if "--" in argv else argv
+    if not mine or mine[0] not in PROBING_COMMANDS:
+        return False
+    return not any(word == option or word.startswith(option + "=") for word in mine for option in NOT_PROBING)
