@@ -97,6 +97,11 @@
 #                commit: wall times, where each run's time went (inside each stage too: its phases),
 #                ratios, 8 GPUs projected. Writes run-time-TAG.md, .json and .tar.gz (every run's
 #                results.json and output)
+#   ddp-ab       the DDP values of this checkout beside the previous commit's (.prev/, as run-time),
+#                standard runs on the first DDP_AB_GPUS (default 2) GPUs, this and previous in turn
+#                while the budget allows: each run's scaling efficiency, exposed communication and
+#                P2P speedup, a line per run (both as `python3 -m gpuaccept`: the previous commit
+#                may lack this one's console entry)
 #
 # The wheels it installs come from scripts/fetch-wheels.sh (run here, before the device call).
 #
@@ -140,7 +145,7 @@ run_suite() {
   local name=$1; shift
   # a machine no shipped profile matches is judged against the profile the fit stage made for it
   if [ -f "$work/fitted.yaml" ] && [[ " $* " != *" --profile "* ]]; then set -- "$@" --profile "$work/fitted.yaml"; fi
-  gpu-accept run --reports "$work/$name" -q "$@" > "$work/$name.out" 2>&1
+  ${GPU_ACCEPT:-gpu-accept} run --reports "$work/$name" -q "$@" > "$work/$name.out" 2>&1
   local code=$?
   grep -E "passed|failed|error" "$work/$name.out" | tail -1 | sed "s/^/$name: exit $code: /" | tee -a "$log"
   sed -n '/gpu-accept summary/,$p' "$work/$name.out" | grep -E "^(PASS|FAIL|COULD NOT JUDGE|not checked|partly checked|ERROR| +FAIL| +ERROR| +and [0-9]+ test|[0-9]+ test)" | head -${LINES_PER_RUN:-12} >> "$log"
@@ -746,6 +751,21 @@ PY
     fitted=(); [ -f "$work/fitted.yaml" ] && fitted=(--profile "$work/fitted.yaml")
     python3 bench/run_time.py measure --previous-site /tmp/site-prev --out "$OUT" --tag "$tag" --budget-s "$allowed" \
       --quick-runs "${RUN_TIME_QUICK_RUNS:-2}" "${fitted[@]}" 2>&1 | tee -a "$log"
+    ;;
+  ddp-ab)
+    if [ ! -f .prev/pyproject.toml ]; then say "ddp-ab: skipped: no .prev/"; continue; fi
+    python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site-prev .prev >/dev/null || { say "ddp-ab: the previous commit did not install"; continue; }
+    visible=$(seq -s, 0 $(( ${DDP_AB_GPUS:-2} - 1 )))
+    say "ddp-ab: GPUs $visible, this checkout beside commit $(cat .prev/REVISION 2>/dev/null || echo '?')"
+    for round in 1 2 3; do
+      enough 75 "ddp-ab this-$round" || break
+      CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" run_suite "ab-this-$round" --profile auto
+      ddp_numbers "$work/ab-this-$round/results.json"
+      enough 75 "ddp-ab previous-$round" || break
+      CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" PYTHONPATH=/tmp/site-prev:$PYTHONPATH run_suite "ab-previous-$round" --profile auto
+      ddp_numbers "$work/ab-previous-$round/results.json"
+    done
     ;;
   *) say "unknown stage $stage" ;;
   esac
