@@ -760,9 +760,11 @@ PY
     say "ddp-ab: GPUs $visible, this checkout beside commit $(cat .prev/REVISION 2>/dev/null || echo '?')"
     for round in 1 2 3; do
       enough 75 "ddp-ab this-$round" || break
+      say "ab-this-$round"
       CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" run_suite "ab-this-$round" --profile auto
       ddp_numbers "$work/ab-this-$round/results.json"
       enough 75 "ddp-ab previous-$round" || break
+      say "ab-previous-$round"
       CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" PYTHONPATH=/tmp/site-prev:$PYTHONPATH run_suite "ab-previous-$round" --profile auto
       ddp_numbers "$work/ab-previous-$round/results.json"
     done
