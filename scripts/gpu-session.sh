@@ -762,11 +762,11 @@ PY
       enough 75 "ddp-ab this-$round" || break
       say "ab-this-$round"
       CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" run_suite "ab-this-$round" --profile auto
-      ddp_numbers "$work/ab-this-$round/results.json"
+      ddp_numbers "$work/ab-this-$round/results.json"; cp "$work/ab-this-$round/results.json" "$OUT/ab-this-$round.json"
       enough 75 "ddp-ab previous-$round" || break
       say "ab-previous-$round"
       CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" PYTHONPATH=/tmp/site-prev:$PYTHONPATH run_suite "ab-previous-$round" --profile auto
-      ddp_numbers "$work/ab-previous-$round/results.json"
+      ddp_numbers "$work/ab-previous-$round/results.json"; cp "$work/ab-previous-$round/results.json" "$OUT/ab-previous-$round.json"
     done
     ;;
   *) say "unknown stage $stage" ;;
