@@ -757,15 +757,18 @@ PY
     python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade \
       --target /tmp/site-prev .prev >/dev/null || { say "ddp-ab: the previous commit did not install"; continue; }
     visible=$(seq -s, 0 $(( ${DDP_AB_GPUS:-2} - 1 )))
+    # the shipped profile of that many GPUs (--profile auto would judge the machine as installed)
+    model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+    ab_profile=$(python3 -c 'import sys; sys.path.insert(0, "bench"); from run_time import profile_for; print(profile_for(sys.argv[1], int(sys.argv[2])) or "auto")' "$model" "${DDP_AB_GPUS:-2}")
     say "ddp-ab: GPUs $visible, this checkout beside commit $(cat .prev/REVISION 2>/dev/null || echo '?')"
     for round in 1 2 3; do
       enough 75 "ddp-ab this-$round" || break
       say "ab-this-$round"
-      CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" run_suite "ab-this-$round" --profile auto
+      CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" run_suite "ab-this-$round" --profile "$ab_profile"
       ddp_numbers "$work/ab-this-$round/results.json"; cp "$work/ab-this-$round/results.json" "$OUT/ab-this-$round.json"
       enough 75 "ddp-ab previous-$round" || break
       say "ab-previous-$round"
-      CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" PYTHONPATH=/tmp/site-prev:$PYTHONPATH run_suite "ab-previous-$round" --profile auto
+      CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" PYTHONPATH=/tmp/site-prev:$PYTHONPATH run_suite "ab-previous-$round" --profile "$ab_profile"
       ddp_numbers "$work/ab-previous-$round/results.json"; cp "$work/ab-previous-$round/results.json" "$OUT/ab-previous-$round.json"
     done
     ;;
