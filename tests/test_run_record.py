@@ -277,6 +277,33 @@ def test_the_journal_holds_the_facts_as_the_stages_measure(tmp_path):
     assert not journal_of(results).exists() and load_results(results).complete
 
 
+def test_the_end_of_a_run_never_waits_on_a_wake_up_that_a_signal_took(tmp_path, monkeypatch):
+    # SIGTERM arrives as a KeyboardInterrupt anywhere in the main thread: a notify can go unsent and
+    # a lock stay held (a `with` block's __exit__ skipped). The writer's thread still ends, and the
+    # end writes the whole record.
+    monkeypatch.setattr(ResultsWriter, "END_WAIT_S", 0.5)
+    results = tmp_path / "results.json"
+    writer = ResultsWriter(started(), results, idle_s=60)
+    writer.add_test(a_test(0))
+    monkeypatch.setattr(writer._changed, "notify", lambda n=1: None)  # the wake-up the signal took
+    began = time.monotonic()
+    writer.finish(1)
+    assert time.monotonic() - began < 10
+    assert load_results(results).complete and len(load_results(results).tests) == 1
+
+    held = ResultsWriter(started(), tmp_path / "held.json", idle_s=0.01)
+    held.add_test(a_test(0))
+    held._changed.acquire()  # left held by the main thread, as a skipped __exit__ leaves it
+    try:
+        time.sleep(0.05)  # the thread woke for the test and waits for the lock
+        began = time.monotonic()
+        held.finish(1)
+        assert time.monotonic() - began < 10
+    finally:
+        held._changed.release()
+    assert load_results(tmp_path / "held.json").complete
+
+
 def test_a_quiet_run_has_its_tests_in_results_and_junit_within_the_idle_time(tmp_path):
     results, junit = tmp_path / "results.json", tmp_path / "junit.xml"
     writer = ResultsWriter(started(), results, [junit], idle_s=0.05)

@@ -210,22 +210,30 @@ class ResultsWriter:
             self._log(JournalEntry(run=record.run))  # whose journal it is: never merged into another run's file
         self._rewrite_bytes = written
 
+    # The thread never relies on a wake-up alone to end, nor the end on the thread: SIGTERM arrives as
+    # a KeyboardInterrupt raised between any two steps of the main thread, and one raised as a `with`
+    # block ends can skip its __exit__ (CPython issue 29988), leaving the lock held or a notify unsent.
+    # The thread looks at `_closed` every WAKE_S; the end waits for it at most END_WAIT_S, then writes
+    # the record itself.
+    WAKE_S = 0.5
+    END_WAIT_S = 5.0
+
     def _rewrite_when_idle(self, idle_s: float) -> None:
         with self._changed:
             while not self._closed:
                 if not self._pending:
-                    self._changed.wait()
+                    self._changed.wait(self.WAKE_S)
                     continue
                 quiet = self._clock() - self._last_change
                 if quiet >= idle_s:
                     self._rewrite()
                 else:
-                    self._changed.wait(idle_s - quiet)
+                    self._changed.wait(min(idle_s - quiet, self.WAKE_S))
 
     def _stop(self) -> None:
         with self._changed:
             self._closed = True
             self._changed.notify()
         if self._idle is not None:
-            self._idle.join()
+            self._idle.join(self.END_WAIT_S)  # a daemon thread: one still stuck does not hold the process
             self._idle = None
