@@ -208,6 +208,7 @@ def test_sigterm_ends_the_run_with_its_reports_written(tmp_path):
     assert run.returncode == 2, output  # interrupted: not a verdict on the machine
     document = load_results(results)
     assert document.complete is True and document.run.exit_status == 2
+    assert document.verdict is not None and document.verdict.exit_code == 2 and document.verdict.stopped == ["interrupted by SIGTERM"]
     ET.parse(tmp_path / "reports" / "junit.xml")
 
 

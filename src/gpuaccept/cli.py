@@ -456,7 +456,8 @@ class _Prepared:
             return run_verdict.could_not_judge(why, host=_host(), profile=self.profile_named, started_at=self.started_at,
                                                finished_at=_now())
         verdict = record.verdict
-        if verdict.stopped and not verdict.failed and not verdict.not_judged:  # judged nothing: the line says why
+        # a run stopped with no test failed or not judged: a line says why (health-check's own line says it there)
+        if log is None and verdict.stopped and not verdict.failed and not verdict.not_judged:
             for line in verdict.stopped:
                 _print(f"gpu-accept: {line} (exit {verdict.exit_code})", err=True)
         return verdict
