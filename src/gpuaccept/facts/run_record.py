@@ -295,8 +295,10 @@ class RunRecord(Record):
             cause = f"could not judge: {first.id}: {_reason(first)}{more}"
         elif not self.complete:
             cause = "could not judge: the run did not finish (killed or interrupted before its end)"
-        else:
+        elif status == 1:
             cause = "a test failed outside its verdict (pytest's exit status 1: an error in a fixture's teardown)"
+        else:
+            cause = "could not judge: the run recorded no exit status"
         return RunVerdict(
             exit_code=code, result=RESULT_OF_EXIT[code], cause=one_line(cause), failed=[test.id for test in failed],
             not_judged=[NotJudged(id=test.id, reason=one_line(_reason(test))) for test in errors],
