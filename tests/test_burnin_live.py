@@ -129,6 +129,8 @@ def test_sigterm_in_the_middle_of_a_burn_in_leaves_valid_reports_and_exit_2(tmp_
     assert run.returncode == 2, "".join(seen) + output  # no check failed, and the burn-in was cut short
     record = valid_reports(tmp_path)
     assert record.complete and record.run.exit_status == 2
+    assert record.verdict is not None and record.verdict.exit_code == 2  # the exit code is the verdict recorded
+    assert record.verdict.stopped[0].startswith("the burn-in was cut short by a signal: ")
     burnin = record.facts.burnin
     assert burnin is not None and burnin.ended == "interrupted" and len(burnin.rounds) >= 1
     assert burnin.elapsed_s < 600

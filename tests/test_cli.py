@@ -382,15 +382,17 @@ def test_a_misspelt_profile_name_gets_a_suggestion(tmp_path):
 @pytest.mark.parametrize(
     "selection, expected",
     [
-        ("no_such_test", "gpu-accept: no test was selected: -k, -m or the test ids given match none of the suites' tests"),
-        ("no_regression", "gpu-accept: nothing was judged: the one selected test was skipped (no --baseline given)"),
+        ("no_such_test", "no test was selected: -k, -m or the test ids given match none of the suites' tests"),
+        ("no_regression", "nothing was judged: the one selected test was skipped (no --baseline given)"),
     ],
     ids=["nothing-selected", "only-skipped-selected"],
 )
 def test_a_run_that_judges_nothing_exits_2_in_one_line(tmp_path, selection, expected):
     done = gpu_accept("run", *RECORDED, "--reports", str(tmp_path), "-k", selection)
-    assert one_error_line(done) == expected
-    assert expected.removeprefix("gpu-accept: ") in done.stdout  # also in the run's own summary
+    assert done.returncode == 2 and one_error_line(done) == f"gpu-accept: {expected} (exit 2)"
+    assert expected in done.stdout  # also in the run's own summary
+    verdict = json.loads((tmp_path / "verdict.json").read_text())  # and in the verdict, as results.json recorded it
+    assert verdict["exit_code"] == 2 and verdict["stopped"] == [expected] == load_results(tmp_path / "results.json").verdict.stopped
 
 
 @pytest.mark.parametrize(

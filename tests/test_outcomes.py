@@ -22,6 +22,9 @@ from gpuaccept.plugin.verdicts import VERDICT_ON_REPORT, report_outcome
 )
 def test_a_failed_check_decides_a_run_however_it_ended(status, complete, outcomes, code):
     assert run_exit_code(status, complete, outcomes) == code
+    # what the plugin recorded as stopping the run (a signal, a burn-in cut short, nothing judged, a
+    # report not written) where pytest saw a pass: could not judge, unless a check failed
+    assert run_exit_code(status, complete, outcomes, stopped=True) == (EXIT_FAILED if code == EXIT_FAILED else EXIT_NOT_JUDGED)
 
 
 def _call(failed: bool, verdict_outcome: str | None) -> SimpleNamespace:

@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from gpuaccept.facts import save_facts
+from gpuaccept.outcomes import EXIT_NOT_JUDGED
 from gpuaccept.resources import shipped_dir
 from tests.helpers import DATA, EXAMPLES, example_facts, mutated, older_example
 
@@ -177,16 +178,17 @@ def test_an_output_that_cannot_be_written_is_a_usage_error_before_the_run(pytest
 def test_a_session_that_judges_nothing_is_not_a_pass(pytester):
     recorded = ("--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4.json"))
     result, _ = run_suites(pytester, *recorded, "-k", "no_regression")
-    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert result.ret == EXIT_NOT_JUDGED  # plain pytest exits with the run's verdict, as gpu-accept run does
     result.stdout.fnmatch_lines(["nothing was judged: the one selected test was skipped (no --baseline given)"])
     listed, _ = run_suites(pytester, *recorded, "-k", "no_regression", "--collect-only")
-    assert listed.ret == pytest.ExitCode.OK  # listing tests judges nothing, and is not meant to
+    assert listed.ret == EXIT_NOT_JUDGED  # listing tests judges nothing: never the 0 that says every check passed
+    listed.stdout.fnmatch_lines(["nothing judged: --collect-only lists the tests without running them"])
 
 
 def test_the_suites_declare_every_marker_they_use_and_a_misspelt_need_is_a_usage_error(pytester):
     recorded = ("--profile", "h200-4-nvswitch", "--facts", str(EXAMPLES / "h200x4-measured.json"))
     listed, _ = run_suites(pytester, *recorded, "--strict-markers", "--collect-only")
-    assert listed.ret == pytest.ExitCode.OK
+    assert listed.ret == EXIT_NOT_JUDGED  # listed, not judged
     listed.stdout.fnmatch_lines(["*343 tests collected*"])  # the standard level's, as before levels were markers
     pytester.makepyfile(test_misspelt="""
         import pytest

@@ -208,6 +208,7 @@ def test_sigterm_ends_the_run_with_its_reports_written(tmp_path):
     assert run.returncode == 2, output  # interrupted: not a verdict on the machine
     document = load_results(results)
     assert document.complete is True and document.run.exit_status == 2
+    assert document.verdict is not None and document.verdict.exit_code == 2 and document.verdict.stopped == ["interrupted by SIGTERM"]
     ET.parse(tmp_path / "reports" / "junit.xml")
 
 
@@ -411,16 +412,23 @@ DISK_FULL = """
     from gpuaccept.report import baseline, junit, results
 
     first, last = (int(n) for n in os.environ["DISK_FULL_WRITES"].split("-"))
-    written = results.write_atomically
-    rewrites = [0]  # of results.json; junit.xml is written after it
+    written, finish = results.write_atomically, results.ResultsWriter.finish
+    rewrites = [0]  # of results.json while the run goes on (junit.xml is written after it); the end is one more
+    ending = [False]
 
     def full(path, text):
-        rewrites[0] += str(path).endswith("results.json")
+        rewrites[0] += str(path).endswith("results.json") and not ending[0]
         if first <= rewrites[0] <= last:  # the disk fills up mid-run, and is freed (or not) before its end
             raise OutputError(f"{path}: cannot write it ({os.strerror(errno.ENOSPC)})")
         written(path, text)
 
+    def finishing(self, *args, **kwargs):  # the end writes the other reports, JUnit, then results.json
+        rewrites[0] += 1
+        ending[0] = True
+        return finish(self, *args, **kwargs)
+
     results.write_atomically = junit.write_atomically = baseline.write_atomically = full
+    results.ResultsWriter.finish = finishing
 """
 
 
@@ -451,7 +459,10 @@ def test_a_disk_that_fills_up_mid_run_is_one_line_and_an_honest_exit(tmp_path, w
         assert f"{reports}/junit.xml: cannot write it" in said[0]
         unwritten = [line for line in said[1:] if line.startswith("report not written: ")]
         named = [line.split(": ")[1] for line in unwritten]
-        assert named == [str(reports / "results.json"), str(reports / "junit.xml"), str(reports / "base.json")], output
+        # in the order the end wrote them: results.json last, its verdict naming the others
+        assert named == [str(reports / "base.json"), str(reports / "junit.xml"), str(reports / "results.json")], output
+        verdict = json.loads((reports / "verdict.json").read_text())
+        assert verdict["exit_code"] == 2 and [line.split(": ")[1] for line in verdict["stopped"]] == named
 
 
 def test_a_damaged_file_among_eight_read_in_parallel_is_named_as_when_read_alone(tmp_path, capsys):

@@ -370,3 +370,18 @@ def test_a_complete_results_file_is_read_without_its_journal(tmp_path, monkeypat
     monkeypatch.setattr(run_record, "read_input_text", lambda path, *a: read.append(Path(path)) or Path(path).read_text())
     record = load_results(results)
     assert record.complete and len(record.tests) == 206 and read == [results]
+
+
+def test_results_json_is_written_last_with_a_verdict_that_names_every_report_not_written(tmp_path):
+    results, junit = tmp_path / "results.json", tmp_path / "junit.xml"
+    junit.mkdir()  # a folder where the JUnit file goes: it cannot be written
+    writer = ResultsWriter(started("h200x1"), results, [junit], idle_s=None)
+    writer.add_test(TestRecord(id="test_gpu_count", nodeid="test_inventory.py::test_gpu_count", outcome="passed"))
+    record = writer.finish(0, other_reports=lambda record: ["report.html: cannot write it (No space left on device)"])
+    verdict = record.verdict
+    assert verdict is not None and verdict.exit_code == 2 and verdict.failed == [] and verdict.not_judged == []
+    assert verdict.stopped[0] == "report not written: report.html: cannot write it (No space left on device)"
+    assert verdict.stopped[1].startswith(f"report not written: {junit}: ") and len(verdict.stopped) == 2
+    assert load_results(results).verdict == verdict  # what the run exits with is what it recorded
+    # pytest saw a pass: recorded as pytest records an interrupted run, never read as a pass by older readers
+    assert record.run.exit_status == 2 and writer.write_errors == [line.removeprefix("report not written: ") for line in verdict.stopped]

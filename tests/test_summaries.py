@@ -241,6 +241,16 @@ def test_fleet_fails_a_host_whose_run_could_not_judge(tmp_path, capsys):
         assert f"FAIL vm ({path}): could not judge: {said} (exit status {status})" in capsys.readouterr().out.splitlines()
 
 
+def test_fleet_reads_why_a_run_could_not_judge_from_its_recorded_verdict(tmp_path, capsys):
+    healthy = load_results(HEALTHY)
+    stopped = ["the burn-in was cut short by a signal: 3 round(s) in 4m10s of 2h00m00s"]
+    cut = healthy.model_copy(update={"verdict": healthy.judged(stopped)})  # as the run decided and recorded it at its end
+    assert cut.exit_code() == 2 and healthy.exit_code() == 0
+    path = written(tmp_path, "cut.json", cut)
+    assert cli(["report", "fleet", str(HEALTHY), path]) == 1
+    assert f"FAIL vm ({path}): could not judge: {stopped[0]}" in capsys.readouterr().out.splitlines()
+
+
 def test_fleet_lists_hosts_by_transient_count(tmp_path, capsys):
     healthy = load_results(HEALTHY)
     once = with_verdict(healthy, "test_busbw[all_reduce-1GiB]", transient=True, attempts=[301.2, 353.35])

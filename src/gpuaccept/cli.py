@@ -14,15 +14,14 @@ import re
 import signal
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from gpuaccept import __version__
-from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError, shown
+from gpuaccept.errors import EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, Problem, ProfileError, shown
 from gpuaccept.facts import run_verdict, save_facts
-from gpuaccept.facts.run_record import JOURNAL_SUFFIX, LiveMachine
+from gpuaccept.facts.run_record import JOURNAL_SUFFIX, LiveMachine, RunRecord
 from gpuaccept.files import write_atomically
-from gpuaccept.outcomes import pytest_exit_code, worst_exit_code
+from gpuaccept.outcomes import worst_exit_code
 from gpuaccept.outputs import check_output_file, check_output_folder, refuse_links, refuse_overlaps, reports_folder_lock
 from gpuaccept.plugin.options import (
     COMMAND_FLAGS,
@@ -433,29 +432,35 @@ class _Prepared:
         probe = getattr(args, "started_probe", None) if isinstance(self.options.source, LiveMachine) else None
         self.plugins = [self.outcome, GivenOptions(self.options, probe)]
         self.exit_status = pytest.ExitCode.OK
+        self.started_at = ""  # when the run began (ISO 8601, UTC)
 
     @property
     def profile_named(self) -> str:
         choice = self.options.profile
         return choice.name if isinstance(choice, NamedProfile) else "auto"
 
-    def execute(self, log: Path | None = None) -> int:
+    def execute(self, log: Path | None = None) -> run_verdict.RunVerdict:
         """pytest with the plugin; its terminal output into `log` where given (a Slurm prolog's
-        output lands in slurmd.log: it gets one line, the pytest progress goes to the reports folder)."""
+        output lands in slurmd.log: it gets one line, the pytest progress goes to the reports folder).
+        The run's verdict, as the plugin decided and recorded it at the end of the session; one of
+        could not judge where no session began (no driver, a profile that does not load at run time)."""
         import pytest
 
         if self.imports:
             save_facts(self.imported.facts, self.reports / "facts.json")
         with _output_to(log):
             self.exit_status = int(pytest.main(self.pytest_args, plugins=self.plugins))
-        if self.exit_status == pytest.ExitCode.NO_TESTS_COLLECTED:
-            _print(f"gpu-accept: {self.outcome.nothing_judged or 'no test was selected'}", err=True)
-        code = pytest_exit_code(self.exit_status)  # the plugin applied the outcome policy: a value not established is 2
-        if code == EXIT_OK and self.outcome.listed_only:
-            # pytest lists the tests and ends well; for gpu-accept exit 0 says every check passed, and none ran
-            _print(f"gpu-accept: {self.outcome.cause} (exit 2)", err=True)
-            return EXIT_USAGE
-        return code
+        record = self.outcome.record
+        if record is None or record.verdict is None:
+            why = self.outcome.not_started or f"the run ended before any test (pytest exit status {self.exit_status})"
+            return run_verdict.could_not_judge(why, host=_host(), profile=self.profile_named, started_at=self.started_at,
+                                               finished_at=_now())
+        verdict = record.verdict
+        # a run stopped with no test failed or not judged: a line says why (health-check's own line says it there)
+        if log is None and verdict.stopped and not verdict.failed and not verdict.not_judged:
+            for line in verdict.stopped:
+                _print(f"gpu-accept: {line} (exit {verdict.exit_code})", err=True)
+        return verdict
 
 
 def _refuse_what_pytest_refuses(pytest_args: list[str]) -> None:
@@ -513,32 +518,20 @@ def _judged_run(args, extra: list[str], command: str, *, log: Path | None = None
 
 
 def _judged_locked(prepared: _Prepared, command: str, log: Path | None) -> tuple[int, run_verdict.RunVerdict]:
-    began = time.time()
-    started = _now()
     host = _host()
-    _write_verdict(prepared, command, run_verdict.in_progress(host=host, profile=prepared.profile_named, started_at=started), None)
-    cause = ""
+    prepared.started_at = _now()
+    _write_verdict(prepared, command, run_verdict.in_progress(host=host, profile=prepared.profile_named,
+                                                              started_at=prepared.started_at), None)
     try:
-        code = prepared.execute(log)
-        cause = prepared.outcome.cause
+        verdict = prepared.execute(log)
     except GpuAcceptError as error:
-        code, cause = error.exit_code, "; ".join(error.lines())
         if log is None:  # health-check's one line carries the cause
             for line in error.lines():
                 _print(f"gpu-accept: {line}", err=True)
-    record = _fresh_record(prepared.reports / "results.json", began)
-    if record is not None:
-        verdict = record.verdict or record.judged()
-        if verdict.exit_code != code:  # the run's end (a report not written, interrupted) overrides its tests
-            verdict = verdict.model_copy(update={
-                "exit_code": code, "result": run_verdict.RESULT_OF_EXIT[code],
-                "cause": run_verdict.one_line(f"could not judge: {cause or f'pytest exit status {prepared.exit_status}'}"),
-            })
-    else:
-        verdict = run_verdict.could_not_judge(cause or f"the run ended before any test (pytest exit status {prepared.exit_status})",
-                                              host=host, profile=prepared.profile_named, started_at=started, finished_at=_now())
-    _write_verdict(prepared, command, verdict, record)
-    return code, verdict
+        verdict = run_verdict.could_not_judge("; ".join(error.lines()), host=host, profile=prepared.profile_named,
+                                              started_at=prepared.started_at, finished_at=_now())
+    _write_verdict(prepared, command, verdict, prepared.outcome.record)
+    return verdict.exit_code, verdict
 
 
 def _write_verdict(prepared: _Prepared, command: str, verdict, record) -> None:
@@ -590,28 +583,18 @@ def _import(args, extra: list[str]) -> int:
 
 
 class _Outcome:
-    """Brings the plugin's reason for a run that judged nothing, or that could not start (no driver,
-    a profile that does not load), out of the pytest session."""
+    """Brings the run's record out of the pytest session, with the verdict the plugin decided at
+    its end; or the plugin's reason for a run that could not start (no driver, a profile that does
+    not load)."""
 
-    nothing_judged = ""
+    record: RunRecord | None = None
     not_started = ""
-    listed_only = ""  # the pytest option that lists or plans the tests instead of running them
 
     def pytest_unconfigure(self, config) -> None:
-        from gpuaccept.plugin.recording import NOT_STARTED_KEY, NOTHING_JUDGED_KEY
+        from gpuaccept.plugin.recording import NOT_STARTED_KEY, RECORD_KEY
 
-        self.nothing_judged = config.stash.get(NOTHING_JUDGED_KEY, "")
+        self.record = config.stash.get(RECORD_KEY, None)
         self.not_started = config.stash.get(NOT_STARTED_KEY, "")
-        for option, flag in (("collectonly", "--collect-only lists"), ("setupplan", "--setup-plan plans"),
-                             ("setuponly", "--setup-only sets up")):
-            if getattr(config.option, option, False):
-                self.listed_only = flag
-                break
-
-    @property
-    def cause(self) -> str:
-        listed = f"nothing judged: {self.listed_only} the tests without running them" if self.listed_only else ""
-        return self.not_started or self.nothing_judged or listed
 
 
 def _record(args, extra: list[str]) -> int:
@@ -1046,7 +1029,7 @@ def _health_check(args, extra: list[str]) -> int:
     # a node whose checks ran and could not establish a value is not proven good: --on-fail drains it
     # too, its reason saying it could not be judged; --on-error adds the runs that judged nothing
     # (no driver, a probe that hung)
-    judged_something = code == EXIT_CHECK_FAILED or bool(verdict.not_judged)
+    judged_something = verdict.result == "failed" or bool(verdict.not_judged)
     done = ""
     if (args.on_fail if judged_something else args.on_error) == "drain":
         said: list[str] = []
@@ -1054,23 +1037,6 @@ def _health_check(args, extra: list[str]) -> int:
         done = f" [{said[-1]}]" if said else ""
     _print(f"gpu-accept health-check: {HEALTH_WORDS[verdict.result]}: {reason}{done}")
     return code
-
-
-def _fresh_record(results: Path, since: float):
-    """This run's results.json as a record; None where the run wrote none (it ended before any test)
-    and the file there is an earlier run's, or unreadable."""
-    from datetime import datetime
-
-    from gpuaccept.facts.run_record import load_results
-
-    if not results.is_file():
-        return None
-    try:
-        record = load_results(results)
-        started = datetime.fromisoformat(record.run.started_at).timestamp()
-    except (GpuAcceptError, ValueError):
-        return None
-    return record if started >= int(since) else None  # results.json keeps whole seconds
 
 
 def _add_report_metrics(report_commands) -> None:

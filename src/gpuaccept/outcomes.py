@@ -90,10 +90,16 @@ def exit_code(outcomes: Iterable[str]) -> int:
     return EXIT_PASSED
 
 
-def pytest_exit_code(status: int) -> int:
-    """gpu-accept's exit code for pytest's exit status, the plugin's policy applied: 0 and 1 stand;
-    anything else (interrupted, internal or usage error, nothing collected) could not judge."""
-    return status if status in (EXIT_PASSED, EXIT_FAILED) else EXIT_NOT_JUDGED
+# pytest's exit statuses other than 0 (passed) and 1 (a test failed), as a verdict names them
+PYTEST_STATUS_WORDS = {2: "interrupted (a signal, or a burn-in cut short)", 3: "internal error", 4: "usage error", 5: "no test was judged"}
+
+
+def stopped_by_pytest(status: int | None) -> list[str]:
+    """What pytest's own exit status says kept a run from judging (a run recorded before its verdict
+    said why, or one pytest itself ended: an internal error): nothing for 0 and 1, where its tests say."""
+    if status is None or status in (EXIT_PASSED, EXIT_FAILED):
+        return []
+    return [f"{PYTEST_STATUS_WORDS.get(status, 'pytest ended')} (exit status {status})"]
 
 
 def worst_exit_code(codes: Iterable[int]) -> int:
@@ -102,15 +108,16 @@ def worst_exit_code(codes: Iterable[int]) -> int:
     return EXIT_FAILED if EXIT_FAILED in found else EXIT_NOT_JUDGED if EXIT_NOT_JUDGED in found else EXIT_PASSED
 
 
-def run_exit_code(pytest_status: int | None, complete: bool, test_outcomes: Iterable[str]) -> int:
-    """The exit code of a recorded run: a check that failed makes it 1 however the run ended; else its
-    tests decide where pytest ran them to the end (pytest's status 0, or 1, which pytest gives for a
-    failure and an error alike); a run that did not end (killed, interrupted, nothing judged, an
-    internal or usage error) could not judge."""
+def run_exit_code(pytest_status: int | None, complete: bool, test_outcomes: Iterable[str], stopped: bool = False) -> int:
+    """The exit code of a run, from what it recorded: a check that failed makes it 1 however the run
+    ended; else its tests decide where pytest ran them to the end (pytest's status 0, or 1, which
+    pytest gives for a failure and an error alike) and nothing stopped it (`stopped`: a signal, a
+    burn-in cut short, a collection error, nothing judged, a report not written); a run that did not
+    end (killed, interrupted, an internal or usage error) could not judge."""
     code = exit_code(test_outcomes)
     if code == EXIT_FAILED:
         return EXIT_FAILED  # a check that failed stands, however the run ended
-    if not complete or pytest_status not in (0, 1):
+    if stopped or not complete or pytest_status not in (0, 1):
         return EXIT_NOT_JUDGED
     return EXIT_FAILED if pytest_status == 1 and code == EXIT_PASSED else code
 

@@ -20,7 +20,7 @@ format is `schemas/results.schema.json` (`gpu-accept report schema` writes it).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -33,7 +33,7 @@ from gpuaccept.facts.model import Facts, Record, Unavailable
 from gpuaccept.facts.run_verdict import RESULT_OF_EXIT, NotJudged, RunVerdict, one_line
 from gpuaccept.facts.verdict import Verdict
 from gpuaccept.files import read_input_text
-from gpuaccept.outcomes import TestOutcome, run_exit_code
+from gpuaccept.outcomes import TestOutcome, run_exit_code, stopped_by_pytest
 
 RESULTS_FORMAT: Literal["gpu-accept-results"] = "gpu-accept-results"
 RESULTS_VERSION: Literal[1] = 1
@@ -139,7 +139,11 @@ class RunInfo(Record):
     command: list[str]
     facts_source: FactsSource
     profile: RunProfile
-    exit_status: int | None = None  # pytest's (an error counts as a failure there), None until the run ends
+    # pytest's (an error counts as a failure there), None until the run ends; a run that the plugin's
+    # record says was stopped (a signal, a burn-in cut short, nothing judged, a report not written)
+    # where pytest would say 0 or 1 is 2 here, as pytest counts an interrupted run: a reader of this
+    # key alone never takes it for a pass. The run's exit code is its verdict's (`verdict`).
+    exit_status: int | None = None
 
     @property
     def live(self) -> bool:
@@ -240,9 +244,14 @@ class RunRecord(Record):
         return [test.verdict for test in self.tests if test.verdict is not None]
 
     def exit_code(self) -> int:
-        """gpu-accept's exit code for this run, by the outcome policy (outcomes.py): 0 passed, 1 a check
-        failed, 2 could not judge (a value not established, or the run interrupted or unfinished)."""
-        return run_exit_code(self.run.exit_status, self.complete, (test.outcome for test in self.tests))
+        """gpu-accept's exit code for this run: 0 passed, 1 a check failed, 2 could not judge (its
+        recorded verdict's: `recorded_verdict`)."""
+        return self.recorded_verdict().exit_code
+
+    def recorded_verdict(self) -> RunVerdict:
+        """The verdict the run recorded at its end, decided once there; for a run that recorded none
+        (killed before its end, or written before runs recorded their verdict), the one its record gives."""
+        return self.verdict if self.verdict is not None else self.judged()
 
     def not_a_pass(self, ordered: Callable[[list[TestRecord]], list[TestRecord]] = list) -> str:
         """Why this run is no picture of a healthy machine, '' where it is one: it did not finish, a
@@ -253,14 +262,22 @@ class RunRecord(Record):
         bad = [test.id for test in ordered([test for test in self.tests if test.did_not_pass])]
         if bad:
             return f"{len(bad)} test(s) did not pass ({', '.join(bad[:3])}{f' and {len(bad) - 3} more' if len(bad) > 3 else ''})"
+        if self.verdict is not None and self.verdict.exit_code != 0:
+            return f"the run did not pass: {self.verdict.cause}"
         if self.run.exit_status not in (None, 0):
             return f"the run ended with exit status {self.run.exit_status}, not a pass"
         return ""
 
-    def judged(self) -> RunVerdict:
-        """The run's verdict as integrations read it: its exit code by the outcome policy, the tests that
-        failed, those that could not be judged with their reasons, and the cause in one line."""
-        code = self.exit_code()
+    def judged(self, stopped: Sequence[str] = ()) -> RunVerdict:
+        """The run's verdict, decided from what it recorded: its tests, whether it reached its end,
+        pytest's exit status, and `stopped`, what else kept it from judging all it set out to (a
+        signal, a burn-in cut short, a collection error, nothing judged, a report not written). Its
+        exit code by the outcome policy (outcomes.py), the tests that failed, those that could not be
+        judged with their reasons, and the cause in one line. The plugin decides it once, at the
+        end of the session, and records it (`verdict`); every consumer reads that."""
+        status = self.run.exit_status
+        reasons = list(stopped) or stopped_by_pytest(status)
+        code = run_exit_code(status, self.complete, (test.outcome for test in self.tests), stopped=bool(reasons))
         ordered = causes_first(self.tests)  # a root cause (a GPU missing, someone else's load) first
         failed = [test for test in ordered if test.outcome == "failed"]
         errors = [test for test in ordered if test.outcome == "error"]
@@ -270,19 +287,23 @@ class RunRecord(Record):
             first = failed[0]
             more = f" (+{len(failed) - 1} more failed)" if len(failed) > 1 else ""
             cause = f"{first.id}: {_reason(first)}{more}"
+        elif reasons:
+            cause = f"could not judge: {'; '.join(reasons)}"
         elif errors:
             first = errors[0]
             more = f" (+{len(errors) - 1} more not judged)" if len(errors) > 1 else ""
             cause = f"could not judge: {first.id}: {_reason(first)}{more}"
         elif not self.complete:
             cause = "could not judge: the run did not finish (killed or interrupted before its end)"
+        elif status == 1:
+            cause = "a test failed outside its verdict (pytest's exit status 1: an error in a fixture's teardown)"
         else:
-            cause = f"could not judge: the run ended with pytest's exit status {self.run.exit_status} and no test judged"
+            cause = "could not judge: the run recorded no exit status"
         return RunVerdict(
             exit_code=code, result=RESULT_OF_EXIT[code], cause=one_line(cause), failed=[test.id for test in failed],
             not_judged=[NotJudged(id=test.id, reason=one_line(_reason(test))) for test in errors],
             host=self.environment.host, profile=self.run.profile.name, started_at=self.run.started_at,
-            finished_at=self.run.finished_at, not_checked=self.unchecked(),
+            finished_at=self.run.finished_at, not_checked=self.unchecked(), stopped=[one_line(line) for line in reasons],
         )
 
     def to_json(self) -> str:

@@ -61,6 +61,9 @@ class RunVerdict(Record):
     # a line per area of the machine the run did not wholly check (facts/coverage.py): `not checked:
     # compute — the facts hold no per-GPU loads (24 test(s) not judged)`; none in older files
     not_checked: list[str] = Field(default_factory=list)
+    # what, beside its tests, kept the run from judging all it set out to, each in one line: a signal,
+    # a burn-in cut short, a collection error, nothing judged, a report not written; none in older files
+    stopped: list[str] = Field(default_factory=list)
 
     @property
     def in_progress(self) -> bool:

@@ -3,7 +3,8 @@ telemetry sampled from the session's start to its end (live runs), and at the bu
 burn-in's rounds, run before the tests judge them.
 
 Ctrl-C or SIGTERM during the rounds ends the rounds only: the tests then judge what ran, the
-reports are written, and the exit status says the burn-in was cut short (2) unless a check failed (1).
+reports are written, and the run's verdict (decided by the recording, from the burn-in's record in
+the facts) says the burn-in was cut short: exit 2, unless a check failed (1).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ class BurninHooks:
         self.run = run
         self.terminated = terminated  # plugin/hooks.py's TERMINATED: the signals that asked the run to end
         self.telemetry: TelemetryLog | None = None
-        self.cut_short = False
 
     def pytest_sessionstart(self) -> None:
         context = self.run.context
@@ -41,8 +41,7 @@ class BurninHooks:
         if not context.live:
             # recorded facts are judged as they were when recorded: a burn-in cut short then is cut short now
             recorded = context.facts.burnin
-            self.cut_short = recorded is not None and recorded.ended == "interrupted"
-            if recorded is not None and self.cut_short:
+            if recorded is not None and recorded.ended == "interrupted":
                 terminal_line(self.config)(
                     f"gpu-accept: the recorded burn-in was ended by a signal: {len(recorded.rounds)} round(s) in "
                     f"{show_duration(recorded.elapsed_s)} of {show_duration(recorded.duration_s)}"
@@ -59,15 +58,13 @@ class BurninHooks:
         driver = BurninDriver(self.run.store, context.facts, context.profile, duration, say=say, readings=readings)
         burnin = driver.run()
         if burnin.ended == "interrupted":
-            # the signal ended the rounds; the tests still judge what ran, and the exit status says so
-            self.cut_short = True
+            # the signal ended the rounds; the tests still judge what ran, and the run's verdict says
+            # the burn-in was cut short (the recording reads it from the facts)
             self.terminated.clear()
 
-    @pytest.hookimpl(tryfirst=True)  # before the recording writes the reports and reads the exit status
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # before the recording's (trylast), which reads the telemetry and the burn-in's end from the facts
         if self.telemetry is not None:
             self.telemetry.stop()
             if self.telemetry.sampler.error:
                 terminal_line(self.config)(f"gpu-accept: {self.telemetry.sampler.error}")
-        if self.cut_short and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.INTERRUPTED  # no check failed, and the burn-in was not done

@@ -27,7 +27,6 @@ from gpuaccept.errors import GpuAcceptError, shown
 from gpuaccept.facts.run_record import LiveMachine, journal_of
 from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.launch import WorkerPool
-from gpuaccept.outcomes import EXIT_FAILED
 from gpuaccept.outputs import check_output_file, refuse_links, refuse_overlaps
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
@@ -111,7 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     run = GpuAcceptRun(options, context, store)
     config.stash[RUN_KEY] = run
-    config.pluginmanager.register(RecordingHooks(config, run), "gpuaccept-recording")
+    config.pluginmanager.register(RecordingHooks(config, run, TERMINATED), "gpuaccept-recording")
     config.pluginmanager.register(BurninHooks(config, run, TERMINATED), "gpuaccept-burnin")
     _end_cleanly_on_sigterm()
 
@@ -179,6 +178,13 @@ def pytest_configure_node(node: Any) -> None:  # xdist's WorkerController
     if run is not None:
         node.workerinput[WORKER_INPUT] = run.context.to_json()
         node.workerinput[WORKER_STORE] = str(run.store.folder)
+
+
+def _interrupted(terminated: list[int]) -> str:
+    """Why a run was interrupted: the signal that asked it to end, or Ctrl-C."""
+    if terminated:
+        return f"interrupted by {signal.Signals(terminated[0]).name}"
+    return "interrupted (Ctrl-C, SIGINT)"
 
 
 def _usage(error: GpuAcceptError) -> str:
@@ -293,7 +299,6 @@ def pytest_runtest_logfinish() -> None:
         raise KeyboardInterrupt(f"signal {TERMINATED[0]}")
 
 
-@pytest.hookimpl(tryfirst=True)  # before the recording reads the exit status
 def pytest_sessionfinish(session: pytest.Session) -> None:
     output = getattr(session.config, "workeroutput", None)
     if output is not None:  # a pytest-xdist worker: the controller records what it left out
@@ -301,17 +306,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run = session.config.stash.get(RUN_KEY, None)
     if run is not None:
         run.store.close()  # workers started ahead for a stage no test asked for after all
-    if TERMINATED and session.exitstatus != pytest.ExitCode.INTERRUPTED:
-        session.exitstatus = pytest.ExitCode.INTERRUPTED  # ended by a signal: not a verdict on the machine
 
 
 class RecordingHooks:
     """The hooks of the controlling process that record a gpu-accept run: registered for one
-    session, as pytest_runtest_logreport is given no config to find the session's recording by."""
+    session, as pytest_runtest_logreport is given no config to find the session's recording by.
+    What stops the run (a signal, a collection error) is recorded as it comes; the run's exit
+    status is decided once, at the end of the session, from what was recorded (recording.py)."""
 
-    def __init__(self, config: pytest.Config, run: GpuAcceptRun):
+    def __init__(self, config: pytest.Config, run: GpuAcceptRun, terminated: list[int]):
         self.config = config
         self.run = run
+        self.terminated = terminated  # TERMINATED: the signals that asked the run to end
         self.recording: RunRecording | None = None
         self.held: HeldSignals | None = None
 
@@ -321,6 +327,25 @@ class RecordingHooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.recording is not None:
             self.recording.add(report)  # reports from xdist workers arrive here too
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if self.recording is not None and report.failed:  # from xdist workers too
+            said = str(report.longrepr).strip().splitlines()
+            why = said[-1].removeprefix("E").strip() if said else "no message"  # pytest's last line: the exception
+            self.recording.stopped_by(f"collection error: {report.nodeid or 'the session'}: {why}")
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """The session ended early: Ctrl-C, a signal, collection errors, or pytest.exit."""
+        if self.recording is None:
+            return
+        stopped = excinfo.value
+        if isinstance(stopped, pytest.Session.Interrupted):
+            if not self.recording.stops:  # "1 error during collection": each was recorded as it came
+                self.recording.stopped_by(f"stopped: {stopped}")
+        elif isinstance(stopped, KeyboardInterrupt):
+            self.recording.stopped_by(_interrupted(self.terminated))
+        else:  # pytest.exit(reason)
+            self.recording.stopped_by(f"ended by pytest.exit: {getattr(stopped, 'msg', stopped)}")
 
     def pytest_collection_finish(self) -> None:
         if self.recording is not None:
@@ -333,20 +358,24 @@ class RecordingHooks:
         if left_out and NOT_SELECTED_KEY not in self.config.stash:
             self.config.stash[NOT_SELECTED_KEY] = Counter(left_out)
 
-    @pytest.hookimpl(tryfirst=True)  # as soon as the session ends, before anything is written
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        finally:
+            # the tests have ended; what is left is writing the reports and the summary: a signal now
+            # waits until they are written (held to the end of the session), it does not cut them
+            self.held = hold_signals()
+
+    @pytest.hookimpl(trylast=True)  # the end of the session: after every other plugin's end (the telemetry stopped)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        # the tests have ended; what is left is writing the reports and the summary: a signal now
-        # waits until they are written (held to the end of the session), it does not cut them
-        self.held = hold_signals()
+        if self.held is None:  # the session ended before its tests (collection errors)
+            self.held = hold_signals()
         if self.recording is not None:
+            if self.terminated:  # a signal whose KeyboardInterrupt was lost (raised in a finalizer)
+                self.recording.stopped_by(_interrupted(self.terminated))
             self.recording.leave_out(not_selected(self.config))
-            self.recording.finish(session)
-            status, code = int(session.exitstatus), self.recording.writer.record.exit_code()
-            # the outcome policy's exit code: pytest counts an error as a failure; a run interrupted
-            # (or whose reports could not be written) after a check failed has still found the machine faulty
-            stopped_after_a_failure = status == pytest.ExitCode.INTERRUPTED and code == EXIT_FAILED
-            if status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or stopped_after_a_failure:
-                session.exitstatus = code
+            self.recording.finish(session)  # decides the run's verdict, and the session's exit status with it
 
     def pytest_unconfigure(self) -> None:
         held = self.held

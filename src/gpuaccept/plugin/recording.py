@@ -23,6 +23,7 @@ from gpuaccept.facts.coverage import did_not_pass
 from gpuaccept.facts.model import Measurements
 from gpuaccept.facts.run_record import RunInfo, RunProfile, RunRecord, TestRecord
 from gpuaccept.files import OutputError, write_atomically
+from gpuaccept.outcomes import EXIT_PASSED
 from gpuaccept.plugin.context import GpuAcceptRun
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.verdicts import test_record
@@ -34,8 +35,9 @@ from gpuaccept.stages.health import with_health
 from gpuaccept.stages.registry import STAGES
 from gpuaccept.stages.store import merge
 from gpuaccept.stages.telemetry import LOADS_FILE, TELEMETRY_FILE, read_telemetry
+from gpuaccept.vocabulary.telemetry import show_duration
 
-NOTHING_JUDGED_KEY = pytest.StashKey[str]()
+RECORD_KEY = pytest.StashKey[RunRecord]()  # the run's record at its end, with its verdict: what `gpu-accept run` reads
 NOT_STARTED_KEY = pytest.StashKey[str]()  # why the run could not start (no driver, a profile that does not load)
 
 
@@ -45,6 +47,7 @@ class RunRecording:
         self.run = run
         self.recorded: set[str] = set()  # node ids of the tests recorded
         self.notes: list[str] = []
+        self.stops: list[str] = []  # what kept the run from judging all it set out to, beside its tests
         self.unwritten = ""  # why a report could not be written, once said
         self._facts: Facts | None = None  # as last read, with the state of the files it was read from
         self._facts_state: frozenset[tuple[str, int, int, int]] | None = None
@@ -96,52 +99,66 @@ class RunRecording:
         """The tests the run left out (-k, -m, test ids), by area."""
         self.writer.leave_out(not_selected)
 
-    def finish(self, session: pytest.Session) -> None:
+    def stopped_by(self, reason: str) -> None:
+        """What kept the run from judging all it set out to, as the session learns it (a signal, a
+        collection error): one of the reasons its verdict is decided from at its end."""
+        if reason not in self.stops:
+            self.stops.append(reason)
+
+    def finish(self, session: pytest.Session) -> RunRecord:
+        """The end of the session: the run's verdict decided once, from what it recorded (its tests,
+        pytest's exit status, what stopped it, the reports it could not write), and written with
+        the reports. The session's exit status is that verdict's exit code: 0 passed, 1 a check
+        failed, 2 could not judge, in plain pytest and `gpu-accept run` alike."""
         exitstatus = int(session.exitstatus)
-        nothing_judged = self.nothing_judged(exitstatus)
-        if nothing_judged:
-            # Exit 0 says every check passed. With no check made that is a gate that stays green
-            # whatever the machine is (a -k that selects only tests the profile leaves out, or
-            # the baseline tests without --baseline): "could not judge", as pytest's "no tests".
-            session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
-            exitstatus = int(session.exitstatus)
-            self.config.stash[NOTHING_JUDGED_KEY] = nothing_judged
-            self.notes.append(nothing_judged)
         facts = self.facts()
         telemetry = read_telemetry(self.run.store.folder) if self.run.context.live else None
         if telemetry is not None:
             facts = facts.model_copy(update={"telemetry": telemetry})
+        # Exit 0 says every check passed. With no check made that is a gate that stays green whatever
+        # the machine is (a -k that selects only tests the profile leaves out, the baseline tests
+        # without --baseline, --collect-only): "could not judge", as pytest's "no tests"
+        nothing_judged = self.nothing_judged(exitstatus) or self._listed_only()
+        for reason in (nothing_judged, _burnin_cut_short(facts, self.run.options.level)):
+            if reason:
+                self.stopped_by(reason)
+                self.notes.append(reason)
         outputs = self.run.options.outputs
-        not_written: list[str] = []
-        if (facts_path := outputs.facts) is not None:
-            not_written += unwritten(save_facts, facts, facts_path)
-        record = self.writer.finish(exitstatus, facts)
-        not_written += self.writer.write_errors
-        if (html_path := outputs.html) is not None:
-            not_written += unwritten(write_atomically, html_path, render_html(record))
-        if outputs.baseline is not None:
-            notes, unsaved = self._save_baseline(record, exitstatus)
-            self.notes.extend(notes)
-            not_written += unsaved
-        shutil.rmtree(self.run.store.folder, ignore_errors=True)
-        if not_written:
-            # the verdicts stand, but a gate reading the reports would read old ones or none
-            self.notes.extend(f"report not written: {why}" for why in not_written)
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.INTERRUPTED
 
-    def _save_baseline(self, record: RunRecord, exitstatus: int) -> tuple[list[str], list[str]]:
+        def other_reports(record: RunRecord) -> list[str]:
+            """The reports besides results.json and JUnit; why any could not be written."""
+            not_written: list[str] = []
+            if (facts_path := outputs.facts) is not None:
+                not_written += unwritten(save_facts, facts, facts_path)
+            if (html_path := outputs.html) is not None:
+                not_written += unwritten(write_atomically, html_path, render_html(record))
+            if outputs.baseline is not None:
+                notes, unsaved = self._save_baseline(record)
+                self.notes.extend(notes)
+                not_written += unsaved
+            return not_written
+
+        record = self.writer.finish(exitstatus, facts, self.stops, other_reports)
+        shutil.rmtree(self.run.store.folder, ignore_errors=True)
+        # the verdicts stand, but a gate reading the reports would read old ones or none
+        self.notes.extend(f"report not written: {why}" for why in self.writer.write_errors)
+        assert record.verdict is not None
+        session.exitstatus = record.verdict.exit_code
+        self.config.stash[RECORD_KEY] = record
+        return record
+
+    def _save_baseline(self, record: RunRecord) -> tuple[list[str], list[str]]:
         """The summary's notes on --save-baseline, and why its file could not be written (a full disk)."""
         target = self.run.options.outputs.baseline
-        assert target is not None
+        assert target is not None and record.verdict is not None
         bad = [t.id for t in did_not_pass(record.tests)]
         if bad:
             return [
                 f"baseline not saved to {target}: {len(bad)} test(s) did not pass ({named(bad, 3)}); "
                 "a baseline is a picture of a healthy machine"
             ], []
-        if exitstatus != pytest.ExitCode.OK:
-            return [f"baseline not saved to {target}: the run did not end cleanly (pytest exit status {exitstatus})"], []
+        if record.verdict.exit_code != EXIT_PASSED:
+            return [f"baseline not saved to {target}: the run did not pass ({record.verdict.cause})"], []
         try:
             saved = save_baseline(target, record.facts, self.run.context.profile.name)
         except OutputError as error:
@@ -152,10 +169,7 @@ class RunRecording:
 
     def nothing_judged(self, exitstatus: int) -> str:
         """Why a finished run judged nothing, or '' when it judged something (or did not run tests)."""
-        if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-            return ""
-        tests_not_run = any(getattr(self.config.option, name, False) for name in ("collectonly", "setuponly", "setupplan"))
-        if exitstatus == pytest.ExitCode.OK and tests_not_run:
+        if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED) or self._listed_only():
             return ""
         tests = self.tests
         if any(test.outcome != "skipped" for test in tests):
@@ -164,6 +178,14 @@ class RunRecording:
             return "no test was selected: -k, -m or the test ids given match none of the suites' tests"
         selected = "the one selected test was" if len(tests) == 1 else f"all {len(tests)} selected tests were"
         return f"nothing was judged: {selected} skipped ({tests[0].message})"
+
+    def _listed_only(self) -> str:
+        """Why a run judged nothing where pytest was asked to list or plan the tests without running them."""
+        for option, flag in (("collectonly", "--collect-only lists"), ("setupplan", "--setup-plan plans"),
+                             ("setuponly", "--setup-only sets up")):
+            if getattr(self.config.option, option, False):
+                return f"nothing judged: {flag} the tests without running them"
+        return ""
 
     def summary_lines(self) -> list[str]:
         facts = self.facts()
@@ -198,6 +220,15 @@ def _files_read(folder: Path) -> frozenset[tuple[str, int, int, int]] | None:
     except FileNotFoundError:
         return None
     return frozenset(found)
+
+
+def _burnin_cut_short(facts: Facts, level: str) -> str:
+    """Why a burn-in run's rounds did not load the GPUs for its whole duration, or '': a signal ended them."""
+    burnin = facts.burnin
+    if level != "burn-in" or burnin is None or burnin.ended != "interrupted":
+        return ""
+    return (f"the burn-in was cut short by a signal: {len(burnin.rounds)} round(s) in {show_duration(burnin.elapsed_s)} "
+            f"of {show_duration(burnin.duration_s)}")
 
 
 def confirmation_lines(measured: Measurements) -> list[str]:

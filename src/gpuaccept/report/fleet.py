@@ -23,7 +23,7 @@ from gpuaccept.facts.cluster_record import CLUSTER_KIND, ClusterRecord, parse_cl
 from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.files import read_input_bytes, read_input_text
-from gpuaccept.outcomes import EXIT_FAILED, exit_code
+from gpuaccept.outcomes import EXIT_FAILED, exit_code, stopped_by_pytest
 from gpuaccept.report import cluster_view
 from gpuaccept.report.junit import Counts, Suite, count, failing_suite, fleet_host_suite, suite, verdict_suite, write_junit, xml_attribute
 from gpuaccept.report.summary import attempts_of, marginal_tests, transient_tests
@@ -35,8 +35,6 @@ MEDIAN_CHECKS = {
     "busbw", "pair_busbw", "p2p_copy", "p2p_copy_bidirectional", "local_copy", "host_to_device", "device_to_host",
     "ddp_scaling", "ddp_exposed_comm", "ddp_nvlink_speedup",
 }
-# pytest's exit statuses other than 0 (passed) and 1 (a test failed), as a fleet names them
-UNJUDGED = {2: "interrupted (a signal, or a burn-in cut short)", 3: "internal error", 4: "usage error", 5: "no test was judged"}
 MEDIAN_HOSTS = 3  # fewer hosts of a profile have no median to speak of: one slow host of two is half the fleet
 FAILURES_SHOWN = 3  # failures named per host, root causes first
 TRANSIENTS_SHOWN = 3  # transient test ids named per host
@@ -58,13 +56,13 @@ class HostResults:
     exit_status: int | None = None  # pytest's, as the run recorded it; None until the run ended
     suite: Suite | None = None  # every test case of this host, where `report junit` asks for them
     families: dict[str, str] | None = None  # test family (test_nccl) -> its worst state, for the fleet page
+    stopped: tuple[str, ...] = ()  # what kept the run from judging beside its tests, as its verdict recorded
 
     @property
     def not_judged(self) -> str:
-        """Why the run could not judge the machine (its exit status was neither pass nor fail), or ''."""
-        if self.exit_status is None or self.exit_status in (0, 1):
-            return ""
-        return f"could not judge: {UNJUDGED.get(self.exit_status, 'exit status')} (exit status {self.exit_status})"
+        """Why the run could not judge the machine beside its tests (its verdict says), or ''."""
+        reasons = self.stopped or stopped_by_pytest(self.exit_status)  # the store keeps pytest's status alone
+        return f"could not judge: {'; '.join(reasons)}" if reasons else ""
 
     @property
     def failed(self) -> int:
@@ -120,7 +118,7 @@ def host_results(record: RunRecord, path: str, name: str | None = None, with_sui
     return HostResults(
         path, host, record.run.profile.name, record.complete, values, count(record.tests), failures,
         transients, len(marginal_tests(record.tests)), record.run.exit_status,
-        suite(record, name, {"results_file": path}) if with_suite else None,
+        suite(record, name, {"results_file": path}) if with_suite else None, stopped=tuple(record.recorded_verdict().stopped),
     )
 
 

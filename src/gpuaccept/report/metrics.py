@@ -94,7 +94,7 @@ def render_metrics(records: Iterable[RunRecord], command: str = "fleet") -> str:
         latest[record.environment.host] = record
     families = _Families()
     for record in latest.values():
-        _run_metrics(families, command, record.verdict or record.judged(), record)
+        _run_metrics(families, command, record.recorded_verdict(), record)
     return families.text()
 
 

@@ -47,8 +47,10 @@ from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts
 from gpuaccept.facts.run_record import JournalEntry, RunRecord, TestRecord, journal_of
 from gpuaccept.files import write_atomically
+from gpuaccept.outcomes import EXIT_FAILED, EXIT_PASSED
 from gpuaccept.report.junit import suite, write_junit
 
+EXIT_INTERRUPTED = 2  # pytest's exit status for a run interrupted
 IDLE_S = 1.0  # a run quiet this long with tests not yet in results.json and junit.xml gets them rewritten
 
 
@@ -149,22 +151,54 @@ class ResultsWriter:
                 self._rewrite()
             self._changed.notify()
 
-    def finish(self, exit_status: int, facts: Facts | None = None) -> RunRecord:
-        """The run's end: the final results.json (`complete`) and JUnit; the journal removed."""
+    def finish(
+        self, exit_status: int, facts: Facts | None = None, stopped: Sequence[str] = (),
+        other_reports: Callable[[RunRecord], list[str]] = lambda record: [],
+    ) -> RunRecord:
+        """The run's end, `complete`: its verdict decided once from what it recorded (`stopped`: what
+        beside its tests kept it from judging all it set out to, facts/run_record.py `judged`); the
+        other reports written from the record (`other_reports` says why any could not be); then the
+        JUnit files, and results.json last; the journal removed. A report that cannot be written is a
+        reason of the verdict too (could not judge, unless a check failed), known only once tried:
+        results.json carries every such reason but its own, which only the record returned (and the
+        exit code) carry. `write_errors` names every file not written."""
         self._stop()
         with self._changed:
             if facts is not None:
                 self._record = self._record.with_facts(facts)
             run = self._record.run.model_copy(update={"finished_at": run_moment(), "exit_status": exit_status})
-            self._record = self._record.model_copy(update={"run": run, "complete": True})
-            self._record = self._record.model_copy(update={"verdict": self._record.with_tests(self._tests).judged()})
-            self.write_errors = []  # space freed meanwhile: the whole record is still here to write
-            self._rewrite()
-            if self._journal is not None and self.results is not None and not self.write_errors:
-                self._journal.close()
-                self._journal = None
-                journal_of(self.results).unlink(missing_ok=True)
-            return self._record.with_tests(self._tests)
+            ended = self._record.model_copy(update={"run": run, "complete": True}).with_tests(self._tests)
+            not_written: list[str] = []
+
+            def decided() -> RunRecord:
+                reasons = [*stopped, *(f"report not written: {why}" for why in not_written)]
+                verdict = ended.judged(reasons)
+                # stopped where pytest saw a pass or a failure: recorded as pytest records an interrupted run
+                status = EXIT_INTERRUPTED if reasons and exit_status in (EXIT_PASSED, EXIT_FAILED) else exit_status
+                return ended.model_copy(update={"verdict": verdict, "run": ended.run.model_copy(update={"exit_status": status})})
+
+            self._record = decided()
+            not_written += other_reports(self._record)
+            run_suite = suite(self._record)
+            not_written += [why for target in self.junit for why in unwritten(write_junit, target, [run_suite])]
+            if not_written:
+                self._record = decided()
+            if self.results is not None:
+                results_error = unwritten(write_atomically, self.results, self._record.to_json())
+                if results_error:
+                    not_written += results_error
+                    self._record = decided()
+                else:
+                    self._close_journal()
+            self.write_errors = not_written
+            return self._record
+
+    def _close_journal(self) -> None:
+        """The end of a run whose results.json holds it all: its journal is no longer needed."""
+        if self._journal is not None and self.results is not None:
+            self._journal.close()
+            self._journal = None
+            journal_of(self.results).unlink(missing_ok=True)
 
     def _log(self, entry: JournalEntry) -> None:
         if self._journal is not None and not self.write_errors:

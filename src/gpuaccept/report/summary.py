@@ -37,7 +37,9 @@ def banner(record: RunRecord) -> str:
         return f"FAIL: {summary.failed} test(s) failed" + (f", {summary.error} could not judge" if summary.error else "") + not_checked
     if summary.error:
         return f"COULD NOT JUDGE: {summary.error} test(s) could not judge, none failed{not_checked}"
-    return f"COULD NOT JUDGE: the run did not judge the machine (exit status {record.run.exit_status}){not_checked}"
+    verdict, status = record.verdict, record.run.exit_status
+    why = verdict.cause.removeprefix("could not judge: ") if verdict else f"the run did not judge the machine (exit status {status})"
+    return f"COULD NOT JUDGE: {why}{not_checked}"
 
 
 def _mark(outcome: str) -> str:
