@@ -216,12 +216,14 @@ def four_days_of_four_hosts(folder: Path) -> list[list[str]]:
 def test_four_runs_each_of_four_hosts_are_four_hosts_reported_alike_from_files_and_from_the_store(tmp_path, capsys):
     """Each host's latest run counts, whichever order its files come in, and the median is of hosts: the
     same runs as files, as a store, and as a store of the first three days with the last day's files
-    give the same lines, the same fleet JUnit and the same page."""
+    (or with every file: a run in both is one run) give the same lines, the same fleet JUnit and the
+    same page."""
     days = four_days_of_four_hosts(tmp_path)
     every = [path for paths in reversed(days) for path in paths]  # the latest first: order does not decide
     reports = {}
     for name, arguments in (("files", every), ("store", ["--db", str(tmp_path / "all.db")]),
-                            ("store and files", [*days[3], "--db", str(tmp_path / "before.db")])):
+                            ("store and files", [*days[3], "--db", str(tmp_path / "before.db")]),
+                            ("store and files it holds", [*every, "--db", str(tmp_path / "before.db")])):  # a run in both is one
         if name == "store":
             add_files(tmp_path / "all.db", every, workers=1)
         elif name == "store and files":
@@ -236,7 +238,7 @@ def test_four_runs_each_of_four_hosts_are_four_hosts_reported_alike_from_files_a
         "4 host(s), 0 did not pass their profile, 1 value(s) more than 10% worse than the fleet median on 1 host(s)",
         f"wrote {tmp_path / 'fleet.html'}",
     ]
-    assert reports["store"] == reports["files"] == reports["store and files"]
+    assert reports["store"] == reports["files"] == reports["store and files"] == reports["store and files it holds"]
     document = etree.parse(str(tmp_path / "files.xml"))
     assert [case.get("name") for case in document.findall("testsuite[@name='fleet hosts']/testcase")] == [f"node{i:04d}" for i in range(4)]
     assert {case.find("properties/property[@name='results_file']").get("value") for case in document.iter("testcase")
@@ -244,6 +246,8 @@ def test_four_runs_each_of_four_hosts_are_four_hosts_reported_alike_from_files_a
     page = json.loads(re.search(r'<script type="application/json" id="fleet-data">(.*?)</script>', reports["files"][2], re.S).group(1))
     assert page["summary"] == {"hosts": 4, "failed": 0, "outliers": 1}
     assert [len(row["history"]["runs"]) for row in page["hosts"]] == [4, 4, 4, 4]  # the history is every run of each host
+    with open_for_reading(tmp_path / "before.db") as connection:  # files reported with a store are not added to it
+        assert connection.execute("SELECT count(*), (SELECT count(*) FROM files) FROM runs").fetchone() == (12, 12)
 
 
 @pytest.mark.parametrize("source", ["store", "files"])
