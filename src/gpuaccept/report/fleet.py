@@ -169,7 +169,7 @@ def is_cluster_results(path: str) -> bool:
     try:
         head = read_input_bytes(path, 256).decode("utf-8", errors="replace")
     except OSError:
-        return False  # read_fleet says what is wrong with it
+        return False  # reading it as a results.json says what is wrong with it
     return CLUSTER_BEGINS in head
 
 

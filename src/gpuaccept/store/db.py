@@ -202,7 +202,8 @@ def in_memory(copy_of: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection
             _copy(connection, Path(copy_of))
         yield connection
     except duckdb.Error as error:
-        raise GpuAcceptError(f"{copy_of or 'results files'}: cannot be read into a store in memory ({_first_line(error)})") from None
+        where = f"{copy_of} (its copy in memory)" if copy_of else "the results files' store in memory"
+        raise GpuAcceptError(f"{where}: cannot be asked ({_first_line(error)})") from None
     finally:
         _close(connection)
 

@@ -6,8 +6,8 @@ store are reported by the same SQL, line for line: a host is a host, its latest 
 The store answers in a handful of scans (DuckDB, columnar): the latest run per host, its failures
 (root causes first, three per host), its transient values, per test family its worst state for the
 fleet page (a family none of whose tests was judged is "not judged" or "skipped", never "passed"),
-and the outliers: fleet_outliers' rule (report/fleet.py) in SQL, so that the values of
-10,000 hosts never become Python objects (that was two thirds of the report's time and memory).
+and the outliers, all in SQL, so that the values of 10,000 hosts never become Python objects (that
+was two thirds of the report's time and memory when the outliers were found in Python).
 """
 
 from __future__ import annotations
@@ -49,9 +49,6 @@ class FilesNotRead(GpuAcceptError):
 
     def lines(self) -> list[str]:
         return list(self.problems)
-
-    def __reduce__(self) -> tuple[type, tuple[list[str]]]:
-        return (type(self), (self.problems,))
 
 
 @contextmanager
@@ -139,8 +136,8 @@ def family_state(failed: bool, not_judged: bool, passed: bool, transient: bool, 
 
 def outliers_of(connection: Any, tolerance: float) -> list[Outlier]:
     """Values of the latest runs more than `tolerance` worse than the median of the same test across
-    the hosts of one profile (of MEDIAN_HOSTS or more): report/fleet.py's fleet_outliers, in SQL.
-    `connection` must hold the `latest` table hosts_of made."""
+    the hosts of one profile (of MEDIAN_HOSTS or more; which checks, and which way each improves,
+    report/fleet.py says). `connection` must hold the `latest` table hosts_of made."""
     rows = connection.execute(
         """
         WITH v AS (
