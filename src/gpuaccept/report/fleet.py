@@ -7,7 +7,7 @@ there by the rule written here (MEDIAN_CHECKS, MEDIAN_HOSTS); this module says w
 
 Fleet JUnit is one test case per host (its verdict, its failures named in the message) and one per
 outlier value: 10,000 hosts stay a few MB. Every test of every host is each host's own junit.xml,
-and `gpu-accept report junit` (one testsuite per host, every test case) where one file is wanted.
+and `gpu-accept report junit` (one testsuite per results file, every test case) where one file is wanted.
 """
 
 from __future__ import annotations
