@@ -180,7 +180,7 @@ def main() -> int:
         import os
 
         env = {**os.environ, "PYTHONPATH": str(args.before)}
-        results["before"] = timed("before: report fleet FILES -o (every test of every host)",
+        results["before"] = timed(f"before ({args.before}): report fleet FILES -o",
                                   [*gpu_accept, "report", "fleet", *paths, "-o", str(folder / "fleet-before.xml")], env)
         print(f"  fleet-before.xml {(folder / 'fleet-before.xml').stat().st_size / 1e6:.0f} MB", flush=True)
     results["files"] = timed("now: report fleet FILES -o", [*gpu_accept, "report", "fleet", *paths, "-o", str(folder / "fleet-files.xml")])

@@ -6,8 +6,10 @@
 #
 # Results land in burnin-<date>/<node>/ (the acceptance run) and burnin-<date>/<node>/burnin/ (the
 # burn-in: telemetry plots in its report.html); when every job has ended, a last job writes
-# burnin-<date>/fleet.xml (a JUnit testsuite per node and run) and lists the nodes far below the fleet
-# median. The burn-in job's limit is BURNIN_TIME (default 04:00:00); Slurm sends it SIGTERM 2 minutes
+# burnin-<date>/fleet.xml of the acceptance runs and burnin-<date>/burnin-fleet.xml of the burn-ins (a
+# JUnit test case per node, and one per value far below the fleet median), and lists those nodes. A fleet
+# report judges each node by its latest run: the two levels are reported apart, so that a burn-in that
+# passed never hides a failed acceptance run of its node; the job fails where either report does. The burn-in job's limit is BURNIN_TIME (default 04:00:00); Slurm sends it SIGTERM 2 minutes
 # before (--signal=B:TERM@120), which ends the burn-in with what ran judged and its reports written.
 # NCCL's settings pass through from the submitting shell (--export=ALL): NVLink SHARP stays on where the
 # nodes have it. Where multicast must stay off, export NCCL_NVLS_ENABLE=0 before running this (docs/nvls.md).
@@ -41,5 +43,6 @@ done < "$nodes_file"
 dependency=$(IFS=:; echo "afterany:${jobs[*]}")
 sbatch --parsable --job-name=gpu-accept-fleet --dependency="$dependency" --time=00:10:00 \
        --output="$out/fleet-%j.log" \
-       --wrap="gpu-accept report fleet $out/*/results.json $out/*/burnin/results.json -o $out/fleet.xml"
-echo "fleet report: $out/fleet.xml once every node's job has ended"
+       --wrap="gpu-accept report fleet $out/*/results.json -o $out/fleet.xml; a=\$?; \
+gpu-accept report fleet $out/*/burnin/results.json -o $out/burnin-fleet.xml; b=\$?; exit \$(( a == 1 || b == 1 ? 1 : a | b ))"
+echo "fleet reports: $out/fleet.xml and $out/burnin-fleet.xml once every node's job has ended"

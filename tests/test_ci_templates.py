@@ -4,6 +4,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 CI = Path(__file__).resolve().parents[1] / "ci"
@@ -50,6 +51,33 @@ def test_slurm_burnin_script_runs_a_burn_in_that_slurm_ends_with_sigterm():
     # gpu-accept is the batch shell (exec), and gets SIGTERM before the limit: its reports are written
     assert 'exec gpu-accept burn-in --duration $duration' in text and "--signal=B:TERM@120" in text
     assert "$out/*/burnin/results.json" in text and 'duration=${3:-30m}' in text
+
+
+@pytest.mark.slow
+def test_slurm_burnin_scripts_last_job_fails_where_an_acceptance_run_failed_though_its_burn_in_passed(tmp_path):
+    """A fleet report judges each node by its latest run: the burn-in comes after the acceptance run, so
+    the two are reported apart, and the last job's shell (sh, as Slurm's --wrap writes it) exits 1 where
+    either report found a failure. Run with the real gpu-accept on real results files."""
+    import json
+    import os
+    import sys
+
+    wrap = re.search(r'--wrap="(gpu-accept report fleet .*?)"\n', (CI / "slurm-burnin.sh").read_text(), re.S).group(1)
+    command = wrap.replace("\\\n", "").replace("\\$", "$").replace("$out", str(tmp_path))
+    healthy = json.loads((CI.parent / "examples" / "results" / "h200x4.json").read_text())
+    failed = json.loads((CI.parent / "examples" / "results" / "h200x4-nccl-p2p-disabled.json").read_text())
+    failed["run"]["started_at"] = "2026-11-20T06:55:46+00:00"  # a day before the burn-in
+    for folder, document in ((tmp_path / "vm", failed), (tmp_path / "vm" / "burnin", healthy)):
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(document))
+    environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=environment, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (tmp_path / "fleet.xml").is_file() and (tmp_path / "burnin-fleet.xml").is_file()
+    assert done.stdout.count("FAIL vm") == 1
+    (tmp_path / "vm" / "results.json").write_text(json.dumps(healthy))
+    again = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=environment, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
 
 
 def test_slurm_cluster_script():

@@ -170,6 +170,17 @@ def fleet_page(tmp_path):
     return page
 
 
+@pytest.mark.slow  # a hundred results files, read twice
+def test_the_fleet_page_of_hostile_files_is_the_page_of_their_store(fleet_page, tmp_path, capsys):
+    """Results files are reported by the store's engine: the page drawn from the files alone is the
+    store's page, byte for byte, so every test of the store's page below holds for the files' too."""
+    from gpuaccept.cli import main
+
+    page = tmp_path / "from-files.html"
+    assert main(["report", "fleet", *hostile_fleet(tmp_path), "--html", str(page)]) == 1
+    assert page.read_bytes() == fleet_page.read_bytes()
+
+
 def scripts_of(document) -> list:
     return [element for element in document.iter() if element.tag == "script"]
 

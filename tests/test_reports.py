@@ -19,7 +19,7 @@ from gpuaccept.cli import main as cli
 from gpuaccept.errors import InputFileError
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.profile import ProfileCatalog, load_profile
-from gpuaccept.report.fleet import fleet_outliers, read_fleet, write_fleet_junit, write_runs_junit
+from gpuaccept.report.fleet import read_suites, write_fleet_junit, write_runs_junit
 from gpuaccept.report.html import FAIL, render_html
 from gpuaccept.report.results import IDLE_S
 from gpuaccept.resources import shipped_dir
@@ -288,8 +288,10 @@ def test_fleet_junit_and_outliers(tmp_path):
         path = tmp_path / f"node{index}.json"
         path.write_text(json.dumps(host_document(index, 6, random.Random(index))))  # node0007 has a slow pair
         paths.append(str(path))
-    hosts = read_fleet(paths, workers=1)
-    outliers = fleet_outliers(hosts, 0.1)
+    from gpuaccept.store.fleet import fleet_database, hosts_of, outliers_of
+
+    with fleet_database(paths, workers=1) as connection:
+        hosts, outliers = hosts_of(connection), outliers_of(connection, 0.1)
     assert {o.host for o in outliers} == {"node0007"}
     assert {o.test for o in outliers} == {"test_p2p_copy[gpu1-gpu5]", "test_p2p_copy[gpu5-gpu1]", "test_pair_busbw[gpu1-gpu5]"}
     assert all(o.message.startswith(f"node0007: {o.test} ") and "below the fleet median" in o.message for o in outliers)
@@ -323,7 +325,7 @@ def test_fleet_command_exit_codes(tmp_path, capsys):
         paths.append(str(path))
     assert cli(["report", "fleet", *paths]) == 0
     assert cli(["report", "junit", *paths, "-o", str(tmp_path / "f.xml")]) == 0
-    assert write_runs_junit(read_fleet(paths, with_suites=True), tmp_path / "g.xml") == 5 * 62  # every test of every host
+    assert write_runs_junit(read_suites(paths), tmp_path / "g.xml") == 5 * 62  # every test of every host
     broken = tmp_path / "broken.json"
     broken.write_text("{\"format\": \"something else\"}")
     assert cli(["report", "fleet", *paths, str(broken)]) == 2
@@ -378,32 +380,6 @@ def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
     # twice 18.1% would allow 36% worse: the spread earns at most the 25% cap
     assert slow.outcome is Outcome.FAILED
     assert "at most 25% worse allowed (twice the 18.1% its baseline runs varied by, capped at 25%)" in slow.message
-
-
-def test_fleet_reads_which_way_a_value_improves_from_its_verdict(tmp_path):
-    from gpuaccept.facts.run_record import TestRecord
-    from gpuaccept.facts.verdict import Verdict
-    from gpuaccept.report.fleet import host_results
-
-    real = load_results(ROOT / "examples" / "results" / "h200x4.json")
-
-    def host(name: str, value: float, better: str | None) -> object:
-        verdict = {"check": "ddp_exposed_comm", "subject": "2gpu-bs8", "outcome": "passed", "measured": value, "expected": "", "unit": ""}
-        if better is not None:
-            verdict["better"] = better
-        test = TestRecord(
-            id="test_ddp_exposed_comm[2gpu-bs8]", nodeid="test_ddp.py::x", outcome="passed", verdict=Verdict.from_data(verdict)
-        )
-        record = real.model_copy(update={"environment": real.environment.model_copy(update={"host": name})}).with_tests([test])
-        return host_results(record, f"{name}.json")
-
-    # a share of time lost to communication: the host far above the median is the outlier
-    for better in ("lower", None):  # None: results written before verdicts carried `better`
-        hosts = [host("a", 0.08, better), host("b", 0.09, better), host("c", 0.30, better)]
-        assert [o.host for o in fleet_outliers(hosts, 0.1)] == ["c"]
-    # the same numbers where higher is better: the one more than 10% below the median 0.09 is
-    hosts = [host("a", 0.08, "higher"), host("b", 0.09, "higher"), host("c", 0.30, "higher")]
-    assert [o.host for o in fleet_outliers(hosts, 0.1)] == ["a"]
 
 
 DISK_FULL = """
@@ -466,6 +442,8 @@ def test_a_disk_that_fills_up_mid_run_is_one_line_and_an_honest_exit(tmp_path, w
 
 
 def test_a_damaged_file_among_eight_read_in_parallel_is_named_as_when_read_alone(tmp_path, capsys):
+    from gpuaccept.store.fleet import FilesNotRead, fleet_database
+
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "gpu-accept-results", "version": 1}')
     assert cli(["report", "fleet", str(bad)]) == 2
@@ -474,7 +452,7 @@ def test_a_damaged_file_among_eight_read_in_parallel_is_named_as_when_read_alone
     copies = [tmp_path / f"host{i}.json" for i in range(7)]
     for copy in copies:
         copy.write_bytes((ROOT / "examples" / "results" / "h200x4.json").read_bytes())
-    with pytest.raises(InputFileError) as pooled:  # two workers whatever this machine's CPU count
-        read_fleet([str(bad), *map(str, copies)], workers=2)
+    with pytest.raises(FilesNotRead) as pooled, fleet_database([str(bad), *map(str, copies)], workers=2):  # two workers whatever the cores
+        pass
     assert [f"gpu-accept: {line}" for line in pooled.value.lines()] == alone.splitlines()
-    assert alone.startswith(f"gpu-accept: {bad}: complete: required key is missing\n")
+    assert alone.startswith(f"gpu-accept: {bad}: complete: required key is missing")

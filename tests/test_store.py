@@ -195,9 +195,67 @@ def test_the_fleet_from_the_store_is_judged_as_the_fleet_from_files(tmp_path, ca
     assert '"host":"node0007"' in page and '"outlier"' in page
 
 
-def test_the_store_reads_which_way_a_value_improves_as_files_do(tmp_path):
-    """The outliers of a store are found in SQL, of files in Python: one rule, one answer."""
-    from gpuaccept.store.fleet import hosts_of, outliers_of
+def four_days_of_four_hosts(folder: Path) -> list[list[str]]:
+    """Four hosts, one run a day for four days, each day's files in a list: node0001 failed a test on
+    day 1 and passed since; node0003's pairs are 30% slow on the last day only."""
+    days = []
+    for day in range(4):
+        paths = []
+        for index in range(4):
+            slow = index == 3 and day == 3
+            document = run_document(index, day, scale=(lambda test_id, value: value * 0.7 if "pair_busbw" in test_id else value)
+                                    if slow else None)
+            if index == 1 and day == 1:
+                document["tests"][0].update(outcome="failed", message="node0001: gpu_count 1 < 2")
+                document["run"]["exit_status"] = 1
+            paths.append(written(folder, f"node{index}-day{day}.json", document))
+        days.append(paths)
+    return days
+
+
+def test_four_runs_each_of_four_hosts_are_four_hosts_reported_alike_from_files_and_from_the_store(tmp_path, capsys):
+    """Each host's latest run counts, whichever order its files come in, and the median is of hosts: the
+    same runs as files, as a store, and as a store of the first three days with the last day's files
+    (or with every file: a run in both is one run) give the same lines, the same fleet JUnit and the
+    same page."""
+    days = four_days_of_four_hosts(tmp_path)
+    every = [path for paths in reversed(days) for path in paths]  # the latest first: order does not decide
+    reports = {}
+    for name, arguments in (("files", every), ("store", ["--db", str(tmp_path / "all.db")]),
+                            ("store and files", [*days[3], "--db", str(tmp_path / "before.db")]),
+                            ("store and files it holds", [*every, "--db", str(tmp_path / "before.db")])):  # a run in both is one
+        if name == "store":
+            add_files(tmp_path / "all.db", every, workers=1)
+        elif name == "store and files":
+            add_files(tmp_path / "before.db", [path for paths in days[:3] for path in paths], workers=1)
+        junit, page = tmp_path / f"{name}.xml", tmp_path / "fleet.html"
+        assert cli(["report", "fleet", *arguments, "-o", str(junit), "--html", str(page)]) == 1
+        reports[name] = (capsys.readouterr().out, junit.read_text(), page.read_text())
+    lines = reports["files"][0].splitlines()
+    pair = "test_pair_busbw[gpu0-gpu1]"
+    assert lines[0].startswith(f"node0003: {pair} ") and lines[0].endswith(" (4 hosts)")
+    assert lines[1:] == [
+        "4 host(s), 0 did not pass their profile, 1 value(s) more than 10% worse than the fleet median on 1 host(s)",
+        f"wrote {tmp_path / 'fleet.html'}",
+    ]
+    assert reports["store"] == reports["files"] == reports["store and files"] == reports["store and files it holds"]
+    document = etree.parse(str(tmp_path / "files.xml"))
+    assert [case.get("name") for case in document.findall("testsuite[@name='fleet hosts']/testcase")] == [f"node{i:04d}" for i in range(4)]
+    assert {case.find("properties/property[@name='results_file']").get("value") for case in document.iter("testcase")
+            if case.find("properties") is not None} == set(days[3])
+    page = json.loads(re.search(r'<script type="application/json" id="fleet-data">(.*?)</script>', reports["files"][2], re.S).group(1))
+    assert page["summary"] == {"hosts": 4, "failed": 0, "outliers": 1}
+    assert [len(row["history"]["runs"]) for row in page["hosts"]] == [4, 4, 4, 4]  # the history is every run of each host
+    with open_for_reading(tmp_path / "before.db") as connection:  # files reported with a store are not added to it
+        assert connection.execute("SELECT count(*), (SELECT count(*) FROM files) FROM runs").fetchone() == (12, 12)
+
+
+@pytest.mark.parametrize("source", ["store", "files"])
+def test_the_fleet_reads_which_way_a_value_improves_from_a_store_and_from_files(tmp_path, source):
+    """A share of time lost to communication: the host far above the median is the outlier, where
+    the verdict says lower is better and in results written before verdicts said; where higher is
+    better, the one more than 10% below the median. Files are asked by the store's SQL."""
+    from gpuaccept.store.fleet import fleet_database, hosts_of, outliers_of
 
     for better, outlier in (("lower", "node0002"), (None, "node0002"), ("higher", "node0000")):
         folder = tmp_path / str(better)
@@ -212,8 +270,9 @@ def test_the_store_reads_which_way_a_value_improves_as_files_do(tmp_path):
             document["tests"] = [{"id": "test_ddp_exposed_comm[2gpu-bs8]", "nodeid": "test_ddp.py::x", "outcome": "passed",
                                   "verdict": verdict}]
             paths.append(written(folder, f"n{index}.json", document))
-        add_files(folder / "f.db", paths, workers=1)
-        with open_for_reading(folder / "f.db") as connection:
+        if source == "store":
+            add_files(folder / "f.db", paths, workers=1)
+        with fleet_database(paths if source == "files" else [], folder / "f.db" if source == "store" else None) as connection:
             hosts_of(connection)
             assert [o.host for o in outliers_of(connection, 0.1)] == [outlier], better
 

@@ -16,7 +16,7 @@ from gpuaccept.cli import main as cli
 from gpuaccept.facts import save_facts
 from gpuaccept.facts.run_record import RunRecord, TestRecord, load_results
 from gpuaccept.facts.verdict import AtLeast
-from gpuaccept.report.fleet import read_fleet, write_fleet_junit, write_runs_junit
+from gpuaccept.report.fleet import read_suites, write_runs_junit
 from gpuaccept.report.html import FAIL, MARGINAL, UNJUDGED, render_html
 from gpuaccept.report.summary import summary_lines
 from tests.helpers import EXAMPLES, ROOT, example_facts, mutated, with_verdict, with_verdicts
@@ -42,6 +42,11 @@ def written(tmp_path, name: str, record: RunRecord) -> str:
     path = tmp_path / name
     path.write_text(record.to_json())
     return str(path)
+
+
+def on_host(record: RunRecord, host: str) -> RunRecord:
+    """The run as if made on `host`: a fleet is hosts, and one host's runs are one host."""
+    return record.model_copy(update={"environment": record.environment.model_copy(update={"host": host})})
 
 
 # -- the terminal: one line per cause, root causes first ---------------------------------------------
@@ -180,11 +185,13 @@ def test_transient_and_marginal_values_are_counted_in_the_html_header():
 
 
 def test_fleet_of_two_judges_each_host_against_its_profile(tmp_path, capsys):
-    assert cli(["report", "fleet", str(HEALTHY), str(NO_P2P), "-o", str(tmp_path / "fleet.xml")]) == 1
+    healthy = written(tmp_path, "vm1.json", on_host(load_results(HEALTHY), "vm1"))
+    no_p2p = written(tmp_path, "vm2.json", on_host(load_results(NO_P2P), "vm2"))
+    assert cli(["report", "fleet", healthy, no_p2p, "-o", str(tmp_path / "fleet.xml")]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "profile h200-4-calibrated: 2 host(s), too few for a fleet median; each host judged against its profile only"
     assert lines[1].startswith(
-        f"FAIL vm ({NO_P2P}): 25 test(s) did not pass: test_busbw[all_reduce-256MiB]: all_reduce 256 MiB: busbw 27.87 GB/s < 315 GB/s ("
+        f"FAIL vm2 ({no_p2p}): 25 test(s) did not pass: test_busbw[all_reduce-256MiB]: all_reduce 256 MiB: busbw 27.87 GB/s < 315 GB/s ("
     )
     assert "; test_busbw[all_reduce-1GiB]: all_reduce 1 GiB: busbw 28.01 GB/s < 326.8 GB/s (" in lines[1]
     assert lines[1].endswith("(profile h200-4-calibrated); and 22 more")
@@ -198,21 +205,38 @@ def test_fleet_of_two_judges_each_host_against_its_profile(tmp_path, capsys):
     assert failure.get("message") == lines[1]  # the host's verdict, its first failures named
 
 
+def test_a_hosts_latest_run_judges_it_whichever_came_first_on_the_command_line(tmp_path, capsys):
+    """Both example runs are of host vm, the one without P2P three minutes later: one host, judged by that run;
+    dated before the healthy run, it is history and the host passes."""
+    assert cli(["report", "fleet", str(NO_P2P), str(HEALTHY)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "profile h200-4-calibrated: 1 host(s), too few for a fleet median; each host judged against its profile only"
+    assert lines[1].startswith(f"FAIL vm ({NO_P2P}): 25 test(s) did not pass: ")
+    assert lines[2] == "1 host(s), 1 did not pass their profile, 0 value(s) more than 10% worse than the fleet median on 0 host(s)"
+    no_p2p = load_results(NO_P2P)
+    a_day_before = no_p2p.run.model_copy(update={"started_at": "2026-11-20T06:55:46+00:00"})
+    earlier = written(tmp_path, "earlier.json", no_p2p.model_copy(update={"run": a_day_before}))
+    assert cli(["report", "fleet", str(HEALTHY), earlier]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("1 host(s), 0 did not pass their profile")
+
+
 def test_fleet_of_healthy_hosts_passes_and_an_incomplete_run_fails(tmp_path, capsys):
     healthy = load_results(HEALTHY)
-    assert cli(["report", "fleet", str(HEALTHY), written(tmp_path, "again.json", healthy)]) == 0
+    assert cli(["report", "fleet", str(HEALTHY), written(tmp_path, "again.json", on_host(healthy, "vm2"))]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == [
         "2 host(s), 0 did not pass their profile, 0 value(s) more than 10% worse than the fleet median on 0 host(s)"
     ]
-    stopped = written(tmp_path, "stopped.json", healthy.model_copy(update={"complete": False}))
+    stopped = written(tmp_path, "stopped.json", on_host(healthy, "vm2").model_copy(update={"complete": False}))
     assert cli(["report", "fleet", str(HEALTHY), stopped]) == 1
-    assert f"FAIL vm ({stopped}): run incomplete (stopped before its end)" in capsys.readouterr().out.splitlines()
+    assert f"FAIL vm2 ({stopped}): run incomplete (stopped before its end)" in capsys.readouterr().out.splitlines()
 
 
 def test_a_results_file_named_twice_is_one_host_of_the_fleet(tmp_path, capsys):
     link = tmp_path / "same.json"
     link.symlink_to(HEALTHY)
-    assert cli(["report", "fleet", str(HEALTHY), str(HEALTHY), str(link), "-o", str(tmp_path / "fleet.xml")]) == 0
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(HEALTHY.read_bytes())  # the same run in another file: one run
+    assert cli(["report", "fleet", str(HEALTHY), str(HEALTHY), str(link), str(copy), "-o", str(tmp_path / "fleet.xml")]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[-1].startswith("1 host(s), 0 did not pass their profile")
     assert err.splitlines() == [
@@ -235,10 +259,10 @@ def test_a_results_file_given_through_a_pipe_is_read_whole():
 def test_fleet_fails_a_host_whose_run_could_not_judge(tmp_path, capsys):
     healthy = load_results(HEALTHY)
     for status, said in ((5, "no test was judged"), (2, "interrupted (a signal, or a burn-in cut short)")):
-        unjudged = healthy.model_copy(update={"run": healthy.run.model_copy(update={"exit_status": status})})
+        unjudged = on_host(healthy, "vm2").model_copy(update={"run": healthy.run.model_copy(update={"exit_status": status})})
         path = written(tmp_path, f"status{status}.json", unjudged)
         assert cli(["report", "fleet", str(HEALTHY), path]) == 1
-        assert f"FAIL vm ({path}): could not judge: {said} (exit status {status})" in capsys.readouterr().out.splitlines()
+        assert f"FAIL vm2 ({path}): could not judge: {said} (exit status {status})" in capsys.readouterr().out.splitlines()
 
 
 def test_fleet_reads_why_a_run_could_not_judge_from_its_recorded_verdict(tmp_path, capsys):
@@ -255,15 +279,13 @@ def test_fleet_lists_hosts_by_transient_count(tmp_path, capsys):
     healthy = load_results(HEALTHY)
     once = with_verdict(healthy, "test_busbw[all_reduce-1GiB]", transient=True, attempts=[301.2, 353.35])
     twice = with_verdict(once, "test_p2p_copy[gpu0-gpu1]", transient=True, attempts=[310.0, 394.97])
-    paths = []
-    for name, record in (("node1", healthy), ("node2", once), ("node3", twice)):
-        record = record.model_copy(update={"environment": record.environment.model_copy(update={"host": name})})
-        paths.append(written(tmp_path, f"{name}.json", record))
+    runs = (("node1", healthy), ("node2", once), ("node3", twice))
+    paths = [written(tmp_path, f"{name}.json", on_host(record, name)) for name, record in runs]
     assert cli(["report", "fleet", *paths]) == 0  # a transient is a pass: worth a look, not a failure
     assert capsys.readouterr().out.splitlines() == [
         "transient values by host (passed only when measured again; a server with many is worth a look):",
-        f"  node3 ({paths[2]}): 2 transient: test_p2p_copy[gpu0-gpu1] (attempts 310, 395 GB/s), "
-        "test_busbw[all_reduce-1GiB] (attempts 301.2, 353.4 GB/s)",
+        f"  node3 ({paths[2]}): 2 transient: test_busbw[all_reduce-1GiB] (attempts 301.2, 353.4 GB/s), "
+        "test_p2p_copy[gpu0-gpu1] (attempts 310, 395 GB/s)",
         f"  node2 ({paths[1]}): 1 transient: test_busbw[all_reduce-1GiB] (attempts 301.2, 353.4 GB/s)",
         "3 host(s), 0 did not pass their profile, 0 value(s) more than 10% worse than the fleet median on 0 host(s)",
     ]
@@ -272,19 +294,19 @@ def test_fleet_lists_hosts_by_transient_count(tmp_path, capsys):
 def test_fleet_of_three_keeps_the_median_check(tmp_path, capsys):
     # still above its floor: passes its profile, not its fleet
     slow = with_verdict(load_results(HEALTHY), "test_pair_busbw[gpu1-gpu3]", measured=200.0)
-    paths = [str(HEALTHY), written(tmp_path, "same.json", load_results(HEALTHY)), written(tmp_path, "slow.json", slow)]
+    same = written(tmp_path, "same.json", on_host(load_results(HEALTHY), "vm2"))
+    paths = [str(HEALTHY), same, written(tmp_path, "slow.json", on_host(slow, "vm3"))]
     assert cli(["report", "fleet", *paths]) == 1
     assert capsys.readouterr().out.splitlines() == [
-        "vm: test_pair_busbw[gpu1-gpu3] 200 GB/s is 35% below the fleet median 305.9 GB/s (3 hosts)",
+        "vm3: test_pair_busbw[gpu1-gpu3] 200 GB/s is 35% below the fleet median 305.9 GB/s (3 hosts)",
         "3 host(s), 0 did not pass their profile, 1 value(s) more than 10% worse than the fleet median on 1 host(s)",
     ]
 
 
-def test_fleet_junit_counts_every_host(tmp_path):
-    hosts = read_fleet([str(HEALTHY), str(NO_P2P)], workers=1)
-    assert [h.failed for h in hosts] == [0, 25]
-    assert write_fleet_junit(hosts, tmp_path / "f.xml") == 2  # a case per host: its tests are its own junit.xml
-    assert write_runs_junit(read_fleet([str(HEALTHY), str(NO_P2P)], workers=1, with_suites=True), tmp_path / "g.xml") == 206 + 25
+def test_report_junit_writes_every_test_of_every_run(tmp_path, capsys):
+    assert write_runs_junit(read_suites([str(HEALTHY), str(NO_P2P)], workers=1), tmp_path / "g.xml") == 206 + 25
+    assert cli(["report", "junit", str(HEALTHY), str(NO_P2P), "-o", str(tmp_path / "h.xml")]) == 0
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'h.xml'}: 1 host(s), 2 run(s), 231 test cases\n"
 
 
 # -- heat maps against the floors -------------------------------------------------------------------------

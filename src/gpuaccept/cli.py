@@ -21,7 +21,6 @@ from gpuaccept.errors import EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, P
 from gpuaccept.facts import run_verdict, save_facts
 from gpuaccept.facts.run_record import JOURNAL_SUFFIX, LiveMachine, RunRecord
 from gpuaccept.files import write_atomically
-from gpuaccept.outcomes import worst_exit_code
 from gpuaccept.outputs import check_output_file, check_output_folder, refuse_links, refuse_overlaps, reports_folder_lock
 from gpuaccept.plugin.options import (
     COMMAND_FLAGS,
@@ -311,11 +310,11 @@ def _parser() -> argparse.ArgumentParser:
     fleet = report_commands.add_parser(
         "fleet",
         help="hosts whose measured values sit far below the fleet's median",
-        description="Every host's results.json judged against its profile and against its profile's fleet median; a "
-        "cluster-results.json among them (gpu-accept cluster) adds its nodes x tests view, the slow node marked, and its "
-        "verdicts as a testsuite of the fleet JUnit.",
+        description="Each host's latest run, of the results.json given, of a store (--db), or of both, judged against its "
+        "profile and against its profile's fleet median; a cluster-results.json among them (gpu-accept cluster) adds its "
+        "nodes x tests view, the slow node marked, and its verdicts as a testsuite of the fleet JUnit (docs/fleet.md).",
     )
-    fleet.add_argument("results", nargs="*", help="results.json of each host, and any cluster-results.json (or --db)")
+    fleet.add_argument("results", nargs="*", help="results.json of each run, and any cluster-results.json (or --db)")
     fleet.add_argument("--tolerance", default="10%", help="how far below the median is an outlier (default 10%%)")
     fleet.add_argument("-o", "--output", type=_path, help="also write fleet JUnit: a test case per host and per outlier")
     fleet.set_defaults(handler=_report_fleet)
@@ -849,12 +848,12 @@ def _report_html(args, extra: list[str]) -> int:
 
 
 def _report_junit(args, extra: list[str]) -> int:
-    from gpuaccept.report.fleet import read_fleet, write_runs_junit
+    from gpuaccept.report.fleet import read_suites, write_runs_junit
 
     refuse_overlaps([item for path in args.results for item in _results_read(path)], [("-o", args.output)])
-    hosts = read_fleet(_each_once(args.results), with_suites=True)
-    cases = write_runs_junit(hosts, args.output)
-    _print(f"wrote {args.output}: {len(hosts)} host(s), {cases} test cases")
+    runs = read_suites(_each_once(args.results))
+    cases = write_runs_junit(runs, args.output)
+    _print(f"wrote {args.output}: {len({run.host for run in runs})} host(s), {len(runs)} run(s), {cases} test cases")
     return EXIT_OK
 
 
@@ -896,7 +895,7 @@ def _each_once(paths: list[str]) -> list[str]:
 
 def _report_fleet(args, extra: list[str]) -> int:
     from gpuaccept.report.baseline import parse_percent
-    from gpuaccept.report.fleet import is_cluster_results, judge_fleet, read_cluster, read_fleet, write_fleet_junit
+    from gpuaccept.store.commands import report_fleet
 
     try:
         tolerance = parse_percent(args.tolerance)
@@ -904,25 +903,7 @@ def _report_fleet(args, extra: list[str]) -> int:
         raise OptionError(f"--tolerance {error}") from None
     read = [item for path in args.results for item in _results_read(path)] + [("--db", args.db)]
     refuse_overlaps(read, [("-o", args.output), ("--html", args.html)])
-    if args.db is not None or args.html is not None:
-        from gpuaccept.store.commands import report_fleet
-
-        return report_fleet(args, tolerance, _each_once(args.results))
-    if not args.results:
-        raise OptionError("report fleet: give results files, or --db STORE")
-    paths = _each_once(args.results)
-    clusters = [read_cluster(path) for path in paths if is_cluster_results(path)]
-    single = [path for path in paths if not any(cluster.path == path for cluster in clusters)]
-    hosts = read_fleet(single) if single or not clusters else []
-    verdict = judge_fleet(hosts, tolerance) if hosts else None
-    for line in verdict.lines if verdict else []:
-        _print(line)
-    for cluster in clusters:
-        for line in cluster.lines():
-            _print(line)
-    if args.output:
-        write_fleet_junit(hosts, args.output, verdict.outliers if verdict else None, clusters)
-    return worst_exit_code([verdict.exit_code if verdict else EXIT_OK, *(cluster.exit_code for cluster in clusters)])
+    return report_fleet(args, tolerance, _each_once(args.results))
 
 
 def _store_commands(commands, report_commands, fleet) -> None:

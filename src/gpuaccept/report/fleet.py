@@ -1,18 +1,18 @@
 """Many machines at once: every host judged against its own profile (a host whose run failed a test
 fails the fleet); where a profile has hosts enough, the hosts whose measured values sit far below
 the fleet's median (burn-in batches, where no baseline exists yet); transient and marginal values
-per host. The same judgement serves results files (read here, one process per core) and the results
-store (store/fleet.py builds the same HostResults from SQL).
+per host. What is judged comes from one engine, store/fleet.py: results files and the results
+store are both asked in SQL (DuckDB), each host's latest run as a HostResults, the outliers found
+there by the rule written here (MEDIAN_CHECKS, MEDIAN_HOSTS); this module says what it means.
 
 Fleet JUnit is one test case per host (its verdict, its failures named in the message) and one per
 outlier value: 10,000 hosts stay a few MB. Every test of every host is each host's own junit.xml,
-and `gpu-accept report junit` (one testsuite per host, every test case) where one file is wanted.
+and `gpu-accept report junit` (one testsuite per results file, every test case) where one file is wanted.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -20,13 +20,11 @@ from pathlib import Path
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts.cluster_record import CLUSTER_KIND, ClusterRecord, parse_cluster_record
-from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.files import read_input_bytes, read_input_text
 from gpuaccept.outcomes import EXIT_FAILED, exit_code, stopped_by_pytest
 from gpuaccept.report import cluster_view
-from gpuaccept.report.junit import Counts, Suite, count, failing_suite, fleet_host_suite, suite, verdict_suite, write_junit, xml_attribute
-from gpuaccept.report.summary import attempts_of, marginal_tests, transient_tests
+from gpuaccept.report.junit import Counts, Suite, failing_suite, fleet_host_suite, suite, verdict_suite, write_junit, xml_attribute
 
 # results.json written before verdicts said which way their value improves: the one check whose
 # value is better lower; every other number is better when higher
@@ -42,19 +40,17 @@ TRANSIENTS_SHOWN = 3  # transient test ids named per host
 
 @dataclass(frozen=True)
 class HostResults:
-    """What the fleet tools need of one results file: small enough to send between processes."""
+    """What the fleet report needs of one host's latest run (store/fleet.py reads it)."""
 
-    path: str
+    path: str  # the results file it was read from
     host: str
     profile: str
     complete: bool
-    values: dict[str, tuple[bool, float, str]]  # test id -> (lower is better, measured, unit)
     counts: Counts  # its tests, failures, errors and skips
     failures: tuple[tuple[str, str], ...] = ()  # (test id, message) of the first tests that did not pass, root causes first
     transients: tuple[str, ...] = ()  # tests that passed only when measured again, with their attempts
     marginal: int = 0  # tests that passed within the profile's marginal band of their limit
-    exit_status: int | None = None  # pytest's, as the run recorded it; None until the run ended
-    suite: Suite | None = None  # every test case of this host, where `report junit` asks for them
+    exit_status: int | None = None  # pytest's, as the run recorded it (exit_status_of); None until the run ended
     families: dict[str, str] | None = None  # test family (test_nccl) -> its worst state, for the fleet page
     stopped: tuple[str, ...] = ()  # what kept the run from judging beside its tests, as its verdict recorded
 
@@ -94,59 +90,47 @@ class HostResults:
         return f"FAIL {self.label}: {stopped}{self.failed} test(s) did not pass: {shown}" + (f"; and {more} more" if more > 0 else "")
 
 
-def _read(path: str) -> HostResults:
-    return host_results(load_results(Path(path)), path)
+def exit_status_of(record: RunRecord) -> int | None:
+    """A run's exit status as its record holds it (None until the run ended): what the fleet reads of it."""
+    return record.run.exit_status
 
 
-def _read_with_suite(path: str) -> HostResults:
-    return host_results(load_results(Path(path)), path, with_suite=True)
+@dataclass(frozen=True)
+class RunSuite:
+    """One results file as `report junit` writes it: every test case of its run."""
+
+    path: str
+    host: str
+    suite: Suite
 
 
-def host_results(record: RunRecord, path: str, name: str | None = None, with_suite: bool = False) -> HostResults:
-    """One host's part of a fleet: its values, its failures, and where asked its whole testsuite
-    (named `name`, else by its host)."""
-    values = {}
-    for test in record.tests:
-        verdict = test.verdict
-        measured = verdict.numeric if verdict is not None else None
-        if verdict is not None and verdict.check in MEDIAN_CHECKS and measured is not None:
-            lower = verdict.better == "lower" if verdict.better is not None else verdict.check in OLDER_RESULTS_LOWER_IS_BETTER
-            values[test.id] = (lower, measured, verdict.unit)
-    failures = tuple((t.id, t.message) for t in causes_first(record.tests)[:FAILURES_SHOWN])
-    transients = tuple(f"{t.id} (attempts {attempts_of(t.verdict)})" for t in transient_tests(record.tests) if t.verdict is not None)
-    host = record.environment.host
-    return HostResults(
-        path, host, record.run.profile.name, record.complete, values, count(record.tests), failures,
-        transients, len(marginal_tests(record.tests)), record.run.exit_status,
-        suite(record, name, {"results_file": path}) if with_suite else None, stopped=tuple(record.recorded_verdict().stopped),
-    )
+def _read_suite(path: str) -> RunSuite:
+    record = load_results(Path(path))
+    return RunSuite(path, record.environment.host, suite(record, None, {"results_file": path}))
 
 
-def read_fleet(paths: list[str], workers: int | None = None, with_suites: bool = False) -> list[HostResults]:
+def read_suites(paths: list[str], workers: int | None = None) -> list[RunSuite]:
+    """Each file's testsuite, read by one process per core."""
     if not paths:
         raise GpuAcceptError("no results files given")
-    read = _read_with_suite if with_suites else _read
     workers = workers or min(len(paths), os.cpu_count() or 1)
     if workers <= 1 or len(paths) < 8:
-        return [read(p) for p in paths]
+        return [_read_suite(p) for p in paths]
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(read, paths, chunksize=max(1, len(paths) // (workers * 8))))
+        return list(pool.map(_read_suite, paths, chunksize=max(1, len(paths) // (workers * 8))))
 
 
-def _names(hosts: list[HostResults]) -> list[str]:
-    """Each host's name in JUnit: a host with two results files (a rerun) is told apart by the file name."""
+def _names(runs: list[RunSuite]) -> list[str]:
+    """Each run's testsuite name: a host with two results files (a rerun) is told apart by the file name."""
     seen: dict[str, int] = defaultdict(int)
-    for host in hosts:
-        seen[host.host] += 1
-    return [host.host if seen[host.host] == 1 else f"{host.host} ({Path(host.path).name})" for host in hosts]
+    for run in runs:
+        seen[run.host] += 1
+    return [run.host if seen[run.host] == 1 else f"{run.host} ({Path(run.path).name})" for run in runs]
 
 
-def write_runs_junit(hosts: list[HostResults], target: Path) -> int:
-    """`report junit`: one JUnit file holding every test case of every host, a testsuite per results file."""
-    suites = []
-    for host, name in zip(hosts, _names(hosts), strict=True):
-        assert host.suite is not None, "read_fleet(with_suites=True) gives every host its suite"
-        suites.append(host.suite if name == host.host else _renamed(host.suite, host.host, name))
+def write_runs_junit(runs: list[RunSuite], target: Path) -> int:
+    """`report junit`: one JUnit file holding every test case of every run, a testsuite per results file."""
+    suites = [run.suite if name == run.host else _renamed(run.suite, run.host, name) for run, name in zip(runs, _names(runs), strict=True)]
     return write_junit(Path(target), suites, "gpu-accept fleet").tests
 
 
@@ -155,8 +139,7 @@ def write_fleet_junit(
 ) -> int:
     """Fleet JUnit: a test case per host (failed where it did not pass its profile, its failures
     named), a test case per outlier value, then a testsuite per cluster run."""
-    named = zip(hosts, _names(hosts), strict=True)
-    cases = [(name, host.profile, host.verdict_line(), _host_properties(host), host.outcome) for host, name in named]
+    cases = [(host.host, host.profile, host.verdict_line(), _host_properties(host), host.outcome) for host in hosts]
     suites = [fleet_host_suite("fleet hosts", cases, {"hosts": str(len(hosts))})]
     if outliers:
         found = [(outlier.host, f"fleet_median[{outlier.test}]", outlier.message) for outlier in outliers]
@@ -184,7 +167,7 @@ def is_cluster_results(path: str) -> bool:
     try:
         head = read_input_bytes(path, 256).decode("utf-8", errors="replace")
     except OSError:
-        return False  # read_fleet says what is wrong with it
+        return False  # reading it as a results.json says what is wrong with it
     return CLUSTER_BEGINS in head
 
 
@@ -263,25 +246,6 @@ class Outlier:
         )
 
 
-def fleet_outliers(hosts: list[HostResults], tolerance: float) -> list[Outlier]:
-    """Values more than `tolerance` worse than the median of the same test across hosts of one profile."""
-    by_test: dict[tuple[str, str], list[tuple[HostResults, bool, float, str]]] = defaultdict(list)
-    for host in hosts:
-        for test_id, (lower, value, unit) in host.values.items():
-            by_test[(host.profile, test_id)].append((host, lower, value, unit))
-    found = []
-    for (_, test_id), entries in by_test.items():
-        if len(entries) < MEDIAN_HOSTS:
-            continue  # no fleet to speak of: each host is judged against its profile only (fleet_lines)
-        median = statistics.median(value for _, _, value, _ in entries)
-        for host, lower, value, unit in entries:
-            worse = value > median * (1 + tolerance) if lower else value < median * (1 - tolerance)
-            if worse:
-                found.append(Outlier(host.path, host.host, test_id, value, median, unit, len(entries)))
-    found.sort(key=lambda o: (o.host, o.deviation))
-    return found
-
-
 def small_fleets(hosts: list[HostResults]) -> list[str]:
     """The profiles with too few hosts for a median, one line each."""
     per_profile: dict[str, int] = defaultdict(int)
@@ -327,10 +291,10 @@ class FleetVerdict:
         return exit_code(host.outcome for host in self.failed_hosts)
 
 
-def judge_fleet(hosts: list[HostResults], tolerance: float, outliers: list[Outlier] | None = None) -> FleetVerdict:
-    """Every host against its own profile, then against the median of its profile's fleet (found
-    here from the hosts' values, or given: the store finds them in SQL, by the same rule)."""
-    outliers = fleet_outliers(hosts, tolerance) if outliers is None else outliers
+def judge_fleet(hosts: list[HostResults], tolerance: float, outliers: list[Outlier]) -> FleetVerdict:
+    """Every host against its own profile, then against the median of its profile's fleet (the
+    outliers, found in SQL by store/fleet.py: values more than `tolerance` worse than the median of
+    the same test across MEDIAN_HOSTS or more hosts of one profile)."""
     failed = [host for host in hosts if host.verdict_line()]
     lines = small_fleets(hosts)
     lines += [outlier.message for outlier in outliers]

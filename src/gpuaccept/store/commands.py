@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuaccept.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, GpuAcceptError, OptionError, shown
 from gpuaccept.files import write_atomically
+from gpuaccept.outcomes import worst_exit_code
 from gpuaccept.outputs import refuse_overlaps
 
 
@@ -50,8 +51,8 @@ def add_commands(commands: Any, report_commands: Any, fleet: Any, path: Callable
     info.add_argument("--db", type=path, required=True, help="the store to read")
     info.set_defaults(handler=_store_info)
 
-    fleet.add_argument("--db", type=path, help="judge the latest run of every host in this store instead of files")
-    fleet.add_argument("--html", type=path, help="also write the fleet page (hosts x test families; needs --db)")
+    fleet.add_argument("--db", type=path, help="the store whose runs are judged (with results files: its runs and theirs)")
+    fleet.add_argument("--html", type=path, help="also write the fleet page: hosts x test families, each host's history a click away")
 
     history = report_commands.add_parser(
         "history",
@@ -107,32 +108,39 @@ def _store_info(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def report_fleet(args: argparse.Namespace, tolerance: float, paths: list[str]) -> int:
-    """`report fleet --db`: the latest run of each host in the store, judged as files are."""
-    from gpuaccept.report.fleet import judge_fleet, write_fleet_junit
-    from gpuaccept.store.db import open_for_reading
-    from gpuaccept.store.fleet import hosts_of, outliers_of
+    """`report fleet`: the latest run of each host, of the results files given, of the store (--db),
+    or of both, judged by one engine (store/fleet.py); any cluster-results.json given shown beside."""
+    from gpuaccept.report.fleet import is_cluster_results, judge_fleet, read_cluster, write_fleet_junit
+    from gpuaccept.store.fleet import fleet_database, hosts_of, outliers_of
 
-    if args.db is None:
-        raise OptionError("--html: the fleet page is drawn from a store: add --db STORE")
-    if paths:
-        raise OptionError("report fleet: give results files or --db, not both (gpu-accept store add puts files in the store)")
-    with open_for_reading(args.db) as connection:
-        hosts = hosts_of(connection)
-        if not hosts:
-            raise GpuAcceptError(f"{args.db}: the store holds no run")
-        verdict = judge_fleet(hosts, tolerance, outliers_of(connection, tolerance))
-        if args.html is not None:
-            from gpuaccept.report.fleet_page import render_fleet_page
-            from gpuaccept.store.page import page_data
+    if not paths and args.db is None:
+        raise OptionError("report fleet: give results files, --db STORE, or both")
+    clusters = [read_cluster(path) for path in paths if is_cluster_results(path)]
+    single = [path for path in paths if not any(cluster.path == path for cluster in clusters)]
+    if args.html is not None and not single and args.db is None:
+        raise OptionError("--html: the fleet page draws hosts; a cluster-results.json holds none (give the hosts' results.json or --db)")
+    hosts, verdict = [], None
+    if single or args.db is not None:
+        with fleet_database(single, args.db) as connection:
+            hosts = hosts_of(connection)
+            if not hosts:
+                raise GpuAcceptError(f"{args.db}: the store holds no run")
+            verdict = judge_fleet(hosts, tolerance, outliers_of(connection, tolerance))
+            if args.html is not None:
+                from gpuaccept.report.fleet_page import render_fleet_page
+                from gpuaccept.store.page import page_data
 
-            write_atomically(args.html, render_fleet_page(page_data(connection, hosts, verdict.outliers, tolerance)))
-    for line in verdict.lines:
+                write_atomically(args.html, render_fleet_page(page_data(connection, hosts, verdict.outliers, tolerance)))
+    for line in verdict.lines if verdict else []:
         _say(line)
+    for cluster in clusters:
+        for line in cluster.lines():
+            _say(line)
     if args.output:
-        write_fleet_junit(hosts, args.output, verdict.outliers)
+        write_fleet_junit(hosts, args.output, verdict.outliers if verdict else None, clusters)
     if args.html is not None:
         _say(f"wrote {args.html}")
-    return verdict.exit_code  # the outcome policy's
+    return worst_exit_code([verdict.exit_code if verdict else EXIT_OK, *(cluster.exit_code for cluster in clusters)])
 
 
 def _report_history(args: argparse.Namespace, extra: list[str]) -> int:

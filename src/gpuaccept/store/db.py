@@ -117,7 +117,7 @@ def _open_lock(db: Path, lock_path: Path, exclusive: bool) -> int | None:
         raise GpuAcceptError(f"{db}: cannot lock the store ({lock_path}: {error.strerror or error})") from None
 
 
-def _connect(db: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+def _connect(db: Path | str, read_only: bool) -> duckdb.DuckDBPyConnection:
     try:
         connection = duckdb.connect(str(db), read_only=read_only)
         # a shared machine: DuckDB's default takes 80% of memory and every core
@@ -181,19 +181,78 @@ def open_for_reading(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     with _locked(db, exclusive=False):
         connection = _connect(db, read_only=True)
         try:
-            version = schema_version(connection)
-            if version not in READABLE_VERSIONS:
-                if version < 0:
-                    raise GpuAcceptError(f"{db}: a DuckDB database, but not a gpu-accept results store")
-                raise GpuAcceptError(
-                    f"{db}: store schema version {version}, this gpu-accept reads {SCHEMA_VERSION}"
-                    + (" (gpu-accept store add migrates it)" if version < SCHEMA_VERSION else ": upgrade gpu-accept")
-                )
+            _refuse_unreadable(schema_version(connection), db)
             yield connection
         except duckdb.Error as error:
             raise GpuAcceptError(f"{db}: not a readable results store ({_first_line(error)})") from None
         finally:
             _close(connection)
+
+
+@contextmanager
+def in_memory(copy_of: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A store in memory, of the current schema: where results files given to a report are loaded, so
+    that they are asked by the same SQL as a store. With `copy_of`, it starts as a copy of that store
+    (read under its reader's lock, migrated forward here, the store itself untouched)."""
+    connection = _connect(":memory:", read_only=False)
+    try:
+        if copy_of is None:
+            migrate(connection, Path(":memory:"))
+        else:
+            _copy(connection, Path(copy_of))
+        yield connection
+    except duckdb.Error as error:
+        where = f"{copy_of} (its copy in memory)" if copy_of else "the results files' store in memory"
+        raise GpuAcceptError(f"{where}: cannot be asked ({_first_line(error)})") from None
+    finally:
+        _close(connection)
+
+
+TABLES = ("runs", "gpus", "results", "files")  # what a store holds beside its schema version
+
+
+def _copy(connection: duckdb.DuckDBPyConnection, db: Path) -> None:
+    """Every row of the store at `db` into `connection` (of the current schema), read under the
+    store's reader lock: a store of an older version that readers read gets what its migrations give."""
+    if not db.is_file():
+        raise GpuAcceptError(f"{db}: no such results store (gpu-accept store add RESULTS... --db {db} creates it)")
+    migrate(connection, Path(":memory:"))
+    with _locked(db, exclusive=False):
+        try:
+            connection.execute("ATTACH ? AS store (READ_ONLY)", [str(db)])
+        except duckdb.Error as error:
+            raise GpuAcceptError(f"{db}: not a readable results store ({_first_line(error)})") from None
+        try:
+            _refuse_unreadable(_attached_version(connection), db)
+            for table in TABLES:
+                connection.execute(f"INSERT INTO {table} BY NAME SELECT * FROM store.{table}")
+        except duckdb.Error as error:
+            raise GpuAcceptError(f"{db}: not a readable results store ({_first_line(error)})") from None
+        finally:
+            connection.execute("DETACH store")
+    connection.execute("UPDATE runs SET run_key = run_id WHERE run_key IS NULL")  # version 2's step, for a store of version 1
+
+
+def _attached_version(connection: duckdb.DuckDBPyConnection) -> int:
+    tables = {row[0] for row in connection.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'store'"
+    ).fetchall()}
+    if "schema_version" not in tables:
+        return -1
+    row = connection.execute("SELECT max(version) FROM store.schema_version").fetchone()
+    return int(row[0]) if row and row[0] is not None else -1
+
+
+def _refuse_unreadable(version: int, db: Path) -> None:
+    """A store of a version readers do not read, in one line."""
+    if version in READABLE_VERSIONS:
+        return
+    if version < 0:
+        raise GpuAcceptError(f"{db}: a DuckDB database, but not a gpu-accept results store")
+    raise GpuAcceptError(
+        f"{db}: store schema version {version}, this gpu-accept reads {SCHEMA_VERSION}"
+        + (" (gpu-accept store add migrates it)" if version < SCHEMA_VERSION else ": upgrade gpu-accept")
+    )
 
 
 def _close(connection: duckdb.DuckDBPyConnection) -> None:

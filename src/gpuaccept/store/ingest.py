@@ -43,6 +43,7 @@ import duckdb
 from gpuaccept.errors import GpuAcceptError, excerpt
 from gpuaccept.facts.coverage import causes_first
 from gpuaccept.facts.run_record import RunRecord, load_results
+from gpuaccept.report.fleet import exit_status_of
 from gpuaccept.store.db import open_for_writing
 
 # the columns of a result row, in the order the CSV holds them
@@ -184,7 +185,7 @@ def rows_of(record: RunRecord, path: str, size: int, mtime_ns: int, run_id: str 
     run_row = {
         "run_id": run_id, "run_key": key, "own_id": run.id, "host": env.host, "profile": run.profile.name,
         "profile_sha256": run.profile.sha256, "started_at": started.isoformat(), "finished_at": finished.isoformat() if finished else None,
-        "complete": record.complete, "exit_status": run.exit_status,
+        "complete": record.complete, "exit_status": exit_status_of(record),
         "driver": env.driver, "cuda_driver": env.cuda_driver, "nccl": env.nccl, "torch": env.torch,
         "vbios": ",".join(known_vbios) or None, "gpu_model": env.gpu_model, "gpu_count": env.gpu_count,
         "tool_version": run.tool_version, "tests": summary.total, "failed": summary.failed, "errors": summary.error,
@@ -248,17 +249,24 @@ class _Stored:
 def add_files(db: Path, paths: list[str], workers: int | None = None) -> AddReport:
     """Add `paths` to the store at `db`: new runs in, runs known already kept (the fuller copy),
     files that cannot be read or are refused named, one line each."""
+    with open_for_writing(db) as connection:
+        return add_to(connection, str(db), paths, workers)
+
+
+def add_to(connection: Any, store: str, paths: list[str], workers: int | None = None) -> AddReport:
+    """`add_files` into an open store (`store` names it in messages): a store's file, or one in
+    memory that a report loads results files into (store/fleet.py)."""
     report = AddReport()
     try:
-        with open_for_writing(db) as connection, tempfile.TemporaryDirectory(prefix="gpuaccept-store-") as scratch:
-            _add(connection, db, paths, workers, Path(scratch), report)
+        with tempfile.TemporaryDirectory(prefix="gpuaccept-store-") as scratch:
+            _add(connection, store, paths, workers, Path(scratch), report)
     except OSError as error:  # the scratch folder's own files (a full /tmp)
         said = f"{error.strerror or error} ({error.filename})" if error.filename else str(error.strerror or error)
-        raise GpuAcceptError(f"{db}: cannot add to the store: {said}; every batch committed before is whole") from None
+        raise GpuAcceptError(f"{store}: cannot add to the store: {said}; every batch committed before is whole") from None
     return report
 
 
-def _add(connection: Any, db: Path, paths: list[str], workers: int | None, scratch: Path, report: AddReport) -> None:
+def _add(connection: Any, db: str, paths: list[str], workers: int | None, scratch: Path, report: AddReport) -> None:
     """Read what is not in yet, place each run, commit batch by batch."""
     known_files = {row[0]: (row[1], row[2]) for row in connection.execute("SELECT path, size, mtime_ns FROM files").fetchall()}
     known: dict[str, list[_Stored]] = {}
@@ -342,7 +350,7 @@ class _Batch:
     own: the others go in, the refused one is named. Where the store cannot be written at all (a
     full disk), one line says so; every batch committed before stays, whole."""
 
-    def __init__(self, folder: Path, db: Path, report: AddReport) -> None:
+    def __init__(self, folder: Path, db: str, report: AddReport) -> None:
         self.folder = folder
         folder.mkdir(exist_ok=True)
         self.db = db

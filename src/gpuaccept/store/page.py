@@ -65,7 +65,7 @@ def _history(connection: Any) -> dict[str, dict[str, Any]]:
         FROM recent r JOIN v USING (run_id) JOIN results x ON x.run_id = v.run_id AND x.test_id = v.test_id
             JOIN median_now m ON m.test_id = v.test_id AND m.profile = r.profile
         WHERE m.m > 0 AND v.measured > 0
-        GROUP BY ALL ORDER BY r.host, 3, r.run_id
+        GROUP BY ALL ORDER BY r.host, 3, r.run_id, 5  -- each family in its order: the same runs draw the same page
         """,
         _parameters(runs=PAGE_RUNS),
     ).fetchall()
