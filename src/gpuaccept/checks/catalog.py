@@ -1,9 +1,12 @@
 """docs/checks.md, "What is checked", written from the checks' own declarations (checks/declare.py):
-`python -m gpuaccept.checks.catalog > docs/checks.md`. A test holds the file to what this writes."""
+`python -m gpuaccept.checks.catalog > docs/checks.md`; and what every writer needs of each check, as
+data below the checks: `python -m gpuaccept.checks.catalog meanings > src/gpuaccept/vocabulary/checks.json`.
+A test holds both files to what this writes."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 
 from gpuaccept.checks.declare import CHECK_MODULES, Declaration, declared_checks
@@ -89,5 +92,11 @@ def checks_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def meanings_json() -> str:
+    """vocabulary/checks.json: each declared check's meaning for writers, by its name."""
+    meanings = {found.declaration.name: found.declaration.meaning.as_data() for found in declared_checks(runner=None)}
+    return json.dumps(meanings, indent=1, sort_keys=True) + "\n"
+
+
 if __name__ == "__main__":
-    sys.stdout.write(checks_markdown())
+    sys.stdout.write(meanings_json() if sys.argv[1:] == ["meanings"] else checks_markdown())

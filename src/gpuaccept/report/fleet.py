@@ -27,14 +27,13 @@ from gpuaccept.outcomes import EXIT_FAILED, exit_code
 from gpuaccept.report import cluster_view
 from gpuaccept.report.junit import Counts, Suite, count, failing_suite, fleet_host_suite, suite, verdict_suite, write_junit, xml_attribute
 from gpuaccept.report.summary import attempts_of, marginal_tests, transient_tests
+from gpuaccept.vocabulary.checks import checks_where
 
-# results.json written before verdicts said which way their value improves: the one check whose
-# value is better lower; every other number is better when higher
-OLDER_RESULTS_LOWER_IS_BETTER = {"ddp_exposed_comm"}
-MEDIAN_CHECKS = {
-    "busbw", "pair_busbw", "p2p_copy", "p2p_copy_bidirectional", "local_copy", "host_to_device", "device_to_host",
-    "ddp_scaling", "ddp_exposed_comm", "ddp_nvlink_speedup",
-}
+# the checks whose values a fleet compares, and those of them better lower, as the checks declare them
+# (vocabulary/checks.json): for the store's rows, which hold a check's name only, and for results
+# written before verdicts said which way their value improves
+OLDER_RESULTS_LOWER_IS_BETTER = set(checks_where(fleet=True, better="lower"))
+MEDIAN_CHECKS = set(checks_where(fleet=True))
 # pytest's exit statuses other than 0 (passed) and 1 (a test failed), as a fleet names them
 UNJUDGED = {2: "interrupted (a signal, or a burn-in cut short)", 3: "internal error", 4: "usage error", 5: "no test was judged"}
 MEDIAN_HOSTS = 3  # fewer hosts of a profile have no median to speak of: one slow host of two is half the fleet
@@ -111,9 +110,8 @@ def host_results(record: RunRecord, path: str, name: str | None = None, with_sui
     for test in record.tests:
         verdict = test.verdict
         measured = verdict.numeric if verdict is not None else None
-        if verdict is not None and verdict.check in MEDIAN_CHECKS and measured is not None:
-            lower = verdict.better == "lower" if verdict.better is not None else verdict.check in OLDER_RESULTS_LOWER_IS_BETTER
-            values[test.id] = (lower, measured, verdict.unit)
+        if verdict is not None and verdict.in_fleet and measured is not None:
+            values[test.id] = (verdict.lower_is_better, measured, verdict.unit)
     failures = tuple((t.id, t.message) for t in causes_first(record.tests)[:FAILURES_SHOWN])
     transients = tuple(f"{t.id} (attempts {attempts_of(t.verdict)})" for t in transient_tests(record.tests) if t.verdict is not None)
     host = record.environment.host
