@@ -5,6 +5,8 @@ history, the metrics), whether its verdict was written with what it means or bef
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ from gpuaccept.checks.catalog import meanings_json
 from gpuaccept.checks.declare import DeclaredCheck, declared_checks
 from gpuaccept.checks.verdict import AtLeast, AtMost, Better, Judge, Verdict
 from gpuaccept.facts.coverage import coverage
-from gpuaccept.facts.run_record import RunRecord, TestRecord, load_results
+from gpuaccept.facts.run_record import Environment, RunRecord, TestRecord, load_results
 from gpuaccept.profile.catalog import ProfileCatalog
 from gpuaccept.report.fleet import MEDIAN_CHECKS, OLDER_RESULTS_LOWER_IS_BETTER, host_results
 from gpuaccept.report.metrics import render_metrics
@@ -119,3 +121,31 @@ def test_each_value_improves_the_way_its_check_declares():
                     seen.add(verdict.check)
     assert _where(fleet=True) <= seen
 
+
+# Writers that still join a measurement to the verdict of the check that judges it by the check's
+# name: the HTML's tables and charts (a busbw point, a copy matrix cell, a DDP setting's row) and the
+# cluster page's node table. The verdict carries no key of the measurement it judged yet.
+JOINED_BY_NAME = ("report/html.py", "report/cluster_view.py")
+
+
+def _check_names_typed(path: Path, names: set[str]) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        f"{path.relative_to(WRITERS)}:{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
+    ]
+
+
+def test_no_writer_types_a_check_name():
+    # a run's environment has fields named as checks are (gpu_model, gpu_count): those are its fields
+    names = {d.declaration.name for d in DECLARED} - set(Environment.model_fields)
+    writers = [
+        path for path in sorted(WRITERS.rglob("*.py"))
+        if path.relative_to(WRITERS).parts[0] in ("report", "store") and str(path.relative_to(WRITERS)) not in JOINED_BY_NAME
+    ]
+    assert len(writers) > 10
+    typed = [found for path in writers for found in _check_names_typed(path, names)]
+    assert typed == []
+    # the test finds a name where one is typed
+    assert _check_names_typed(WRITERS / JOINED_BY_NAME[0], names)
