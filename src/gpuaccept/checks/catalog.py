@@ -1,9 +1,12 @@
 """docs/checks.md, "What is checked", written from the checks' own declarations (checks/declare.py):
-`python -m gpuaccept.checks.catalog > docs/checks.md`. A test holds the file to what this writes."""
+`python -m gpuaccept.checks.catalog > docs/checks.md`; and what every writer needs of each check, as
+data below the checks: `python -m gpuaccept.checks.catalog meanings > src/gpuaccept/vocabulary/checks.json`.
+A test holds both files to what this writes."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 
 from gpuaccept.checks.declare import CHECK_MODULES, Declaration, declared_checks
@@ -19,6 +22,9 @@ when this file is not what the declarations say.
 - **area**: the area of the machine it judges, as coverage by area counts it in every report (a root
   cause marks the checks whose failure is the cause of others: a GPU missing, someone else's load on
   a GPU); **headline**: its value is shown beside its limit in the terminal's summary when it passes.
+- **fleet**: a fleet compares its value across hosts (`report fleet`) and over a host's runs (`report
+  history`), higher or lower better as it says; **metric**: its value is a Prometheus series of its own
+  ([metrics.md](metrics.md)); a ratio where it is a share of something.
 - **stage**: the measurement stage whose value it judges (none: it reads what the probe found).
 - **marginal**: its value is judged with the profile's marginal band (`judging.marginal_band`): a
   value that passes between the limit and the marginal line is marked marginal, and the criterion
@@ -61,6 +67,8 @@ def _row(declaration: Declaration) -> str:
         _mark(staged and declaration.measured_again),
         _mark(staged and declaration.in_burnin),
         _mark(declaration.headline),
+        f"{declaration.better.value} better" if declaration.fleet and declaration.better else "",
+        ("ratio" if declaration.share else "yes") if declaration.metric else "",
         declaration.summary.replace("|", "\\|"),
     ]
     return "| " + " | ".join(cells) + " |"
@@ -80,8 +88,8 @@ def checks_markdown() -> str:
             lines += ["Judged by `gpu-accept cluster` over every node of one job ([many-nodes.md](many-nodes.md)), "
                       "its JUnit cases named like the suites' tests.", ""]
         lines += [
-            "| test id | check | subjects | area | stage | marginal | again | burn-in | headline | what |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| test id | check | subjects | area | stage | marginal | again | burn-in | headline | fleet | metric | what |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [_row(declaration) for declaration in mine]
         lines.append("")
@@ -89,5 +97,11 @@ def checks_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def meanings_json() -> str:
+    """vocabulary/checks.json: each declared check's meaning for writers, by its name."""
+    meanings = {found.declaration.name: found.declaration.meaning.as_data() for found in declared_checks(runner=None)}
+    return json.dumps(meanings, indent=1, sort_keys=True) + "\n"
+
+
 if __name__ == "__main__":
-    sys.stdout.write(checks_markdown())
+    sys.stdout.write(meanings_json() if sys.argv[1:] == ["meanings"] else checks_markdown())

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from gpuaccept.checks.declare import GPU, StepKeys, check
 from gpuaccept.checks.missing import PER_GPU_LOADS
-from gpuaccept.checks.verdict import AtLeast, Criterion, Equals, Judge, Verdict
+from gpuaccept.checks.verdict import AtLeast, Better, Criterion, Equals, Judge, Verdict
 from gpuaccept.facts.model import ComputeSweep, Facts, GemmResult, HbmResult, MemtestResult
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.display import show
@@ -66,7 +66,8 @@ def _gemm_note(result: GemmResult) -> str:
     return f"{result.dtype} {result.size}x{result.size}x{result.size}, {result.repeats} products, {result.time_us:.0f} us each"
 
 
-@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("gemm"), attempts=_keys("gemm"), headline=True)
+@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("gemm"), attempts=_keys("gemm"), headline=True,
+       fleet=True, better=Better.HIGHER)
 def gemm_throughput(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """Sustained GEMM throughput of the GPU is at least the profile's `compute.gemm.min_tflops`."""
     compute = profile.spec.compute
@@ -159,13 +160,15 @@ def _hbm(judge: Judge, what: LoadKind, profile: Profile, facts: Facts, gpu: int)
     return judge(gpu_key(gpu), label, result.GBps, criterion, note=note, context={"time_us": round(result.time_us, 1)})
 
 
-@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_copy"), attempts=_keys("hbm_copy"), headline=True)
+@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_copy"), attempts=_keys("hbm_copy"), headline=True,
+       fleet=True, better=Better.HIGHER)
 def hbm_copy(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """HBM copy bandwidth of the GPU is at least the profile's `compute.hbm.copy_min`."""
     return _hbm(judge, "hbm_copy", profile, facts, gpu)
 
 
-@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_triad"), attempts=_keys("hbm_triad"), headline=True)
+@check(subjects=GPU, marginal=True, stage="compute", asked=_asked, key_of=_load("hbm_triad"), attempts=_keys("hbm_triad"), headline=True,
+       fleet=True, better=Better.HIGHER)
 def hbm_triad(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """HBM triad bandwidth of the GPU is at least the profile's `compute.hbm.triad_min`."""
     return _hbm(judge, "hbm_triad", profile, facts, gpu)

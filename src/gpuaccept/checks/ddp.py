@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuaccept.checks.declare import Subjects, check
 from gpuaccept.checks.missing import DDP_SWEEP, DDP_SWEEP_WITHOUT_P2P
-from gpuaccept.checks.verdict import AtLeast, AtMost, Criterion, Judge, Verdict
+from gpuaccept.checks.verdict import AtLeast, AtMost, Better, Criterion, Judge, Verdict
 from gpuaccept.facts.model import DdpResult, DdpSweep, Facts
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.steps import DdpKey, StepKey, parse_ddp_case
@@ -52,7 +52,8 @@ def _throughput(
     return result
 
 
-@check(subjects=DDP_CASE, name="ddp_scaling", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys, headline=True)
+@check(subjects=DDP_CASE, name="ddp_scaling", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys, headline=True,
+       fleet=True, share=True, better=Better.HIGHER)
 def scaling(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     """DDP training throughput per GPU at a setting, as a share of one GPU's, is at least the profile's efficiency."""
     minimum = profile.spec.ddp.min_efficiency.get(case) if profile.spec.ddp else None
@@ -83,7 +84,8 @@ def scaling(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     return judge(case, "scaling efficiency", efficiency, criterion, note=note, context=context)
 
 
-@check(subjects=DDP_CASE, name="ddp_exposed_comm", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys, headline=True)
+@check(subjects=DDP_CASE, name="ddp_exposed_comm", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys, headline=True,
+       fleet=True, share=True, better=Better.LOWER)
 def exposed_communication(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     """The share of a DDP step spent in gradient communication not hidden by compute is at most the profile's."""
     maximum = profile.spec.ddp.max_exposed_comm.get(case) if profile.spec.ddp else None
@@ -101,7 +103,8 @@ def exposed_communication(judge: Judge, profile: Profile, facts: Facts, case: st
     return judge(case, "exposed communication", exposed, criterion, note=note)
 
 
-@check(subjects=DDP_CASE, name="ddp_nvlink_speedup", marginal=True, stage="ddp", in_burnin=False, attempts=_both_arms, headline=True)
+@check(subjects=DDP_CASE, name="ddp_nvlink_speedup", marginal=True, stage="ddp", in_burnin=False, attempts=_both_arms, headline=True,
+       fleet=True, better=Better.HIGHER)
 def nvlink_speedup(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     """DDP training with P2P is at least the profile's factor faster than with NCCL_P2P_DISABLE=1."""
     minimum = profile.spec.ddp.nvlink_ab.get(case) if profile.spec.ddp else None

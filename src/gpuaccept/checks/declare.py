@@ -11,8 +11,14 @@ check function receives its `Judge`, made from the declaration: no check retypes
 It also says what every writer needs of it, carried on each of its verdicts (facts/verdict.py): the
 area of the machine it judges (vocabulary/areas.py: its stage's, else its module's), the GPUs each
 subject involves, whether its failure is a root cause of other checks (a GPU missing, someone
-else's load on a GPU), and whether its value is a headline worth seeing when it passes. So coverage
-by area and causes first are read from data, and no writer types a check's name.
+else's load on a GPU), whether its value is a headline worth seeing when it passes, whether the fleet
+compares it across hosts and over a host's runs (fleet medians, history, drift), whether it is a
+Prometheus series of its own (a headline or fleet value always is), whether it is a share of something
+(a ratio, where its criterion names no unit), and which way it improves. So coverage by area, causes
+first, the fleet's medians, the history and the metrics are read from data, and no writer types a
+check's name: vocabulary/checks.json holds the same declarations below the checks, for results written
+before verdicts carried them and for the SQL of the results store
+(`python -m gpuaccept.checks.catalog meanings > src/gpuaccept/vocabulary/checks.json`).
 
 Derived from the registry: the test parametrization of the plugin (plugin/parametrize.py), the
 values of each stage (checks/stages.py's STAGE_VALUES), the health families, the golden verdicts of
@@ -30,10 +36,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, Literal, ParamSpec
 
-from gpuaccept.checks.verdict import Judge, Verdict, best_attempt
+from gpuaccept.checks.verdict import Better, Judge, Verdict, best_attempt
 from gpuaccept.facts.model import Facts
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.areas import AREAS, RootCause
+from gpuaccept.vocabulary.checks import CheckMeaning
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.steps import StageName, StepKey
 
@@ -109,6 +116,16 @@ class Declaration:
     area: str = ""  # the area of the machine it judges (vocabulary/areas.py)
     root: RootCause | None = None  # what its failure is the root cause of, where it is one
     headline: bool = False  # its value is worth seeing when it passes (the terminal's summary shows it)
+    fleet: bool = False  # its value is compared across a fleet's hosts and over a host's runs
+    metric: bool = False  # its value is a Prometheus series of its own (a headline or fleet value always is)
+    share: bool = False  # its value, without a unit, is a share of something: a ratio
+    better: Better | None = None  # which way its value improves, where that is the same for every subject
+
+    @property
+    def meaning(self) -> CheckMeaning:
+        """What every writer needs of it, as vocabulary/checks.json holds it."""
+        better = None if self.better is None else self.better.value
+        return CheckMeaning(self.area, better, self.fleet, self.headline, self.metric, self.share)
 
     @property
     def test_name(self) -> str:
@@ -160,10 +177,13 @@ class DeclaredCheck(Generic[P]):
 
     def declared(self, verdict: Verdict, profile: Profile, subject: Any) -> Verdict:
         """`verdict` with what this check declares for every writer: its area, the GPUs its subject
-        involves (a root cause's own, where it names the GPUs at fault), whether it is a root cause and
-        whether its value is a headline."""
+        involves (a root cause's own, where it names the GPUs at fault), whether it is a root cause, and
+        where its value is shown (a headline, a fleet value, a metric, a share)."""
         declaration = self.declaration
-        update: dict[str, Any] = {"area": declaration.area, "root": declaration.root, "headline": declaration.headline}
+        update: dict[str, Any] = {
+            "area": declaration.area, "root": declaration.root, "headline": declaration.headline, "fleet": declaration.fleet,
+            "metric": declaration.metric, "share": declaration.share,
+        }
         gpus_of = declaration.subjects.gpus
         if gpus_of is not None and subject is not None and not (declaration.root and verdict.gpus):
             update["gpus"] = gpus_of(profile, subject)
@@ -191,6 +211,10 @@ def check(
     area: str | None = None,
     root: RootCause | None = None,
     headline: bool = False,
+    fleet: bool = False,
+    metric: bool = False,
+    share: bool = False,
+    better: Better | None = None,
 ) -> Callable[[Callable[Concatenate[Judge, Profile, P], Verdict]], DeclaredCheck[P]]:
     """Declare a check (see the module's docstring); it is registered under its name."""
 
@@ -206,9 +230,12 @@ def check(
         declared_area = area or stage or MODULE_AREAS.get(module, "")
         if declared_area not in AREAS:
             raise ValueError(f"check {named!r}: area {declared_area!r} is not one of {', '.join(AREAS)}")
+        if fleet and better not in (Better.HIGHER, Better.LOWER):
+            raise ValueError(f"check {named!r}: a fleet value says which way it improves (better=Better.HIGHER or LOWER)")
         declaration = Declaration(
             named, module, " ".join(summary.split()), subjects, marginal, stage, asked,
             measured_again, in_burnin, judged_beside_load, key_of, attempts, family, test, runner, declared_area, root, headline,
+            fleet, metric or fleet or headline, share, better,
         )
         declared = DeclaredCheck(judged, declaration)
         REGISTRY[declaration.name] = declared

@@ -13,7 +13,7 @@ from typing import Any
 from gpuaccept.checks.declare import GPU, GPU_ORDERED_PAIR, GPU_PAIR, Subjects, check, every_gpu
 from gpuaccept.checks.missing import COPY_BANDWIDTH, NCCL_SWEEP, PAIRWISE_SWEEP
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
-from gpuaccept.checks.verdict import AtLeast, Context, Criterion, Equals, Judge, Verdict
+from gpuaccept.checks.verdict import AtLeast, Better, Context, Criterion, Equals, Judge, Verdict
 from gpuaccept.facts.model import CollectiveResult, Facts, Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.collectives import Collective
@@ -92,7 +92,8 @@ def collective_step_keys(profile: Profile, case: tuple[Collective, str]) -> list
     return [collective_step_key(case)]
 
 
-@check(subjects=BUSBW_CASE, marginal=True, stage="nccl", judged_beside_load=False, attempts=collective_step_keys, headline=True)
+@check(subjects=BUSBW_CASE, marginal=True, stage="nccl", judged_beside_load=False, attempts=collective_step_keys, headline=True,
+       fleet=True, better=Better.HIGHER)
 def busbw(judge: Judge, profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
     """NCCL bus bandwidth of a collective at a size is at least the profile's floor."""
     collective, size_text = case
@@ -133,7 +134,8 @@ def pair_step_keys(profile: Profile, pair: tuple[int, int]) -> list[StepKey]:
     return [PairKey.between(*pair)]
 
 
-@check(subjects=GPU_PAIR, marginal=True, stage="nccl", asked=_pairwise, judged_beside_load=False, attempts=pair_step_keys, headline=True)
+@check(subjects=GPU_PAIR, marginal=True, stage="nccl", asked=_pairwise, judged_beside_load=False, attempts=pair_step_keys, headline=True,
+       fleet=True, better=Better.HIGHER)
 def pair_busbw(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     """Send/receive bandwidth between two GPUs is at least the profile's pairwise floor."""
     subject = pair_key(*pair)
@@ -193,10 +195,11 @@ def _copies_asked(what: CopyKind) -> Callable[[Profile], bool]:
 
 
 def _copy(what: CopyKind) -> dict[str, Any]:
-    """What every copy check declares: a marginal band, the copy stage, judged on every attempt, a headline value."""
+    """What every copy check declares: a marginal band, the copy stage, judged on every attempt, a headline
+    and fleet value, better higher."""
     return {
         "marginal": True, "stage": "copies", "asked": _copies_asked(what), "judged_beside_load": False, "attempts": _copy_keys(what),
-        "headline": True,
+        "headline": True, "fleet": True, "better": Better.HIGHER,
     }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuaccept.checks.declare import GPU, check
-from gpuaccept.checks.verdict import AtLeast, AtLeastVersion, Criterion, Equals, Judge, MatchesAny, Verdict
+from gpuaccept.checks.verdict import AtLeast, AtLeastVersion, Better, Criterion, Equals, Judge, MatchesAny, Verdict
 from gpuaccept.facts.model import Facts, GpuFacts, Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key
@@ -64,7 +64,7 @@ def gpu_model(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdi
     return judge(gpu_key(index), "model", gpu.name, criterion, note=f"bus {gpu.pci_bus_id}" if gpu.pci_bus_id else "")
 
 
-@check(subjects=GPU)
+@check(subjects=GPU, metric=True, better=Better.HIGHER)
 def gpu_memory(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
     """The GPU's total memory is at least the profile's `gpus.memory_min_gib`."""
     minimum = profile.spec.gpus.memory_min_gib

@@ -21,7 +21,7 @@ import statistics
 from gpuaccept.checks.declare import GPU, check
 from gpuaccept.checks.missing import TELEMETRY
 from gpuaccept.checks.stages import stages_asked
-from gpuaccept.checks.verdict import AtLeast, AtMost, Judge, Verdict
+from gpuaccept.checks.verdict import AtLeast, AtMost, Better, Judge, Verdict
 from gpuaccept.facts.model import Facts, TelemetrySample, Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key
@@ -69,7 +69,7 @@ def _none_read(judge: Judge, facts: Facts, subject: str, samples: list[Telemetry
     return judge.not_applicable(subject, reason)
 
 
-@check(subjects=GPU)
+@check(subjects=GPU, metric=True, better=Better.LOWER)
 def clock_slowdown(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """The share of samples under load with the clocks held down by the hardware is within the profile's limit."""
     limit = profile.spec.burnin.max_slowdown_share
@@ -89,7 +89,7 @@ def clock_slowdown(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ve
     return judge(subject, "clock slowdown (hardware, thermal, power brake)", share, AtMost(limit * 100, "%"), note=note, context=context)
 
 
-@check(subjects=GPU)
+@check(subjects=GPU, metric=True, better=Better.LOWER)
 def max_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """The hottest GPU temperature the telemetry sampled stays below NVML's slowdown temperature."""
     subject = gpu_key(gpu)
@@ -111,7 +111,7 @@ def max_temperature(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> V
     return judge(subject, "hottest GPU temperature", hottest, criterion, note=note, context={"samples": len(read)})
 
 
-@check(subjects=GPU, marginal=True)
+@check(subjects=GPU, marginal=True, metric=True, better=Better.HIGHER)
 def sm_clock_under_load(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """The median SM clock under load is at least the profile's `burnin.min_sm_clock_mhz`."""
     floor = profile.spec.burnin.min_sm_clock_mhz

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from gpuaccept.checks.declare import GPU, GPU_PAIR, check
 from gpuaccept.checks.inventory import present_gpu
-from gpuaccept.checks.verdict import AtLeast, Equals, Judge, Verdict
+from gpuaccept.checks.verdict import AtLeast, Better, Equals, Judge, Verdict
 from gpuaccept.facts.model import Facts, Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.nvml_codes import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
 
 
-@check(subjects=GPU)
+@check(subjects=GPU, metric=True, better=Better.HIGHER)
 def pcie_generation(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
     """The GPU's PCIe link reaches the profile's generation."""
     pcie = profile.spec.pcie
@@ -34,7 +34,7 @@ def pcie_generation(judge: Judge, profile: Profile, facts: Facts, index: int) ->
     )
 
 
-@check(subjects=GPU)
+@check(subjects=GPU, metric=True, better=Better.HIGHER)
 def pcie_width(judge: Judge, profile: Profile, facts: Facts, index: int) -> Verdict:
     """The GPU's PCIe link runs at the profile's width (lanes) or wider."""
     pcie = profile.spec.pcie

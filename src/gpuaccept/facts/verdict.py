@@ -22,6 +22,7 @@ from pydantic import BeforeValidator, Discriminator, Field, JsonValue, Serialize
 from gpuaccept.facts.model import Record
 from gpuaccept.outcomes import Outcome
 from gpuaccept.vocabulary.areas import RootCause
+from gpuaccept.vocabulary.checks import meaning_of
 from gpuaccept.vocabulary.display import show, show_apart
 
 
@@ -361,9 +362,13 @@ class Verdict(Record):
 
     What its check declares rides with it for every writer (checks/declare.py): the `area` of the
     machine it judges, the `gpus` its subject involves (for a root cause, the GPUs at fault), the kind
-    of `root` cause its failure is of other checks, and whether its value is a `headline` worth seeing
-    when it passes. `missing` says what the facts lacked, where that is why it could not judge. Results
-    written before these keys read with none (vocabulary/areas.py places them by their suite)."""
+    of `root` cause its failure is of other checks, whether its value is a `headline` worth seeing
+    when it passes, a `fleet` value (compared across hosts and over a host's runs), a `metric` of its
+    own and a `share` of something (a ratio). `missing` says what the facts lacked, where that is why it
+    could not judge. Results written before these keys read with none (vocabulary/areas.py places them
+    by their suite); where a writer needs `fleet`, `metric`, `share` or `better` of such a verdict, its
+    check's declaration says it (vocabulary/checks.json: `in_fleet`, `is_metric`, `is_share`,
+    `lower_is_better`)."""
 
     check: str
     subject: str
@@ -385,6 +390,9 @@ class Verdict(Record):
     root: RootCause | None = None
     missing: str = ""
     headline: bool = False
+    fleet: bool | None = None  # None: written before verdicts carried it (as the three below)
+    metric: bool | None = None
+    share: bool | None = None
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Verdict:
@@ -394,6 +402,28 @@ class Verdict(Record):
     def as_data(self) -> dict[str, Any]:
         """The verdict as plain data, as results.json holds it."""
         return self.model_dump(mode="json")
+
+    @property
+    def in_fleet(self) -> bool:
+        """Whether a fleet compares its value across hosts and over a host's runs."""
+        return self.fleet if self.fleet is not None else meaning_of(self.check).fleet
+
+    @property
+    def is_metric(self) -> bool:
+        """Whether its value is a Prometheus series of its own."""
+        return self.metric if self.metric is not None else meaning_of(self.check).metric
+
+    @property
+    def is_share(self) -> bool:
+        """Whether its value, without a unit, is a share of something: a ratio."""
+        return self.share if self.share is not None else meaning_of(self.check).share
+
+    @property
+    def lower_is_better(self) -> bool:
+        """Whether its value improves as it falls (a ceiling, a share of time lost)."""
+        if self.better is not None:
+            return self.better is Better.LOWER
+        return meaning_of(self.check).better == Better.LOWER.value
 
     @property
     def ok(self) -> bool:

@@ -25,14 +25,13 @@ from gpuaccept.files import read_input_bytes, read_input_text
 from gpuaccept.outcomes import EXIT_FAILED, exit_code, stopped_by_pytest
 from gpuaccept.report import cluster_view
 from gpuaccept.report.junit import Counts, Suite, failing_suite, fleet_host_suite, suite, verdict_suite, write_junit, xml_attribute
+from gpuaccept.vocabulary.checks import checks_where
 
-# results.json written before verdicts said which way their value improves: the one check whose
-# value is better lower; every other number is better when higher
-OLDER_RESULTS_LOWER_IS_BETTER = {"ddp_exposed_comm"}
-MEDIAN_CHECKS = {
-    "busbw", "pair_busbw", "p2p_copy", "p2p_copy_bidirectional", "local_copy", "host_to_device", "device_to_host",
-    "ddp_scaling", "ddp_exposed_comm", "ddp_nvlink_speedup",
-}
+# the checks whose values a fleet compares, and those of them better lower, as the checks declare them
+# (vocabulary/checks.json): for the store's rows, which hold a check's name only, and for results
+# written before verdicts said which way their value improves
+OLDER_RESULTS_LOWER_IS_BETTER = set(checks_where(fleet=True, better="lower"))
+MEDIAN_CHECKS = set(checks_where(fleet=True))
 MEDIAN_HOSTS = 3  # fewer hosts of a profile have no median to speak of: one slow host of two is half the fleet
 FAILURES_SHOWN = 3  # failures named per host, root causes first
 TRANSIENTS_SHOWN = 3  # transient test ids named per host

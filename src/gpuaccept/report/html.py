@@ -584,10 +584,10 @@ def _ddp_figure(bars: list[dict]):
 
 
 def _steady_points(verdicts: Sequence[Verdict]) -> list[tuple[float, str]]:
-    """Where each GPU reached thermal steady state, as its verdict recorded it (telemetry time)."""
+    """Where each GPU reached thermal steady state, as its verdict recorded it in its evidence (telemetry time)."""
     points = []
     for verdict in verdicts:
-        at = verdict.context.get("steady_at_s") if verdict.check == "thermal_steady_state" else None
+        at = verdict.context.get("steady_at_s")
         if isinstance(at, (int, float)):
             points.append((float(at), f"{verdict.subject} steady"))
     return points

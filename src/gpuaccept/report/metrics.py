@@ -13,9 +13,9 @@ them in textfiles, and `gpu_accept_run_timestamp_seconds` says when the run ende
 
 Every series carries `command` (run, burn-in, health-check; fleet for `report metrics`): node_exporter
 merges every file of its folder, and two files with one series would make it drop one of them
-silently. Metric names come only from this module's fixed vocabulary (the check names of
-`VALUE_CHECKS`, the units of `_UNITS`): a results.json may say anything, and what it says reaches
-the text only as label values, escaped as the exposition format says.
+silently. Metric names come only from a fixed vocabulary (the names of the declared checks whose value is
+a metric, vocabulary/checks.json; the units of `_UNITS`): a results.json may say anything, and what it
+says reaches the text only as label values, escaped as the exposition format says.
 """
 
 from __future__ import annotations
@@ -29,15 +29,10 @@ from datetime import datetime
 from gpuaccept.facts.run_record import RunRecord, TestRecord
 from gpuaccept.facts.run_verdict import RunVerdict
 from gpuaccept.facts.verdict import Verdict
+from gpuaccept.vocabulary.checks import declared_meanings
 
 PREFIX = "gpu_accept"
 COMMANDS = ("run", "burn-in", "health-check", "fleet")  # the values of the `command` label
-# the checks whose measured value (and its limit) is a metric of its own: gpu_accept_<check>_<unit>
-VALUE_CHECKS = frozenset({
-    "busbw", "pair_busbw", "p2p_copy", "p2p_copy_bidirectional", "local_copy", "host_to_device", "device_to_host",
-    "gemm_throughput", "hbm_copy", "hbm_triad", "ddp_scaling", "ddp_exposed_comm", "ddp_nvlink_speedup", "clock_slowdown",
-    "gpu_memory", "max_temperature", "sm_clock_under_load", "pcie_width", "pcie_generation", "no_regression",
-})
 
 # a verdict's unit -> (the metric name's unit suffix, the factor to the base unit)
 _UNITS: dict[str, tuple[str, float]] = {
@@ -52,8 +47,6 @@ _UNITS: dict[str, tuple[str, float]] = {
     "links": ("links", 1.0),
     "s": ("seconds", 1.0),
 }
-# checks whose values carry no unit but are shares of something: a ratio in Prometheus' words
-_RATIOS = {"ddp_scaling", "ddp_exposed_comm"}
 
 
 @dataclass
@@ -157,8 +150,8 @@ def _test_metrics(families: _Families, run: dict[str, str], test: TestRecord) ->
     if verdict is None or verdict.numeric is None or _direction(verdict) is None:
         return  # a state, not a quantity: its pass or fail above is all there is to plot
     named = _value_name(verdict)
-    if named is None or verdict.check not in VALUE_CHECKS:
-        return  # a name outside the vocabulary never becomes a metric's name
+    if named is None or not verdict.is_metric or verdict.check not in declared_meanings():
+        return  # a name outside the vocabulary never becomes a metric's name: only a declared check's
     name, factor = named
     value_labels = {**run, **subject_labels(test.id)}
     value = verdict.numeric * factor
@@ -199,7 +192,7 @@ def _value_name(verdict: Verdict) -> tuple[str, float] | None:
     if verdict.unit in _UNITS:
         return _UNITS[verdict.unit]
     if verdict.unit == "":
-        return ("ratio", 1.0) if verdict.check in _RATIOS else ("", 1.0)
+        return ("ratio", 1.0) if verdict.is_share else ("", 1.0)  # a share of something: a ratio in Prometheus' words
     return None  # a unit without a base unit here: reported by pass or fail only
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from gpuaccept.report.fleet import MEDIAN_CHECKS, OLDER_RESULTS_LOWER_IS_BETTER
 
-HISTORY_CHECKS = sorted(MEDIAN_CHECKS | {"gemm_throughput", "hbm_copy", "hbm_triad"})
+HISTORY_CHECKS = sorted(MEDIAN_CHECKS)  # the fleet's values: compared across hosts and over a host's runs
 MIN_OWN_RUNS = 3  # runs before the latest that a host's own median needs
 MIN_DECLINE_RUNS = 5  # runs a fitted decline needs
 DECLINE_R2 = 0.7  # how much of the spread a straight line must explain to call it a steady decline
