@@ -268,11 +268,19 @@ def test_fleet_fails_a_host_whose_run_could_not_judge(tmp_path, capsys):
 def test_fleet_reads_why_a_run_could_not_judge_from_its_recorded_verdict(tmp_path, capsys):
     healthy = load_results(HEALTHY)
     stopped = ["the burn-in was cut short by a signal: 3 round(s) in 4m10s of 2h00m00s"]
-    cut = healthy.model_copy(update={"verdict": healthy.judged(stopped)})  # as the run decided and recorded it at its end
+    # as the run decided and recorded it at its end: its verdict, and pytest's status made 2 beside it
+    cut = on_host(healthy, "vm2")
+    cut = cut.model_copy(update={"verdict": cut.judged(stopped), "run": cut.run.model_copy(update={"exit_status": 2})})
     assert cut.exit_code() == 2 and healthy.exit_code() == 0
     path = written(tmp_path, "cut.json", cut)
     assert cli(["report", "fleet", str(HEALTHY), path]) == 1
-    assert f"FAIL vm ({path}): could not judge: {stopped[0]}" in capsys.readouterr().out.splitlines()
+    assert f"FAIL vm2 ({path}): could not judge: {stopped[0]}" in capsys.readouterr().out.splitlines()
+    # the same from a store, which keeps what the verdict said
+    db = tmp_path / "fleet.duckdb"
+    assert cli(["store", "add", "--db", str(db), str(HEALTHY), path]) == 0
+    capsys.readouterr()
+    assert cli(["report", "fleet", "--db", str(db)]) == 1
+    assert f"FAIL vm2 ({path}): could not judge: {stopped[0]}" in capsys.readouterr().out.splitlines()
 
 
 def test_fleet_lists_hosts_by_transient_count(tmp_path, capsys):

@@ -16,9 +16,10 @@ from gpuaccept.checks.declare import DeclaredCheck, declared_checks
 from gpuaccept.checks.verdict import AtLeast, AtMost, Better, Judge, Verdict
 from gpuaccept.facts.run_record import Environment, RunRecord, TestRecord, load_results
 from gpuaccept.profile.catalog import ProfileCatalog
-from gpuaccept.report.fleet import MEDIAN_CHECKS, OLDER_RESULTS_LOWER_IS_BETTER, host_results
+from gpuaccept.report.fleet import MEDIAN_CHECKS, OLDER_RESULTS_LOWER_IS_BETTER
 from gpuaccept.report.metrics import render_metrics
 from gpuaccept.report.summary import headline_lines, summary_lines
+from gpuaccept.store.fleet import fleet_database, fleet_values, hosts_of
 from gpuaccept.store.history import HISTORY_CHECKS
 from gpuaccept.vocabulary.areas import AREAS
 from tests.helpers import ROOT, example_facts
@@ -77,11 +78,15 @@ def test_every_declared_area_is_one_the_summary_lists():
 
 
 @pytest.mark.parametrize("written_before", [False, True], ids=["carried", "written-before"])
-def test_every_fleet_value_is_compared_by_the_fleet_and_kept_in_the_history(written_before: bool):
+def test_every_fleet_value_is_compared_by_the_fleet_and_kept_in_the_history(written_before: bool, tmp_path):
     record, check_of = _run(written_before)
     fleet = _where(fleet=True)
     assert fleet, "no check declares a fleet value"
-    values = host_results(record, "results.json").values
+    path = tmp_path / "results.json"
+    path.write_text(record.to_json(), encoding="utf-8")
+    with fleet_database([str(path)]) as connection:  # as `report fleet` reads a results file
+        hosts_of(connection)
+        values = {test_id: value for (_, test_id), value in fleet_values(connection).items()}
     assert {check_of[test_id] for test_id in values} == fleet
     assert fleet == MEDIAN_CHECKS
     assert set(HISTORY_CHECKS) == fleet  # the store's SQL filters its rows by these names

@@ -26,10 +26,11 @@ import duckdb
 
 from gpuaccept.errors import GpuAcceptError
 
-SCHEMA_VERSION = 2
-# what readers read: version 2 added only what `store add` needs to tell runs apart, so a store that
-# its reader may not write (another user's, a read-only copy) is read as it is
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+# what readers read: versions 2 and 3 added only what `store add` needs to tell runs apart and what a
+# run recorded of why it could not judge, so a store that its reader may not write (another user's, a
+# read-only copy) is read as it is
+READABLE_VERSIONS = (1, 2, 3)
 
 # Each step takes a store from version i to i + 1; a store is migrated forward when opened for writing.
 # Version 1: runs, their GPUs, every test's result, and the files each run was read from.
@@ -83,6 +84,11 @@ MIGRATIONS = [
     ALTER TABLE runs ADD COLUMN own_id VARCHAR;      -- the id the run gave itself (NULL in older files)
     ALTER TABLE runs ADD COLUMN content_sha256 VARCHAR;  -- what its tests say; NULL where added before version 2
     UPDATE runs SET run_key = run_id;
+    """,
+    # Version 3: what kept a run from judging beside its tests, as its recorded verdict says (a signal, a
+    # burn-in cut short, a report not written): a fleet names it where it could not judge
+    """
+    ALTER TABLE runs ADD COLUMN stopped VARCHAR;     -- one reason a line; NULL where none, or added before version 3
     """,
 ]
 

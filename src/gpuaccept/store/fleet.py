@@ -98,13 +98,17 @@ def hosts_of(connection: Any) -> list[HostResults]:
     ).fetchall():
         families[run_id][family] = family_state(failed, not_judged, passed, transient, marginal)
     hosts = []
-    for run_id, host, profile, complete, exit_status, tests, failed, errors, skipped, marginal, source in connection.execute(
-        "SELECT run_id, host, profile, complete, exit_status, tests, failed, errors, skipped, marginal, source FROM latest ORDER BY host"
+    # a store of version 1 or 2, read as it is, has no `stopped`: its runs' exit status says what it can
+    columns = {row[0] for row in connection.execute("DESCRIBE latest").fetchall()}
+    stopped_column = "coalesce(stopped, '')" if "stopped" in columns else "''"
+    for run_id, host, profile, complete, exit_status, tests, failed, errors, skipped, marginal, source, stopped in connection.execute(
+        "SELECT run_id, host, profile, complete, exit_status, tests, failed, errors, skipped, marginal, source, "
+        f"{stopped_column} FROM latest ORDER BY host"
     ).fetchall():
         hosts.append(HostResults(
             source or run_id, host, profile, bool(complete), Counts(tests, failed, errors, skipped),
             tuple(failures.get(run_id, ())), tuple(transients.get(run_id, ())), int(marginal or 0), exit_status,
-            families=families.get(run_id, {}),
+            families=families.get(run_id, {}), stopped=tuple(line for line in stopped.splitlines() if line),
         ))
     return hosts
 
@@ -134,18 +138,32 @@ def family_state(failed: bool, not_judged: bool, passed: bool, transient: bool, 
     return "skipped"
 
 
+# The values a fleet compares: every number of a fleet check (report/fleet.py's MEDIAN_CHECKS) in the
+# latest runs, and whether it is better lower (as its verdict says, or for older results as the check declares)
+FLEET_VALUES = """
+    SELECT coalesce(l.source, l.run_id) AS path, l.host, l.profile, r.test_id, r.measured, coalesce(r.unit, '') AS unit,
+        coalesce(r.better = 'lower', list_contains($older, r.check_name)) AS lower
+    FROM results r JOIN latest l USING (run_id)
+    WHERE r.measured IS NOT NULL AND isfinite(r.measured) AND list_contains($checks, r.check_name)
+"""
+
+
+def fleet_values(connection: Any) -> dict[tuple[str, str], tuple[bool, float, str]]:
+    """(host, test id) -> (better lower, value, unit) of every value the fleet compares. `connection`
+    must hold the `latest` table hosts_of made."""
+    rows = connection.execute(
+        FLEET_VALUES, {"older": sorted(OLDER_RESULTS_LOWER_IS_BETTER), "checks": sorted(MEDIAN_CHECKS)}
+    ).fetchall()
+    return {(host, test): (bool(lower), float(value), unit) for _, host, _, test, value, unit, lower in rows}
+
+
 def outliers_of(connection: Any, tolerance: float) -> list[Outlier]:
     """Values of the latest runs more than `tolerance` worse than the median of the same test across
     the hosts of one profile (of MEDIAN_HOSTS or more; which checks, and which way each improves,
     report/fleet.py says). `connection` must hold the `latest` table hosts_of made."""
     rows = connection.execute(
-        """
-        WITH v AS (
-            SELECT coalesce(l.source, l.run_id) AS path, l.host, l.profile, r.test_id, r.measured, coalesce(r.unit, '') AS unit,
-                coalesce(r.better = 'lower', list_contains($older, r.check_name)) AS lower
-            FROM results r JOIN latest l USING (run_id)
-            WHERE r.measured IS NOT NULL AND isfinite(r.measured) AND list_contains($checks, r.check_name)
-        ),
+        f"""
+        WITH v AS ({FLEET_VALUES}),
         m AS (SELECT profile, test_id, median(measured) AS median, count(*) AS hosts FROM v GROUP BY ALL HAVING count(*) >= $least)
         SELECT v.path, v.host, v.test_id, v.measured, m.median, v.unit, m.hosts FROM v JOIN m USING (profile, test_id)
         WHERE CASE WHEN v.lower THEN v.measured > m.median * (1 + $tolerance) ELSE v.measured < m.median * (1 - $tolerance) END

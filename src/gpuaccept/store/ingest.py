@@ -186,6 +186,7 @@ def rows_of(record: RunRecord, path: str, size: int, mtime_ns: int, run_id: str 
         "run_id": run_id, "run_key": key, "own_id": run.id, "host": env.host, "profile": run.profile.name,
         "profile_sha256": run.profile.sha256, "started_at": started.isoformat(), "finished_at": finished.isoformat() if finished else None,
         "complete": record.complete, "exit_status": exit_status_of(record),
+        "stopped": "\n".join(record.recorded_verdict().stopped) or None,
         "driver": env.driver, "cuda_driver": env.cuda_driver, "nccl": env.nccl, "torch": env.torch,
         "vbios": ",".join(known_vbios) or None, "gpu_model": env.gpu_model, "gpu_count": env.gpu_count,
         "tool_version": run.tool_version, "tests": summary.total, "failed": summary.failed, "errors": summary.error,
