@@ -19,7 +19,8 @@ import pytest
 from gpuaccept.cli import main as cli
 from gpuaccept.store import db as store_db
 from gpuaccept.store import ingest
-from gpuaccept.store.db import open_for_reading
+from gpuaccept.store.db import SCHEMA_VERSION, open_for_reading
+from gpuaccept.store.fleet import fleet_from_store
 from gpuaccept.store.ingest import add_files
 from tests.hostile import NAMES
 from tests.test_store import run_document, written
@@ -295,14 +296,15 @@ def test_a_store_of_version_1_is_read_as_it_is_and_migrated_by_the_next_add(tmp_
     db = tmp_path / "old.db"
     add_files(db, paths[:2], workers=1)
     connection = duckdb.connect(str(db))  # as a gpu-accept of before left it: version 1
-    for column in ("run_key", "own_id", "content_sha256"):
+    for column in ("run_key", "own_id", "content_sha256", "stopped"):
         connection.execute(f"ALTER TABLE runs DROP COLUMN {column}")
     connection.execute("UPDATE schema_version SET version = 1")
     connection.close()
     assert [row[0] for row in runs(db)] == ["node0000", "node0001"]  # read as it is, by a reader who may not write it
+    assert [(h.host, h.stopped) for h in fleet_from_store(db)] == [("node0000", ()), ("node0001", ())]  # no `stopped` column yet
     copy = written(tmp_path, "copy-of-n0.json", json.loads(Path(paths[0]).read_text()))
     report = add_files(db, [*paths, copy], workers=1)  # migrated; the runs known by their keys
     assert (len(report.added), report.already, report.unchanged) == (1, 1, 2)
     with open_for_reading(db) as connection:
-        assert connection.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 2
+        assert connection.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 3
         assert connection.execute("SELECT count(*) FROM runs WHERE run_key = run_id").fetchone()[0] == 3
