@@ -38,12 +38,19 @@ def stand_in(stage, facts, profile, gpus, only=None, attempt=0):
     return Measurements()
 
 
-def test_each_stage_is_set_up_ahead_once_the_one_before_it_has_measured(tmp_path, monkeypatch):
+def store_setting_up_ahead(tmp_path, monkeypatch):
+    """A live store on a GPU machine with cores to spare, its workers a FakePool that records what it
+    was asked, its stages measured by `stand_in`: the profile, the store and the pool."""
     profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
-    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)  # a GPU machine with cores to spare
+    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)
     store = MeasurementStore(tmp_path, live=True)
     store.pool = pool = FakePool()
     monkeypatch.setattr(store, "_measure", stand_in)
+    return profile, store, pool
+
+
+def test_each_stage_is_set_up_ahead_once_the_one_before_it_has_measured(tmp_path, monkeypatch):
+    profile, store, pool = store_setting_up_ahead(tmp_path, monkeypatch)
     store.expect(["copies", "compute", "ddp", "nccl"], PROBED, profile)
     assert pool.asked == [("set up", [1])]  # the first stage's, while the tests before it run: one process that sees every GPU
     store.with_stage("copies", PROBED, profile)
@@ -60,11 +67,7 @@ def test_each_stage_is_set_up_ahead_once_the_one_before_it_has_measured(tmp_path
 
 
 def test_nothing_starts_ahead_for_a_stage_measured_already_or_that_cannot_run(tmp_path, monkeypatch):
-    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
-    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)
-    store = MeasurementStore(tmp_path, live=True)
-    store.pool = pool = FakePool()
-    monkeypatch.setattr(store, "_measure", stand_in)
+    profile, store, pool = store_setting_up_ahead(tmp_path, monkeypatch)
     store.with_stage("copies", PROBED, profile)  # measured before the session said what comes
     one_gpu = PROBED.model_copy(update={"gpus": PROBED.gpus[:1]})
     store.expect(["copies", "nccl"], one_gpu, profile)  # copies done; NCCL needs two GPUs
@@ -239,11 +242,7 @@ def test_the_command_starts_its_probe_as_it_begins_only_where_it_reads_this_mach
 
 
 def test_a_burn_in_sets_nothing_up_ahead_of_its_rounds(tmp_path, monkeypatch):
-    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
-    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)
-    store = MeasurementStore(tmp_path, live=True)
-    store.pool = pool = FakePool()
-    monkeypatch.setattr(store, "_measure", stand_in)
+    profile, store, pool = store_setting_up_ahead(tmp_path, monkeypatch)
     store.expect(["copies", "nccl"], PROBED, profile, set_up_now=False)
     assert pool.asked == [("import", [1])]  # torch imported for the first stage; no GPU touched beside the rounds
     store.with_stage("copies", PROBED, profile)  # after the rounds, the stages set up ahead as in a standard run
