@@ -5,15 +5,21 @@ are what they were when kept by hand, and say where a criterion's marginal line 
 from __future__ import annotations
 
 import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from gpuaccept.checks import compute, fabric, health
+import gpuaccept.checks
+from gpuaccept.checks import compute, declare, fabric, health
+from gpuaccept.checks.burnin import burnin_cases
 from gpuaccept.checks.catalog import checks_markdown
 from gpuaccept.checks.declare import REGISTRY, check, declared_checks, subject_kinds
-from gpuaccept.checks.stages import STAGE_VALUES
+from gpuaccept.checks.stages import stage_values
 from gpuaccept.checks.verdict import AtLeast, Judge, Outcome
 from gpuaccept.facts.run_record import TestRecord
+from gpuaccept.profile import ProfileCatalog
 from gpuaccept.report.junit import case_properties
 from tests.helpers import ROOT
 
@@ -56,7 +62,7 @@ def test_the_subjects_the_plugin_parametrizes_come_from_the_declarations():
 def test_each_stages_values_are_those_kept_by_hand_before():
     view = {
         stage: [(v.check.__name__, v.measured_again, v.in_burnin, v.judged_beside_load, v.key_of is not None) for v in values]
-        for stage, values in STAGE_VALUES.items()
+        for stage, values in stage_values().items()
     }
     assert view == {
         "compute": [
@@ -77,6 +83,58 @@ def test_each_stages_values_are_those_kept_by_hand_before():
             ("ddp_nvlink_speedup", True, False, True, False),
         ],
     }
+
+
+ELSEWHERE = "gpuaccept.checks.elsewhere"  # a module of checks that no other module imports
+ELSEWHERE_SOURCE = '''
+from gpuaccept.checks.declare import GPU, check
+
+
+@check(subjects=GPU, stage="compute")
+def steady_gemm(judge, profile, facts, gpu):
+    """A compute stage's value declared outside the modules of the stages."""
+    return judge.error(f"gpu{gpu}", "never judged")
+'''
+
+
+def _checks_module_elsewhere(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """ELSEWHERE, written in `folder` and on the checks package's path for one test; its check is
+    taken out of the registry after it."""
+    (folder / "elsewhere.py").write_text(ELSEWHERE_SOURCE, encoding="utf-8")
+    monkeypatch.setattr(gpuaccept.checks, "__path__", [*gpuaccept.checks.__path__, str(folder)])
+    yield
+    REGISTRY.pop("steady_gemm", None)
+    sys.modules.pop(ELSEWHERE, None)
+
+
+@pytest.fixture
+def listed_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(declare, "CHECK_MODULES", (*declare.CHECK_MODULES, "elsewhere"))
+    yield from _checks_module_elsewhere(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def unlisted_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    yield from _checks_module_elsewhere(tmp_path, monkeypatch)
+
+
+def test_a_stage_value_declared_in_a_module_no_stage_imports_is_one_of_the_stages_values(listed_elsewhere):
+    # the stage values used to be the registry as checks/stages.py's own imports (compute, ddp,
+    # fabric) had filled it: nothing has imported the module, so its check was not there
+    assert ELSEWHERE not in sys.modules
+    assert "steady_gemm" not in [name for name, found in REGISTRY.items() if found.declaration.stage == "compute"]
+    # read from the declarations, it is the compute stage's last value, and a burn-in judges it
+    assert [value.check.__name__ for value in stage_values()["compute"]] == [
+        "gemm_throughput", "gemm_within_best", "gemm_correct", "hbm_copy", "hbm_triad", "memtest", "steady_gemm",
+    ]
+    profile = ProfileCatalog.with_shipped().load("h200-2-nvswitch")
+    assert {case.id for case in burnin_cases(profile) if case.stage == "compute"} >= {"steady_gemm-gpu0", "steady_gemm-gpu1"}
+
+
+def test_a_check_declared_in_a_module_left_out_of_the_suites_order_is_refused_when_the_checks_are_read(unlisted_elsewhere):
+    with pytest.raises(ValueError, match=r"check 'steady_gemm' is declared in gpuaccept\.checks\.elsewhere, which CHECK_MODULES"):
+        declared_checks()
+    assert "steady_gemm" not in REGISTRY
 
 
 def test_the_health_families_come_from_the_declarations():

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuaccept.checks import health
-from gpuaccept.checks.stages import STAGE_VALUES
+from gpuaccept.checks.stages import stage_values
 from gpuaccept.checks.verdict import Outcome, Verdict
 from gpuaccept.errors import FactsError
 from gpuaccept.facts import Facts, parse_facts
@@ -46,7 +46,7 @@ def every_verdict(profile: Profile, facts: Facts) -> list[Verdict]:
                 continue
             for subject in subjects(profile):
                 verdicts.append(check(profile, facts) if subject is None else check(profile, facts, subject))
-    for values in STAGE_VALUES.values():
+    for values in stage_values().values():
         for value in values:
             verdicts += [value.check(profile, facts, subject) for subject in value.subjects(profile)]
     for check in health.STATE_CHECKS + health.RUN_CHECKS:

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuaccept.checks.declare import Subjects, check
 from gpuaccept.checks.missing import BURNIN
-from gpuaccept.checks.stages import STAGE_VALUES, Check
+from gpuaccept.checks.stages import Check, stage_values
 from gpuaccept.checks.verdict import Better, Judge, Outcome, Verdict
 from gpuaccept.facts.model import BurnInRound, Facts
 from gpuaccept.profile.model import Profile
@@ -49,7 +49,7 @@ def burnin_cases(profile: Profile) -> list[BurninCase]:
             stage, value.check, subject, value.name_of(subject), value.judged_beside_load,
             value.key_of(subject) if value.key_of else None,
         )
-        for stage, values in STAGE_VALUES.items()
+        for stage, values in stage_values().items()
         for value in values
         if value.in_burnin
         for subject in value.subjects(profile)

@@ -21,8 +21,10 @@ before verdicts carried them and for the SQL of the results store
 (`python -m gpuaccept.checks.catalog meanings > src/gpuaccept/vocabulary/checks.json`).
 
 Derived from the registry: the test parametrization of the plugin (plugin/parametrize.py), the
-values of each stage (checks/stages.py's STAGE_VALUES), the health families, the golden verdicts of
-the tests, and docs/checks.md (`python -m gpuaccept.checks.catalog > docs/checks.md`).
+values of each stage (checks/stages.py's stage_values), the health families, the golden verdicts of
+the tests, and docs/checks.md (`python -m gpuaccept.checks.catalog > docs/checks.md`). What reads
+every declaration asks declared_checks, which imports every module of checks first: a check is found
+wherever in checks/ it is declared, whichever modules were imported before.
 
 Most checks are judged by the suites' tests (runner "suites"); the checks of a cluster are judged by
 `gpu-accept cluster` over every node of the job (runner "cluster"), from the same declarations.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, Literal, ParamSpec
@@ -48,6 +51,7 @@ P = ParamSpec("P")
 StepKeys = Callable[[Profile, Any], list[StepKey]]  # (profile, subject) -> keys of the values it judges
 Runner = Literal["suites", "cluster"]  # who judges a check: the suites' tests, or `gpu-accept cluster`
 
+PACKAGE = "gpuaccept.checks"
 # every module of checks that declares checks, in the order the suites go (the layers: inventory
 # first), then the regression gate against a baseline, then the checks of a cluster
 CHECK_MODULES = (
@@ -227,6 +231,11 @@ def check(
         # again: the same function replaces itself; another function of the same name is a mistake
         if earlier is not None and (earlier.judged.__module__, earlier.judged.__qualname__) != (judged.__module__, judged.__qualname__):
             raise ValueError(f"check {named!r} is declared twice: {earlier.judged.__module__} and {judged.__module__}")
+        if judged.__module__ not in {f"{PACKAGE}.{listed}" for listed in CHECK_MODULES}:
+            raise ValueError(
+                f"check {named!r} is declared in {judged.__module__}, which CHECK_MODULES (checks/declare.py) does not list: "
+                "add the module there, where the suites go"
+            )
         declared_area = area or stage or MODULE_AREAS.get(module, "")
         if declared_area not in AREAS:
             raise ValueError(f"check {named!r}: area {declared_area!r} is not one of {', '.join(AREAS)}")
@@ -246,9 +255,11 @@ def check(
 
 def declared_checks(runner: Runner | None = "suites") -> list[DeclaredCheck[Any]]:
     """Every check `runner` judges (every declared check for None), in the order of CHECK_MODULES
-    and, within a module, of the file."""
-    for module in CHECK_MODULES:
-        importlib.import_module(f"gpuaccept.checks.{module}")
+    and, within a module, of the file. Every module of checks is imported first, so that each of
+    its declarations is in the registry whatever was imported before."""
+    package = importlib.import_module(PACKAGE)
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{PACKAGE}.{module.name}")
     order = {module: index for index, module in enumerate(CHECK_MODULES)}
     found = [declared for declared in REGISTRY.values() if runner is None or declared.declaration.runner == runner]
     return sorted(found, key=lambda declared: order[declared.declaration.module])

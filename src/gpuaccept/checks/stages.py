@@ -2,9 +2,10 @@
 own declarations (checks/declare.py), for the two places that go over a stage's values: a standard
 run measuring a missed value again before it fails (stages/store.py, confirm-before-failing) and a burn-in judging
 each value over its rounds (checks/burnin.py). A stage's new check declares its stage where it is
-written (`@check(stage="copies", ...)`) and appears here. Each entry names its subjects (the GPUs,
-pairs or cases a profile asks the stage for; none where the profile sets no floor) and how a subject
-is written in a test id.
+written (`@check(stage="copies", ...)`), in whichever module of checks it belongs to, and appears here:
+the view is read from every declared check when it is asked for, not from the modules that happened
+to be imported before it. Each entry names its subjects (the GPUs, pairs or cases a profile asks the
+stage for; none where the profile sets no floor) and how a subject is written in a test id.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaccept.checks import compute, ddp, fabric  # noqa: F401 (their declarations fill the registry)
-from gpuaccept.checks.declare import REGISTRY, Declaration, DeclaredCheck
+from gpuaccept.checks.declare import Declaration, DeclaredCheck, declared_checks
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.steps import StageName, StepKey
 
@@ -61,13 +61,15 @@ class StageValue:
         return self.declaration.key_of
 
 
-STAGE_VALUES: dict[StageName, list[StageValue]] = {
-    stage: [StageValue(declared) for declared in REGISTRY.values() if declared.declaration.stage == stage] for stage in STAGE_ORDER
-}
+def stage_values() -> dict[StageName, list[StageValue]]:
+    """Each stage's values, in STAGE_ORDER: every declared check of the stage, in the order of the
+    declarations (checks/declare.py's declared_checks)."""
+    declared = declared_checks(runner=None)
+    return {stage: [StageValue(found) for found in declared if found.declaration.stage == stage] for stage in STAGE_ORDER}
 
 
 def stages_asked(profile: Profile) -> list[StageName]:
     """The stages `profile` asks for a value of: what a standard run loads the GPUs with. Facts that
     hold no load could not judge what a load shows (health after it, telemetry under it) where this
     is not empty."""
-    return [stage for stage, values in STAGE_VALUES.items() if any(value.subjects(profile) for value in values)]
+    return [stage for stage, values in stage_values().items() if any(value.subjects(profile) for value in values)]

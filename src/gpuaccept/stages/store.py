@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpuaccept.checks.attempts import worth_measuring_again
-from gpuaccept.checks.stages import STAGE_VALUES
+from gpuaccept.checks.stages import stage_values
 from gpuaccept.facts import Facts
 from gpuaccept.facts.model import ConfirmationRound, CudaFacts, Measurements
 from gpuaccept.files import write_atomically
@@ -288,7 +288,7 @@ class MeasurementStore:
         """The keys of the values of this stage that missed by no more than a dip would."""
         keys: set[StepKey] = set()
         within = profile.spec.judging.confirm_within
-        for value in STAGE_VALUES[stage]:
+        for value in stage_values()[stage]:
             if not value.measured_again:
                 continue
             for subject in value.subjects(profile):
