@@ -1,5 +1,6 @@
 """The `gpu-accept` command: exit codes that tell the truth, one-line errors, no tracebacks."""
 
+import contextlib
 import json
 import os
 import re
@@ -602,3 +603,29 @@ def test_signals_while_the_reports_are_written_wait_for_them(tmp_path):
                                             "were finished first")
     assert load_results(tmp_path / "reports" / "results.json").complete
     assert (tmp_path / "reports" / "report.html").is_file() and (tmp_path / "reports" / "junit.xml").is_file()
+
+
+def test_a_reader_that_went_away_ends_the_command_quietly():
+    # `gpu-accept profile list | head`: the pipe's reader gone before the command writes
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run([sys.executable, "-m", "gpuaccept", "profile", "list"], stdout=writer, stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(writer)
+    assert done.returncode == 128 + 13 and done.stderr == b""  # as a process ended by SIGPIPE, with no traceback
+
+
+def test_the_command_leaves_sigpipe_ignored_so_a_child_that_dies_never_takes_the_process_with_it(capsys):
+    import signal
+
+    assert main(["profile", "list"]) == 0
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN  # as Python sets it
+    child = subprocess.Popen([sys.executable, "-c", "pass"], stdin=subprocess.PIPE)
+    child.wait()
+    assert child.stdin is not None
+    with pytest.raises(BrokenPipeError):  # an error to handle, not the end of this process
+        child.stdin.write(b"x" * 65536)
+        child.stdin.flush()
+    with contextlib.suppress(BrokenPipeError):
+        child.stdin.close()

@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import re
-import signal
+import select
 import sys
 import tempfile
 from pathlib import Path
@@ -53,8 +53,6 @@ def _path(text: str) -> Path:
 def main(argv: list[str] | None = None, probe: Bounded | None = None) -> int:
     """`probe`: the probe's child, where the command started it as it began (gpuaccept/entry.py):
     a run of this machine reads its facts from it."""
-    if hasattr(signal, "SIGPIPE"):
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `gpu-accept profile list | head` ends quietly
     parser = _parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["torchrun"] and not set(argv[1:2]) & {"-h", "--help"}:
@@ -73,11 +71,38 @@ def main(argv: list[str] | None = None, probe: Bounded | None = None) -> int:
             check_output_file(args.output, "-o")
         if getattr(args, "nvml_log", None) is not None:
             check_output_file(args.nvml_log, "--nvml-log")
-        return args.handler(args, extra)
+        code = args.handler(args, extra)
+        sys.stdout.flush()  # what is still buffered, here, where a reader that went away is told apart
+        return code
     except GpuAcceptError as error:
         for line in error.lines():
             _print(f"gpu-accept: {line}", err=True)
         return error.exit_code
+    except BrokenPipeError:
+        if not _reader_gone():
+            raise
+        return EXIT_READER_GONE
+
+
+# `gpu-accept profile list | head`: the reader of our output went away. SIGPIPE stays ignored, as Python
+# sets it (its default action would end the whole process at a write to any pipe: a run's child that
+# died would take the run, its reports unwritten, with it); the command ends quietly with the status a
+# process ended by SIGPIPE has.
+EXIT_READER_GONE = 128 + 13
+
+
+def _reader_gone() -> bool:
+    """Whether our standard output is a pipe with no reader left (poll says POLLERR of such a pipe's
+    writing end); if so, what is still buffered goes nowhere, and the flush at exit finds no broken pipe."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        gone = any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):  # no descriptor to ask
+        return False
+    if gone:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return gone
 
 
 def _print(text: str, *, err: bool = False) -> None:
