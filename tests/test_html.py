@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from gpuaccept.facts.model import Measurements
+from gpuaccept.facts.measurements import Measurements
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.facts.verdict import AtLeast, Verdict
 from gpuaccept.report.html import FAIL, PASS, SERIES, render_html, render_page, timeseries_chart

@@ -359,7 +359,7 @@ def test_html_marks_the_ddp_settings_that_failed():
 def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
     from gpuaccept.checks.baseline import no_regression
     from gpuaccept.checks.verdict import Outcome
-    from gpuaccept.facts.model import CopyResult, CopySweep, Measurements
+    from gpuaccept.facts.measurements import CopyResult, CopySweep, Measurements
     from gpuaccept.report.baseline import load_baseline, save_baseline
     from tests.helpers import example_facts
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from gpuaccept.errors import visible
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import GemmResult
+from gpuaccept.facts.measurements import GemmResult
 from gpuaccept.facts.run_record import RunRecord, TestRecord
 from gpuaccept.facts.verdict import Equals, Verdict
 from gpuaccept.outcomes import EXIT_FAILED, EXIT_PASSED
