@@ -19,8 +19,9 @@ from gpuaccept.cli import main as cli
 from gpuaccept.errors import InputFileError
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.profile import ProfileCatalog, load_profile
+from gpuaccept.report.charts import FAIL
 from gpuaccept.report.fleet import read_suites, write_fleet_junit, write_runs_junit
-from gpuaccept.report.html import FAIL, render_html
+from gpuaccept.report.html import render_html
 from gpuaccept.report.results import IDLE_S
 from gpuaccept.resources import shipped_dir
 from tests.helpers import DATA, EXAMPLES, ROOT, needs_torch, write
