@@ -35,8 +35,9 @@ import time
 from pathlib import Path
 
 from gpuaccept.checks.heat import POWER_SETTLE_S, LoadTimeline, steady_state
-from gpuaccept.facts.model import BurnIn, GemmResult, Telemetry, TelemetryLimits, TelemetrySample
+from gpuaccept.facts.measurements import GemmResult
 from gpuaccept.facts.run_record import load_results
+from gpuaccept.facts.telemetry import BurnIn, Telemetry, TelemetryLimits, TelemetrySample
 from gpuaccept.probe.nvml import nvml_of_this_machine
 from gpuaccept.probe.telemetry import TelemetrySampler
 from gpuaccept.profile.spec import BurninSpec

@@ -12,7 +12,7 @@ import argparse
 import statistics
 from collections import defaultdict
 
-from gpuaccept.facts.model import GemmResult, HbmResult
+from gpuaccept.facts.measurements import GemmResult, HbmResult
 from gpuaccept.facts.run_record import load_results
 
 

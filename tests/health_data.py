@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import HealthFacts, KernelLog
+from gpuaccept.facts.health import HealthFacts, KernelLog
 from gpuaccept.probe.health import (
     AGGREGATE,
     CLOCK_SM,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.facts import Facts, load_facts, parse_facts
-from gpuaccept.facts.model import CudaFacts
+from gpuaccept.facts.machine import CudaFacts
 from gpuaccept.facts.run_record import RunRecord, TestRecord, parse_results
 from gpuaccept.facts.verdict import Verdict
 from gpuaccept.probe.collect import collect_facts

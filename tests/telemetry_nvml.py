@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpuaccept.facts.model import LoadWindow, Telemetry, TelemetryLimits, TelemetrySample, Unavailable
+from gpuaccept.facts.record import Unavailable
+from gpuaccept.facts.telemetry import LoadWindow, Telemetry, TelemetryLimits, TelemetrySample
 from tests.helpers import DATA
 
 HW_SLOWDOWN = 0x8

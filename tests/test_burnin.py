@@ -18,16 +18,9 @@ from gpuaccept.burnin.sustained import LoadRound
 from gpuaccept.checks import burnin as burnin_checks
 from gpuaccept.checks import telemetry as telemetry_checks
 from gpuaccept.checks.verdict import Outcome
-from gpuaccept.facts.model import (
-    BurnIn,
-    BurnInRound,
-    ComputeSweep,
-    LoadWindow,
-    Measurements,
-    StepFailure,
-    Telemetry,
-    Unavailable,
-)
+from gpuaccept.facts.measurements import ComputeSweep, Measurements, StepFailure
+from gpuaccept.facts.record import Unavailable
+from gpuaccept.facts.telemetry import BurnIn, BurnInRound, LoadWindow, Telemetry
 from gpuaccept.measure.drills import NO_DRILLS
 from gpuaccept.probe.nvml import ReplayNvml
 from gpuaccept.probe.telemetry import TelemetrySampler

@@ -192,7 +192,8 @@ def test_a_burn_in_with_nothing_to_load_is_refused_in_one_line(tmp_path):
 @pytest.mark.slow
 def test_a_recorded_burn_in_that_was_cut_short_exits_2_when_judged_again(tmp_path):
     from gpuaccept.facts import save_facts
-    from gpuaccept.facts.model import BurnIn, BurnInRound, Measurements
+    from gpuaccept.facts.measurements import Measurements
+    from gpuaccept.facts.telemetry import BurnIn, BurnInRound
     from tests.helpers import example_facts
 
     measured = example_facts("h200x4-measured")

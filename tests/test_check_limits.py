@@ -9,7 +9,7 @@ import pytest
 from gpuaccept.checks import ddp, fabric, health, telemetry, topology
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts import load_facts
-from gpuaccept.facts.model import Telemetry
+from gpuaccept.facts.telemetry import Telemetry
 from gpuaccept.probe.health import (
     AGGREGATE,
     EVENT_DOUBLE_BIT_ECC,

@@ -3,7 +3,16 @@
 from gpuaccept.checks import fabric
 from gpuaccept.checks.peaks import collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import Outcome
-from gpuaccept.facts.model import CollectiveResult, CollectiveSweep, CopyResult, CopySweep, Measurements, PairResult, PairSweep, StepFailure
+from gpuaccept.facts.measurements import (
+    CollectiveResult,
+    CollectiveSweep,
+    CopyResult,
+    CopySweep,
+    Measurements,
+    PairResult,
+    PairSweep,
+    StepFailure,
+)
 from gpuaccept.profile import load_profile
 from gpuaccept.vocabulary.steps import CollectiveKey
 from tests.helpers import example_facts, write

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.cli import main
-from gpuaccept.facts.model import Unavailable
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.measure.cluster import Launch, join_failure
 from gpuaccept.measure.torchrun import exit_code_of_ranks, with_join_timeout
 from tests.helpers import DATA, ROOT

@@ -29,7 +29,8 @@ from gpuaccept.checks.verdict import Outcome
 from gpuaccept.cli import main
 from gpuaccept.cluster.reports import cluster_record
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
-from gpuaccept.facts.model import CollectiveResult, DdpResult, Unavailable
+from gpuaccept.facts.measurements import CollectiveResult, DdpResult
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.probe.network import (
     normalize_bus_id,
     parse_nccl_transport,

@@ -8,7 +8,7 @@ import pytest
 
 from gpuaccept.checks import compute
 from gpuaccept.checks.verdict import Outcome
-from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, Measurements, MemtestResult, StepFailure
+from gpuaccept.facts.measurements import ComputeSweep, GemmResult, HbmResult, Measurements, MemtestResult, StepFailure
 from gpuaccept.profile import load_profile
 from gpuaccept.stages.compute import compute_plan, visible_gpu
 from gpuaccept.stages.locks import Busy, GpuLocks

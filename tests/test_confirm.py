@@ -10,7 +10,7 @@ import pytest
 
 from gpuaccept.checks import ddp, fabric
 from gpuaccept.checks.verdict import Outcome
-from gpuaccept.facts.model import Measurements
+from gpuaccept.facts.measurements import Measurements
 from gpuaccept.profile import ProfileCatalog
 from gpuaccept.stages import store as store_module
 from gpuaccept.stages.store import MeasurementStore

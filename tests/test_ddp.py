@@ -5,7 +5,7 @@ import pytest
 from gpuaccept.checks import ddp
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.errors import ProfileError
-from gpuaccept.facts.model import DdpResult, DdpSweep, Measurements, StepFailure
+from gpuaccept.facts.measurements import DdpResult, DdpSweep, Measurements, StepFailure
 from gpuaccept.measure.gpt import build
 from gpuaccept.profile import load_profile
 from gpuaccept.profile.spec import ProfileSpec

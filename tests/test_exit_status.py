@@ -5,9 +5,10 @@ run` returns the same verdict, tests/test_cli.py)."""
 import pytest
 
 from gpuaccept.facts import save_facts
-from gpuaccept.facts.model import BurnIn, BurnInRound, Measurements
+from gpuaccept.facts.measurements import Measurements
 from gpuaccept.facts.run_record import load_results
 from gpuaccept.facts.run_verdict import RunVerdict
+from gpuaccept.facts.telemetry import BurnIn, BurnInRound
 from gpuaccept.outcomes import EXIT_FAILED, EXIT_NOT_JUDGED, EXIT_PASSED
 from gpuaccept.resources import shipped_dir
 from tests.helpers import EXAMPLES, example_facts, mutated

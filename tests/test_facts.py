@@ -213,7 +213,7 @@ def test_a_measured_value_that_is_not_a_number_is_damage(tmp_path, section, fiel
 
 
 def test_a_gemm_whose_block_held_nan_keeps_its_facts_readable():
-    from gpuaccept.facts.model import GemmResult
+    from gpuaccept.facts.measurements import GemmResult
 
     fields = {"gpu": 0, "size": 8, "dtype": "bfloat16", "repeats": 1, "verify_repeats": 1, "time_us": 1.0, "tflops": 1.0}
     sick = GemmResult(**fields, mismatches=0, nonfinite=3, reference_wrong=2, reference_elements=4, reference_max_error=None)

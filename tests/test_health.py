@@ -15,7 +15,8 @@ import pytest
 from gpuaccept.checks import health
 from gpuaccept.checks.verdict import Outcome, Verdict
 from gpuaccept.facts import load_facts, save_facts
-from gpuaccept.facts.model import HealthFacts, KernelLog, Unavailable
+from gpuaccept.facts.health import HealthFacts, KernelLog
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.probe.health import (
     AGGREGATE,
     EVENT_MASK,
@@ -141,7 +142,7 @@ def test_hardware_slowdown_time_fails_its_gpu():
 
 
 def test_a_slowdown_is_a_share_of_the_time_under_load_where_the_telemetry_tells():
-    from gpuaccept.facts.model import LoadWindow, Telemetry
+    from gpuaccept.facts.telemetry import LoadWindow, Telemetry
 
     after = healthy_h200x2()
     after.answer("field_value", 0, Field.HW_THERMAL_NS, 0, value=int(0.4 * 10**9))  # 0.4 s of a 60 s run: 0.67%

@@ -10,7 +10,10 @@ from gpuaccept.checks import burnin as burnin_checks
 from gpuaccept.checks import heat
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts import load_facts
-from gpuaccept.facts.model import BurnIn, BurnInRound, Facts, GemmResult, Measurements, Telemetry, TelemetrySample, Unavailable
+from gpuaccept.facts.measurements import GemmResult, Measurements
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Unavailable
+from gpuaccept.facts.telemetry import BurnIn, BurnInRound, Telemetry, TelemetrySample
 from gpuaccept.profile import ProfileCatalog, load_profile
 from tests.helpers import DATA, example_facts, write
 from tests.telemetry_nvml import HW_SLOWDOWN

@@ -17,9 +17,10 @@ import pytest
 from gpuaccept.errors import visible
 from gpuaccept.facts.cluster_record import ClusterRecord
 from gpuaccept.facts.run_record import RunRecord
-from gpuaccept.report import html as report_html
+from gpuaccept.report import charts
+from gpuaccept.report.charts import plotly_text, timeseries_chart
 from gpuaccept.report.cluster_view import page as cluster_page
-from gpuaccept.report.html import plotly_text, render_html, timeseries_chart
+from gpuaccept.report.html import render_html
 from tests.helpers import ROOT, results_data
 from tests.hostile import CLASSES, NAMES, STRINGS, placed, put_back, token, with_strings
 
@@ -77,7 +78,7 @@ def assert_same_page(with_tokens: str, with_strings_: str, shown_in_data=plotly_
 def no_plotly_bundle(monkeypatch):
     # the 4.8 MB bundle is the package's own, the same on every page: html5lib, pure Python, would
     # take half a minute to read it
-    monkeypatch.setattr(report_html, "_plotly_js", lambda: "/* plotly.js */")
+    monkeypatch.setattr(charts, "_plotly_js", lambda: "/* plotly.js */")
 
 
 @pytest.mark.parametrize("structure", [False, True], ids=["names-and-messages", "check-and-subject-too"])

@@ -10,10 +10,11 @@ import re
 
 import pytest
 
-from gpuaccept.facts.model import Measurements
+from gpuaccept.facts.measurements import Measurements
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.facts.verdict import AtLeast, Verdict
-from gpuaccept.report.html import FAIL, PASS, SERIES, render_html, render_page, timeseries_chart
+from gpuaccept.report.charts import FAIL, PASS, SERIES, render_page, timeseries_chart
+from gpuaccept.report.html import render_html
 from tests import browser
 from tests.helpers import ROOT, results_data, run_record, with_verdict, with_verdicts
 from tests.report_page import PLOTLY_BANNER, Page, traces, values

@@ -6,7 +6,7 @@ where each file came from)."""
 import pytest
 
 from gpuaccept.errors import ImportedTextError
-from gpuaccept.facts.model import Unavailable
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.importers import import_files
 from tests.helpers import DATA
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.errors import ImportedTextError
-from gpuaccept.facts.model import NicLink, Unavailable
+from gpuaccept.facts.machine import NicLink
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.importers import import_files
 from tests.helpers import DATA
 

@@ -9,7 +9,8 @@ import yaml
 
 from gpuaccept.cli import main as cli
 from gpuaccept.errors import ImportedTextError
-from gpuaccept.facts.model import NicLink, Unavailable
+from gpuaccept.facts.machine import NicLink
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.importers import import_files
 from gpuaccept.importers.nvlink_status import find_nvlink_status
 from gpuaccept.importers.text import read_text_file

@@ -12,7 +12,8 @@ import pytest
 from gpuaccept.checks import fabric
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts import parse_facts
-from gpuaccept.facts.model import NcclNvls, Unavailable
+from gpuaccept.facts.measurements import NcclNvls
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.probe.nvls import parse_nccl_nvls, probe_multicast
 from gpuaccept.profile import load_profile
 from gpuaccept.resources import shipped_dir

@@ -3,7 +3,8 @@
 import pytest
 
 from gpuaccept.errors import NoDriverError, ProbeError
-from gpuaccept.facts.model import NvLinkFacts, Unavailable
+from gpuaccept.facts.machine import NvLinkFacts
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.probe.collect import collect_facts, normalize_bus_id
 from gpuaccept.probe.linktype import classify_pair
 from gpuaccept.probe.nvml import ReplayNvml

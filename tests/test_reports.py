@@ -19,8 +19,9 @@ from gpuaccept.cli import main as cli
 from gpuaccept.errors import InputFileError
 from gpuaccept.facts.run_record import RunRecord, load_results
 from gpuaccept.profile import ProfileCatalog, load_profile
+from gpuaccept.report.charts import FAIL
 from gpuaccept.report.fleet import read_suites, write_fleet_junit, write_runs_junit
-from gpuaccept.report.html import FAIL, render_html
+from gpuaccept.report.html import render_html
 from gpuaccept.report.results import IDLE_S
 from gpuaccept.resources import shipped_dir
 from tests.helpers import DATA, EXAMPLES, ROOT, needs_torch, write
@@ -359,7 +360,7 @@ def test_html_marks_the_ddp_settings_that_failed():
 def test_a_baseline_from_several_runs_allows_what_its_runs_varied_by(tmp_path):
     from gpuaccept.checks.baseline import no_regression
     from gpuaccept.checks.verdict import Outcome
-    from gpuaccept.facts.model import CopyResult, CopySweep, Measurements
+    from gpuaccept.facts.measurements import CopyResult, CopySweep, Measurements
     from gpuaccept.report.baseline import load_baseline, save_baseline
     from tests.helpers import example_facts
 

@@ -80,7 +80,7 @@ def test_a_memory_test_that_tested_nothing_fails():
 
 def test_a_gpu_whose_telemetry_is_not_supported_throughout_the_load_while_the_others_answer_could_not_be_judged():
     from gpuaccept.checks import telemetry as telemetry_checks
-    from gpuaccept.facts.model import Unavailable
+    from gpuaccept.facts.record import Unavailable
     from tests.helpers import example_facts
     from tests.telemetry_nvml import sample, telemetry
 

@@ -15,7 +15,7 @@ import pytest
 from gpuaccept.errors import OptionError
 from gpuaccept.facts import run_verdict
 from gpuaccept.facts.run_record import load_results
-from gpuaccept.report.slurm import REASON_MAX, check_node_name, drain_reason
+from gpuaccept.report.slurm import REASON_MAX, check_node_name, drain_asked, drain_reason, node_to_drain
 from tests.helpers import EXAMPLES, write
 from tests.test_cli import without_driver
 
@@ -100,6 +100,43 @@ def test_anything_slurm_could_read_as_several_nodes_is_refused(name):
         check_node_name(name, "SLURMD_NODENAME")
     [line] = str(refused.value).splitlines()
     assert line.startswith("SLURMD_NODENAME") and line.isprintable()
+
+
+FAILED_RUN = run_verdict.RunVerdict(exit_code=1, result="failed", cause="test_gpu_count", failed=["test_gpu_count"])
+NOT_ESTABLISHED = run_verdict.RunVerdict(
+    exit_code=2, result="not_judged", cause="could not judge: test_busbw[all_reduce-1GiB]",
+    not_judged=[run_verdict.NotJudged(id="test_busbw[all_reduce-1GiB]", reason="the NCCL stage timed out")],
+)
+NOTHING_JUDGED = run_verdict.could_not_judge("no NVIDIA driver found", host="n1")
+
+
+@pytest.mark.parametrize(
+    "verdict, on_fail, on_error, drains",
+    [
+        (FAILED_RUN, "drain", "none", True),
+        (FAILED_RUN, "none", "drain", False),
+        # checks that ran and could not establish a value: the node is not proven good, --on-fail drains it
+        (NOT_ESTABLISHED, "drain", "none", True),
+        (NOT_ESTABLISHED, "none", "drain", False),
+        # nothing judged at all (no driver, a probe that hung): only --on-error drains
+        (NOTHING_JUDGED, "drain", "none", False),
+        (NOTHING_JUDGED, "none", "drain", True),
+    ],
+    ids=["failed-on-fail", "failed-on-error", "not-established-on-fail", "not-established-on-error", "nothing-on-fail",
+         "nothing-on-error"],
+)
+def test_which_runs_drain_by_on_fail_and_on_error(verdict, on_fail, on_error, drains):
+    assert drain_asked(verdict, on_fail, on_error) is drains
+
+
+def test_the_node_a_drain_names_is_given_else_slurmds_else_the_short_host_name(monkeypatch):
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu-node-07")
+    assert node_to_drain("n1", "host.example.org") == "n1"
+    assert node_to_drain(None, "host.example.org") == "gpu-node-07"
+    monkeypatch.delenv("SLURMD_NODENAME")
+    assert node_to_drain(None, "host.example.org") == "host"
+    with pytest.raises(OptionError, match=r"^--node 'gpu\[1-2\]': not one plain Slurm node name"):
+        node_to_drain("gpu[1-2]", "host")
 
 
 @pytest.mark.slow

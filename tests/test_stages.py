@@ -4,7 +4,7 @@ stage's plans hold what a recorded run measured."""
 from typing import get_args
 
 from gpuaccept.checks.stages import STAGE_ORDER
-from gpuaccept.facts.model import DdpSweep, Measurements
+from gpuaccept.facts.measurements import DdpSweep, Measurements
 from gpuaccept.measure.drills import Drills
 from gpuaccept.profile import ProfileCatalog
 from gpuaccept.stages.registry import STAGES

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuaccept.facts.model import Measurements
+from gpuaccept.facts.measurements import Measurements
 from gpuaccept.profile import ProfileCatalog
 from gpuaccept.stages import store as store_module
 from gpuaccept.stages.store import MeasurementStore, starts_ahead

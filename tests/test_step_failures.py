@@ -13,8 +13,8 @@ from gpuaccept.checks import fabric
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.errors import FactsError
 from gpuaccept.facts import parse_facts
+from gpuaccept.facts.measurements import CollectiveSweep, Measurements, PairSweep, StepFailure
 from gpuaccept.facts.migration import WholeStep
-from gpuaccept.facts.model import CollectiveSweep, Measurements, PairSweep, StepFailure
 from gpuaccept.importers import import_files
 from gpuaccept.profile import ProfileCatalog
 from gpuaccept.stages.store import MeasurementStore
@@ -199,7 +199,7 @@ def test_a_value_a_worker_measured_as_nan_fails_its_key_and_keeps_the_others():
     assert refused.message == "HBM bandwidth on gpu1: the worker measured GBps = inf for load/hbm_copy/gpu1, not a finite number"
     # its test could not judge (exit 2): a measurement that gave no number is no evidence against the GPU
     from gpuaccept.checks import compute
-    from gpuaccept.facts.model import ComputeSweep, HbmResult
+    from gpuaccept.facts.measurements import ComputeSweep, HbmResult
 
     triad = HbmResult(**{**attempt.values[LoadKey("hbm_triad", 1)], "load": "hbm_triad"})
     sweep = ComputeSweep(backend="cuda", torch_version="2.11", gpus=[1], wall_s=1.0, results=[triad], failures=[refused])

@@ -16,8 +16,9 @@ from gpuaccept.cli import main as cli
 from gpuaccept.facts import save_facts
 from gpuaccept.facts.run_record import RunRecord, TestRecord, load_results
 from gpuaccept.facts.verdict import AtLeast
+from gpuaccept.report.charts import FAIL, MARGINAL, UNJUDGED
 from gpuaccept.report.fleet import read_suites, write_runs_junit
-from gpuaccept.report.html import FAIL, MARGINAL, UNJUDGED, render_html
+from gpuaccept.report.html import render_html
 from gpuaccept.report.summary import summary_lines
 from tests.helpers import EXAMPLES, ROOT, example_facts, mutated, with_verdict, with_verdicts
 
@@ -349,7 +350,7 @@ def background(cell: dict) -> str:
 
 def green_share(colour: str) -> float:
     """How far a passing cell's green is from the floor's (0) to the peak's (1)."""
-    from gpuaccept.report.html import PASS_AT_FLOOR, PASS_AT_PEAK
+    from gpuaccept.report.charts import PASS_AT_FLOOR, PASS_AT_PEAK
 
     red = int(re.match(r"rgb\((\d+),", colour).group(1))
     return (PASS_AT_FLOOR[0] - red) / (PASS_AT_FLOOR[0] - PASS_AT_PEAK[0])

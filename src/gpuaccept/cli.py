@@ -121,7 +121,15 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpu-accept", description="Hardware acceptance tests for multi-GPU servers.")
     parser.add_argument("--version", action="version", version=f"gpu-accept {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add_command in (
+        _add_run, _add_burn_in, _add_health_check, _add_import, _add_record, _add_cluster, _add_torchrun, _add_profile,
+        _add_baseline, _add_report,
+    ):
+        add_command(commands)
+    return parser
 
+
+def _add_run(commands) -> None:
     run = commands.add_parser(
         "run",
         allow_abbrev=False,  # pytest's own options (--co, --lf) must reach pytest, not match one of ours
@@ -147,6 +155,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_metrics_option(run)
     run.set_defaults(handler=_run)
 
+
+def _add_burn_in(commands) -> None:
     burn = commands.add_parser(
         "burn-in",
         allow_abbrev=False,
@@ -166,8 +176,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_metrics_option(burn)
     burn.set_defaults(handler=_burn_in)
 
-    _add_health_check(commands)
 
+def _add_import(commands) -> None:
     imports = commands.add_parser(
         "import",
         help="read command outputs (nvidia-smi topo -m, topo -p2p, nvlink -s, nccl-tests logs) into a facts file",
@@ -179,6 +189,8 @@ def _parser() -> argparse.ArgumentParser:
     imports.add_argument("-o", "--output", type=_path, help="facts file to write (default: only say what was read)")
     imports.set_defaults(handler=_import)
 
+
+def _add_record(commands) -> None:
     record = commands.add_parser(
         "record", help="probe this machine and write its facts as JSON",
         description="Probe this machine (NVML, CUDA; with --measure also the measurement stages its profile asks for) "
@@ -192,6 +204,8 @@ def _parser() -> argparse.ArgumentParser:
     add_command_options(record, only=("gpuaccept_profile", "gpuaccept_profile_dirs", "gpuaccept_confirm", "gpuaccept_expect_gpus"))
     record.set_defaults(handler=_record)
 
+
+def _add_cluster(commands) -> None:
     cluster = commands.add_parser(
         "cluster",
         help="one rank of a multi-node acceptance job (run it under torchrun or srun)",
@@ -206,6 +220,8 @@ def _parser() -> argparse.ArgumentParser:
     cluster.add_argument("--sys-root", type=_path, default=Path("/"), help="where /sys is read from (a fake tree in tests)")
     cluster.set_defaults(handler=_cluster)
 
+
+def _add_torchrun(commands) -> None:
     torchrun = commands.add_parser(
         "torchrun",
         help="torchrun running `gpu-accept cluster` on every rank, with honest exit codes",
@@ -220,6 +236,8 @@ def _parser() -> argparse.ArgumentParser:
     torchrun.add_argument("arguments", nargs=argparse.REMAINDER, help="torchrun's options, then --, then gpu-accept cluster's")
     torchrun.set_defaults(handler=_torchrun)
 
+
+def _add_profile(commands) -> None:
     profile = commands.add_parser(
         "profile", help="list, validate, show, write and derive profiles",
         description="Profiles say what a machine must be (docs/profiles.md): list the ones --profile can name, check "
@@ -227,6 +245,13 @@ def _parser() -> argparse.ArgumentParser:
         "from the catalogue.",
     )
     profile_commands = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
+    for add_action in (
+        _add_profile_list, _add_profile_validate, _add_profile_show, _add_profile_schema, _add_profile_init, _add_profile_derive,
+    ):
+        add_action(profile_commands)
+
+
+def _add_profile_list(profile_commands) -> None:
     listing = profile_commands.add_parser(
         "list", help="the profiles that --profile NAME can name",
         description="Every profile --profile NAME can name: the shipped ones and those in each --profile-dir, with its "
@@ -234,6 +259,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     listing.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help=_PROFILE_DIR)
     listing.set_defaults(handler=_profile_list)
+
+
+def _add_profile_validate(profile_commands) -> None:
     validate = profile_commands.add_parser(
         "validate", help="check profile files; every problem, one line each",
         description="Check profile files as a run loads them (extends resolved, keys, types, ranges, keys that "
@@ -243,6 +271,9 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("files", nargs="+", type=_path, metavar="FILE", help="profile YAML files")
     validate.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help=_PROFILE_DIR)
     validate.set_defaults(handler=_profile_validate)
+
+
+def _add_profile_show(profile_commands) -> None:
     show = profile_commands.add_parser(
         "show", help="a profile with its `extends` applied",
         description="Print a profile as a run uses it: its extends applied, every default filled in, each value with "
@@ -251,12 +282,18 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("name", metavar="NAME|PATH", help="a profile's name (gpu-accept profile list) or a YAML path")
     show.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help=_PROFILE_DIR)
     show.set_defaults(handler=_profile_show)
+
+
+def _add_profile_schema(profile_commands) -> None:
     schema = profile_commands.add_parser(
         "schema", help="the JSON Schema of profiles, for editors",
         description="Print the JSON Schema of the profile format (profiles/profile.schema.json), for an editor's YAML "
         "language server.",
     )
     schema.set_defaults(handler=_profile_schema)
+
+
+def _add_profile_init(profile_commands) -> None:
     init = profile_commands.add_parser(
         "init", help="a profile from a golden machine's results.json, or its command outputs",
         description="Write a profile from golden machines: what they are becomes the expectations, their measured "
@@ -276,6 +313,9 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("--name", required=True, help="the profile's name (e.g. the SKU)")
     init.add_argument("-o", "--output", type=_path, help="file to write (default: print)")
     init.set_defaults(handler=_profile_init)
+
+
+def _add_profile_derive(profile_commands) -> None:
     derive = profile_commands.add_parser(
         "derive",
         help="a profile derived from the catalogue: for this machine, recorded facts, or command outputs",
@@ -295,6 +335,8 @@ def _parser() -> argparse.ArgumentParser:
     derive.add_argument("-o", "--output", type=_path, help="file to write (default: print)")
     derive.set_defaults(handler=_profile_derive)
 
+
+def _add_baseline(commands) -> None:
     baseline = commands.add_parser(
         "baseline", help="baselines from results.json files",
         description="A baseline keeps a healthy machine's measured values; gpu-accept run --baseline FILE then fails a "
@@ -311,12 +353,24 @@ def _parser() -> argparse.ArgumentParser:
     save.add_argument("-o", "--output", type=_path, required=True, help="the baseline file to write")
     save.set_defaults(handler=_baseline_save)
 
+
+def _add_report(commands) -> None:
     report = commands.add_parser(
         "report", help="reports from results.json files (no hardware touched)",
         description="Reports written again from results.json files, on any machine: the HTML of a run, JUnit and fleet "
         "views of many hosts, a cluster run's view, metrics, the history of a results store (docs/reports.md).",
     )
     report_commands = report.add_subparsers(dest="report_command", metavar="KIND", required=True)
+    _add_report_html(report_commands)
+    _add_report_junit(report_commands)
+    _store_commands(commands, report_commands, _add_report_fleet(report_commands))
+    _add_report_cluster(report_commands)
+    _add_report_metrics(report_commands)
+    _add_report_verdict(report_commands)
+    _add_report_schema(report_commands)
+
+
+def _add_report_html(report_commands) -> None:
     html_report = report_commands.add_parser(
         "html", help="the self-contained HTML report of one run",
         description="The self-contained HTML report of one run (the report.html a run writes), from its results.json.",
@@ -324,6 +378,9 @@ def _parser() -> argparse.ArgumentParser:
     html_report.add_argument("results", type=_path, help="the run's results.json")
     html_report.add_argument("-o", "--output", type=_path, required=True, help="the HTML file to write")
     html_report.set_defaults(handler=_report_html)
+
+
+def _add_report_junit(report_commands) -> None:
     junit = report_commands.add_parser(
         "junit", help="one JUnit file, a testsuite per host, from many results files",
         description="One JUnit file of many runs: a testsuite per host, every test of its run as a test case, for a CI "
@@ -332,6 +389,10 @@ def _parser() -> argparse.ArgumentParser:
     junit.add_argument("results", nargs="+", help="results.json of each host")
     junit.add_argument("-o", "--output", type=_path, required=True, help="the JUnit XML file to write")
     junit.set_defaults(handler=_report_junit)
+
+
+def _add_report_fleet(report_commands) -> argparse.ArgumentParser:
+    """The fleet report's parser: the results store adds its --db to it."""
     fleet = report_commands.add_parser(
         "fleet",
         help="hosts whose measured values sit far below the fleet's median",
@@ -343,7 +404,10 @@ def _parser() -> argparse.ArgumentParser:
     fleet.add_argument("--tolerance", default="10%", help="how far below the median is an outlier (default 10%%)")
     fleet.add_argument("-o", "--output", type=_path, help="also write fleet JUnit: a test case per host and per outlier")
     fleet.set_defaults(handler=_report_fleet)
-    _store_commands(commands, report_commands, fleet)
+    return fleet
+
+
+def _add_report_cluster(report_commands) -> None:
     cluster_view = report_commands.add_parser(
         "cluster", help="a cluster run's nodes x tests, the slow node marked",
         description="A cluster run's nodes x tests (gpu-accept cluster's cluster-results.json), the slow node marked; "
@@ -352,13 +416,14 @@ def _parser() -> argparse.ArgumentParser:
     cluster_view.add_argument("results", type=_path, help="cluster-results.json, as gpu-accept cluster writes it")
     cluster_view.add_argument("-o", "--output", type=_path, help="also write the view as an HTML page")
     cluster_view.set_defaults(handler=_report_cluster)
-    _add_report_metrics(report_commands)
+
+
+def _add_report_schema(report_commands) -> None:
     results_schema = report_commands.add_parser(
         "schema", help="the JSON Schema of results.json, for tools that read it",
         description="Print the JSON Schema of results.json (schemas/results.schema.json), for tools that read runs.",
     )
     results_schema.set_defaults(handler=_report_schema)
-    return parser
 
 
 _PROFILE_DIR = "another folder of profiles, searched before the shipped ones (repeatable)"
@@ -1009,17 +1074,11 @@ HEALTH_WORDS = {"passed": "PASS", "failed": "FAIL", "not_judged": "COULD NOT JUD
 
 
 def _health_check(args, extra: list[str]) -> int:
-    from gpuaccept.report.slurm import check_node_name, drain, drain_reason
+    from gpuaccept.report.slurm import drain, drain_asked, drain_reason, node_to_drain
 
     # bad usage is refused before anything runs: it must never drain a node
     draining = "drain" in (args.on_fail, args.on_error)
-    node = ""
-    if args.node is not None:
-        node = check_node_name(args.node, "--node")
-    elif draining:
-        slurmd = os.environ.get("SLURMD_NODENAME")
-        node = check_node_name(slurmd, "SLURMD_NODENAME") if slurmd is not None else check_node_name(
-            _host().split(".")[0], "this host's short name (give --node)")
+    node = node_to_drain(args.node, _host()) if args.node is not None or draining else ""
     catalog = _catalog(args)  # a profile (or folder of them) that does not load is the operator's to fix, not the node's
     if args.gpuaccept_profile != "auto":
         catalog.load(args.gpuaccept_profile)
@@ -1032,12 +1091,8 @@ def _health_check(args, extra: list[str]) -> int:
         _print("gpu-accept health-check: PASS")
         return code
     reason = drain_reason(verdict)
-    # a node whose checks ran and could not establish a value is not proven good: --on-fail drains it
-    # too, its reason saying it could not be judged; --on-error adds the runs that judged nothing
-    # (no driver, a probe that hung)
-    judged_something = verdict.result == "failed" or bool(verdict.not_judged)
     done = ""
-    if (args.on_fail if judged_something else args.on_error) == "drain":
+    if drain_asked(verdict, args.on_fail, args.on_error):
         said: list[str] = []
         drain(node, reason, said.append)
         done = f" [{said[-1]}]" if said else ""
@@ -1055,6 +1110,9 @@ def _add_report_metrics(report_commands) -> None:
     metrics.add_argument("results", nargs="+", type=_path, help="results.json files")
     metrics.add_argument("-o", "--output", type=_path, required=True, help="the .prom file to write (atomically)")
     metrics.set_defaults(handler=_report_metrics)
+
+
+def _add_report_verdict(report_commands) -> None:
     verdict = report_commands.add_parser(
         "verdict",
         help="one line of a run's verdict.json, for scripts: its exit code, then the cause (what a Slurm drain says)",

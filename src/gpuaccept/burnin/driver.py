@@ -27,7 +27,9 @@ from typing import Literal
 
 from gpuaccept.burnin.sustained import LoadRound, SustainedLoad
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import BurnIn, BurnInRound, CudaFacts, Measurements, TelemetrySample
+from gpuaccept.facts.machine import CudaFacts
+from gpuaccept.facts.measurements import Measurements
+from gpuaccept.facts.telemetry import BurnIn, BurnInRound, TelemetrySample
 from gpuaccept.files import write_atomically
 from gpuaccept.profile import Profile
 from gpuaccept.stages.registry import STAGES

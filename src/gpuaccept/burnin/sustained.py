@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, MemtestResult, StepFailure
+from gpuaccept.facts.measurements import ComputeSweep, GemmResult, HbmResult, MemtestResult, StepFailure
 from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, SustainedRoundStep
 from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, memtest_due_flag, memtest_flag

@@ -10,7 +10,8 @@ from __future__ import annotations
 from gpuaccept.checks.declare import GPU, check
 from gpuaccept.checks.inventory import present_gpu
 from gpuaccept.checks.verdict import Described, Equals, Judge, Verdict
-from gpuaccept.facts.model import Facts, Unavailable
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.affinity import cpu_set
 from gpuaccept.vocabulary.links import PCIE_LEVELS, gpu_key

@@ -21,7 +21,8 @@ from gpuaccept.checks.declare import Subjects, check
 from gpuaccept.checks.missing import BURNIN
 from gpuaccept.checks.stages import Check, stage_values
 from gpuaccept.checks.verdict import Better, Judge, Outcome, Verdict
-from gpuaccept.facts.model import BurnInRound, Facts
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.telemetry import BurnInRound
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.steps import LoadKey, StepKey

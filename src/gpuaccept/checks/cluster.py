@@ -18,7 +18,7 @@ from typing import Any
 from gpuaccept.checks.declare import DeclaredCheck, Subjects, check, declared_checks
 from gpuaccept.checks.verdict import AtLeast, Criterion, Described, Judge, Verdict
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NodeFacts
-from gpuaccept.facts.model import Unavailable
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.profile.spec import ClusterSpec
 from gpuaccept.vocabulary.links import PCIE_LEVELS, gpu_key

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from gpuaccept.checks.declare import GPU, StepKeys, check
 from gpuaccept.checks.missing import PER_GPU_LOADS
 from gpuaccept.checks.verdict import AtLeast, Better, Criterion, Equals, Judge, Verdict
-from gpuaccept.facts.model import ComputeSweep, Facts, GemmResult, HbmResult, MemtestResult
+from gpuaccept.facts.measurements import ComputeSweep, GemmResult, HbmResult, MemtestResult
+from gpuaccept.facts.model import Facts
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.links import gpu_key

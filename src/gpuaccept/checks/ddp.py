@@ -5,7 +5,8 @@ from __future__ import annotations
 from gpuaccept.checks.declare import Subjects, check
 from gpuaccept.checks.missing import DDP_SWEEP, DDP_SWEEP_WITHOUT_P2P
 from gpuaccept.checks.verdict import AtLeast, AtMost, Better, Criterion, Judge, Verdict
-from gpuaccept.facts.model import DdpResult, DdpSweep, Facts
+from gpuaccept.facts.measurements import DdpResult, DdpSweep
+from gpuaccept.facts.model import Facts
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.steps import DdpKey, StepKey, parse_ddp_case
 

@@ -14,7 +14,9 @@ from gpuaccept.checks.declare import GPU, GPU_ORDERED_PAIR, GPU_PAIR, Subjects, 
 from gpuaccept.checks.missing import COPY_BANDWIDTH, NCCL_SWEEP, PAIRWISE_SWEEP
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import AtLeast, Better, Context, Criterion, Equals, Judge, Verdict
-from gpuaccept.facts.model import CollectiveResult, Facts, Unavailable
+from gpuaccept.facts.measurements import CollectiveResult
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.collectives import Collective
 from gpuaccept.vocabulary.copies import CopyKind, floor_key

@@ -22,7 +22,9 @@ from gpuaccept.checks.declare import GPU, REGISTRY, DeclaredCheck, Subjects, che
 from gpuaccept.checks.missing import HEALTH_READINGS, KERNEL_LOG, LOAD_FOR_HEALTH, XID_LISTENER
 from gpuaccept.checks.stages import stages_asked
 from gpuaccept.checks.verdict import AtMost, Criterion, Described, Equals, Judge, Verdict
-from gpuaccept.facts.model import Facts, HealthSnapshot, Unavailable, XidEvent
+from gpuaccept.facts.health import HealthSnapshot, XidEvent
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key
 

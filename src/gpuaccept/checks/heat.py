@@ -25,7 +25,9 @@ from gpuaccept.checks.declare import GPU, check
 from gpuaccept.checks.missing import SUSTAINED_LOAD
 from gpuaccept.checks.stages import stages_asked
 from gpuaccept.checks.verdict import AtLeast, InRange, Judge, Verdict
-from gpuaccept.facts.model import BurnIn, BurnInRound, Facts, GemmResult, Telemetry, TelemetrySample
+from gpuaccept.facts.measurements import GemmResult
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.telemetry import BurnIn, BurnInRound, Telemetry, TelemetrySample
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.links import gpu_key

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from gpuaccept.checks.declare import GPU, check
 from gpuaccept.checks.verdict import AtLeast, AtLeastVersion, Better, Criterion, Equals, Judge, MatchesAny, Verdict
-from gpuaccept.facts.model import Facts, GpuFacts, Unavailable
+from gpuaccept.facts.machine import GpuFacts
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key
 from gpuaccept.vocabulary.sizes import GIB

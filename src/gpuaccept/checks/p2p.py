@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from gpuaccept.checks.declare import GPU_ORDERED_PAIR, check
 from gpuaccept.checks.verdict import Criterion, Described, Equals, Judge, Verdict
-from gpuaccept.facts.model import Facts, P2PFacts, Unavailable
+from gpuaccept.facts.machine import P2PFacts
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuaccept.facts.model import Facts, GpuFacts, Unavailable
+from gpuaccept.facts.machine import GpuFacts
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.vocabulary.nvml_codes import NVLINK_VERSION_NAMES
 
 # GB/s per link and direction, where the links' own speed is not known. NVLink 4.0: nvidia-smi

@@ -22,7 +22,9 @@ from gpuaccept.checks.declare import GPU, check
 from gpuaccept.checks.missing import TELEMETRY
 from gpuaccept.checks.stages import stages_asked
 from gpuaccept.checks.verdict import AtLeast, AtMost, Better, Judge, Verdict
-from gpuaccept.facts.model import Facts, TelemetrySample, Unavailable
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Unavailable
+from gpuaccept.facts.telemetry import TelemetrySample
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key
 from gpuaccept.vocabulary.telemetry import SLOWDOWN_REASONS, reason_names

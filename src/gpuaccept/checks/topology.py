@@ -5,7 +5,8 @@ from __future__ import annotations
 from gpuaccept.checks.declare import GPU, GPU_PAIR, check
 from gpuaccept.checks.inventory import present_gpu
 from gpuaccept.checks.verdict import AtLeast, Better, Equals, Judge, Verdict
-from gpuaccept.facts.model import Facts, Unavailable
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.nvml_codes import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuaccept.checks.missing import Missing
-from gpuaccept.facts.model import StepFailure, Unavailable
+from gpuaccept.facts.measurements import StepFailure
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.facts.verdict import (
     AtLeast,
     AtLeastVersion,

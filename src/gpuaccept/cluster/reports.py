@@ -16,7 +16,7 @@ from gpuaccept import outcomes
 from gpuaccept.checks.verdict import Outcome, Verdict
 from gpuaccept.facts.cluster import ClusterFacts, NodeFacts
 from gpuaccept.facts.cluster_record import ClusterRecord, NodeRecord
-from gpuaccept.facts.model import Record
+from gpuaccept.facts.record import Record
 from gpuaccept.files import write_atomically
 from gpuaccept.report.junit import junit_xml, verdict_suite
 

@@ -53,7 +53,8 @@ from gpuaccept.cluster.reports import (
 )
 from gpuaccept.errors import EXIT_USAGE, GpuAcceptError, shown
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
-from gpuaccept.facts.model import CollectiveResult, DdpResult, Unavailable
+from gpuaccept.facts.measurements import CollectiveResult, DdpResult
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.cluster import Job, Launch, capture_nccl_info, gpu_bus_ids, join, launch_from_environment
 from gpuaccept.measure.drills import Drills

@@ -14,16 +14,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpuaccept.facts.model import (
-    BoolReading,
-    CollectiveResult,
-    DdpResult,
-    FloatReading,
-    Record,
-    StepFailure,
-    StrReading,
-    Unavailable,
-)
+from gpuaccept.facts.measurements import CollectiveResult, DdpResult, StepFailure
+from gpuaccept.facts.record import BoolReading, FloatReading, Record, StrReading, Unavailable
 
 CLUSTER_FACTS_VERSION: Literal[1] = 1
 

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from gpuaccept.facts.cluster import ClusterFacts, NodeFacts
-from gpuaccept.facts.model import Record
+from gpuaccept.facts.record import Record
 from gpuaccept.facts.verdict import Verdict
 
 CLUSTER_KIND: Literal["gpu-accept cluster"] = "gpu-accept cluster"

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from gpuaccept.facts.model import Record
+from gpuaccept.facts.record import Record
 from gpuaccept.vocabulary.areas import AREA_OF_SUITE, UNKNOWN_AREA, area_order, follows
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from gpuaccept.errors import FactsError, KeyPath, Problem, excerpt, format_path
-from gpuaccept.facts.model import FACTS_VERSION, Facts, Unavailable
+from gpuaccept.facts.model import FACTS_VERSION, Facts
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.facts.relations import Contradiction
 from gpuaccept.files import read_input_text, write_atomically
 

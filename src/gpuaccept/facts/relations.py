@@ -13,11 +13,13 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from gpuaccept.errors import KeyPath, excerpt
+from gpuaccept.facts.machine import CudaFacts
 from gpuaccept.vocabulary.collectives import bus_factor
 from gpuaccept.vocabulary.links import normalize_uuid
 
 if TYPE_CHECKING:
-    from gpuaccept.facts.model import CollectiveSweep, Facts, Measurements
+    from gpuaccept.facts.measurements import CollectiveSweep, Measurements
+    from gpuaccept.facts.model import Facts
 
 
 class Contradiction(ValueError):
@@ -124,8 +126,6 @@ def _counts_and_ids(facts: Facts) -> Iterator[Contradiction]:
             ((("system", "installed_gpus", i, field), getattr(gpu, field)) for i, gpu in enumerate(installed) if getattr(gpu, field) != ""),
             lambda value, first: f"{excerpt(value)} is also the {first[-1]} of installed_gpus[{first[2]}]: two GPUs cannot share one",
         )
-    from gpuaccept.facts.model import CudaFacts  # the model imports this module to check itself
-
     cuda = facts.cuda
     if not isinstance(cuda, CudaFacts):
         return

@@ -29,7 +29,8 @@ from pydantic import BeforeValidator, Field, PlainSerializer, TypeAdapter, Valid
 from gpuaccept.errors import InputFileError, Problem
 from gpuaccept.facts.coverage import AreaCoverage, CauseGroup, causes_first, coverage, root_causes, unchecked_lines
 from gpuaccept.facts.io import validation_problems
-from gpuaccept.facts.model import Facts, Record, Unavailable
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Record, Unavailable
 from gpuaccept.facts.run_verdict import RESULT_OF_EXIT, NotJudged, RunVerdict, one_line
 from gpuaccept.facts.verdict import Verdict
 from gpuaccept.files import read_input_text

@@ -24,7 +24,7 @@ from pydantic import Field, ValidationError
 
 from gpuaccept.errors import InputFileError, Problem, shown
 from gpuaccept.facts.io import validation_problems
-from gpuaccept.facts.model import Record
+from gpuaccept.facts.record import Record
 from gpuaccept.files import read_input_text
 from gpuaccept.outcomes import EXIT_FAILED, EXIT_NOT_JUDGED, EXIT_PASSED
 

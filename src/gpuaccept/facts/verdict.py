@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Discriminator, Field, JsonValue, SerializerFunctionWrapHandler, Tag, model_serializer
 
-from gpuaccept.facts.model import Record
+from gpuaccept.facts.record import Record
 from gpuaccept.outcomes import Outcome
 from gpuaccept.vocabulary.areas import RootCause
 from gpuaccept.vocabulary.checks import meaning_of

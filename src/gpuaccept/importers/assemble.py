@@ -18,22 +18,10 @@ from pydantic import ValidationError
 
 from gpuaccept import __version__
 from gpuaccept.errors import ImportedTextError, Problem, format_path
-from gpuaccept.facts.model import (
-    CollectiveResult,
-    CollectiveSweep,
-    Facts,
-    GpuFacts,
-    LinkFacts,
-    Measurements,
-    NvLinkFacts,
-    P2PFacts,
-    PcieFacts,
-    StepFailure,
-    SystemFacts,
-    TextSource,
-    Unavailable,
-    not_probed,
-)
+from gpuaccept.facts.machine import GpuFacts, LinkFacts, NvLinkFacts, P2PFacts, PcieFacts, SystemFacts
+from gpuaccept.facts.measurements import CollectiveResult, CollectiveSweep, Measurements, StepFailure
+from gpuaccept.facts.model import Facts, TextSource
+from gpuaccept.facts.record import Unavailable, not_probed
 from gpuaccept.facts.relations import Contradiction
 from gpuaccept.importers.nccl_tests import Device, NcclRun, find_nccl_runs, untagged
 from gpuaccept.importers.nvlink_status import KIND as KIND_NVLINK

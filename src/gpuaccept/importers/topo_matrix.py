@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpuaccept.facts.model import NicLink, Unavailable, not_probed
+from gpuaccept.facts.machine import NicLink
+from gpuaccept.facts.record import Unavailable, not_probed
 from gpuaccept.importers.text import Finding, TextFile, refuse, refuse_a_matrix_beyond_any_host
 from gpuaccept.vocabulary.affinity import is_cpu_list
 from gpuaccept.vocabulary.links import is_link_type, pair_key

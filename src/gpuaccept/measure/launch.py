@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuaccept.facts.model import FailureReason, StepFailure
+from gpuaccept.facts.measurements import FailureReason, StepFailure
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.plan import Plan, Step
 from gpuaccept.measure.worker import ERROR_MARK, GO_FILE, LAUNCHER_PID, MEASURE_FILE, SET_UP_FILE, heartbeat_file

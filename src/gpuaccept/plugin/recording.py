@@ -20,7 +20,7 @@ from gpuaccept.burnin.driver import read_burnin
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts, save_facts
 from gpuaccept.facts.coverage import did_not_pass
-from gpuaccept.facts.model import Measurements
+from gpuaccept.facts.measurements import Measurements
 from gpuaccept.facts.run_record import RunInfo, RunProfile, RunRecord, TestRecord
 from gpuaccept.files import OutputError, write_atomically
 from gpuaccept.outcomes import EXIT_PASSED

@@ -15,22 +15,9 @@ from typing import Any
 
 from gpuaccept import __version__
 from gpuaccept.errors import NoDriverError, ProbeError
-from gpuaccept.facts.model import (
-    NOT_READ,
-    CudaFacts,
-    FabricFacts,
-    Facts,
-    GpuFacts,
-    InstalledGpu,
-    LinkFacts,
-    NvLinkFacts,
-    P2PFacts,
-    PcieFacts,
-    SystemFacts,
-    Unavailable,
-    is_known,
-    not_probed,
-)
+from gpuaccept.facts.machine import CudaFacts, FabricFacts, GpuFacts, InstalledGpu, LinkFacts, NvLinkFacts, P2PFacts, PcieFacts, SystemFacts
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import NOT_READ, Unavailable, is_known, not_probed
 from gpuaccept.probe.linktype import classify_pair
 from gpuaccept.probe.nvml import Nvml, NvmlCallError
 from gpuaccept.vocabulary.links import gpu_key, normalize_uuid

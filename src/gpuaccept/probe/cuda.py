@@ -15,7 +15,8 @@ import importlib.util
 import os
 from pathlib import Path
 
-from gpuaccept.facts.model import CudaFacts, StrReading, Unavailable
+from gpuaccept.facts.machine import CudaFacts
+from gpuaccept.facts.record import StrReading, Unavailable
 
 CUDA_DRIVER = "libcuda.so.1"  # the CUDA driver's library, which torch's CUDA runtime loads too
 CUDA_SUCCESS = 0

@@ -19,20 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.facts.model import (
+from gpuaccept.facts.health import (
     ClockEventTimes,
     ComputeProcess,
     EccCounts,
-    GpuFacts,
     HealthFacts,
     HealthSnapshot,
     KernelLog,
     NvLinkErrors,
-    Unavailable,
     XidEvent,
-    is_known,
-    not_probed,
 )
+from gpuaccept.facts.machine import GpuFacts
+from gpuaccept.facts.record import Unavailable, is_known, not_probed
 from gpuaccept.probe import collect
 from gpuaccept.probe.collect import normalize_bus_id
 from gpuaccept.probe.nvml import Nvml, NvmlCallError

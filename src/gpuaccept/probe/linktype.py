@@ -12,7 +12,8 @@ the NVLink view overrides it.
 
 from __future__ import annotations
 
-from gpuaccept.facts.model import NvLinkFacts, Unavailable, is_known
+from gpuaccept.facts.machine import NvLinkFacts
+from gpuaccept.facts.record import Unavailable, is_known
 from gpuaccept.vocabulary.links import TOPOLOGY_LEVEL_LABELS, nvlink_type
 from gpuaccept.vocabulary.nvml_codes import NVLINK_REMOTE_GPU, NVLINK_REMOTE_SWITCH
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gpuaccept.facts.cluster import NcclTransport, NicAffinity, PortFacts
-from gpuaccept.facts.model import Unavailable
+from gpuaccept.facts.record import Unavailable
 
 INFINIBAND = "sys/class/infiniband"
 PCI_DEVICES = "sys/bus/pci/devices"

@@ -21,7 +21,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from gpuaccept.facts.model import BoolReading, NcclNvls, Unavailable
+from gpuaccept.facts.measurements import NcclNvls
+from gpuaccept.facts.record import BoolReading, Unavailable
 
 # cuda.h (CUDA 12.0 and later): "Device supports switch multicast and reduction operations"
 CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED = 132

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpuaccept.facts.model import Unavailable
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.probe.collect import normalize_bus_id
 from gpuaccept.probe.network import PCI_DEVICES
 

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from gpuaccept.facts.model import TelemetryLimits, TelemetrySample
+from gpuaccept.facts.telemetry import TelemetryLimits, TelemetrySample
 from gpuaccept.probe.collect import read
 from gpuaccept.probe.nvml import Nvml
 

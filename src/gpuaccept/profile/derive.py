@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuaccept.errors import ProfileError
-from gpuaccept.facts.model import Facts, Unavailable
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.catalogue import Catalogue, Entry, FabricKind, Gpu, Record, RunRange
 from gpuaccept.profile.load import load_profile_text
 from gpuaccept.profile.machine import Fabric, Installed, UnknownMachine, fabric_of, installed_gpus, most_common_link

@@ -25,7 +25,7 @@ from typing import Any, TypeVar, get_args
 from gpuaccept.errors import shown
 from gpuaccept.facts import Facts, Unavailable
 from gpuaccept.facts.coverage import causes_first
-from gpuaccept.facts.model import CollectiveResult
+from gpuaccept.facts.measurements import CollectiveResult
 from gpuaccept.facts.run_record import RunRecord
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import SCHEMA_VERSION, MeasureDtype

@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from gpuaccept.facts.model import Facts, GpuFacts, Unavailable
+from gpuaccept.facts.machine import GpuFacts
+from gpuaccept.facts.model import Facts
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.catalogue import Catalogue, FabricKind, Gpu
 from gpuaccept.vocabulary.nvml_codes import NVLINK_REMOTE_GPU, NVLINK_REMOTE_SWITCH
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from gpuaccept.errors import InputFileError, Problem
 from gpuaccept.facts import Facts
 from gpuaccept.facts.coverage import causes_first
-from gpuaccept.facts.model import GemmResult, HbmResult
+from gpuaccept.facts.measurements import GemmResult, HbmResult
 from gpuaccept.facts.run_record import Environment, RunRecord
 from gpuaccept.files import read_input_text, write_atomically
 from gpuaccept.report.results import now

@@ -5,64 +5,49 @@ collective with floors and the physical peak, the pairwise and peer-copy bandwid
 heat maps, DDP efficiency, exposed communication and the P2P A/B per world size and batch, and
 every test with its numbers. Everything comes from data fields of the verdict records (outcome,
 measured, criterion, marginal, attempts, transient, context) and the facts; no text is read back.
-
-The pages are rendered from Jinja2 templates (`templates/`, autoescaping on). Charts are Plotly
-figures, built here with plotly.py and drawn in the browser by plotly.js. Plotly was chosen for
-what the burn-in telemetry needs: hover values, zoom and pan, and hours of 1 Hz samples per GPU,
-from a library that is kept by others, with the JS bundle that matches the Python side shipped
-in the same wheel (nothing vendored here to keep in step). Its cost is size: plotly.min.js is
-about 4.8 MB, inlined once per page (no CDN, no network: the page works from file:// on a machine
-with no network), so the report of a full 4xH200 run grows from 86 KB to about 4.9 MB. A page
-without charts (facts with no measurements) carries no JS at all. The plotly.js "basic" partial
-bundle of the same version (1.2 MB, scatter, bar and pie only) would save 3.6 MB a page, but
-would have to be vendored here and upgraded in step with plotly.py, and has no WebGL traces to
-fall back on should telemetry outgrow SVG lines (8 GPUs x 12 h at 1 Hz still draw in seconds).
-The heat maps and tables stay HTML: a cell's value is its tooltip, and zooming a 4x4 matrix adds
-nothing.
-
-Each chart is a `<div>` and a `<script type="application/json" class="chart-figure">` holding the
-figure (its data traces with the measured values, the floors and the peak); a few lines of script
-at the end of the page hand each figure to Plotly. The figures are data a test can read.
+The page, its colours and its charts are report/charts.py's. The heat maps and tables stay HTML: a
+cell's value is its tooltip, and zooming a 4x4 matrix adds nothing.
 """
 
 from __future__ import annotations
 
-import functools
-import html
 import math
-import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from gpuaccept.errors import visible
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import GemmResult
+from gpuaccept.facts.measurements import GemmResult
 from gpuaccept.facts.run_record import RunRecord, TestRecord
 from gpuaccept.facts.verdict import Equals, Verdict
 from gpuaccept.outcomes import EXIT_FAILED, EXIT_PASSED
+from gpuaccept.report.charts import (
+    ERROR,
+    FAIL,
+    LINE_MARKER,
+    MARGINAL,
+    OUTCOME_COLOURS,
+    PASS,
+    PASS_AT_FLOOR,
+    PASS_AT_PEAK,
+    PASS_UNSCALED,
+    PEAK,
+    SERIES,
+    SKIP,
+    UNJUDGED,
+    chart_axis,
+    chart_html,
+    chart_layout,
+    page_templates,
+    render_page,
+    timeseries_chart,
+)
 from gpuaccept.report.summary import banner, marginal_tests, transient_tests
-from gpuaccept.report.templating import templates
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.drills import drills_in
 from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
 
-PASS, FAIL, ERROR, SKIP = "#1a7f37", "#cf222e", "#bc4c00", "#8c959f"
-MARGINAL = "#d4a72c"
-UNJUDGED = "#f6f8fa"
-# passing heat map cells: from this green at the floor to PASS at the physical peak
-PASS_AT_FLOOR = (209, 245, 220)
-PASS_AT_PEAK = (26, 127, 55)
-PASS_UNSCALED = 0.5  # where a pass has no floor or peak to place it between
-OUTCOME_COLOURS = {"passed": PASS, "failed": FAIL, "error": ERROR, "skipped": SKIP, "not_applicable": SKIP}
-SERIES = ["#0969da", "#8250df", "#bf3989", "#1a7f37", "#bc4c00", "#57606a", "#0a7b83", "#953800"]
-PEAK = "#57606a"
-GPU_SERIES = ["#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#7f7f7f", "#e377c2", "#bcbd22", "#8c564b"]  # no red: red is the limit
-CHART_CLASS = "chart-figure"  # the script element that holds a figure; a page with one carries plotly.js
-# no plotly.com logo link; no lasso or box select, which these charts have no use for
-CHART_CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
-LINE_MARKER = "line-ew"  # a short horizontal tick: a floor at one size or one DDP setting
 MARKS = (
     ("marginal", "passed within the profile's marginal band of its limit"),
     ("transient", "missed at first, passed when measured again"),
@@ -74,31 +59,11 @@ def _why(verdict: Verdict, mark: str, why: str) -> str:
     return f"{why}: {verdict.marginal_line}" if mark == "marginal" and verdict.marginal_line else why
 
 
-def _templates():
-    environment = templates()  # report/templating.py: autoescaped, each value shown with its invisible characters escaped
-    environment.globals.update(chart_class=CHART_CLASS, colours={"fail": FAIL})
-    return environment
-
-
-@functools.cache
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
-
-    return get_plotlyjs()
-
-
-def render_page(title: str, body: str) -> str:
-    """A whole page around `body` (HTML from this module's templates and chart helpers): the
-    report's style, and plotly.js inlined once where the body holds a chart."""
-    has_charts = f"class='{CHART_CLASS}'" in body
-    return _templates().get_template("page.html.j2").render(title=title, body=body, plotly_js=_plotly_js() if has_charts else None)
-
-
 def render_html(record: RunRecord) -> str:
     tests = record.tests
     verdicts = record.verdicts()
     facts = record.facts
-    body = _templates().get_template("report.html.j2").render(
+    body = page_templates().get_template("report.html.j2").render(
         header=_header(record),
         coverage=_coverage(record),
         causes=_causes(record),
@@ -113,110 +78,6 @@ def render_html(record: RunRecord) -> str:
     )
     title = f"gpu-accept: {record.environment.host} against {record.run.profile.name}"
     return render_page(title, body)
-
-
-# -- charts ---------------------------------------------------------------------------------------------
-
-
-def chart_html(chart_id: str, figure, *, height: int = 260) -> str:
-    """The HTML of one Plotly figure: its div and its figure as JSON, for a page from render_page."""
-    if not re.fullmatch(r"[A-Za-z][\w-]*", chart_id):
-        raise ValueError(f"chart id {chart_id!r}: letters, digits, '_' and '-' only, starting with a letter")
-    spec = {**figure.to_dict(), "config": CHART_CONFIG}
-    return _templates().get_template("chart.html.j2").render(chart_id=chart_id, figure=spec, height=height)
-
-
-def _layout(**settings) -> dict:
-    layout = {
-        "template": "none",
-        "font": {"family": "system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif", "size": 11, "color": "#1f2328"},
-        "margin": {"l": 56, "r": 12, "t": 30, "b": 44},  # the top margin holds the zoom buttons
-        "paper_bgcolor": "#fff",
-        "plot_bgcolor": "#fff",
-        "hovermode": "closest",
-        "hoverlabel": {"align": "left"},
-        "dragmode": "zoom",
-        "showlegend": True,
-        "legend": {"orientation": "h", "x": 0, "y": -0.28, "font": {"size": 10}},
-    }
-    layout.update(settings)
-    return layout
-
-
-def _axis(title: str, **settings) -> dict:
-    return {"title": {"text": title, "font": {"size": 11}}, "gridcolor": "#eaeef2", "zeroline": False, "linecolor": "#d0d7de", **settings}
-
-
-def timeseries_chart(
-    series: Mapping[str, Sequence[tuple[float, float]]],
-    *,
-    title: str,
-    unit: str,
-    limit: float | None = None,
-    limit_label: str = "limit",
-    chart_id: str = "timeseries",
-    note: str = "",
-    height: int = 320,
-    span_s: float | None = None,
-    markers: bool = False,
-    marks: Sequence[tuple[float, str]] = (),
-) -> str:
-    """A per-GPU time series (telemetry: clocks, temperature, power over a burn-in), one line per
-    GPU, with a dashed limit line, the values of every GPU at the cursor's time on hover, and zoom.
-
-    `series` is {gpu: [(t, value), ...]}, t in seconds since the start; the time axis reads in s,
-    min or h by the span (`span_s` where charts of one run must read alike, else the data's own).
-    `markers` draws each point: a series of rounds may hold a single one, which a line alone would
-    not show. `marks` are moments drawn as dotted vertical lines with their labels (where the
-    sustained load began and ended, where each GPU reached thermal steady state). Returns the chart's HTML (a card with its title), for a page from
-    render_page, which inlines plotly.js once however many charts the page holds."""
-    import plotly.graph_objects as go
-
-    times = [t for points in series.values() for t, _ in points]
-    span = span_s if span_s is not None else (max(times) - min(times)) if times else 0.0
-    scale, time_unit, digits = (3600.0, "h", 4) if span >= 2 * 3600 else (60.0, "min", 2) if span >= 120 else (1.0, "s", 1)
-
-    def at(t: float) -> float:
-        return round(t / scale, 6) if scale != 1.0 else t  # 6 decimals of an hour are 3.6 ms: exact enough, and short
-
-    figure = go.Figure(layout=_layout(
-        # with `span_s`, every chart of a run spans the same time (a single round still sits where it ran)
-        xaxis=_axis(f"time since start ({time_unit})", hoverformat=f".{digits}f", **({"range": [0, at(span)]} if span_s else {})),
-        yaxis=_axis(f"{title} ({unit})" if unit else title),
-        legend={"orientation": "h", "x": 0, "y": -0.3, "font": {"size": 10}},
-        margin={"l": 56, "r": 12, "t": 30, "b": 60},  # room for the time axis's title above the legend
-        hovermode="x unified",
-    ))
-    for index, (gpu, points) in enumerate(series.items()):
-        ordered = sorted(points)
-        name = plotly_text(str(gpu))
-        figure.add_trace(go.Scatter(
-            name=name, x=[at(t) for t, _ in ordered], y=[value for _, value in ordered],
-            mode="lines+markers" if markers else "lines", meta="series",
-            line={"color": GPU_SERIES[index % len(GPU_SERIES)], "width": 1},
-            hovertemplate=f"{name}: %{{y:.4g}} {unit}<extra></extra>",
-        ))
-    if limit is not None and times:
-        label = f"{limit_label} {limit:g} {unit}".rstrip()
-        figure.add_trace(go.Scatter(  # last, so that it is drawn over the lines it bounds
-            name=label, x=[at(min(times)), at(max(times))], y=[limit, limit], mode="lines", meta="limit",
-            line={"color": FAIL, "width": 2.5, "dash": "dash"}, hovertemplate=f"{label}<extra></extra>",
-        ))
-    for height_step, (t, label) in enumerate(sorted(marks)):
-        figure.add_vline(
-            x=at(t), line={"color": "#57606a", "width": 1, "dash": "dot"},
-            annotation={"text": plotly_text(label), "font": {"size": 9}, "yshift": -12 * (height_step % 3)},
-            # a mark near the end is labelled on its left, inside the chart
-            annotation_position="top left" if span and t - min(times, default=0.0) > 0.9 * span else "top right",
-        )
-    return _templates().get_template("card.html.j2").render(title=title, note=note, content=chart_html(chart_id, figure, height=height))
-
-
-def plotly_text(text: str) -> str:
-    """Text for a chart's label: Plotly reads `<b>`, `<br>` and `<a href>` in labels as markup of
-    its own and turns `&lt;` back into `<`, so a name from a record is written with its markup
-    characters as entities: it is shown as the text it is."""
-    return html.escape(visible(text), quote=False)
 
 
 # -- sections -----------------------------------------------------------------------------------------
@@ -385,9 +246,9 @@ def _busbw_figure(collective: str, points: list[tuple[int, float, Verdict | None
         if verdict is not None and len(verdict.attempts) > 1:
             lines.append("attempts " + ", ".join("-" if a is None else show(a) for a in verdict.attempts))
         hover.append("<br>".join(lines))
-    figure = go.Figure(layout=_layout(
-        xaxis=_axis("message size", type="log", tickvals=sizes, ticktext=[format_size(s) for s in sizes]),
-        yaxis=_axis("busbw (GB/s)", rangemode="tozero"),
+    figure = go.Figure(layout=chart_layout(
+        xaxis=chart_axis("message size", type="log", tickvals=sizes, ticktext=[format_size(s) for s in sizes]),
+        yaxis=chart_axis("busbw (GB/s)", rangemode="tozero"),
     ))
     figure.add_trace(go.Scatter(
         name="measured", x=sizes, y=[value for _, value, _ in points], mode="lines+markers", meta="measured",
@@ -563,9 +424,9 @@ def _ddp_figure(bars: list[dict]):
             floors.append((bar["case"], limit))
         hover.append(text + f"<br>{bar['per_gpu']:.1f} samples/s per GPU, {bar['on_one']:.1f} on 1 GPU")
     top = max([1.0] + [bar["efficiency"] for bar in bars] + [limit for _, limit in floors]) * 1.12
-    figure = go.Figure(layout=_layout(
-        xaxis=_axis("world size and batch per GPU", type="category"),
-        yaxis=_axis("scaling efficiency", range=[0, top]),
+    figure = go.Figure(layout=chart_layout(
+        xaxis=chart_axis("world size and batch per GPU", type="category"),
+        yaxis=chart_axis("scaling efficiency", range=[0, top]),
         bargap=0.45,
     ))
     figure.add_trace(go.Bar(

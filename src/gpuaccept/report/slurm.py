@@ -1,4 +1,5 @@
-"""Where a run's verdict meets Slurm: the node name a drain may name, the drain reason, and the drain.
+"""Where a run's verdict meets Slurm: the node name a drain may name, the drain reason, which runs
+drain (the health check's --on-fail and --on-error), and the drain.
 
 The reason is what `sinfo -R` and `scontrol show node` show; an operator reads it to know what to
 look at. `sinfo -R` shows its first 20 characters by default, so the most telling words come first:
@@ -15,6 +16,7 @@ anything runs. Nothing here ever resumes a node.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -43,6 +45,26 @@ def check_node_name(name: str, where: str) -> str:
             f"{NODE_NAME_MAX} characters): Slurm would read brackets, commas or spaces as a list of nodes to drain"
         )
     return name
+
+
+def node_to_drain(named: str | None, host: str) -> str:
+    """The node a drain names, checked before anything runs: the one `named` (--node), else the one
+    slurmd names its programs' node by ($SLURMD_NODENAME), else this host's short name."""
+    if named is not None:
+        return check_node_name(named, "--node")
+    slurmd = os.environ.get("SLURMD_NODENAME")
+    if slurmd is not None:
+        return check_node_name(slurmd, "SLURMD_NODENAME")
+    return check_node_name(host.split(".")[0], "this host's short name (give --node)")
+
+
+def drain_asked(verdict: RunVerdict, on_fail: str, on_error: str) -> bool:
+    """Whether a run that did not pass drains its node, by the health check's --on-fail and --on-error
+    ("none" or "drain"). A node whose checks ran and could not establish a value is not proven good:
+    --on-fail drains it as it drains a failed one; --on-error adds the runs that judged nothing (no
+    driver, a probe that hung)."""
+    judged_something = verdict.result == "failed" or bool(verdict.not_judged)
+    return (on_fail if judged_something else on_error) == "drain"
 
 
 def drain_reason(verdict: RunVerdict, limit: int = REASON_MAX) -> str:

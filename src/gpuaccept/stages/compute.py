@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 
-from gpuaccept.facts.model import ComputeSweep, GemmResult, HbmResult, Measurements, MemtestResult, StepFailure
+from gpuaccept.facts.measurements import ComputeSweep, GemmResult, HbmResult, Measurements, MemtestResult, StepFailure
 from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.launch import Outcome, WorkerPool, Workers, run_plan
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep, Plan, Step

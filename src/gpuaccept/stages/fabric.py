@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from gpuaccept.facts.model import (
+from gpuaccept.facts.measurements import (
     CollectiveResult,
     CollectiveSweep,
     CopyResult,
@@ -25,8 +25,8 @@ from gpuaccept.facts.model import (
     PairResult,
     PairSweep,
     StepFailure,
-    Unavailable,
 )
+from gpuaccept.facts.record import Unavailable
 from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.launch import Outcome, WorkerPool, Workers, run_plan
 from gpuaccept.measure.pairwise_step import schedule

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import HealthFacts, HealthSnapshot, XidEvent
+from gpuaccept.facts.health import HealthFacts, HealthSnapshot, XidEvent
 from gpuaccept.facts.relations import readable_time
 from gpuaccept.files import write_atomically
 from gpuaccept.probe.health import Target, XidListener

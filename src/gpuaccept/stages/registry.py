@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import CudaFacts, Measurements
+from gpuaccept.facts.machine import CudaFacts
+from gpuaccept.facts.measurements import Measurements
 from gpuaccept.measure.plan import Plan
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.stages.compute import compute_not_run, compute_stage_plans, run_compute_stage

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import Measurements
+from gpuaccept.facts.measurements import Measurements
 from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.launch import WorkerPool
 from gpuaccept.measure.plan import Plan

@@ -25,7 +25,8 @@ from pathlib import Path
 from gpuaccept.checks.attempts import worth_measuring_again
 from gpuaccept.checks.stages import stage_values
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import ConfirmationRound, CudaFacts, Measurements
+from gpuaccept.facts.machine import CudaFacts
+from gpuaccept.facts.measurements import ConfirmationRound, Measurements
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.launch import WorkerPool, settle

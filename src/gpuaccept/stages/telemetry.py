@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaccept.facts import Facts
-from gpuaccept.facts.model import LoadWindow, Telemetry, TelemetryLimits, TelemetrySample
+from gpuaccept.facts.telemetry import LoadWindow, Telemetry, TelemetryLimits, TelemetrySample
 from gpuaccept.probe.nvml import nvml_of_this_machine
 from gpuaccept.probe.telemetry import TelemetrySampler
 
