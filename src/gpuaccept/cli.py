@@ -101,7 +101,9 @@ def _reader_gone() -> bool:
     except (OSError, ValueError):  # no descriptor to ask
         return False
     if gone:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     return gone
 
 
