@@ -114,7 +114,7 @@ DDP = Stage(
 COMPUTE = Stage(
     name="compute", title="compute stage", per_gpu=True, asked=lambda spec: spec.compute is not None,
     plans=_compute_plans, run=_run_compute, where=lambda facts, gpus: "on " + ", ".join(f"gpu{gpu}" for gpu in gpus),
-    cannot_run=_gpus_missing, not_run=compute_not_run,
+    cannot_run=_gpus_missing, not_run=compute_not_run, tests_free_memory=True,
     # a burn-in's sustained load is the profile's GEMM, with its HBM and memory test between products
     in_burnin="load", asked_in_burnin=lambda spec: spec.compute is not None and spec.compute.gemm is not None,
 )
