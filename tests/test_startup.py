@@ -130,9 +130,49 @@ def test_the_first_worker_starts_before_the_probe_only_where_gpus_are_measured(m
     prepared: list[list[int]] = []
     monkeypatch.setattr(hooks.WorkerPool, "prepare", lambda self, ranks: prepared.append(list(ranks)))
     monkeypatch.setattr(hooks, "driver_loads", lambda: driver)
+    monkeypatch.setattr(hooks, "_gpus_listed", lambda: 0)
     config = SimpleNamespace(option=SimpleNamespace(numprocesses=xdist, collectonly=False))
     options = SimpleNamespace(level=level, source=LiveMachine() if source == "live" else FactsFile(path="facts.json"))
     hooks._first_worker_ahead(config, options)
+    assert prepared == started
+
+
+@pytest.mark.parametrize(
+    "listed, visible, cores, started",
+    [
+        (["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"], None, 64, [[1] * 5]),  # copies, and each GPU's loads
+        (["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"], "0,1", 64, [[1] * 3]),
+        (["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"], None, 8, [[1]]),  # five imports want ten cores
+        (None, None, 64, [[1]]),  # the driver lists nothing: the copy stage's alone
+    ],
+    ids=["every-gpu", "visible", "few-cores", "unlisted"],
+)
+def test_the_first_wave_starts_a_worker_for_each_gpu_the_driver_lists(monkeypatch, listed, visible, cores, started):
+    from types import SimpleNamespace
+
+    from gpuaccept.facts.run_record import LiveMachine
+    from gpuaccept.plugin import hooks
+
+    prepared: list[list[int]] = []
+    monkeypatch.setattr(hooks.WorkerPool, "prepare", lambda self, ranks: prepared.append(list(ranks)))
+    monkeypatch.setattr(hooks, "driver_loads", lambda: True)
+    real_listdir = hooks.os.listdir
+
+    def listdir(path):
+        if path != "/proc/driver/nvidia/gpus":
+            return real_listdir(path)
+        if listed is None:
+            raise FileNotFoundError(path)
+        return listed
+
+    monkeypatch.setattr(hooks.os, "listdir", listdir)
+    monkeypatch.setattr(hooks.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    config = SimpleNamespace(option=SimpleNamespace(numprocesses=None, collectonly=False))
+    hooks._first_worker_ahead(config, SimpleNamespace(level="standard", source=LiveMachine()))
     assert prepared == started
 
 
