@@ -53,10 +53,12 @@ Runner = Literal["suites", "cluster"]  # who judges a check: the suites' tests, 
 
 PACKAGE = "gpuaccept.checks"
 # every module of checks that declares checks, in the order the suites go (the layers: inventory
-# first), then the regression gate against a baseline, then the checks of a cluster
+# first), then the regression gate against a baseline, then the checks of a cluster. A module of
+# checks that is a package (health) is listed room by room: its checks are one module's (its area,
+# its section of docs/checks.md), in the order of its rooms here, whichever room was imported first
 CHECK_MODULES = (
-    "inventory", "health", "topology", "affinity", "p2p", "fabric", "compute", "ddp", "telemetry", "heat", "burnin", "baseline",
-    "cluster",
+    "inventory", "health.memory", "health.state", "health.xids", "health.counters", "health.thermal", "topology", "affinity", "p2p",
+    "fabric", "compute", "ddp", "telemetry", "heat", "burnin", "baseline", "cluster",
 )
 # the area of each module's checks, where a check names no stage (a stage's checks are of the area
 # the stage is named after: nccl, copies, ddp, compute)
@@ -224,7 +226,7 @@ def check(
 
     def declare(judged: Callable[Concatenate[Judge, Profile, P], Verdict]) -> DeclaredCheck[P]:
         summary = (judged.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
-        module = judged.__module__.rsplit(".", 1)[-1]
+        module = _module_of(judged)
         named = name or judged.__name__
         earlier = REGISTRY.get(named)
         # a module imported again (pytest's in-process runs restore sys.modules) declares its checks
@@ -253,16 +255,21 @@ def check(
     return declare
 
 
+def _module_of(judged: Callable[..., Any]) -> str:
+    """The module of checks a check function is declared in: `health` for gpuaccept.checks.health.xids."""
+    return judged.__module__.removeprefix(f"{PACKAGE}.").split(".")[0]
+
+
 def declared_checks(runner: Runner | None = "suites") -> list[DeclaredCheck[Any]]:
     """Every check `runner` judges (every declared check for None), in the order of CHECK_MODULES
-    and, within a module, of the file. Every module of checks is imported first, so that each of
-    its declarations is in the registry whatever was imported before."""
+    and, within a module, of the file. Every module of checks (and of a package of checks) is
+    imported first, so that each of its declarations is in the registry whatever was imported before."""
     package = importlib.import_module(PACKAGE)
-    for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{PACKAGE}.{module.name}")
+    for module in pkgutil.walk_packages(package.__path__, f"{PACKAGE}."):
+        importlib.import_module(module.name)
     order = {module: index for index, module in enumerate(CHECK_MODULES)}
     found = [declared for declared in REGISTRY.values() if runner is None or declared.declaration.runner == runner]
-    return sorted(found, key=lambda declared: order[declared.declaration.module])
+    return sorted(found, key=lambda declared: order[declared.judged.__module__.removeprefix(f"{PACKAGE}.")])
 
 
 def subject_kinds() -> dict[str, Subjects]:
