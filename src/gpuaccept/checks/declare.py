@@ -14,8 +14,11 @@ subject involves, whether its failure is a root cause of other checks (a GPU mis
 else's load on a GPU), whether its value is a headline worth seeing when it passes, whether the fleet
 compares it across hosts and over a host's runs (fleet medians, history, drift), whether it is a
 Prometheus series of its own (a headline or fleet value always is), whether it is a share of something
-(a ratio, where its criterion names no unit), and which way it improves. So coverage by area, causes
-first, the fleet's medians, the history and the metrics are read from data, and no writer types a
+(a ratio, where its criterion names no unit), which way it improves, and which measured value it
+judges where report.html draws that value beside its verdict (vocabulary/measures.py: a link's type,
+a collective's busbw, a copy's bandwidth, a DDP setting's efficiency). So coverage by area, causes
+first, the fleet's medians, the history, the metrics and the page's charts and matrices are read
+from data, and no writer types a
 check's name: vocabulary/checks.json holds the same declarations below the checks, for results written
 before verdicts carried them and for the SQL of the results store
 (`python -m gpuaccept.checks.catalog meanings > src/gpuaccept/vocabulary/checks.json`).
@@ -45,6 +48,7 @@ from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.areas import AREAS, RootCause
 from gpuaccept.vocabulary.checks import CheckMeaning
 from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.measures import Measure
 from gpuaccept.vocabulary.steps import StageName, StepKey
 
 P = ParamSpec("P")
@@ -126,12 +130,14 @@ class Declaration:
     metric: bool = False  # its value is a Prometheus series of its own (a headline or fleet value always is)
     share: bool = False  # its value, without a unit, is a share of something: a ratio
     better: Better | None = None  # which way its value improves, where that is the same for every subject
+    measure: Measure | None = None  # the measured value it judges, where report.html draws it beside its verdicts
 
     @property
     def meaning(self) -> CheckMeaning:
         """What every writer needs of it, as vocabulary/checks.json holds it."""
         better = None if self.better is None else self.better.value
-        return CheckMeaning(self.area, better, self.fleet, self.headline, self.metric, self.share)
+        measure = None if self.measure is None else self.measure.value
+        return CheckMeaning(self.area, better, self.fleet, self.headline, self.metric, self.share, measure)
 
     @property
     def test_name(self) -> str:
@@ -184,11 +190,11 @@ class DeclaredCheck(Generic[P]):
     def declared(self, verdict: Verdict, profile: Profile, subject: Any) -> Verdict:
         """`verdict` with what this check declares for every writer: its area, the GPUs its subject
         involves (a root cause's own, where it names the GPUs at fault), whether it is a root cause, and
-        where its value is shown (a headline, a fleet value, a metric, a share)."""
+        where its value is shown (a headline, a fleet value, a metric, a share, a measure the page draws)."""
         declaration = self.declaration
         update: dict[str, Any] = {
             "area": declaration.area, "root": declaration.root, "headline": declaration.headline, "fleet": declaration.fleet,
-            "metric": declaration.metric, "share": declaration.share,
+            "metric": declaration.metric, "share": declaration.share, "measure": declaration.measure,
         }
         gpus_of = declaration.subjects.gpus
         if gpus_of is not None and subject is not None and not (declaration.root and verdict.gpus):
@@ -221,6 +227,7 @@ def check(
     metric: bool = False,
     share: bool = False,
     better: Better | None = None,
+    measure: Measure | None = None,
 ) -> Callable[[Callable[Concatenate[Judge, Profile, P], Verdict]], DeclaredCheck[P]]:
     """Declare a check (see the module's docstring); it is registered under its name."""
 
@@ -246,7 +253,7 @@ def check(
         declaration = Declaration(
             named, module, " ".join(summary.split()), subjects, marginal, stage, asked,
             measured_again, in_burnin, judged_beside_load, key_of, attempts, family, test, runner, declared_area, root, headline,
-            fleet, metric or fleet or headline, share, better,
+            fleet, metric or fleet or headline, share, better, measure,
         )
         declared = DeclaredCheck(judged, declaration)
         REGISTRY[declaration.name] = declared
