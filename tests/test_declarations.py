@@ -162,6 +162,10 @@ def test_the_health_rooms_are_one_module_of_checks_in_the_order_its_checks_alway
         f"gpuaccept.checks.health.{room}" for room in ("memory", "state", "xids", "counters", "thermal")
     }
     assert {d.declaration.area for d in found} == {"health"}
+    # the families the suites mark alike, in the same order
+    per_gpu = [d for d in found if d.declaration.subjects.fixture == "gpu"]
+    assert list(health.STATE_CHECKS) == [d for d in per_gpu if d.declaration.family == "health_state"]
+    assert list(health.RUN_CHECKS) == [d for d in per_gpu if d.declaration.family == "health_run"]
     # each is the suites' `health.<name>`, as suites/test_health.py calls it
     assert all(getattr(health, d.declaration.name) is d for d in found)
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, Literal, ParamSpec
 
@@ -274,8 +274,13 @@ def declared_checks(runner: Runner | None = "suites") -> list[DeclaredCheck[Any]
     package = importlib.import_module(PACKAGE)
     for module in pkgutil.walk_packages(package.__path__, f"{PACKAGE}."):
         importlib.import_module(module.name)
+    return in_suite_order(declared for declared in REGISTRY.values() if runner is None or declared.declaration.runner == runner)
+
+
+def in_suite_order(found: Iterable[DeclaredCheck[Any]]) -> list[DeclaredCheck[Any]]:
+    """`found` in the order of CHECK_MODULES (a package's checks room by room) and, within a module,
+    of the file: whichever module was imported first."""
     order = {module: index for index, module in enumerate(CHECK_MODULES)}
-    found = [declared for declared in REGISTRY.values() if runner is None or declared.declaration.runner == runner]
     return sorted(found, key=lambda declared: order[declared.judged.__module__.removeprefix(f"{PACKAGE}.")])
 
 

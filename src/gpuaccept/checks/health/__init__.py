@@ -19,7 +19,7 @@ of their checks in every list read from the declarations.
 
 from __future__ import annotations
 
-from gpuaccept.checks.declare import GPU, REGISTRY, DeclaredCheck
+from gpuaccept.checks.declare import GPU, REGISTRY, DeclaredCheck, in_suite_order
 from gpuaccept.checks.health.counters import (
     GPU_LINK,
     ecc_corrected_during_run,
@@ -55,8 +55,10 @@ __all__ = [
 
 
 def _family(name: str) -> tuple[DeclaredCheck[[Facts, int]], ...]:
-    """The per-GPU checks of a family, as declared: state checks need the start snapshot only."""
-    return tuple(found for found in REGISTRY.values() if found.declaration.family == name and found.declaration.subjects is GPU)
+    """The per-GPU checks of a family, as declared, in the suites' order: state checks need the start
+    snapshot only."""
+    found = (found for found in REGISTRY.values() if found.declaration.family == name and found.declaration.subjects is GPU)
+    return tuple(in_suite_order(found))
 
 
 STATE_CHECKS = _family("health_state")
