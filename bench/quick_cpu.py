@@ -13,7 +13,9 @@ is CPU work (Python's start, imports, pytest, the probe's child, the reports, th
 measures; what NVML and the CUDA driver take on a GPU machine is not here (bench/run_time.py measures
 that, on the GPU machine). Per run: the wall time; the start-up, from the process's start to the
 session's (results.json's run.started_at); the session to the end of the last test (its finished_at);
-and the end: the reports, pytest's summary and the process's exit. Every run's reports are checked:
+and the end: the reports, pytest's summary and the process's exit; and the CPU time the command and
+its children used (user and system), which a machine busy with other work moves less than the wall
+time. Every run's reports are checked:
 results.json, junit.xml, report.html and verdict.json written and readable, the exit code the
 verdict's, the same tests and outcomes from both commits.
 """
@@ -24,6 +26,7 @@ import argparse
 import datetime
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -54,6 +57,7 @@ class Timed:
     startup_s: float | None  # process start to the session's start
     session_s: float | None  # the session's start to the last test's end
     end_s: float | None  # the last test's end to the process's end: reports, summary, exit
+    cpu_s: float  # user and system time of the command and its children (the probe): less moved by a busy machine
     outcomes: dict[str, str]
 
 
@@ -77,14 +81,17 @@ def one_run(commit: str, tree: Path, what: str, env: dict[str, str], work: Path,
     reports = work / label
     shutil.rmtree(reports, ignore_errors=True)
     command = run_time.suite_command(what, reports, "auto", [])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     run = run_time.timed(label, commit, what, 4, [], command, env, work)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     record = json.loads((reports / "results.json").read_text(encoding="utf-8"))
     began = _moment(record["run"]["started_at"]) - (run.startup_s or 0.0)
     finished = _moment(record["run"]["finished_at"]) - began
     check_reports(reports, run.exit, label)
     return Timed(
         commit, what, run.exit, run.wall_s, run.startup_s, round(finished - (run.startup_s or 0.0), 2), round(run.wall_s - finished, 2),
-        {test["id"]: test["outcome"] for test in record["tests"]},
+        round(cpu_s, 2), {test["id"]: test["outcome"] for test in record["tests"]},
     )
 
 
@@ -112,8 +119,8 @@ def report(runs: list[Timed], reference: str, this: str, cpus: int) -> str:
         f"{day}, this checkout ({this}) beside {reference}, CPU replay of the 4xH200 recording on a {cpus}-core machine, "
         f"not a GPU; {sum(1 for r in runs if r.commit == 'this' and r.what == 'quick')} runs of each, medians (s):",
         "",
-        "| command | commit | exit | wall | min wall | start-up | session (tests) | end (reports, exit) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| command | commit | exit | wall | min wall | start-up | session (tests) | end (reports, exit) | CPU |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for what in COMMANDS:
         for commit, name in (("reference", reference), ("this", this)):
@@ -121,12 +128,14 @@ def report(runs: list[Timed], reference: str, this: str, cpus: int) -> str:
             exits = sorted({str(r.exit) for r in mine})
             lines.append(
                 f"| {what} | {name} | {', '.join(exits)} | {median([r.wall_s for r in mine])} | {min(r.wall_s for r in mine):.2f} | "
-                f"{median([r.startup_s for r in mine])} | {median([r.session_s for r in mine])} | {median([r.end_s for r in mine])} |"
+                f"{median([r.startup_s for r in mine])} | {median([r.session_s for r in mine])} | {median([r.end_s for r in mine])} | "
+                f"{median([r.cpu_s for r in mine])} |"
             )
-    lines += ["", "| command | this / reference, median wall |", "| --- | ---: |"]
+    lines += ["", "| command | this / reference, median wall | median CPU |", "| --- | ---: | ---: |"]
     for what in COMMANDS:
         walls = {c: statistics.median(r.wall_s for r in runs if r.what == what and r.commit == c) for c in ("this", "reference")}
-        lines.append(f"| {what} | **{walls['this'] / walls['reference']:.2f}** |")
+        cpus = {c: statistics.median(r.cpu_s for r in runs if r.what == what and r.commit == c) for c in ("this", "reference")}
+        lines.append(f"| {what} | **{walls['this'] / walls['reference']:.2f}** | {cpus['this'] / cpus['reference']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
