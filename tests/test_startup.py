@@ -161,6 +161,7 @@ def quick_level(folder, *, command=("run", "--level", "quick"), no_peer=()):
     modules.mkdir()
     write(folder / "poisoned" / "sitecustomize.py", (
         "import atexit, os, sys\n"
+        f"open(os.path.join({str(modules)!r}, 'started-' + str(os.getpid())), 'w').write(' '.join(sys.orig_argv[1:]))\n"
         f"atexit.register(lambda: open(os.path.join({str(modules)!r}, str(os.getpid())), 'w').write('\\n'.join(sorted(sys.modules))))\n"
     ))
     (folder / "tmp").mkdir()
@@ -183,12 +184,15 @@ def quick_level(folder, *, command=("run", "--level", "quick"), no_peer=()):
 
 def imported_modules(folder) -> list[set[str]]:
     """The modules each process of a `quick_level` run had imported when it exited."""
-    return [set(path.read_text().splitlines()) for path in sorted((folder / "modules").iterdir())]
+    return [set(path.read_text().splitlines()) for path in sorted((folder / "modules").glob("[0-9]*"))]
 
 
 def assert_imports_nothing_heavy(folder) -> None:
-    """The command's own process ran pytest and wrote report.html with Jinja2; the probe's child
-    imported neither; no process imported a heavy module (HEAVY_MODULES)."""
+    """One probe started (the one the command started as it began); the command's own process ran
+    pytest and wrote report.html with Jinja2; the probe's child imported neither; no process
+    imported a heavy module (HEAVY_MODULES)."""
+    started = [path.read_text() for path in (folder / "modules").glob("started-*")]
+    assert [argv for argv in started if "gpuaccept.probe" in argv] == ["-m gpuaccept.probe"], started
     processes = imported_modules(folder)
     command = [modules for modules in processes if "gpuaccept.cli" in modules]
     probe = [modules for modules in processes if "gpuaccept.probe.collect" in modules and "gpuaccept.cli" not in modules]

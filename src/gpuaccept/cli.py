@@ -1092,7 +1092,7 @@ def _health_check(args, extra: list[str]) -> int:
         catalog.load(args.gpuaccept_profile)
     quick = argparse.Namespace(
         gpuaccept_profile=args.gpuaccept_profile, gpuaccept_profile_dirs=args.gpuaccept_profile_dirs, reports=args.reports,
-        gpuaccept_level="quick", metrics=args.metrics,
+        gpuaccept_level="quick", metrics=args.metrics, started_probe=args.started_probe,  # the probe started as the command began
     )
     code, verdict = _judged_run(quick, extra, "health-check", log=Path(args.reports) / "health-check.log")
     if code == EXIT_OK:
