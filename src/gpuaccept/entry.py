@@ -21,9 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     probe = None
     if _probes(argv):
-        from gpuaccept.probe import start_probe
+        from gpuaccept.probe import start_probe, warm
 
         probe = start_probe()
+        warm.begin_nvml()  # for the XID listener this process opens as its session starts
     try:
         from gpuaccept.cli import main as command_line
 
