@@ -15,7 +15,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,13 +222,8 @@ def _command_of(pid: int) -> str:
 
 
 def take_snapshots(nvml: Nvml, targets: list[Target], label: str, own_pids: frozenset[int] = frozenset()) -> list[HealthSnapshot]:
-    """Every target's snapshot, in the targets' order. Each GPU is read in a thread of its own: a
-    snapshot is a hundred NVML calls or more (every link's counters), which wait in the driver, not
-    in Python; read one GPU after another they took 0.15 s a GPU on a 4xH200."""
-    if len(targets) < 2:
-        return [take_snapshot(nvml, target, label, own_pids) for target in targets]
-    with ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="gpu-accept snapshot") as readers:
-        return list(readers.map(lambda target: take_snapshot(nvml, target, label, own_pids), targets))
+    """Every target's snapshot (116 NVML calls on an H200 of 18 links), each GPU read at once, in the targets' order."""
+    return collect.read_each(lambda target: take_snapshot(nvml, target, label, own_pids), targets)
 
 
 # --- the kernel log ---------------------------------------------------------------------------
