@@ -246,8 +246,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         # what the run holds from here to its end (the modules, the models of the facts and the
         # profile, the collected tests) is put beyond the garbage collector's reach: the collections
         # while the tests run, and those at the end (pytest's check for unraisable exceptions
-        # collects five times as it unconfigures, Python once more as it exits), go through what the
-        # tests made, not every object imported (most of the quick level's end: bench/quick_cpu.py).
+        # collects as it unconfigures and again in its cleanup), go through what the tests made,
+        # not every object imported (most of the quick level's end: bench/quick_cpu.py).
         # They are given back to it as the session's last cleanup (pytest_configure): a pytest run
         # inside another process keeps nothing
         gc.freeze()
