@@ -17,14 +17,15 @@ the standard run of this commit, then the previous one's (second, on the machine
 then this commit on fewer GPUs (the projection), then both under `-n <GPUs>`. Items that would not
 fit `--budget-s` are left out, and the report says which.
 
-Where the time went, per run, from its results.json: the start-up before the session (process, imports,
-probe: to the telemetry's first moment), then to the first stage (collection, the tests that load
-nothing), each stage's windows of load (the telemetry's `loads`, confirmation rounds included),
-the time between stages (health snapshots, the tests that judge), and after the last stage (the rest
-of the tests, the reports, the exit). Inside each stage, where a commit's sweeps keep them, its
-phases (rank 0's start-up by part, the wait for the machine, the hold, each step and the parts a
-step times itself: a DDP world's wrap, warm-up and timed steps, the memory test's passes); and
-the probe's own parts (`python -m gpuaccept.probe --phases`, where the commit has it).
+Where the time went, per run, from its results.json: the start-up before the session (process,
+imports, probe: to the telemetry's first moment, or the run's start where it sampled none, as the
+quick level), then to the first stage (collection, the tests that load nothing), each stage's
+windows of load (the telemetry's `loads`, confirmation rounds included), the time between stages
+(health snapshots, the tests that judge), and after the last stage (the rest of the tests, the
+reports, the exit). Inside each stage, where a commit's sweeps keep them, its phases (rank 0's
+start-up by part, the wait for the machine, the hold, each step and the parts a step times itself: a
+DDP world's wrap, warm-up and timed steps, the memory test's passes); and the probe's own parts
+(`python -m gpuaccept.probe --phases`, where the commit has it).
 """
 
 from __future__ import annotations
@@ -120,12 +121,15 @@ def timed(label: str, commit: str, what: str, gpus: int, options: list[str], com
             run.phases[sweep] = found["phases"]
         if "wall_s" in found:
             run.wall_of_sweep[sweep] = round(found["wall_s"], 2)
+    # the session's first moment: the telemetry's start where the run sampled it (its start-up
+    # ends there), else the run's own start (the quick level samples no telemetry: it loads nothing)
     telemetry = (record.get("facts") or {}).get("telemetry")
-    if not telemetry:
+    started = telemetry["started_at"] if telemetry else (record.get("run") or {}).get("started_at")
+    if not started:
         return run
-    session = _moment(telemetry["started_at"])
+    session = _moment(started)
     run.startup_s = round(session - began, 2)
-    loads = telemetry.get("loads") or []
+    loads = (telemetry or {}).get("loads") or []
     if not loads:
         run.after_s = round(ended - session, 2)
         return run

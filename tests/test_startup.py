@@ -200,26 +200,42 @@ def test_a_set_started_ahead_serves_any_plan_of_its_size_with_the_plans_own_envi
     assert pool.waiting == []
 
 
+# what a quick level or health-check never imports, in any of its processes: torch (the driver
+# answers for CUDA), the results store's engine and data frames, the charts (its report draws none:
+# nothing was measured or sampled), and the test tools of a development environment (the suites use none)
+HEAVY_MODULES = ("torch", "numpy", "pandas", "duckdb", "plotly", "narwhals", "hypothesis", "jsonschema", "lxml")
+
+
 def quick_level(folder, *, command=("run", "--level", "quick"), no_peer=()):
     """`gpu-accept` at the quick level on the 4xH200 NVML recording, with the fake CUDA driver
     (tests/cuda_driver.py) answering for the same GPUs, and a torch first on the path that leaves a
-    mark and refuses to be imported."""
+    mark and refuses to be imported. Each of its processes writes the modules it imported as it
+    exits (a sitecustomize first on the path), for `imported_modules`."""
     import os
     import subprocess
     import sys
 
     from gpuaccept.resources import shipped_dir
     from tests.cuda_driver import driver_environment, fake_cuda_driver
-    from tests.helpers import DATA, nvml_replay, write
+    from tests.helpers import nvml_replay, write
+    from tests.telemetry_nvml import telemetry_recording
 
     replay = nvml_replay("h200x4")
     uuids = [replay.query("uuid", i).removeprefix("GPU-") for i in range(4)]
     mark = folder / "torch-was-imported"
     write(folder / "poisoned" / "torch" / "__init__.py", f"open({str(mark)!r}, 'w').close()\nraise ImportError('no torch here')\n")
+    modules = folder / "modules"
+    modules.mkdir()
+    write(folder / "poisoned" / "sitecustomize.py", (
+        "import atexit, os, sys\n"
+        f"open(os.path.join({str(modules)!r}, 'started-' + str(os.getpid())), 'w').write(' '.join(sys.orig_argv[1:]))\n"
+        f"atexit.register(lambda: open(os.path.join({str(modules)!r}, str(os.getpid())), 'w').write('\\n'.join(sorted(sys.modules))))\n"
+    ))
     (folder / "tmp").mkdir()
     env = {
         **os.environ, **driver_environment(uuids, no_peer=no_peer),
-        "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x4.json"),
+        # the recording answers the telemetry's queries too, as a GPU machine does
+        "GPUACCEPT_NVML_REPLAY": str(telemetry_recording(folder / "h200x4-telemetry.json")),
         "LD_LIBRARY_PATH": str(fake_cuda_driver(folder / "cuda")),
         "PYTHONPATH": os.pathsep.join([str(folder / "poisoned"), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "TMPDIR": str(folder / "tmp"),  # where a measurement worker would make its folder
@@ -231,6 +247,27 @@ def quick_level(folder, *, command=("run", "--level", "quick"), no_peer=()):
         capture_output=True, text=True, env=env, timeout=300,
     )
     return done, mark
+
+
+def imported_modules(folder) -> list[set[str]]:
+    """The modules each process of a `quick_level` run had imported when it exited."""
+    return [set(path.read_text().splitlines()) for path in sorted((folder / "modules").glob("[0-9]*"))]
+
+
+def assert_imports_nothing_heavy(folder) -> None:
+    """One probe started (the one the command started as it began); the command's own process ran
+    pytest and wrote report.html with Jinja2; the probe's child imported neither; no process
+    imported a heavy module (HEAVY_MODULES)."""
+    started = [path.read_text() for path in (folder / "modules").glob("started-*")]
+    assert [argv for argv in started if "gpuaccept.probe" in argv] == ["-m gpuaccept.probe"], started
+    processes = imported_modules(folder)
+    command = [modules for modules in processes if "gpuaccept.cli" in modules]
+    probe = [modules for modules in processes if "gpuaccept.probe.collect" in modules and "gpuaccept.cli" not in modules]
+    assert len(command) == 1 and len(probe) == 1, f"{len(processes)} processes: {len(command)} command, {len(probe)} probe"
+    assert {"pytest", "jinja2"} <= command[0] and not {"pytest", "jinja2"} & probe[0]
+    for modules in processes:
+        heavy = sorted(name for name in modules if name.split(".")[0] in HEAVY_MODULES)
+        assert heavy == [], f"imported {heavy[:5]}"
 
 
 def outcomes_of(folder) -> dict[str, str]:
@@ -248,6 +285,7 @@ def test_the_quick_level_asks_cuda_through_the_driver_and_never_imports_torch_or
     assert len(agrees) == 12 and set(agrees.values()) == {"passed"}  # every ordered pair, from the driver's answer
     assert not mark.exists(), "torch was imported"
     assert list((tmp_path / "tmp").glob("gpuaccept-measure-*")) == []  # no measurement worker started
+    assert_imports_nothing_heavy(tmp_path)
 
 
 @pytest.mark.slow
@@ -258,6 +296,7 @@ def test_the_health_check_fails_a_pair_the_driver_says_has_no_peer_access(tmp_pa
     assert last.startswith("gpu-accept health-check: FAIL: ") and "test_p2p_cuda_agrees[gpu0-gpu3]" in last
     failed = {test for test, outcome in outcomes_of(tmp_path).items() if outcome == "failed"}
     assert failed == {"test_p2p_cuda_agrees[gpu0-gpu3]"} and not mark.exists()
+    assert_imports_nothing_heavy(tmp_path)
 
 
 @pytest.mark.slow

@@ -442,6 +442,12 @@ def _run(args, extra: list[str]) -> int:
     return _judged_run(args, extra, "run")[0]
 
 
+# pytest plugins installed beside gpu-accept that its runs leave unloaded: the suites use none of
+# them, and each costs every run time (hypothesis's imports all of hypothesis at the session's end:
+# 0.1-0.2 s on a 2-core machine). Every other installed plugin loads, as in any pytest run: a
+# user's options for it (--timeout, ...) keep working.
+NOT_LOADED = ("-p", "no:hypothesispytest")
+
 REPORT_FILES = ("results.json", "results.json" + JOURNAL_SUFFIX, "junit.xml", "report.html", "facts.json", run_verdict.VERDICT_FILE,
                 "health-check.log")
 
@@ -516,7 +522,7 @@ class _Prepared:
         for option, path in self.options.outputs.named():  # as the plugin checks them, before the verdict's first word
             check_output_file(path, option)
         suites = shipped_dir("suites")
-        pytest_args = [str(suites), "-c", str(suites / "pytest.ini"), "--rootdir", str(suites), *passed_to_pytest(given)]
+        pytest_args = [str(suites), "-c", str(suites / "pytest.ini"), "--rootdir", str(suites), *NOT_LOADED, *passed_to_pytest(given)]
         self.pytest_args = pytest_args + (extra[1:] if extra[:1] == ["--"] else extra)
         _refuse_what_pytest_refuses(self.pytest_args)
         self.outcome = _Outcome()
@@ -1086,7 +1092,7 @@ def _health_check(args, extra: list[str]) -> int:
         catalog.load(args.gpuaccept_profile)
     quick = argparse.Namespace(
         gpuaccept_profile=args.gpuaccept_profile, gpuaccept_profile_dirs=args.gpuaccept_profile_dirs, reports=args.reports,
-        gpuaccept_level="quick", metrics=args.metrics,
+        gpuaccept_level="quick", metrics=args.metrics, started_probe=args.started_probe,  # the probe started as the command began
     )
     code, verdict = _judged_run(quick, extra, "health-check", log=Path(args.reports) / "health-check.log")
     if code == EXIT_OK:

@@ -9,6 +9,7 @@ ends the probe's child unread (its one line names the input, never the machine).
 
 from __future__ import annotations
 
+import gc
 import sys
 
 PROBING_COMMANDS = ("run", "health-check", "burn-in")
@@ -20,9 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     probe = None
     if _probes(argv):
-        from gpuaccept.probe import start_probe
+        from gpuaccept.probe import start_probe, warm
 
         probe = start_probe()
+        warm.begin_nvml()  # for the XID listener this process opens as its session starts
     try:
         from gpuaccept.cli import main as command_line
 
@@ -30,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if probe is not None:
             probe.stop()  # read by the run, or not wanted after all
+        # the process ends next, its reports written: Python's collection as it exits need not go
+        # through every object the command made
+        gc.freeze()
 
 
 def _probes(argv: list[str]) -> bool:

@@ -1,6 +1,6 @@
 """The hooks of the controlling process that load the GPUs beyond the stages' first measurement:
-telemetry sampled from the session's start to its end (live runs), and at the burn-in level the
-burn-in's rounds, run before the tests judge them.
+telemetry sampled from the session's start to its end (live runs of the levels that load), and at
+the burn-in level the burn-in's rounds, run before the tests judge them.
 
 Ctrl-C or SIGTERM during the rounds ends the rounds only: the tests then judge what ran, the
 reports are written, and the run's verdict (decided by the recording, from the burn-in's record in
@@ -28,7 +28,9 @@ class BurninHooks:
 
     def pytest_sessionstart(self) -> None:
         context = self.run.context
-        if context.live:
+        # the quick level loads nothing and none of its tests reads the telemetry: sampled there it
+        # would open NVML once more in this process and chart a second of an idle machine in report.html
+        if context.live and self.run.options.level != "quick":
             period = context.profile.spec.burnin.telemetry_period_s
             self.telemetry = TelemetryLog(self.run.store.folder, context.facts, period)
             self.telemetry.start()

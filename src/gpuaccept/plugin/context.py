@@ -20,6 +20,7 @@ from gpuaccept.plugin.options import DerivedProfile, NamedProfile, ProfileChoice
 from gpuaccept.probe import probe_machine
 from gpuaccept.process import Bounded
 from gpuaccept.profile import Profile, ProfileCatalog, load_profile
+from gpuaccept.profile.catalogue import load_catalogue
 from gpuaccept.stages.store import MeasurementStore
 
 
@@ -48,13 +49,19 @@ class RunContext:
         catalog = ProfileCatalog.with_shipped(list(profile_dirs))
         # a named profile is loaded first: a bad profile is reported before any hardware is touched
         profile = catalog.load(choice.name) if isinstance(choice, NamedProfile) else None
+        derived_only = isinstance(choice, DerivedProfile)
+        catalogue, candidates = None, None
+        if profile is None:
+            # --profile auto: the catalogue and every profile are read while the probe still runs
+            catalogue = load_catalogue()
+            candidates = None if derived_only else catalog.load_all()
         if isinstance(source, FactsFile):
             facts, drills = load_facts(Path(source.path)), NO_DRILLS  # replayed facts: nothing runs, no drill acts
         else:
             facts = drills.recorded_in(probe_machine(started=started_probe))
         reason = ""
         if profile is None:
-            selection = catalog.select(facts, expect_gpus, derive_into, derived_only=isinstance(choice, DerivedProfile))
+            selection = catalog.select(facts, expect_gpus, derive_into, derived_only=derived_only, catalogue=catalogue, profiles=candidates)
             profile, reason = selection.profile, selection.reason
         return cls(profile, facts, source, tuple(str(f) for f in catalog.folders), reason, drills)
 

@@ -8,6 +8,7 @@ Every hook is inert in a pytest run that is not a gpu-accept run (neither --prof
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -61,6 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(_usage(error)) from None
     if options is None:
         return  # not a gpu-accept run
+    # added first, run last: after pytest's own cleanups have collected (pytest_collection_finish froze)
+    config.add_cleanup(gc.unfreeze)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
@@ -253,6 +256,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     worker, which cannot know which worker a stage falls to."""
     config = session.config
     run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        # what the run holds from here to its end (the modules, the models of the facts and the
+        # profile, the collected tests) is put beyond the garbage collector's reach: the collections
+        # while the tests run, and those at the end (pytest's check for unraisable exceptions
+        # collects as it unconfigures and again in its cleanup), go through what the tests made,
+        # not every object imported (most of the quick level's end: bench/quick_cpu.py).
+        # They are given back to it as the session's last cleanup (pytest_configure): a pytest run
+        # inside another process keeps nothing
+        gc.freeze()
     if run is None or hasattr(config, "workerinput") or config.option.collectonly:
         return
     order: list[str] = []

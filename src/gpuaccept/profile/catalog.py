@@ -73,11 +73,12 @@ class ProfileCatalog:
     def load_all(self) -> list[Profile]:
         return [load_profile(path, self.base_folders()) for _, path in self.names()]
 
-    def auto_select(self, gpu_model: str, gpu_count: int, described: str = "") -> Selection:
+    def auto_select(self, gpu_model: str, gpu_count: int, described: str = "", profiles: list[Profile] | None = None) -> Selection:
         """The profile whose match rule fits `gpu_count` GPUs of `gpu_model`: the one of the first
         profile folder (a user's --profile-dir before the shipped ones). Raises ProfileNotFound
-        listing the profiles that have match rules. `described`: the machine in words, for the reason."""
-        profiles = self.load_all()
+        listing the profiles that have match rules. `described`: the machine in words, for the reason;
+        `profiles`: this catalog's, where they were loaded already."""
+        profiles = self.load_all() if profiles is None else profiles
         machine = f"{gpu_count}x {gpu_model}"
         exact = [p for p in profiles if p.matches_machine(gpu_model, gpu_count)]
         if exact:
@@ -101,19 +102,21 @@ class ProfileCatalog:
         derive_into: Path | None = None,
         derived_only: bool = False,
         catalogue: Catalogue | None = None,
+        profiles: list[Profile] | None = None,
     ) -> Selection:
         """--profile auto: the profile of the machine as installed (NVML's view, the PCI bus, the
         NVSwitch board; not CUDA's: CUDA_VISIBLE_DEVICES must not make a 4-GPU server look like a
         3-GPU one, nor a GPU that fell off the bus a 7-GPU one). A profile whose match rule fits
         wins; where none does, one is derived from the catalogue and kept in `derive_into`
         (`derived_only`: derived whatever matches). A machine missing GPUs is judged as the
-        machine it must be, and its missing GPUs fail their tests."""
+        machine it must be, and its missing GPUs fail their tests. `profiles`: this catalog's
+        profiles where they were loaded already (load_all)."""
         catalogue = catalogue or load_catalogue()
         installed = installed_gpus(facts, catalogue, expect_gpus)
         how = f"{installed.describe()} as installed: {'; '.join(installed.evidence)}"
         if not derived_only:
             try:
-                return self.auto_select(installed.model, installed.count, how)
+                return self.auto_select(installed.model, installed.count, how, profiles)
             except ProfileNotFound as error:
                 if catalogue.gpu_named(installed.model) is None:
                     raise ProfileNotFound(
