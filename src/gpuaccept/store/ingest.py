@@ -192,6 +192,7 @@ def rows_of(record: RunRecord, path: str, size: int, mtime_ns: int, run_id: str 
         "tool_version": run.tool_version, "tests": summary.total, "failed": summary.failed, "errors": summary.error,
         "skipped": summary.skipped, "marginal": sum(1 for t in record.tests if t.verdict and t.verdict.marginal),
         "transient": sum(1 for t in record.tests if t.verdict and t.verdict.transient), "source": path,
+        "nodes": "\n".join(node.host for node in record.cluster.nodes) if record.cluster is not None else None,
     }
     gpus = [
         {"run_id": run_id, "gpu_index": gpu.index, "uuid": gpu.uuid, "serial": gpu.serial, "pci_bus_id": gpu.pci_bus_id,
