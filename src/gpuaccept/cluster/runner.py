@@ -44,10 +44,12 @@ from gpuaccept.errors import EXIT_USAGE, GpuAcceptError, shown
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
 from gpuaccept.facts.measurements import CollectiveResult, DdpResult
 from gpuaccept.facts.record import Unavailable
-from gpuaccept.measure.cluster import Job, Launch, capture_nccl_info, gpu_bus_ids, join, launch_from_environment
+from gpuaccept.measure.cluster import Job, gpu_bus_ids, join, launch_from_environment
 from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.localize import Group, localize
+from gpuaccept.measure.nccl_logs import capture_nccl_info
 from gpuaccept.measure.plan import CollectiveStep, DdpStep
+from gpuaccept.measure.ranks import Launch
 from gpuaccept.measure.worker import RECORDED_ENVIRONMENT
 from gpuaccept.probe.network import peermem_loaded, read_affinity, read_nccl_logs, read_ports
 from gpuaccept.profile.model import Profile
