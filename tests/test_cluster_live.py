@@ -141,35 +141,41 @@ def test_two_nodes_of_two_ranks_measure_as_one_job_under_plain_torchrun(tmp_path
 def test_a_named_clusters_runs_go_into_a_store_and_its_history_shows_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A real run, named by its user, added to a results store with its nodes' records, as a host's
-    run is; the history of the cluster shows its values by its name."""
+    """Two real runs of a cluster its user named, added to a results store as a host's runs are; the
+    history of the cluster shows each run's values by its name."""
     from gpuaccept.cli import main
 
-    agents = torchrun_nodes(tmp_path, nodes=2, gpus=1, ddp=False, name="rack-a")
-    assert [code for code, _ in agents] == [0, 0], agents
-    cluster = tmp_path / "out" / "cluster-results.json"
-    record = load_results(cluster)
-    assert record.environment.host == "rack-a"
-    (busbw,) = [test for test in record.tests if test.id == "test_cluster_busbw[all_reduce-64KiB]"]
-    assert busbw.verdict is not None and busbw.verdict.in_fleet and busbw.verdict.numeric is not None
+    runs = []
+    for each in ("first", "second"):
+        (tmp_path / each).mkdir()
+        agents = torchrun_nodes(tmp_path / each, nodes=2, gpus=1, ddp=False, name="rack-a")
+        assert [code for code, _ in agents] == [0, 0], agents
+        runs.append(tmp_path / each / "out" / "cluster-results.json")
+    records = [load_results(path) for path in runs]
+    assert [record.environment.host for record in records] == ["rack-a", "rack-a"]
+    values = []
+    for record in records:
+        (busbw,) = [test.verdict for test in record.tests if test.id == "test_cluster_busbw[all_reduce-64KiB]"]
+        assert busbw is not None and busbw.in_fleet and busbw.numeric is not None
+        values.append(busbw.numeric)
     db = tmp_path / "fleet.duckdb"
-    assert main(["store", "add", str(cluster), "--db", str(db)]) == 0
-    assert "1 run(s) added" in capsys.readouterr().out
+    assert main(["store", "add", *map(str, runs), "--db", str(db)]) == 0
+    assert "2 run(s) added" in capsys.readouterr().out
     copy = tmp_path / "copy.json"
-    copy.write_bytes(cluster.read_bytes())
+    copy.write_bytes(runs[0].read_bytes())
     assert main(["store", "add", str(copy), "--db", str(db)]) == 0
     assert "0 run(s) added" in capsys.readouterr().out  # a run added twice is one run
     assert main(["store", "info", "--db", str(db)]) == 0
-    assert "1 run(s) of 0 host(s) and 1 cluster(s)" in capsys.readouterr().out
+    assert "2 run(s) of 0 host(s) and 1 cluster(s)" in capsys.readouterr().out
     assert main(["report", "history", "--db", str(db), "--show", "rack-a"]) == 0
     shown = capsys.readouterr().out.splitlines()
     at = shown.index("test_cluster_busbw[all_reduce-64KiB]")
-    assert f"{busbw.verdict.numeric:g} GB/s" in shown[at + 1]
-    assert "torch=" in shown[at + 1]
-    assert main(["report", "history", "--db", str(db), "--host", "rack-a"]) == 0  # one run: nothing moved
-    assert capsys.readouterr().out.splitlines()[-1].startswith("1 host(s), 1 run(s): 0 drop(s)")
-    rows = duckdb_rows(db, "SELECT host, nodes FROM runs WHERE host = 'rack-a'")
-    assert rows == [("rack-a", "\n".join(node.host for node in record.cluster.nodes))]  # type: ignore[union-attr]
+    assert [line.split()[1] for line in shown[at + 1 : at + 3]] == [f"{value:g}" for value in values]  # oldest first
+    assert all("torch=" in line for line in shown[at + 1 : at + 3])
+    assert main(["report", "history", "--db", str(db), "--host", "rack-a"]) == 0  # too few runs for a median: nothing found
+    assert capsys.readouterr().out.splitlines()[-1].startswith("1 host(s), 2 run(s): 0 drop(s)")
+    nodes = "\n".join(node.host for node in records[0].cluster.nodes)  # type: ignore[union-attr]
+    assert duckdb_rows(db, "SELECT host, nodes FROM runs") == [("rack-a", nodes), ("rack-a", nodes)]
 
 
 def duckdb_rows(db: Path, sql: str) -> list[tuple]:  # type: ignore[type-arg]

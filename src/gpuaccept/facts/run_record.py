@@ -143,7 +143,8 @@ class RunInfo(Record):
     command: list[str]
     facts_source: FactsSource
     profile: RunProfile
-    # pytest's (an error counts as a failure there), None until the run ends; a run that the plugin's
+    # pytest's (an error counts as a failure there; for a cluster run, what pytest would give its tests), None
+    # until the run ends; a run that the plugin's
     # record says was stopped (a signal, a burn-in cut short, nothing judged, a report not written)
     # where pytest would say 0 or 1 is 2 here, as pytest counts an interrupted run: a reader of this
     # key alone never takes it for a pass. The run's exit code is its verdict's (`verdict`).
