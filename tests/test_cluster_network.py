@@ -449,3 +449,27 @@ def test_an_earlier_cluster_results_file_reads_as_the_run_record_it_now_is(tmp_p
     assert record.verdict is not None and record.verdict.exit_code == 1
     assert record.verdict.failed == [f"test_{v['check']}[{v['subject']}]" for v in older["verdicts"] if v["outcome"] == "failed"]
     assert main(["store", "add", str(results), "--db", str(tmp_path / "store.duckdb")]) == 2
+
+
+@pytest.mark.parametrize(
+    ("hosts", "name"),
+    [
+        (["gpu07", "gpu08", "gpu09", "gpu12"], "gpu[07-09,12]"),
+        (["gpu12", "gpu07", "gpu08"], "gpu[07-08,12]"),
+        (["vm", "vm"], "vm"),  # nodes of one machine
+        (["a1", "node", "b1", "a2"], "a[1-2],node,b1"),
+        (["rack2-n9", "rack2-n10"], "rack2-n9,rack2-n10"),  # 9 and 10 are written at widths of their own
+    ],
+)
+def test_a_cluster_is_named_by_its_nodes_as_slurm_writes_a_node_list(hosts: list[str], name: str) -> None:
+    from gpuaccept.cluster.reports import cluster_name
+
+    assert cluster_name(hosts) == name
+
+
+def test_an_empty_cluster_name_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    profile = Path(__file__).parents[1] / "examples" / "profiles" / "cluster-cpu-gloo.yaml"
+    assert main(["cluster", "--profile", str(profile), "--name", " "]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gpu-accept: --name: give the cluster a name that is not empty (or leave --name out: its nodes name it)"
+    ]

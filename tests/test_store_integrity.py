@@ -337,3 +337,16 @@ def test_a_store_of_version_3_is_read_as_it_is_and_takes_a_clusters_run_once_mig
         assert connection.execute("SELECT host, nodes FROM runs ORDER BY host").fetchall() == [
             ("node0000", None), ("node0001", None), ("rack-a", "\n".join(n.host for n in facts.nodes)),
         ]
+    # a node's own record of its part (node-results.json) is its host's run, not a cluster's
+    from gpuaccept.checks.cluster import node_verdicts
+    from gpuaccept.cluster.reports import finished, started
+
+    own = facts.model_copy(update={"nodes": [facts.nodes[0]], "collectives": [], "localization": None})
+    mine = cluster_record(facts, []).run.model_copy(update={"started_at": "2026-11-28T00:00:01.000000+00:00"})
+    part = finished(started(mine, own.nodes[0].host, own, own.nodes[0].host), node_verdicts(profile, own.nodes[0], 2))
+    node_file = tmp_path / "node-results.json"
+    node_file.write_text(part.to_json(), encoding="utf-8")
+    assert cli(["store", "add", str(node_file), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert cli(["store", "info", "--db", str(db)]) == 0
+    assert ": schema version 4, 4 run(s) of 3 host(s) and 1 cluster(s), " in capsys.readouterr().out

@@ -44,28 +44,30 @@ NODE_RESULTS = "node-results.json"
 
 def cluster_name(hosts: Sequence[str]) -> str:
     """The nodes' hosts as Slurm writes a node list: gpu07, gpu08, gpu09, gpu12 -> `gpu[07-09,12]`;
-    a host named twice (nodes of one machine) once."""
-    numbered: dict[tuple[str, int], list[int]] = {}
-    named = []
+    a host named twice (nodes of one machine) once, the groups in the order their hosts first come."""
+    groups: dict[tuple[str, int], list[int]] = {}  # (prefix, digits) -> numbers; (host, -1) for a host without a number
     for host in dict.fromkeys(hosts):
         match = re.fullmatch(r"(.*?)(\d+)", host)
         if match:
-            numbered.setdefault((match.group(1), len(match.group(2))), []).append(int(match.group(2)))
+            groups.setdefault((match.group(1), len(match.group(2))), []).append(int(match.group(2)))
         else:
-            named.append(host)
-    for (prefix, width), numbers in numbered.items():
-        if len(numbers) == 1:
-            named.append(f"{prefix}{numbers[0]:0{width}d}")
-            continue
-        ranges: list[list[int]] = []
-        for number in sorted(numbers):
-            if ranges and number == ranges[-1][-1] + 1:
-                ranges[-1].append(number)
-            else:
-                ranges.append([number])
-        spans = [f"{r[0]:0{width}d}" + (f"-{r[-1]:0{width}d}" if len(r) > 1 else "") for r in ranges]
-        named.append(f"{prefix}[{','.join(spans)}]")
-    return ",".join(named)
+            groups[(host, -1)] = []
+    return ",".join(_node_list(prefix, width, numbers) for (prefix, width), numbers in groups.items())
+
+
+def _node_list(prefix: str, width: int, numbers: list[int]) -> str:
+    if width < 0:
+        return prefix
+    if len(numbers) == 1:
+        return f"{prefix}{numbers[0]:0{width}d}"
+    ranges: list[list[int]] = []
+    for number in sorted(numbers):
+        if ranges and number == ranges[-1][-1] + 1:
+            ranges[-1].append(number)
+        else:
+            ranges.append([number])
+    spans = [f"{r[0]:0{width}d}" + (f"-{r[-1]:0{width}d}" if len(r) > 1 else "") for r in ranges]
+    return f"{prefix}[{','.join(spans)}]"
 
 
 def run_info(profile: Profile, started_at: str) -> RunInfo:
