@@ -56,15 +56,18 @@ def environment(**extra: str) -> dict[str, str]:
     return dict(env, **extra)
 
 
-def torchrun_command(nodes: int, gpus: int, spec: Path, out: Path, plain: bool = False, name: str | None = None) -> list[str]:
+def torchrun_command(
+    nodes: int, gpus: int, spec: Path, out: Path, plain: bool = False, name: str | None = None, metrics: Path | None = None
+) -> list[str]:
     """`gpu-accept torchrun` (or, `plain`, torchrun itself) running `gpu-accept cluster` on every rank
-    (`--name name` where given)."""
+    (`--name name`, `--metrics metrics` where given)."""
     port = free_port()
     rendezvous = [
         "--nnodes", str(nodes), "--nproc-per-node", str(gpus),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}", "--rdzv-id", f"test-{port}",
     ]
-    cluster = ["--profile", str(spec), "--out", str(out), *(["--name", name] if name else [])]
+    cluster = ["--profile", str(spec), "--out", str(out), *(["--name", name] if name else []),
+               *(["--metrics", str(metrics)] if metrics else [])]
     if plain:
         plain_torchrun = [sys.executable, "-m", "torch.distributed.run", *rendezvous, "--rdzv-conf", "join_timeout=60"]
         return [*plain_torchrun, "-m", "gpuaccept", "cluster", *cluster]
@@ -72,10 +75,11 @@ def torchrun_command(nodes: int, gpus: int, spec: Path, out: Path, plain: bool =
 
 
 def torchrun_nodes(
-    tmp_path: Path, nodes: int, gpus: int, slow: int | None = None, plain: bool = False, ddp: bool = True, name: str | None = None
+    tmp_path: Path, nodes: int, gpus: int, slow: int | None = None, plain: bool = False, ddp: bool = True, name: str | None = None,
+    metrics: Path | None = None,
 ) -> list[tuple[int, str]]:
     """Start one torchrun agent a node, the `slow`-th with GPUACCEPT_INJECT_SLOW; their exit codes and output."""
-    command = torchrun_command(nodes, gpus, profile(tmp_path, nodes, gpus, ddp=ddp), tmp_path / "out", plain, name)
+    command = torchrun_command(nodes, gpus, profile(tmp_path, nodes, gpus, ddp=ddp), tmp_path / "out", plain, name, metrics)
     agents = []
     for index in range(nodes):
         env = environment(GPUACCEPT_INJECT_SLOW="1") if index == slow else environment()
@@ -146,11 +150,16 @@ def test_a_named_clusters_runs_go_into_a_store_and_its_history_shows_them(
     from gpuaccept.cli import main
 
     runs = []
+    metrics = tmp_path / "gpu-accept-cluster.prom"
     for each in ("first", "second"):
         (tmp_path / each).mkdir()
-        agents = torchrun_nodes(tmp_path / each, nodes=2, gpus=1, ddp=False, name="rack-a")
+        agents = torchrun_nodes(tmp_path / each, nodes=2, gpus=1, ddp=False, name="rack-a", metrics=metrics)
         assert [code for code, _ in agents] == [0, 0], agents
         runs.append(tmp_path / each / "out" / "cluster-results.json")
+    # the metrics of the last run, as a run of one host writes them (docs/metrics.md)
+    samples = metrics.read_text(encoding="utf-8").splitlines()
+    assert 'gpu_accept_run_exit_code{command="cluster",host="rack-a",profile="cluster-2x1"} 0' in samples
+    assert any(line.startswith('gpu_accept_cluster_busbw_bytes_per_second{collective="all_reduce",command="cluster"') for line in samples)
     records = [load_results(path) for path in runs]
     assert [record.environment.host for record in records] == ["rack-a", "rack-a"]
     values = []

@@ -473,3 +473,20 @@ def test_an_empty_cluster_name_is_refused_in_one_line(capsys: pytest.CaptureFixt
     assert capsys.readouterr().err.strip().splitlines() == [
         "gpu-accept: --name: give the cluster a name that is not empty (or leave --name out: its nodes name it)"
     ]
+
+
+def test_a_metrics_file_that_is_one_of_the_clusters_reports_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = Path(__file__).parents[1] / "examples" / "profiles" / "cluster-cpu-gloo.yaml"
+    out = tmp_path / "out"
+    clash = out / "cluster-results.json"
+    assert main(["cluster", "--profile", str(profile), "--out", str(out), "--metrics", str(clash)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"gpu-accept: --metrics {clash}: is also --out {clash}: one would be written over the other; name another file"
+    ]
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    beneath_a_file = tmp_path / "a-file" / "x.prom"
+    assert main(["cluster", "--profile", str(profile), "--out", str(out), "--metrics", str(beneath_a_file)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"gpu-accept: --metrics {beneath_a_file}")

@@ -223,6 +223,7 @@ def _add_cluster(commands) -> None:
     cluster.add_argument("--sys-root", type=_path, default=Path("/"), help="where /sys is read from (a fake tree in tests)")
     cluster.add_argument("--name", help="the cluster's name, as its results and its history in a store name it "
                          "(default: its nodes' hosts as Slurm writes a node list, gpu[07-09,12])")
+    _add_metrics_option(cluster)  # written by global rank 0
     cluster.set_defaults(handler=_cluster)
 
 
@@ -716,7 +717,13 @@ def _cluster(args, extra: list[str]) -> int:
     check_output_folder(args.out, "--out")
     if args.name is not None and not args.name.strip():
         raise OptionError("--name: give the cluster a name that is not empty (or leave --name out: its nodes name it)")
-    code = run_cluster(profile, args.out, root=args.sys_root, backend=args.backend, name=args.name)
+    if args.metrics is not None:
+        from gpuaccept.cluster.reports import CLUSTER_HTML, CLUSTER_JUNIT, CLUSTER_RESULTS
+
+        check_output_file(args.metrics, "--metrics")
+        ours = [("--out", args.out / name) for name in (CLUSTER_RESULTS, CLUSTER_JUNIT, CLUSTER_HTML)]
+        refuse_overlaps([], [*ours, ("--metrics", args.metrics)])
+    code = run_cluster(profile, args.out, root=args.sys_root, backend=args.backend, name=args.name, metrics=args.metrics)
     # Every rank holds the verdict and the reports are written. An orderly exit would tear down the
     # process group, whose threads can abort the interpreter (SIGABRT: 1 three-node CPU run in 25),
     # and torchrun would then report a signal in place of this rank's verdict.

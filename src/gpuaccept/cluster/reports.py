@@ -31,9 +31,11 @@ from gpuaccept.facts.run_record import (
     cluster_test,
     facts_of_cluster_run,
 )
+from gpuaccept.facts.run_verdict import in_progress
 from gpuaccept.files import write_atomically
 from gpuaccept.profile.model import Profile
 from gpuaccept.report.html import render_html
+from gpuaccept.report.metrics import render_run_metrics
 from gpuaccept.report.results import ResultsWriter, run_moment, unwritten
 
 CLUSTER_RESULTS = "cluster-results.json"
@@ -111,14 +113,29 @@ def write_node(path: Path, record: RunRecord, verdicts: list[Verdict], complete:
     write_atomically(path, finished(record, verdicts, complete).to_json())
 
 
-def write_cluster(out: Path, record: RunRecord, verdicts: list[Verdict]) -> tuple[RunRecord, list[str]]:
+def write_cluster(out: Path, record: RunRecord, verdicts: list[Verdict], metrics: Path | None = None) -> tuple[RunRecord, list[str]]:
     """The cluster's reports, by the writer of every run's (report/results.py): its verdict decided once
-    from its tests, then the HTML, the JUnit file and results.json, which names any report not
-    written. Returns the record as written and why any file could not be."""
+    from its tests, then the HTML (and the metrics where asked), the JUnit file and results.json,
+    which names any report not written. Returns the record as written and why any file could not be."""
     tests, status = _ended(record, verdicts)
     writer = ResultsWriter(tests, out / CLUSTER_RESULTS, [out / CLUSTER_JUNIT], idle_s=None)
-    written = writer.finish(status, other_reports=lambda ended: unwritten(write_atomically, out / CLUSTER_HTML, render_html(ended)))
+
+    def other_reports(ended: RunRecord) -> list[str]:
+        not_written = unwritten(write_atomically, out / CLUSTER_HTML, render_html(ended))
+        if metrics is not None:
+            not_written += unwritten(write_atomically, metrics, render_run_metrics(METRICS_COMMAND, ended.recorded_verdict(), ended))
+        return not_written
+
+    written = writer.finish(status, other_reports=other_reports)
     return written, writer.write_errors
+
+
+METRICS_COMMAND = "cluster"  # the `command` label of a cluster run's metrics
+
+
+def write_in_progress(metrics: Path, name: str, profile: str, began: str) -> None:
+    """The run's metrics while it goes on: in progress, could not judge (report/metrics.py)."""
+    write_atomically(metrics, render_run_metrics(METRICS_COMMAND, in_progress(host=name, profile=profile, started_at=began), None))
 
 
 def lines(verdicts: list[Verdict]) -> list[str]:

@@ -39,7 +39,16 @@ from pathlib import Path
 
 from gpuaccept.checks.cluster import cluster_verdicts, node_verdicts
 from gpuaccept.checks.verdict import Verdict
-from gpuaccept.cluster.reports import NODE_RESULTS, cluster_name, lines, run_info, started, write_cluster, write_node
+from gpuaccept.cluster.reports import (
+    NODE_RESULTS,
+    cluster_name,
+    lines,
+    run_info,
+    started,
+    write_cluster,
+    write_in_progress,
+    write_node,
+)
 from gpuaccept.errors import EXIT_USAGE, GpuAcceptError, shown
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
 from gpuaccept.facts.measurements import CollectiveResult, DdpResult
@@ -67,9 +76,12 @@ class ClusterMeasureError(GpuAcceptError):
     """A collective over the whole job failed: nothing after it can be measured on that group."""
 
 
-def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: str = "auto", name: str | None = None) -> int:
+def run_cluster(
+    profile: Profile, out: Path, root: Path = Path("/"), backend: str = "auto", name: str | None = None, metrics: Path | None = None,
+) -> int:
     """This rank's part of the job; its exit code, the same on every rank. `name`: the cluster's, as
-    its history in a results store knows it (its nodes' hosts where None)."""
+    its history in a results store knows it (its nodes' hosts where None); `metrics`: where global
+    rank 0 writes the run's Prometheus text ("in progress" from its start)."""
     spec = profile.spec.cluster
     began = run_moment()
     if spec is None:
@@ -86,6 +98,8 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
     host = socket.gethostname()
     node_out = out / f"node{launch.node}-{host}"
     capture_nccl_info(node_out)
+    if launch.rank == 0 and metrics is not None:  # a job killed from here on leaves "in progress", never an earlier pass
+        write_in_progress(metrics, name or socket.gethostname(), profile.name, began)
     watchdog = start_watchdog(deadline_s(profile, spec.nodes), launch.rank, launch.world)
     if launch.local_rank == 0:
         _preflight(profile, launch, root, node_out, gpus, drills, began, backend)
@@ -111,7 +125,7 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
             _write_node(profile, facts, mine, node_out, began, complete=True)
         code = 0
         if launch.rank == 0:
-            code = _report(profile, facts, out, began, name or cluster_name([node.host for node in facts.nodes]))
+            code = _report(profile, facts, out, began, name or cluster_name([node.host for node in facts.nodes]), metrics)
         code = int(job.broadcast(code))
         job.gather(code)  # a barrier: every rank holds the verdict before any rank leaves
         return code
@@ -282,11 +296,11 @@ def _write_node(profile: Profile, job: ClusterFacts, node: NodeFacts, node_out: 
     return verdicts
 
 
-def _report(profile: Profile, facts: ClusterFacts, out: Path, began: str, name: str) -> int:
+def _report(profile: Profile, facts: ClusterFacts, out: Path, began: str, name: str, metrics: Path | None) -> int:
     """The cluster's verdicts, its reports, and its exit code: the recorded verdict's, decided once
     from its tests (RunRecord.judged), with any report not written among its reasons."""
     verdicts: list[Verdict] = cluster_verdicts(profile, facts)
-    record, not_written = write_cluster(out, started(run_info(profile, began), name, facts, socket.gethostname()), verdicts)
+    record, not_written = write_cluster(out, started(run_info(profile, began), name, facts, socket.gethostname()), verdicts, metrics)
     for line in lines(verdicts):
         print(shown(line), flush=True)
     for why in not_written:
