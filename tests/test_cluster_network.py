@@ -490,3 +490,16 @@ def test_a_metrics_file_that_is_one_of_the_clusters_reports_is_refused_in_one_li
     assert main(["cluster", "--profile", str(profile), "--out", str(out), "--metrics", str(beneath_a_file)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"gpu-accept: --metrics {beneath_a_file}")
+
+
+def test_gpu_accept_torchrun_checks_the_clusters_name_and_metrics_before_any_node_waits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = Path(__file__).parents[1] / "examples" / "profiles" / "cluster-cpu-gloo.yaml"
+    torchrun = ["torchrun", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:1"]
+    cluster = ["--profile", str(profile), "--out", str(tmp_path / "out")]
+    assert main([*torchrun, "--", *cluster, "--name", ""]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("gpu-accept: --name: give the cluster a name that is not empty")
+    assert main([*torchrun, "--", *cluster, "--metrics", str(tmp_path / "out")]) == 2
+    folder = tmp_path / "out"  # made by the check of --out
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"gpu-accept: --metrics {folder}: is a folder: name a file to write"

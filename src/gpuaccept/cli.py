@@ -713,16 +713,7 @@ def _record(args, extra: list[str]) -> int:
 def _cluster(args, extra: list[str]) -> int:
     from gpuaccept.cluster.runner import run_cluster
 
-    profile = _cluster_profile(args)
-    check_output_folder(args.out, "--out")
-    if args.name is not None and not args.name.strip():
-        raise OptionError("--name: give the cluster a name that is not empty (or leave --name out: its nodes name it)")
-    if args.metrics is not None:
-        from gpuaccept.cluster.reports import CLUSTER_HTML, CLUSTER_JUNIT, CLUSTER_RESULTS
-
-        check_output_file(args.metrics, "--metrics")
-        ours = [("--out", args.out / name) for name in (CLUSTER_RESULTS, CLUSTER_JUNIT, CLUSTER_HTML)]
-        refuse_overlaps([], [*ours, ("--metrics", args.metrics)])
+    profile = _checked_cluster_options(args)
     code = run_cluster(profile, args.out, root=args.sys_root, backend=args.backend, name=args.name, metrics=args.metrics)
     # Every rank holds the verdict and the reports are written. An orderly exit would tear down the
     # process group, whose threads can abort the interpreter (SIGABRT: 1 three-node CPU run in 25),
@@ -730,6 +721,22 @@ def _cluster(args, extra: list[str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _checked_cluster_options(args) -> Profile:
+    """`gpu-accept cluster`'s options checked, before any rank waits on another: its profile, and where
+    its reports go."""
+    from gpuaccept.cluster.reports import CLUSTER_HTML, CLUSTER_JUNIT, CLUSTER_RESULTS
+
+    profile = _cluster_profile(args)
+    check_output_folder(args.out, "--out")
+    if args.name is not None and not args.name.strip():
+        raise OptionError("--name: give the cluster a name that is not empty (or leave --name out: its nodes name it)")
+    if args.metrics is not None:
+        check_output_file(args.metrics, "--metrics")
+        ours = [("--out", args.out / name) for name in (CLUSTER_RESULTS, CLUSTER_JUNIT, CLUSTER_HTML)]
+        refuse_overlaps([], [*ours, ("--metrics", args.metrics)])
+    return profile
 
 
 def _cluster_profile(args) -> Profile:
@@ -755,8 +762,7 @@ def _torchrun(args, extra: list[str]) -> int:
     torchrun_args, cluster_args = arguments[:split], arguments[split + 1 :]
     # the cluster's options are checked here, once, before any node waits on another
     cluster = _parser().parse_args(["cluster", *cluster_args])
-    profile = _cluster_profile(cluster)
-    check_output_folder(cluster.out, "--out")
+    profile = _checked_cluster_options(cluster)
     assert profile.spec.cluster is not None
     torchrun_args = with_join_timeout(torchrun_args, profile.spec.cluster.rendezvous_s)
     return run_torchrun(torchrun_args, ["gpuaccept", "cluster", *cluster_args])
