@@ -18,9 +18,10 @@ node under `torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d ...`, or 
    (before step 1's wait as well, written at once: a job that never measures still leaves them),
    and the transport NCCL logged (NCCL_DEBUG=INFO into a file per process, asked for at start).
 5. Node facts are gathered to global rank 0, which judges the cluster (each node's verdicts and the
-   inter-node ones) and writes cluster-results.json, cluster-junit.xml and cluster-report.html (the
-   nodes x tests view, the slow node marked); each node's local rank 0
-   writes its own node-results.json in OUT/<host>/, so every node keeps its results.
+   inter-node ones) and writes its run record, as a run of one host is written (cluster/reports.py):
+   cluster-results.json, cluster-junit.xml and cluster-report.html (with the nodes x tests view, the
+   slow node marked); each node's local rank 0 writes the record of its own tests, node-results.json
+   in OUT/node<i>-<host>/, so every node keeps its results.
 
 Everything is in one process per rank, with no worker of its own: torchrun or srun own the
 processes, NCCL's (or gloo's) timeouts bound a hung collective. Every rank returns the same exit
@@ -53,6 +54,7 @@ from gpuaccept.errors import EXIT_USAGE, GpuAcceptError, shown
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
 from gpuaccept.facts.measurements import CollectiveResult, DdpResult
 from gpuaccept.facts.record import Unavailable
+from gpuaccept.facts.run_record import RunInfo
 from gpuaccept.measure.cluster import Job, gpu_bus_ids, join, launch_from_environment
 from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.localize import Group, localize
@@ -101,8 +103,9 @@ def run_cluster(
     if launch.rank == 0 and metrics is not None:  # a job killed from here on leaves "in progress", never an earlier pass
         write_in_progress(metrics, name or socket.gethostname(), profile.name, began)
     watchdog = start_watchdog(deadline_s(profile, spec.nodes), launch.rank, launch.world)
+    own_run = run_info(profile, began)  # this node's record of its own tests, written before the job joins and at its end
     if launch.local_rank == 0:
-        _preflight(profile, launch, root, node_out, gpus, drills, began, backend)
+        _preflight(profile, launch, root, node_out, gpus, drills, own_run, backend)
     job = join(launch, backend, spec.rendezvous_s, spec.timeout_s, drills)
     try:
         if job.nodes != spec.nodes or any(len(ranks) != gpus for ranks in job.layout.values()):
@@ -122,7 +125,7 @@ def run_cluster(
             collectives=collectives, localization=localization, ddp=ddp,
         )
         if mine is not None:
-            _write_node(profile, facts, mine, node_out, began, complete=True)
+            _write_node(profile, facts, mine, node_out, own_run, complete=True)
         code = 0
         if launch.rank == 0:
             code = _report(profile, facts, out, began, name or cluster_name([node.host for node in facts.nodes]), metrics)
@@ -270,7 +273,9 @@ def _node_facts(
     )
 
 
-def _preflight(profile: Profile, launch: Launch, root: Path, node_out: Path, gpus: int, drills: Drills, began: str, backend: str) -> None:
+def _preflight(
+    profile: Profile, launch: Launch, root: Path, node_out: Path, gpus: int, drills: Drills, own_run: RunInfo, backend: str,
+) -> None:
     """This node's own tests (RDMA ports, GPU-NIC affinity, GPUDirect RDMA) read, printed and written
     to its node-results.json before it waits on any other node: a node whose job never measures, or
     hangs, still says what it found. The run's end writes the file again, with NCCL's transport."""
@@ -279,7 +284,7 @@ def _preflight(profile: Profile, launch: Launch, root: Path, node_out: Path, gpu
     # the job as known before it joined: the backend as asked (auto until the ranks chose), no software measured yet
     job = ClusterFacts(profile=profile.name, backend=backend, torch_version="", nccl_version=None, world=launch.world,
                        gpus_per_node=gpus, nodes=[node])
-    verdicts = _write_node(profile, job, node, node_out, began, complete=False)
+    verdicts = _write_node(profile, job, node, node_out, own_run, complete=False)
     for line in lines(verdicts)[:-1]:
         print(shown(f"node{launch.node} preflight: {line}"), flush=True)  # host names and adapters are the machine's words
 
@@ -288,11 +293,11 @@ def _no_nccl() -> Unavailable:
     return Unavailable(unavailable="not_supported", detail="the gloo backend runs no NCCL: no transport to read")
 
 
-def _write_node(profile: Profile, job: ClusterFacts, node: NodeFacts, node_out: Path, began: str, complete: bool) -> list[Verdict]:
+def _write_node(profile: Profile, job: ClusterFacts, node: NodeFacts, node_out: Path, run: RunInfo, complete: bool) -> list[Verdict]:
     """This node's node-results.json: the job as it knew it, with this node alone, and its own tests."""
     verdicts = node_verdicts(profile, node, job.gpus_per_node)
     mine = job.model_copy(update={"nodes": [node], "collectives": [], "failures": [], "localization": None, "ddp": []})
-    write_node(node_out / NODE_RESULTS, started(run_info(profile, began), node.host, mine, node.host), verdicts, complete)
+    write_node(node_out / NODE_RESULTS, started(run, node.host, mine, node.host), verdicts, complete)
     return verdicts
 
 
