@@ -15,7 +15,8 @@
 #   ddp-small    3 runs of the DDP tests with scripts/calibration/<TAG>-gpt2-small.yaml (the GeForce
 #                profiles' settings: GPT-2 small, gradient accumulation)
 #   faults       NCCL_P2P_DISABLE=1, a hung collective, a GEMM load on GPU2
-#   fidelity     bench/fidelity.py against nccl-tests built in .nccl-tests/build (not built here)
+#   fidelity     bench/fidelity.py against nccl-tests in .nccl-tests/build; where only its source is
+#                carried in .nccl-tests/ (git-ignored), built first against torch's NCCL (about a minute)
 #   ddp-time     bench/ddp_stage.py, twice, then what the workers left in /dev/shm and on the GPUs
 #   trust        TRUST_RUNS (default 10) healthy full runs in a row with --profile auto: every run's
 #                outcome, wall time, stage times and every value measured again (scripts/run_digest.py);
@@ -255,6 +256,17 @@ for stage in "$@"; do
     tar -czf "$OUT/faults-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d nop2p/results.json hang/results.json hog/results.json 2>/dev/null)
     ;;
   fidelity)
+    if [ ! -x .nccl-tests/build/all_reduce_perf ] && [ -f .nccl-tests/Makefile ] && enough 200 "building nccl-tests"; then
+      # nccl-tests' public source, carried (git-ignored), built against the NCCL torch uses
+      nccl=$(python3 -c 'import nvidia.nccl, pathlib; print(pathlib.Path(next(iter(nvidia.nccl.__path__))))')
+      home=/tmp/nccl-home; mkdir -p "$home/lib"; ln -sfn "$nccl/include" "$home/include"
+      for library in "$nccl"/lib/libnccl.so*; do ln -sf "$library" "$home/lib/"; done
+      [ -e "$home/lib/libnccl.so" ] || ln -sf "$nccl/lib/libnccl.so.2" "$home/lib/libnccl.so"
+      say "fidelity: building nccl-tests against $nccl"
+      make -C .nccl-tests -j16 MPI=0 NCCL_HOME="$home" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" \
+        NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" > "$work/nccl-tests-build.txt" 2>&1 \
+        || { say "nccl-tests did not build"; tail -20 "$work/nccl-tests-build.txt" | tee -a "$log"; }
+    fi
     if enough 150 "fidelity bench"; then
       say "fidelity: gpu-accept against nccl-tests"
       python3 bench/fidelity.py --nccl-tests .nccl-tests/build --gpus "$(nvidia-smi -L | wc -l)" --markdown "$OUT/fidelity-$tag.md" --logs "$work/nccl-tests.txt" 2>&1 | tee -a "$log"

@@ -408,11 +408,11 @@ def _driver(tmp_path, duration_s, interrupt_at=None, profile_text="schema: 1\nex
 def test_without_a_sustained_load_the_fabric_stages_run_at_their_interval_until_the_deadline(tmp_path):
     driver, store, lines, loads = _driver(tmp_path, 300)
     burnin = driver.run()
-    assert store.ran == [(0.0, "nccl"), (40.0, "copies"), (120.0, "nccl"), (160.0, "copies"), (240.0, "nccl"), (280.0, "copies")]
+    assert store.ran == [(0.0, "copies"), (20.0, "nccl"), (120.0, "copies"), (140.0, "nccl"), (240.0, "copies"), (260.0, "nccl")]
     assert not loads and burnin.load_started_s is None
-    assert burnin.ended == "deadline" and [r.stages for r in burnin.rounds] == [["nccl", "copies"]] * 3
+    assert burnin.ended == "deadline" and [r.stages for r in burnin.rounds] == [["copies", "nccl"]] * 3
     assert not any(r.beside_load for r in burnin.rounds)
-    assert "gpu-accept: burn-in: copies stage; 2m40s of 5m00s done, 2m20s left" in lines
+    assert "gpu-accept: burn-in: nccl stage; 2m20s of 5m00s done, 2m40s left" in lines
     assert lines[-1] == "gpu-accept: burn-in done: 3 round(s) in 5m00s of 5m00s"
     assert json.loads((tmp_path / "burnin.json").read_text())["ended"] == "deadline"
 
@@ -423,25 +423,25 @@ def test_the_sustained_load_follows_the_fabric_at_rest_and_the_fabric_runs_again
     (load,) = loads
     # the fabric once at rest (0-60 s), then the load for what is left of the duration, the fabric beside it every 2 minutes
     assert load.began == 60.0 and load.duration_s == 240.0 and load.closed
-    assert load.beside == [120.0, 240.0] and [at for at, stage in store.ran if stage == "nccl"] == [0.0, 120.0, 240.0]
+    assert load.beside == [120.0, 240.0] and [at for at, stage in store.ran if stage == "copies"] == [0.0, 120.0, 240.0]
     assert burnin.load_started_s == 60.0 and burnin.load_ended_s == 300.0 and store.loads == ["sustained"]
-    fabric = [r for r in burnin.rounds if r.stages == ["nccl", "copies"]]
+    fabric = [r for r in burnin.rounds if r.stages == ["copies", "nccl"]]
     assert [r.beside_load for r in fabric] == [False, True, True]
     load_rounds = [r for r in burnin.rounds if r.stages == ["compute"]]
     assert len(load_rounds) == 8 and load_rounds[0].started_s == 60.0
     # numbered in the order they began
     assert [r.index for r in burnin.rounds] == list(range(1, 12))
     assert [r.started_s for r in burnin.rounds] == sorted(r.started_s for r in burnin.rounds)
-    assert "gpu-accept: burn-in: nccl stage beside the sustained load; 2m00s of 5m00s done, 3m00s left" in lines
+    assert "gpu-accept: burn-in: copies stage beside the sustained load; 2m00s of 5m00s done, 3m00s left" in lines
 
 
 def test_a_signal_ends_the_load_and_keeps_what_ran(tmp_path):
     driver, _, lines, loads = _driver(tmp_path, 3600, interrupt_at=3, sustained=True)
     burnin = driver.run()
     assert burnin.ended == "interrupted" and loads[0].stopped and loads[0].closed
-    # the fabric at rest, then beside the load its nccl stage finished and the signal came in its copies stage
+    # the fabric at rest, then beside the load its copy stage finished and the signal came in its NCCL stage
     fabric = [r for r in burnin.rounds if "compute" not in r.stages]
-    assert [(r.stages, r.beside_load) for r in fabric] == [(["nccl", "copies"], False), (["nccl"], True)]
+    assert [(r.stages, r.beside_load) for r in fabric] == [(["copies", "nccl"], False), (["copies"], True)]
     assert any(r.stages == ["compute"] for r in burnin.rounds)
     assert lines[-1].startswith("gpu-accept: burn-in ended by a signal:")
 

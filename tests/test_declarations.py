@@ -148,6 +148,37 @@ def test_the_health_families_come_from_the_declarations():
     }
 
 
+def test_the_health_rooms_are_one_module_of_checks_in_the_order_its_checks_always_had():
+    # the order every list read from the declarations has (the golden verdicts, docs/checks.md):
+    # by room as CHECK_MODULES lists them, not by which room a caller happened to import first
+    found = [d for d in declared_checks() if d.declaration.module == "health"]
+    assert [d.declaration.name for d in found] == [
+        "row_remapping", "retired_pages", "ecc_corrected", "sram_ecc", "recovery_action", "recovery_action_after_run",
+        "persistence_mode", "inforom", "other_processes", "vbios_consistent", "mig_mode", "xid_since_boot", "xid_during_run",
+        "ecc_errors_during_run", "ecc_corrected_during_run", "remapping_during_run", "pcie_replay_rate", "pcie_correctable_rate",
+        "nvlink_errors_during_run", "clock_slowdown_during_run", "gpu_temperature", "memory_temperature",
+    ]
+    assert {d.judged.__module__ for d in found} == {
+        f"gpuaccept.checks.health.{room}" for room in ("memory", "state", "xids", "counters", "thermal")
+    }
+    assert {d.declaration.area for d in found} == {"health"}
+    # the families the suites mark alike, in the same order
+    per_gpu = [d for d in found if d.declaration.subjects.fixture == "gpu"]
+    assert list(health.STATE_CHECKS) == [d for d in per_gpu if d.declaration.family == "health_state"]
+    assert list(health.RUN_CHECKS) == [d for d in per_gpu if d.declaration.family == "health_run"]
+    # each is the suites' `health.<name>`, as suites/test_health.py calls it
+    assert all(getattr(health, d.declaration.name) is d for d in found)
+
+
+def test_declared_checks_keep_their_order_whatever_was_registered_first(monkeypatch):
+    before = [d.declaration.name for d in declared_checks(runner=None)]
+    # the registry as a process that imported the thermal room before the others would fill it
+    shuffled = dict(sorted(REGISTRY.items(), key=lambda item: item[1].judged.__module__ != "gpuaccept.checks.health.thermal"))
+    assert list(shuffled) != list(REGISTRY)
+    monkeypatch.setattr(declare, "REGISTRY", shuffled)
+    assert [d.declaration.name for d in declared_checks(runner=None)] == before
+
+
 def test_the_marginal_line_is_inside_the_criterion_and_every_writer_says_where():
     judge = Judge("busbw", "h200-4-nvswitch", marginal_band=0.05)
     verdict = judge("all_reduce 1 GiB", "busbw", 340.0, AtLeast(330.0, "GB/s"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from gpuaccept.checks import compute, health
+from gpuaccept.checks.health.snapshots import NO_SNAPSHOT_AFTER_LOAD
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts import parse_facts
 from gpuaccept.profile import ProfileCatalog
@@ -65,7 +66,7 @@ def test_only_the_start_snapshot_after_a_load_leaves_the_nvlinks_unjudged_not_sk
         data["health"]["snapshots"] = [s for s in data["health"]["snapshots"] if s["label"] == "start"]
 
     verdict = health.nvlink_errors_during_run(PROFILE, sick(keep_the_start_only), (0, 3))
-    assert verdict.outcome is Outcome.ERROR and health.NO_SNAPSHOT_AFTER_LOAD in verdict.message
+    assert verdict.outcome is Outcome.ERROR and NO_SNAPSHOT_AFTER_LOAD in verdict.message
 
 
 def test_a_memory_test_that_tested_nothing_fails():

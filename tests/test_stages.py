@@ -14,7 +14,7 @@ from tests.helpers import example_facts
 
 
 def test_every_stage_name_has_one_stage_and_every_sweep_one_stage():
-    assert list(STAGES) == list(get_args(StageName)) == ["nccl", "copies", "ddp", "compute"]
+    assert list(STAGES) == list(get_args(StageName)) == ["copies", "compute", "ddp", "nccl"]
     assert {name: stage.sweeps for name, stage in STAGES.items()} == {
         "nccl": ("collectives", "pairwise"), "copies": ("copies",), "ddp": ("ddp", "ddp_without_p2p"), "compute": ("compute",),
     }

@@ -1,5 +1,5 @@
-"""Start-up paid once and hidden: each stage's workers started ahead while the stage before it
-measures (torch imported, no GPU touched), a plan that brings its own environment to them, and the
+"""Start-up paid once and hidden: the stages' workers set up ahead in waves, each wave's started
+while the stage before it measures (torch imported, no GPU touched), a plan that brings its own environment to them, and the
 quick level, which imports no torch and starts no worker."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ class FakePool:
     def prepare(self, ranks):
         self.asked.append(("import", list(ranks)))
 
-    def set_up(self, plans):
-        self.asked.append(("set up", [ranks for _, ranks in plans]))
+    def set_up(self, stage, plans):
+        self.asked.append((f"set up {stage}", [ranks for _, ranks in plans]))
 
     def take(self, ranks):
         return None
@@ -49,21 +49,48 @@ def store_setting_up_ahead(tmp_path, monkeypatch):
     return profile, store, pool
 
 
-def test_each_stage_is_set_up_ahead_once_the_one_before_it_has_measured(tmp_path, monkeypatch):
+def test_stages_are_set_up_in_waves_that_end_with_the_memory_test(tmp_path, monkeypatch):
     profile, store, pool = store_setting_up_ahead(tmp_path, monkeypatch)
     store.expect(["copies", "compute", "ddp", "nccl"], PROBED, profile)
-    assert pool.asked == [("set up", [1])]  # the first stage's, while the tests before it run: one process that sees every GPU
+    # the first wave, while the tests before it run: the copy stage's one process that sees every
+    # GPU, and the compute stage's one a GPU, whose memory test takes what is free as it begins:
+    # nothing after it is set up before it has measured
+    assert pool.asked == [("set up copies", [1]), ("set up compute", [1, 1, 1, 1])]
     store.with_stage("copies", PROBED, profile)
-    # as it began, the next stage's workers started, to import torch: one a GPU; once it measured, they set up
-    assert pool.asked[1:] == [("import", [1, 1, 1, 1]), ("set up", [1, 1, 1, 1])]
+    assert pool.asked[2:] == []  # the compute stage's workers hold; no later stage's may yet
     store.with_stage("compute", PROBED, profile, [2])
-    assert pool.asked[3:] == [("import", [4, 4]), ("set up", [4, 4])]  # the DDP stage's: four ranks, and four for its NVLink A/B arm
+    # as it began, the next wave's workers started, to import torch; once it measured, they set up
+    # together: the DDP stage's four ranks and four for its NVLink A/B arm, and the NCCL stage's four
+    assert pool.asked[2:] == [("import", [4, 4]), ("import", [4]), ("set up ddp", [4, 4]), ("set up nccl", [4])]
     store.with_stage("ddp", PROBED, profile)
     store.with_stage("nccl", PROBED, profile)
-    assert pool.asked[5:] == [("import", [4]), ("set up", [4])]  # the NCCL stage's four, and nothing after the last
     store.with_stage("compute", PROBED, profile)  # measured already: nothing starts
     store.close()
-    assert pool.asked[7:] == [("closed", [])]
+    assert pool.asked[6:] == [("closed", [])]
+
+
+def test_a_stage_set_up_ahead_is_ended_only_where_its_own_stage_asks_otherwise(monkeypatch):
+    from gpuaccept.measure import launch
+
+    class HeldSet:
+        def __init__(self, ranks, env=None):
+            self.ended = False
+
+        def begin(self, plan):
+            self.plan = plan
+
+        def end(self):
+            self.ended = True
+
+    monkeypatch.setattr(launch, "Workers", HeldSet)
+    pool = launch.WorkerPool()
+    plan_a, plan_b, plan_c = (launch.Plan(steps=[], backend="gloo", environment={"WHICH": name}) for name in "abc")
+    pool.set_up("ddp", [(plan_a, 4), (plan_b, 4)])
+    pool.set_up("nccl", [(plan_c, 4)])
+    held = {name: workers for _, given, _, workers in pool._set_up for name in [given.environment["WHICH"]]}
+    pool.keep_only("ddp", [(plan_a, 4)])  # the DDP stage runs one arm only: the other arm's set goes, the NCCL stage's holds
+    assert [held[name].ended for name in "abc"] == [False, True, False]
+    assert pool.take_for(plan_c, 4) is held["c"] and pool.take_for(plan_b, 4) is None
 
 
 def test_nothing_starts_ahead_for_a_stage_measured_already_or_that_cannot_run(tmp_path, monkeypatch):
@@ -103,9 +130,49 @@ def test_the_first_worker_starts_before_the_probe_only_where_gpus_are_measured(m
     prepared: list[list[int]] = []
     monkeypatch.setattr(hooks.WorkerPool, "prepare", lambda self, ranks: prepared.append(list(ranks)))
     monkeypatch.setattr(hooks, "driver_loads", lambda: driver)
+    monkeypatch.setattr(hooks, "_gpus_listed", lambda: 0)
     config = SimpleNamespace(option=SimpleNamespace(numprocesses=xdist, collectonly=False))
     options = SimpleNamespace(level=level, source=LiveMachine() if source == "live" else FactsFile(path="facts.json"))
     hooks._first_worker_ahead(config, options)
+    assert prepared == started
+
+
+@pytest.mark.parametrize(
+    "listed, visible, cores, started",
+    [
+        (["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"], None, 64, [[1] * 5]),  # copies, and each GPU's loads
+        (["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"], "0,1", 64, [[1] * 3]),
+        (["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"], None, 8, [[1]]),  # five imports want ten cores
+        (None, None, 64, [[1]]),  # the driver lists nothing: the copy stage's alone
+    ],
+    ids=["every-gpu", "visible", "few-cores", "unlisted"],
+)
+def test_the_first_wave_starts_a_worker_for_each_gpu_the_driver_lists(monkeypatch, listed, visible, cores, started):
+    from types import SimpleNamespace
+
+    from gpuaccept.facts.run_record import LiveMachine
+    from gpuaccept.plugin import hooks
+
+    prepared: list[list[int]] = []
+    monkeypatch.setattr(hooks.WorkerPool, "prepare", lambda self, ranks: prepared.append(list(ranks)))
+    monkeypatch.setattr(hooks, "driver_loads", lambda: True)
+    real_listdir = hooks.os.listdir
+
+    def listdir(path):
+        if path != "/proc/driver/nvidia/gpus":
+            return real_listdir(path)
+        if listed is None:
+            raise FileNotFoundError(path)
+        return listed
+
+    monkeypatch.setattr(hooks.os, "listdir", listdir)
+    monkeypatch.setattr(hooks.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    config = SimpleNamespace(option=SimpleNamespace(numprocesses=None, collectonly=False))
+    hooks._first_worker_ahead(config, SimpleNamespace(level="standard", source=LiveMachine()))
     assert prepared == started
 
 
@@ -246,4 +313,4 @@ def test_a_burn_in_sets_nothing_up_ahead_of_its_rounds(tmp_path, monkeypatch):
     store.expect(["copies", "nccl"], PROBED, profile, set_up_now=False)
     assert pool.asked == [("import", [1])]  # torch imported for the first stage; no GPU touched beside the rounds
     store.with_stage("copies", PROBED, profile)  # after the rounds, the stages set up ahead as in a standard run
-    assert pool.asked[1:] == [("import", [4]), ("set up", [4])]
+    assert pool.asked[1:] == [("import", [4]), ("set up nccl", [4])]

@@ -129,6 +129,43 @@ def test_a_memory_test_cut_by_its_time_cap_keeps_the_mismatches_its_last_pass_fo
     assert found["passes_done"] == 0 and found["capped"] and found["mismatches"] == 1  # counted, though its pass was cut short
 
 
+def _faults_in_walking_ones(monkeypatch, bit: int) -> None:
+    """After the walking-ones pass of `bit` is written: three words of the second chunk lose the
+    bit (all of a chunk's bounds below it), one word of the last chunk gains another bit."""
+    original = load_steps._Memtest._fill_every_chunk
+
+    def fill_then_fault(self, value):
+        original(self, value)
+        if value == 1 << bit:
+            self.chunks[1][10:13].zero_()
+            self.chunks[-1][0:1].fill_((1 << bit) | 1)
+
+    monkeypatch.setattr(load_steps._Memtest, "_fill_every_chunk", fill_then_fault)
+
+
+def test_a_walking_ones_pass_counts_every_word_read_back_wrong(monkeypatch, cpu):
+    _faults_in_walking_ones(monkeypatch, 5)
+    step = MemtestStep(gpu=0, fraction=0.9, max_bytes=8 << 20, chunk_bytes=1 << 20, time_cap_s=60)
+    found = load_steps.measure_memtest(step, cpu)
+    assert found["mismatches"] == 4 and found["passes_done"] == 36
+
+
+def test_a_walking_ones_pass_cut_by_the_time_cap_counts_the_chunks_it_read(monkeypatch, cpu):
+    _faults_in_walking_ones(monkeypatch, 0)
+    step = MemtestStep(gpu=0, fraction=0.9, max_bytes=8 << 20, chunk_bytes=1 << 20, time_cap_s=60)
+    original_tick = load_steps._Memtest._tick
+
+    def tick(self):  # the time cap, reached in the first walking-ones pass after its third chunk is read
+        original_tick(self)
+        if self.done == 4 and len(self.bounds) == 3:
+            raise load_steps._OutOfTime
+
+    monkeypatch.setattr(load_steps._Memtest, "_tick", tick)
+    found = load_steps.measure_memtest(step, cpu)
+    # the second chunk's three words were read before the cap; the last chunk's word never was
+    assert found["passes_done"] == 4 and found["capped"] and found["mismatches"] == 3
+
+
 def test_a_duration_is_spread_over_rounds_with_the_memory_test_at_its_interval():
     assert rounds_of(1800, 30) == 60 and rounds_of(20, 30) == 1 and rounds_of(100, 30) == 3
     assert memtest_rounds(60, 30.0, 300.0) == {1, 11, 21, 31, 41, 51}

@@ -1,7 +1,8 @@
 """Every writer reads what a check means from its declaration (checks/declare.py), carried by each
 verdict and held as data below the checks (vocabulary/checks.json): a declared check is in every
 view its declaration puts it in (the summary's areas and headlines, the fleet's medians, the store's
-history, the metrics), whether its verdict was written with what it means or before verdicts said."""
+history, the metrics, the values report.html draws), whether its verdict was written with what it
+means or before verdicts said."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ from gpuaccept.checks.verdict import AtLeast, AtMost, Better, Judge, Verdict
 from gpuaccept.facts.run_record import Environment, RunRecord, TestRecord, load_results
 from gpuaccept.profile.catalog import ProfileCatalog
 from gpuaccept.report.fleet import MEDIAN_CHECKS, OLDER_RESULTS_LOWER_IS_BETTER
+from gpuaccept.report.html import render_html
 from gpuaccept.report.metrics import render_metrics
 from gpuaccept.report.summary import headline_lines, summary_lines
 from gpuaccept.store.fleet import fleet_database, fleet_values, hosts_of
 from gpuaccept.store.history import HISTORY_CHECKS
 from gpuaccept.vocabulary.areas import AREAS
+from gpuaccept.vocabulary.measures import Measure
 from tests.helpers import ROOT, example_facts
 from tests.verdicts import SUBJECTS
 
@@ -38,7 +41,7 @@ def _verdict(declared: DeclaredCheck[Any], *, written_before: bool = False) -> V
     criterion = AtMost(2.0, unit) if declaration.better is Better.LOWER else AtLeast(0.5, unit)
     judged = declared.declared(Judge(declaration.name, "test")("gpu0", "value", 1.0, criterion), profile=None, subject=None)  # type: ignore[arg-type]
     if written_before:
-        return judged.model_copy(update={"fleet": None, "metric": None, "share": None, "better": None})
+        return judged.model_copy(update={"fleet": None, "metric": None, "share": None, "better": None, "measure": None})
     return judged
 
 
@@ -158,11 +161,37 @@ def test_each_value_improves_the_way_its_check_declares(tmp_path):
     assert _where(fleet=True) <= seen
 
 
-# Writers that still join a measurement to the verdict of the check that judges it by the check's
-# name: the HTML's tables and charts (a busbw point, a copy matrix cell, a DDP setting's row). The
-# verdict carries no key of the measurement it judged yet. The cluster's view and reports place a
-# verdict by what its check declares and by its subject.
-JOINED_BY_NAME = ("report/html.py",)
+def _page(record: RunRecord, tests: list[TestRecord]) -> str:
+    return render_html(record.with_tests(tests))
+
+
+def _with_verdicts(tests: list[TestRecord], **update: Any) -> list[TestRecord]:
+    return [test.model_copy(update={"verdict": test.verdict.model_copy(update=update)}) for test in tests if test.verdict is not None]
+
+
+def test_every_value_the_page_draws_is_joined_to_the_verdict_that_judged_it():
+    # examples/results/h200x4.json measured every value report.html draws, and judged each: written
+    # before verdicts carried their measure, as the page still reads such results
+    record = load_results(RUN)
+    drawn = {d.declaration.name: d.declaration.measure for d in DECLARED if d.declaration.measure is not None}
+    assert set(drawn.values()) == set(Measure)  # nothing drawn that no check judges
+    for name, measure in drawn.items():
+        given = _verdict(next(d for d in DECLARED if d.declaration.name == name))  # as its check gives it now
+        assert given.measure is measure and Verdict.from_data(given.as_data()).measure is measure  # and as results.json holds it
+        tests = [test for test in record.tests if test.verdict is not None and test.verdict.check == name]
+        assert tests, f"{RUN.name} holds no verdict of {name}"
+        carried = _page(record, _with_verdicts(tests, measure=measure))
+        assert carried == _page(record, _with_verdicts(tests, measure=None)), f"{name}: written before, its verdicts join alike"
+        # the same verdicts, of a check that declares nothing: the value is drawn with no verdict beside it
+        assert carried != _page(record, _with_verdicts(tests, check="not_declared", measure=None)), f"{name} is not on the page"
+    # a check whose value the page does not draw changes nothing but its row in the list of tests,
+    # which does not show a check's name: so what differs above is the join
+    undrawn = [test for test in record.tests if test.verdict is not None and test.verdict.check == "nvlink_links"]
+    assert undrawn and _page(record, undrawn) == _page(record, _with_verdicts(undrawn, check="not_declared"))
+
+
+# No writer joins a measurement to its verdict by the check's name: report.html by the verdict's
+# measure, the cluster's view and reports by what its check declares and by its subject.
 
 
 def _check_names_typed(path: Path, names: set[str]) -> list[str]:
@@ -179,10 +208,12 @@ def test_no_writer_types_a_check_name():
     names = {d.declaration.name for d in DECLARED} - set(Environment.model_fields)
     writers = [
         path for path in sorted(WRITERS.rglob("*.py"))
-        if path.relative_to(WRITERS).parts[0] in ("report", "store", "cluster") and str(path.relative_to(WRITERS)) not in JOINED_BY_NAME
+        if path.relative_to(WRITERS).parts[0] in ("report", "store", "cluster")
     ]
     assert len(writers) > 10
     typed = [found for path in writers for found in _check_names_typed(path, names)]
     assert typed == []
-    # the test finds a name where one is typed
-    assert _check_names_typed(WRITERS / JOINED_BY_NAME[0], names)
+    assert WRITERS / "report" / "html.py" in writers  # its charts and matrices join by the verdict's measure
+    assert WRITERS / "report" / "cluster_view.py" in writers  # its grid by the declarations and the subjects
+    # the test finds a name where one is typed: a check's own module names it
+    assert _check_names_typed(WRITERS / "checks" / "cluster.py", names)

@@ -8,6 +8,7 @@ from gpuaccept.checks.verdict import AtLeast, AtMost, Better, Criterion, Judge, 
 from gpuaccept.facts.measurements import DdpResult, DdpSweep
 from gpuaccept.facts.model import Facts
 from gpuaccept.profile.model import Profile
+from gpuaccept.vocabulary.measures import Measure
 from gpuaccept.vocabulary.steps import DdpKey, StepKey, parse_ddp_case
 
 
@@ -54,7 +55,7 @@ def _throughput(
 
 
 @check(subjects=DDP_CASE, name="ddp_scaling", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys, headline=True,
-       fleet=True, share=True, better=Better.HIGHER)
+       fleet=True, share=True, better=Better.HIGHER, measure=Measure.DDP_EFFICIENCY)
 def scaling(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     """DDP training throughput per GPU at a setting, as a share of one GPU's, is at least the profile's efficiency."""
     minimum = profile.spec.ddp.min_efficiency.get(case) if profile.spec.ddp else None
@@ -86,7 +87,7 @@ def scaling(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
 
 
 @check(subjects=DDP_CASE, name="ddp_exposed_comm", marginal=True, stage="ddp", in_burnin=False, attempts=_scaling_keys, headline=True,
-       fleet=True, share=True, better=Better.LOWER)
+       fleet=True, share=True, better=Better.LOWER, measure=Measure.DDP_EXPOSED_COMMUNICATION)
 def exposed_communication(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     """The share of a DDP step spent in gradient communication not hidden by compute is at most the profile's."""
     maximum = profile.spec.ddp.max_exposed_comm.get(case) if profile.spec.ddp else None
@@ -105,7 +106,7 @@ def exposed_communication(judge: Judge, profile: Profile, facts: Facts, case: st
 
 
 @check(subjects=DDP_CASE, name="ddp_nvlink_speedup", marginal=True, stage="ddp", in_burnin=False, attempts=_both_arms, headline=True,
-       fleet=True, better=Better.HIGHER)
+       fleet=True, better=Better.HIGHER, measure=Measure.DDP_NVLINK_SPEEDUP)
 def nvlink_speedup(judge: Judge, profile: Profile, facts: Facts, case: str) -> Verdict:
     """DDP training with P2P is at least the profile's factor faster than with NCCL_P2P_DISABLE=1."""
     minimum = profile.spec.ddp.nvlink_ab.get(case) if profile.spec.ddp else None

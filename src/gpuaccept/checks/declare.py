@@ -14,8 +14,11 @@ subject involves, whether its failure is a root cause of other checks (a GPU mis
 else's load on a GPU), whether its value is a headline worth seeing when it passes, whether the fleet
 compares it across hosts and over a host's runs (fleet medians, history, drift), whether it is a
 Prometheus series of its own (a headline or fleet value always is), whether it is a share of something
-(a ratio, where its criterion names no unit), and which way it improves. So coverage by area, causes
-first, the fleet's medians, the history and the metrics are read from data, and no writer types a
+(a ratio, where its criterion names no unit), which way it improves, and which measured value it
+judges where report.html draws that value beside its verdict (vocabulary/measures.py: a link's type,
+a collective's busbw, a copy's bandwidth, a DDP setting's efficiency). So coverage by area, causes
+first, the fleet's medians, the history, the metrics and the page's charts and matrices are read
+from data, and no writer types a
 check's name: vocabulary/checks.json holds the same declarations below the checks, for results written
 before verdicts carried them and for the SQL of the results store
 (`python -m gpuaccept.checks.catalog meanings > src/gpuaccept/vocabulary/checks.json`).
@@ -35,7 +38,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, Literal, ParamSpec
 
@@ -45,6 +48,7 @@ from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.areas import AREAS, RootCause
 from gpuaccept.vocabulary.checks import CheckMeaning
 from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.measures import Measure
 from gpuaccept.vocabulary.steps import StageName, StepKey
 
 P = ParamSpec("P")
@@ -53,10 +57,12 @@ Runner = Literal["suites", "cluster"]  # who judges a check: the suites' tests, 
 
 PACKAGE = "gpuaccept.checks"
 # every module of checks that declares checks, in the order the suites go (the layers: inventory
-# first), then the regression gate against a baseline, then the checks of a cluster
+# first), then the regression gate against a baseline, then the checks of a cluster. A module of
+# checks that is a package (health) is listed room by room: its checks are one module's (its area,
+# its section of docs/checks.md), in the order of its rooms here, whichever room was imported first
 CHECK_MODULES = (
-    "inventory", "health", "topology", "affinity", "p2p", "fabric", "compute", "ddp", "telemetry", "heat", "burnin", "baseline",
-    "cluster",
+    "inventory", "health.memory", "health.state", "health.xids", "health.counters", "health.thermal", "topology", "affinity", "p2p",
+    "fabric", "compute", "ddp", "telemetry", "heat", "burnin", "baseline", "cluster",
 )
 # the area of each module's checks, where a check names no stage (a stage's checks are of the area
 # the stage is named after: nccl, copies, ddp, compute)
@@ -124,12 +130,14 @@ class Declaration:
     metric: bool = False  # its value is a Prometheus series of its own (a headline or fleet value always is)
     share: bool = False  # its value, without a unit, is a share of something: a ratio
     better: Better | None = None  # which way its value improves, where that is the same for every subject
+    measure: Measure | None = None  # the measured value it judges, where report.html draws it beside its verdicts
 
     @property
     def meaning(self) -> CheckMeaning:
         """What every writer needs of it, as vocabulary/checks.json holds it."""
         better = None if self.better is None else self.better.value
-        return CheckMeaning(self.area, better, self.fleet, self.headline, self.metric, self.share)
+        measure = None if self.measure is None else self.measure.value
+        return CheckMeaning(self.area, better, self.fleet, self.headline, self.metric, self.share, measure)
 
     @property
     def test_name(self) -> str:
@@ -182,11 +190,11 @@ class DeclaredCheck(Generic[P]):
     def declared(self, verdict: Verdict, profile: Profile, subject: Any) -> Verdict:
         """`verdict` with what this check declares for every writer: its area, the GPUs its subject
         involves (a root cause's own, where it names the GPUs at fault), whether it is a root cause, and
-        where its value is shown (a headline, a fleet value, a metric, a share)."""
+        where its value is shown (a headline, a fleet value, a metric, a share, a measure the page draws)."""
         declaration = self.declaration
         update: dict[str, Any] = {
             "area": declaration.area, "root": declaration.root, "headline": declaration.headline, "fleet": declaration.fleet,
-            "metric": declaration.metric, "share": declaration.share,
+            "metric": declaration.metric, "share": declaration.share, "measure": declaration.measure,
         }
         gpus_of = declaration.subjects.gpus
         if gpus_of is not None and subject is not None and not (declaration.root and verdict.gpus):
@@ -219,12 +227,13 @@ def check(
     metric: bool = False,
     share: bool = False,
     better: Better | None = None,
+    measure: Measure | None = None,
 ) -> Callable[[Callable[Concatenate[Judge, Profile, P], Verdict]], DeclaredCheck[P]]:
     """Declare a check (see the module's docstring); it is registered under its name."""
 
     def declare(judged: Callable[Concatenate[Judge, Profile, P], Verdict]) -> DeclaredCheck[P]:
         summary = (judged.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
-        module = judged.__module__.rsplit(".", 1)[-1]
+        module = _module_of(judged)
         named = name or judged.__name__
         earlier = REGISTRY.get(named)
         # a module imported again (pytest's in-process runs restore sys.modules) declares its checks
@@ -244,7 +253,7 @@ def check(
         declaration = Declaration(
             named, module, " ".join(summary.split()), subjects, marginal, stage, asked,
             measured_again, in_burnin, judged_beside_load, key_of, attempts, family, test, runner, declared_area, root, headline,
-            fleet, metric or fleet or headline, share, better,
+            fleet, metric or fleet or headline, share, better, measure,
         )
         declared = DeclaredCheck(judged, declaration)
         REGISTRY[declaration.name] = declared
@@ -253,16 +262,26 @@ def check(
     return declare
 
 
+def _module_of(judged: Callable[..., Any]) -> str:
+    """The module of checks a check function is declared in: `health` for gpuaccept.checks.health.xids."""
+    return judged.__module__.removeprefix(f"{PACKAGE}.").split(".")[0]
+
+
 def declared_checks(runner: Runner | None = "suites") -> list[DeclaredCheck[Any]]:
     """Every check `runner` judges (every declared check for None), in the order of CHECK_MODULES
-    and, within a module, of the file. Every module of checks is imported first, so that each of
-    its declarations is in the registry whatever was imported before."""
+    and, within a module, of the file. Every module of checks (and of a package of checks) is
+    imported first, so that each of its declarations is in the registry whatever was imported before."""
     package = importlib.import_module(PACKAGE)
-    for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{PACKAGE}.{module.name}")
+    for module in pkgutil.walk_packages(package.__path__, f"{PACKAGE}."):
+        importlib.import_module(module.name)
+    return in_suite_order(declared for declared in REGISTRY.values() if runner is None or declared.declaration.runner == runner)
+
+
+def in_suite_order(found: Iterable[DeclaredCheck[Any]]) -> list[DeclaredCheck[Any]]:
+    """`found` in the order of CHECK_MODULES (a package's checks room by room) and, within a module,
+    of the file: whichever module was imported first."""
     order = {module: index for index, module in enumerate(CHECK_MODULES)}
-    found = [declared for declared in REGISTRY.values() if runner is None or declared.declaration.runner == runner]
-    return sorted(found, key=lambda declared: order[declared.declaration.module])
+    return sorted(found, key=lambda declared: order[declared.judged.__module__.removeprefix(f"{PACKAGE}.")])
 
 
 def subject_kinds() -> dict[str, Subjects]:

@@ -21,6 +21,7 @@ from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.collectives import Collective
 from gpuaccept.vocabulary.copies import CopyKind, floor_key
 from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.measures import COPY_MEASURES, Measure
 from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
 from gpuaccept.vocabulary.steps import CollectiveKey, CopyKey, PairKey, StepKey, collective_label
 
@@ -95,7 +96,7 @@ def collective_step_keys(profile: Profile, case: tuple[Collective, str]) -> list
 
 
 @check(subjects=BUSBW_CASE, marginal=True, stage="nccl", judged_beside_load=False, attempts=collective_step_keys, headline=True,
-       fleet=True, better=Better.HIGHER)
+       fleet=True, better=Better.HIGHER, measure=Measure.COLLECTIVE_BUSBW)
 def busbw(judge: Judge, profile: Profile, facts: Facts, case: tuple[Collective, str]) -> Verdict:
     """NCCL bus bandwidth of a collective at a size is at least the profile's floor."""
     collective, size_text = case
@@ -137,7 +138,7 @@ def pair_step_keys(profile: Profile, pair: tuple[int, int]) -> list[StepKey]:
 
 
 @check(subjects=GPU_PAIR, marginal=True, stage="nccl", asked=_pairwise, judged_beside_load=False, attempts=pair_step_keys, headline=True,
-       fleet=True, better=Better.HIGHER)
+       fleet=True, better=Better.HIGHER, measure=Measure.PAIR_BUSBW)
 def pair_busbw(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     """Send/receive bandwidth between two GPUs is at least the profile's pairwise floor."""
     subject = pair_key(*pair)
@@ -198,10 +199,10 @@ def _copies_asked(what: CopyKind) -> Callable[[Profile], bool]:
 
 def _copy(what: CopyKind) -> dict[str, Any]:
     """What every copy check declares: a marginal band, the copy stage, judged on every attempt, a headline
-    and fleet value, better higher."""
+    and fleet value, better higher, and the copy the page draws (none for both directions at once)."""
     return {
         "marginal": True, "stage": "copies", "asked": _copies_asked(what), "judged_beside_load": False, "attempts": _copy_keys(what),
-        "headline": True, "fleet": True, "better": Better.HIGHER,
+        "headline": True, "fleet": True, "better": Better.HIGHER, "measure": COPY_MEASURES.get(what),
     }
 
 

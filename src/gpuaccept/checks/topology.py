@@ -9,6 +9,7 @@ from gpuaccept.facts.model import Facts
 from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.model import Profile
 from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.measures import Measure
 from gpuaccept.vocabulary.nvml_codes import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
 
 
@@ -128,7 +129,7 @@ def fabric_state(judge: Judge, profile: Profile, facts: Facts, index: int) -> Ve
     return judge(gpu_key(index), "fabric state", state, criterion, note=f"clique {info.clique_id}" if state == "completed" else "")
 
 
-@check(subjects=GPU_PAIR)
+@check(subjects=GPU_PAIR, measure=Measure.LINK_TYPE)
 def link_type(judge: Judge, profile: Profile, facts: Facts, pair: tuple[int, int]) -> Verdict:
     """The link between two GPUs (NVLink or the PCIe path) is the type the profile expects."""
     a, b = pair

@@ -24,6 +24,7 @@ from gpuaccept.outcomes import Outcome
 from gpuaccept.vocabulary.areas import RootCause
 from gpuaccept.vocabulary.checks import meaning_of
 from gpuaccept.vocabulary.display import show, show_apart
+from gpuaccept.vocabulary.measures import Measure
 
 
 class Better(str, enum.Enum):
@@ -364,11 +365,12 @@ class Verdict(Record):
     machine it judges, the `gpus` its subject involves (for a root cause, the GPUs at fault), the kind
     of `root` cause its failure is of other checks, whether its value is a `headline` worth seeing
     when it passes, a `fleet` value (compared across hosts and over a host's runs), a `metric` of its
-    own and a `share` of something (a ratio). `missing` says what the facts lacked, where that is why it
-    could not judge. Results written before these keys read with none (vocabulary/areas.py places them
-    by their suite); where a writer needs `fleet`, `metric`, `share` or `better` of such a verdict, its
-    check's declaration says it (vocabulary/checks.json: `in_fleet`, `is_metric`, `is_share`,
-    `lower_is_better`)."""
+    own and a `share` of something (a ratio), and the `measure`: which measured value it judged, where
+    report.html draws that value (vocabulary/measures.py; with the subject, the value it judged).
+    `missing` says what the facts lacked, where that is why it could not judge. Results written before
+    these keys read with none (vocabulary/areas.py places them by their suite); where a writer needs
+    `fleet`, `metric`, `share`, `measure` or `better` of such a verdict, its check's declaration says it
+    (vocabulary/checks.json: `in_fleet`, `is_metric`, `is_share`, `measure_judged`, `lower_is_better`)."""
 
     check: str
     subject: str
@@ -393,6 +395,7 @@ class Verdict(Record):
     fleet: bool | None = None  # None: written before verdicts carried it (as the three below)
     metric: bool | None = None
     share: bool | None = None
+    measure: Measure | None = None  # None: its check judges no value the page draws, or written before verdicts carried it
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Verdict:
@@ -417,6 +420,14 @@ class Verdict(Record):
     def is_share(self) -> bool:
         """Whether its value, without a unit, is a share of something: a ratio."""
         return self.share if self.share is not None else meaning_of(self.check).share
+
+    @property
+    def measure_judged(self) -> Measure | None:
+        """The measured value it judged, where report.html draws it; None where its check judges none."""
+        if self.measure is not None:
+            return self.measure
+        declared = meaning_of(self.check).measure
+        return None if declared is None else Measure(declared)
 
     @property
     def lower_is_better(self) -> bool:

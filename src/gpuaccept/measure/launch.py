@@ -376,13 +376,13 @@ class WorkerPool:
     plan, touching no GPU, while whatever runs now runs (a stage measuring, the probe, the tests
     that judge), so that the stage that takes one starts without paying torch's import (seconds with
     CUDA's libraries). A plan brings its own environment (Plan.environment): one set serves any
-    stage of its size. Where the next stage's plans are known and nothing measures, sets are given
-    them ahead (`set_up`): they set up and hold, and the stage that runs one of those plans takes
-    its set (`take_for`). Those never taken are ended by `close`."""
+    stage of its size. Where coming stages' plans are known and nothing measures, sets are given
+    them ahead (`set_up`), by stage: they set up and hold, and the stage that runs one of those
+    plans takes its set (`take_for`). Those never taken are ended by `close`."""
 
     def __init__(self) -> None:
         self._ready: dict[int, list[Workers]] = {}
-        self._set_up: list[tuple[Plan, int, Workers]] = []
+        self._set_up: list[tuple[str, Plan, int, Workers]] = []
 
     def prepare(self, ranks: list[int]) -> None:
         """Start a set for each of `ranks` (their sizes) beside those already waiting unclaimed."""
@@ -398,29 +398,30 @@ class WorkerPool:
         sets = self._ready.get(ranks)
         return sets.pop(0) if sets else None
 
-    def set_up(self, plans: list[tuple[Plan, int]]) -> None:
-        """Give each plan (with its number of ranks) a set, one waiting where there is, to set up
-        with and hold. Call it only while nothing measures: the sets set up at once."""
+    def set_up(self, stage: str, plans: list[tuple[Plan, int]]) -> None:
+        """Give each of `stage`'s plans (with its number of ranks) a set, one waiting where there
+        is, to set up with and hold. Call it only while nothing measures: the sets set up at once."""
         for plan, ranks in plans:
             workers = self.take(ranks) or Workers(ranks)
             workers.begin(plan)
-            self._set_up.append((plan, ranks, workers))
+            self._set_up.append((stage, plan, ranks, workers))
 
     def take_for(self, plan: Plan, ranks: int) -> Workers | None:
         """The set given `plan` ahead, if there is one."""
-        for index, (given, size, workers) in enumerate(self._set_up):
+        for index, (_, given, size, workers) in enumerate(self._set_up):
             if size == ranks and given == plan:
                 del self._set_up[index]
                 return workers
         return None
 
-    def keep_only(self, plans: list[tuple[Plan, int]]) -> None:
-        """End the sets given a plan ahead that is none of `plans`: asked otherwise after all, they
-        must not hold GPU memory (a DDP model, a context) while another plan measures."""
+    def keep_only(self, stage: str, plans: list[tuple[Plan, int]]) -> None:
+        """End the sets given a plan of `stage` ahead that is none of `plans`: the stage asked
+        otherwise after all, they must not hold GPU memory (a DDP model, a context) while it
+        measures. The sets of the stages after it hold on."""
         kept = []
-        for given, size, workers in self._set_up:
-            if (given, size) in plans:
-                kept.append((given, size, workers))
+        for name, given, size, workers in self._set_up:
+            if name != stage or (given, size) in plans:
+                kept.append((name, given, size, workers))
             else:
                 workers.end()
         self._set_up = kept
@@ -435,7 +436,7 @@ class WorkerPool:
             for workers in sets:
                 workers.close()
         self._ready.clear()
-        for _, _, workers in self._set_up:
+        for _, _, _, workers in self._set_up:
             workers.close()
         self._set_up.clear()
 

@@ -123,18 +123,32 @@ def _stop(pool: WorkerPool, torch_check: TorchCheck | None) -> None:
 
 
 def _first_worker_ahead(config: pytest.Config, options: RunOptions) -> WorkerPool:
-    """A measuring run's first worker (one rank: the copy stage's, or a GPU's loads), started before
-    the machine is probed: it imports torch while the probe runs and the tests are collected, when
-    nothing is measured. As every worker started ahead, only where the measurements run on GPUs (the
-    CUDA driver is there; on the CPU the import would take its share of what the CPU measures next);
-    not at the quick level (it starts no worker), not for recorded facts, not under pytest-xdist
-    (which process measures first is not known)."""
+    """A measuring run's first workers (one rank each: the copy stage's and each GPU's loads, the
+    first wave a session sets up), started before the machine is probed: they import torch while
+    the probe runs and the tests are collected, when nothing is measured. As every worker started
+    ahead, only where the measurements run on GPUs (the CUDA driver is there; on the CPU the import
+    would take its share of what the CPU measures next); not at the quick level (it starts no
+    worker), not for recorded facts, not under pytest-xdist (which process measures first is not
+    known). One for each GPU the driver lists only where the cores allow as many imports at once
+    beside the probe (two a worker), otherwise one."""
     pool = WorkerPool()
     distributed = getattr(config.option, "numprocesses", None) not in (None, 0)
     measures = options.level != "quick" and isinstance(options.source, LiveMachine) and not config.option.collectonly
     if measures and not distributed and driver_loads():
-        pool.prepare([1])
+        workers = 1 + _gpus_listed()
+        pool.prepare([1] * (workers if len(os.sched_getaffinity(0)) >= 2 * workers else 1))
     return pool
+
+
+def _gpus_listed() -> int:
+    """How many GPUs the NVIDIA driver lists (/proc/driver/nvidia/gpus, one folder a GPU), no more
+    than CUDA_VISIBLE_DEVICES names: a guess before the probe, read without starting anything."""
+    try:
+        listed = len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return listed if visible is None else min(listed, len([name for name in visible.split(",") if name.strip()]))
 
 
 def _refuse_a_baseline_of_another_kind(options: RunOptions, context: RunContext) -> None:

@@ -4,7 +4,7 @@
 
 - `levels(*levels)`: the levels that run the test (plugin/levels.py); a test without it runs at every level;
 - `needs(*what, per_gpu=False)`: what its facts hold besides the machine's own readings. Each of
-  `what` is a stage's name (registry.py: nccl, copies, ddp, compute, measured on first ask),
+  `what` is a stage's name (registry.py: copies, compute, ddp, nccl, measured on first ask),
   `every_stage`, `burnin` (the burn-in's rounds), `level_loads` (what the run's level loads: every
   stage at the standard level, the burn-in's rounds at the burn-in level, nothing at the quick
   level) or `telemetry` (sampled while the level's loads ran; it asks for them first).

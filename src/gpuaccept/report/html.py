@@ -5,6 +5,8 @@ collective with floors and the physical peak, the pairwise and peer-copy bandwid
 heat maps, DDP efficiency, exposed communication and the P2P A/B per world size and batch, and
 every test with its numbers. Everything comes from data fields of the verdict records (outcome,
 measured, criterion, marginal, attempts, transient, context) and the facts; no text is read back.
+Each value drawn is joined to the verdict that judged it by the verdict's measure (which measured
+value it judged, vocabulary/measures.py) and subject, never by the name of a check.
 The page, its colours and its charts are report/charts.py's. The heat maps and tables stay HTML: a
 cell's value is its tooltip, and zooming a 4x4 matrix adds nothing.
 """
@@ -44,9 +46,11 @@ from gpuaccept.report.charts import (
     timeseries_chart,
 )
 from gpuaccept.report.summary import banner, marginal_tests, transient_tests
+from gpuaccept.vocabulary.copies import HOST_COPIES
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.drills import drills_in
 from gpuaccept.vocabulary.links import gpu_key, pair_key
+from gpuaccept.vocabulary.measures import COPY_MEASURES, Measure
 from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
 
 MARKS = (
@@ -176,15 +180,16 @@ def _causes(record: RunRecord) -> list[dict]:
     ]
 
 
-def _by_subject(verdicts: list[Verdict], check: str) -> dict[str, Verdict]:
-    return {v.subject: v for v in verdicts if v.check == check}
+def _by_subject(verdicts: list[Verdict], measure: Measure) -> dict[str, Verdict]:
+    """The verdicts that judged `measure`, by the subject of the value each judged."""
+    return {v.subject: v for v in verdicts if v.measure_judged is measure}
 
 
 def _links(facts: Facts, verdicts: list[Verdict]) -> dict | None:
     count = facts.gpu_count
     if count < 2:
         return None
-    judged = _by_subject(verdicts, "link_type")
+    judged = _by_subject(verdicts, Measure.LINK_TYPE)
     measured = {tuple(link.gpus): link.link_type for link in facts.links}
     rows = []
     for i in range(count):
@@ -233,7 +238,7 @@ def _busbw(facts: Facts, verdicts: list[Verdict]) -> dict | None:
     sweep = facts.measurements.collectives
     if not sweep or not sweep.results:
         return None
-    judged = _by_subject(verdicts, "busbw")
+    judged = _by_subject(verdicts, Measure.COLLECTIVE_BUSBW)
     series: dict[str, list[tuple[int, float, Verdict | None]]] = defaultdict(list)
     for r in sweep.results:
         # the check names its subject from the size the profile asked for ("all_reduce 1 GiB"):
@@ -364,7 +369,7 @@ def _pairs(facts: Facts, verdicts: list[Verdict]) -> dict | None:
     for r in sweep.results:
         a, b = r.gpus
         values[(a, b)] = values[(b, a)] = r.busbw_GBps
-    judged = _by_subject(verdicts, "pair_busbw")
+    judged = _by_subject(verdicts, Measure.PAIR_BUSBW)
     by_cell = {}
     for a, b in values:
         verdict = judged.get(pair_key(min(a, b), max(a, b)))  # one verdict per pair, both directions
@@ -382,7 +387,7 @@ def _copies(facts: Facts, verdicts: list[Verdict]) -> dict | None:
     for r in sweep.results:
         if r.what == "local":
             peer[(r.gpus[0], r.gpus[0])] = r.GBps
-    p2p, local = _by_subject(verdicts, "p2p_copy"), _by_subject(verdicts, "local_copy")
+    p2p, local = _by_subject(verdicts, COPY_MEASURES["p2p"]), _by_subject(verdicts, COPY_MEASURES["local"])
     judged = {}
     for a, b in peer:
         verdict = local.get(gpu_key(a)) if a == b else p2p.get(pair_key(a, b))
@@ -391,11 +396,11 @@ def _copies(facts: Facts, verdicts: list[Verdict]) -> dict | None:
     heatmap = _heatmap(
         "peer copy GB/s, row to column (diagonal: within the GPU)", "p2p-matrix", facts.gpu_count, peer, judged, "copy engine, one direction"
     )
-    host_judged = {(v.check, v.subject): v for v in verdicts if v.check in ("host_to_device", "device_to_host")}
+    host_judged = {what: _by_subject(verdicts, COPY_MEASURES[what]) for what in HOST_COPIES}
     host = []
     for r in sweep.results:
-        if r.what in ("host_to_device", "device_to_host"):
-            verdict = host_judged.get((r.what, gpu_key(r.gpus[0])))
+        if r.what in host_judged:
+            verdict = host_judged[r.what].get(gpu_key(r.gpus[0]))
             host.append({
                 "direction": r.what.replace("_", " "),
                 "gpu": gpu_key(r.gpus[0]),
@@ -410,7 +415,9 @@ def _ddp(facts: Facts, verdicts: list[Verdict]) -> dict | None:
     sweep = measured.ddp
     if sweep is None or not sweep.results:
         return None
-    judged = {(v.check, v.subject): v for v in verdicts if v.check.startswith("ddp_")}
+    efficiency_judged = _by_subject(verdicts, Measure.DDP_EFFICIENCY)
+    exposed_judged = _by_subject(verdicts, Measure.DDP_EXPOSED_COMMUNICATION)
+    speedup_judged = _by_subject(verdicts, Measure.DDP_NVLINK_SPEEDUP)
     settings = sorted({(r.batch, r.accumulation) for r in sweep.results})
     rows, bars = [], []
     for world in sorted({r.world for r in sweep.results}):
@@ -421,7 +428,7 @@ def _ddp(facts: Facts, verdicts: list[Verdict]) -> dict | None:
             if result is None or efficiency is None or one is None:
                 continue
             case = result.case
-            scaling = judged.get(("ddp_scaling", case))
+            scaling = efficiency_judged.get(case)
             without = measured.ddp_without_p2p.result(world, batch, accumulation) if measured.ddp_without_p2p else None
             bars.append({"case": case, "efficiency": efficiency, "verdict": scaling, "per_gpu": result.samples_per_s_per_gpu, "on_one": one.samples_per_s_per_gpu})
             rows.append({
@@ -429,9 +436,9 @@ def _ddp(facts: Facts, verdicts: list[Verdict]) -> dict | None:
                 "per_gpu": f"{result.samples_per_s_per_gpu:.1f}",
                 "on_one": f"{one.samples_per_s_per_gpu:.1f}",
                 "efficiency": _judged_cell(efficiency, scaling),
-                "exposed": _judged_cell(result.exposed_share, judged.get(("ddp_exposed_comm", case))),
+                "exposed": _judged_cell(result.exposed_share, exposed_judged.get(case)),
                 "without": f"{without.samples_per_s_per_gpu:.1f}" if without else "",
-                "speedup": _judged_cell(measured.ddp_speedup(world, batch, accumulation), judged.get(("ddp_nvlink_speedup", case)), "x"),
+                "speedup": _judged_cell(measured.ddp_speedup(world, batch, accumulation), speedup_judged.get(case), "x"),
             })
     return {
         "parameters": _parameters(sweep.parameters),

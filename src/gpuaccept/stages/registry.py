@@ -114,9 +114,12 @@ DDP = Stage(
 COMPUTE = Stage(
     name="compute", title="compute stage", per_gpu=True, asked=lambda spec: spec.compute is not None,
     plans=_compute_plans, run=_run_compute, where=lambda facts, gpus: "on " + ", ".join(f"gpu{gpu}" for gpu in gpus),
-    cannot_run=_gpus_missing, not_run=compute_not_run,
+    cannot_run=_gpus_missing, not_run=compute_not_run, tests_free_memory=True,
     # a burn-in's sustained load is the profile's GEMM, with its HBM and memory test between products
     in_burnin="load", asked_in_burnin=lambda spec: spec.compute is not None and spec.compute.gemm is not None,
 )
 
-STAGES: dict[str, Stage] = {stage.name: stage for stage in (NCCL, COPIES, DDP, COMPUTE)}
+# the order a standard run's suites first ask for them (test_bandwidth, test_compute, test_ddp,
+# test_nccl), which a test that needs every stage follows too: the session sets the stages up ahead
+# in this order (stages/store.py), so a test that asked otherwise would find the wrong one ready
+STAGES: dict[str, Stage] = {stage.name: stage for stage in (COPIES, COMPUTE, DDP, NCCL)}

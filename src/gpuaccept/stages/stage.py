@@ -58,6 +58,9 @@ class Stage:
     # then, one per step, so that each test says why
     cannot_run: Callable[[Facts, list[int]], str | None] = lambda facts, gpus: None
     not_run: Callable[[ProfileSpec, list[int], str], Measurements] = lambda spec, gpus, reason: Measurements()
+    # it measures a share of the memory free as it begins (the memory test): no set of workers of a
+    # later stage may hold GPU memory beside it, so a session sets those up only once it has ended
+    tests_free_memory: bool = False
     # its part in a burn-in: the sustained load, or a fabric stage run before it and beside it; None: not run
     in_burnin: Literal["load", "fabric"] | None = None
     asked_in_burnin: Callable[[ProfileSpec], bool] | None = None  # where not `asked`

@@ -7,11 +7,13 @@ machine at once on its first ask (under `pytest -n N`, the GPUs no other xdist w
 GPU's values still its own. No stage runs twice on a GPU. Replayed facts (--facts) carry their
 measurements with them.
 
-Where the session says which stages it will ask for, in which order (`expect`), each stage's
-workers are started ahead while the stage before it runs (torch's import, paid once per stage,
-overlaps the measurement in flight), and given their plans as soon as it has ended: they set up
-(CUDA, NCCL, the DDP model) while the tests judge what it measured and its workers are torn down,
-and measure once nothing else sets up or ends (docs/what-is-checked.md says what never overlaps).
+Where the session says which stages it will ask for, in which order (`expect`), the stages' workers
+are set up ahead, in waves: every stage up to and including the first that tests the memory free as
+it begins (the compute stage's memory test) is set up at once when the session starts, while nothing
+measures, and holds; the stages after it are set up together once it has ended. Each set sets up
+(CUDA, NCCL, the DDP model) while no set measures, and measures once nothing else sets up or ends;
+a held set does nothing on its GPUs. A wave's workers are started while the stage before it runs
+(torch's import overlaps the measurement in flight). docs/what-is-checked.md says what never overlaps.
 """
 
 from __future__ import annotations
@@ -62,11 +64,12 @@ class MeasurementStore:
         self._ahead = False  # whether this session sets its stages up ahead (`expect`)
         self._scratch: dict[str, Path] = {}  # the folder reserved for a stage's first run, where it was set up ahead
         self._runs = 0
+        self._held: set[str] = set()  # the stages whose workers were given their plans ahead, until each has measured
 
     def expect(self, stages: Sequence[str], facts: Facts, profile: Profile, set_up_now: bool = True) -> None:
-        """The stages this session will ask for, in the order it will first ask: the first one's
-        workers are set up now (nothing measures yet), each next one's start as the one before it
-        begins and are set up as soon as it has ended. Only where that order is known (a
+        """The stages this session will ask for, in the order it will first ask: the first wave's
+        workers are set up now (nothing measures yet); the next wave's start as the stage before it
+        begins and are set up as soon as it has ended (`_wave`). Only where that order is known (a
         pytest-xdist worker cannot know which worker a stage falls to) and where the measurements
         run on GPUs (`starts_ahead`). `set_up_now=False` where something else measures first (a
         burn-in's rounds): the first stage's workers only import torch until it begins."""
@@ -76,10 +79,10 @@ class MeasurementStore:
         self._ahead = True
         if not self._upcoming:
             return
-        first = STAGES[self._upcoming[0]]
         if set_up_now:
-            self._set_up_ahead(first, facts, profile)
+            self._set_up_ahead(self._wave(), facts, profile)
         else:
+            first = STAGES[self._upcoming[0]]
             self.pool.prepare([ranks for _, ranks in first.plans(profile.spec, self._first_run(first, facts))])
 
     def _runs_here(self, stage: Stage, facts: Facts, profile: Profile) -> bool:
@@ -88,28 +91,44 @@ class MeasurementStore:
         measured = self._unmeasured(stage, every) == [] if stage.per_gpu else (self.folder / stage.file()).exists()
         return stage.asked(profile.spec) and stage.cannot_run(facts, every) is None and not measured
 
+    def _wave(self) -> list[str]:
+        """The upcoming stages set up together, those not set up yet up to and including the first
+        that tests the memory free as it begins: nothing set up after it may hold memory beside it
+        (none, while such a stage is set up and has not measured)."""
+        wave: list[str] = []
+        for name in self._upcoming:
+            if name not in self._held:
+                wave.append(name)
+            if STAGES[name].tests_free_memory:
+                break
+        return wave
+
     def _begins(self, stage: Stage, facts: Facts, profile: Profile) -> None:
-        """`stage` begins: the workers of the stage the session asks for after it start now, to
-        import torch while this one measures."""
+        """`stage` begins: the workers of the next wave it is not part of start now, to import
+        torch while this one measures."""
         if stage.name not in self._upcoming:
             return
         self._upcoming = self._upcoming[self._upcoming.index(stage.name) + 1 :]
-        if self._upcoming:
-            following = STAGES[self._upcoming[0]]
+        for name in self._wave():
+            following = STAGES[name]
             self.pool.prepare([ranks for _, ranks in following.plans(profile.spec, self._first_run(following, facts))])
 
     def _ended(self, stage: Stage, facts: Facts, profile: Profile) -> None:
-        """`stage` has measured: the next stage's workers are given their plans, to set up while
-        the tests judge this one (and measure once this one's workers are gone). Where stages are
-        not set up ahead, this one's workers are gone before it lets the GPUs go: another process
-        (a pytest-xdist worker) may measure next."""
+        """`stage` has measured: where the stage the session asks for next is not set up yet, its
+        wave's workers are given their plans, to set up while the tests judge this one (and measure
+        once this one's workers are gone). Where stages are not set up ahead, this one's workers
+        are gone before it lets the GPUs go: another process (a pytest-xdist worker) may measure next."""
+        self._held.discard(stage.name)
         if not self._ahead:
             settle()
         elif self._upcoming and self._upcoming[0] != stage.name:
-            self._set_up_ahead(STAGES[self._upcoming[0]], facts, profile)
+            self._set_up_ahead(self._wave(), facts, profile)
 
-    def _set_up_ahead(self, stage: Stage, facts: Facts, profile: Profile) -> None:
-        self.pool.set_up(stage.plans(profile.spec, self._first_run(stage, facts)))
+    def _set_up_ahead(self, names: list[str], facts: Facts, profile: Profile) -> None:
+        for name in names:
+            stage = STAGES[name]
+            self.pool.set_up(name, stage.plans(profile.spec, self._first_run(stage, facts)))
+            self._held.add(name)
 
     def _first_run(self, stage: Stage, facts: Facts) -> StageRun:
         """The stage's first run on every GPU, as `_measure` will make it: in the folder kept for it."""
@@ -250,7 +269,7 @@ class MeasurementStore:
             scratch=scratch or self._new_scratch(stage),
         )
         # a set given other plans ahead (the stage asked otherwise) must not hold its GPUs while this run measures
-        self.pool.keep_only(stage.plans(profile.spec, run) if stage.cannot_run(facts, gpus) is None else [])
+        self.pool.keep_only(stage.name, stage.plans(profile.spec, run) if stage.cannot_run(facts, gpus) is None else [])
         return stage.measure(profile.spec, run)
 
     def _confirmed(self, stage: Stage, facts: Facts, profile: Profile, measured: Measurements, gpus: list[int]) -> Measurements:

@@ -25,12 +25,13 @@ class CheckMeaning:
     headline: bool  # its value is worth seeing when it passes (the terminal's summary)
     metric: bool  # its value is a Prometheus series of its own
     share: bool  # its value, without a unit, is a share of something: a ratio
+    measure: str | None = None  # the measured value it judges, where report.html draws it (measures.py)
 
     def as_data(self) -> dict[str, Any]:
         return asdict(self)
 
 
-UNDECLARED = CheckMeaning("", None, False, False, False, False)  # a name no check declares: shown in no view
+UNDECLARED = CheckMeaning("", None, False, False, False, False, None)  # a name no check declares: shown in no view
 
 
 @functools.cache

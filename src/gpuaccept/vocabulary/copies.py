@@ -12,6 +12,7 @@ from typing import Literal, get_args
 
 CopyKind = Literal["p2p", "p2p_bidirectional", "local", "host_to_device", "device_to_host"]
 COPY_KINDS: tuple[CopyKind, ...] = get_args(CopyKind)
+HOST_COPIES: tuple[CopyKind, ...] = ("host_to_device", "device_to_host")  # between pinned host memory and a GPU
 
 
 def floor_key(kind: str) -> str:

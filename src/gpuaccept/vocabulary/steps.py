@@ -26,7 +26,7 @@ from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.sizes import format_size, human_size, parse_size
 
 # the names of the measurement stages (gpuaccept/stages/registry.py holds the stages themselves)
-StageName = Literal["nccl", "copies", "ddp", "compute"]
+StageName = Literal["copies", "compute", "ddp", "nccl"]
 LoadKind = Literal["gemm", "hbm_copy", "hbm_triad", "memtest"]  # what the compute stage measures on each GPU
 LOAD_KINDS: tuple[LoadKind, ...] = ("gemm", "hbm_copy", "hbm_triad", "memtest")
 
