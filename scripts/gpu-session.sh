@@ -457,7 +457,7 @@ PY
       local name=$1 spec=$2 extra_a=${3:-} extra_b=${4:-} port=$((29400 + RANDOM % 1000))
       local common=(gpu-accept torchrun --nnodes 2 --nproc-per-node "$per" --rdzv-backend c10d
         --rdzv-endpoint "localhost:$port" --rdzv-id "$name-$port" --rdzv-conf join_timeout=120
-        -- --profile "$spec" --out "$work/$name")
+        -- --profile "$spec" --out "$work/$name" --name two-nodes)
       env CUDA_VISIBLE_DEVICES="$first" NCCL_HOSTID=node-a NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo $extra_a \
         timeout 240 "${common[@]}" > "$work/$name-a.out" 2>&1 &
       local a=$!
@@ -469,7 +469,7 @@ PY
       grep -hE "^(PASSED|FAILED|ERROR) |passed, |^gpu-accept: " "$work/$name-a.out" "$work/$name-b.out" | tee -a "$log"
       [ -f "$work/$name/cluster-results.json" ] && python3 - "$work/$name/cluster-results.json" <<'PY' | tee -a "$log"
 import json, sys
-facts = json.load(open(sys.argv[1]))["facts"]
+facts = json.load(open(sys.argv[1]))["cluster"]  # a results.json record: the job's facts under cluster
 for r in facts["collectives"]:
     print(f"  {r['collective']} {r['nominal_size']}: busbw {r['busbw_GBps']:.2f} GB/s over {r['ranks']} ranks")
 for n in facts["nodes"]:
@@ -505,7 +505,7 @@ YAML
       # floors at 0.7x of what the healthy run measured: a node at one channel, or slowed, misses them
       python3 - "$work/healthy/cluster-results.json" "$work/nodes-healthy.yaml" "$work/nodes-floors.yaml" <<'PY'
 import json, sys, yaml
-facts = json.load(open(sys.argv[1]))["facts"]
+facts = json.load(open(sys.argv[1]))["cluster"]
 spec = yaml.safe_load(open(sys.argv[2]))
 for r in facts["collectives"]:
     spec["cluster"]["busbw"][r["collective"]][r["nominal_size"]] = round(0.7 * r["busbw_GBps"], 3)
@@ -535,6 +535,15 @@ PY
         --rdzv-endpoint "localhost:$((29400 + RANDOM % 1000))" --rdzv-id alone -- --profile "$work/nodes-alone.yaml" \
         --out "$work/alone" > "$work/alone.out" 2>&1
       say "nodes alone: exit $?"; grep -E "^gpu-accept:|Traceback" "$work/alone.out" | tee -a "$log"
+    fi
+    # every job's results in a store, as a fleet keeps them: the cluster's history by its name (--name two-nodes)
+    jobs=("$work"/*/cluster-results.json)
+    if [ -f "${jobs[0]}" ]; then
+      say "nodes: the jobs' results into a store, and the history of cluster two-nodes"
+      gpu-accept store add "${jobs[@]}" --db "$work/nodes.duckdb" 2>&1 | tee -a "$log"
+      gpu-accept store info --db "$work/nodes.duckdb" 2>&1 | tee -a "$log"
+      gpu-accept report history --db "$work/nodes.duckdb" --show two-nodes 2>&1 | tee -a "$log"
+      cp "$work/nodes.duckdb" "$OUT/nodes-$tag.duckdb"
     fi
     ;;
   health)

@@ -14,7 +14,8 @@ import pytest
 
 from gpuaccept.cli import main
 from gpuaccept.facts.record import Unavailable
-from gpuaccept.measure.cluster import Launch, join_failure
+from gpuaccept.measure.cluster import join_failure
+from gpuaccept.measure.ranks import Launch
 from gpuaccept.measure.torchrun import exit_code_of_ranks, with_join_timeout
 from tests.helpers import DATA, ROOT
 
@@ -144,7 +145,7 @@ def test_a_rank_past_its_deadline_ends_in_one_line_with_exit_2() -> None:
 
 
 def test_nccl_lines_the_user_sends_elsewhere_are_read_there_only_this_runs(tmp_path: Path, monkeypatch) -> None:
-    from gpuaccept.measure import cluster as measure_cluster
+    from gpuaccept.measure import nccl_logs as measure_cluster
     from gpuaccept.probe.network import read_nccl_logs
 
     monkeypatch.setattr(measure_cluster, "_CAPTURE_BEGAN", [])
@@ -167,7 +168,7 @@ def test_nccl_lines_the_user_sends_elsewhere_are_read_there_only_this_runs(tmp_p
 
 
 def test_our_own_nccl_files_are_this_runs_an_earlier_runs_in_the_folder_removed(tmp_path: Path, monkeypatch) -> None:
-    from gpuaccept.measure import cluster as measure_cluster
+    from gpuaccept.measure import nccl_logs as measure_cluster
 
     monkeypatch.setattr(measure_cluster, "_CAPTURE_BEGAN", [])
     monkeypatch.delenv("NCCL_DEBUG_FILE", raising=False)
@@ -195,3 +196,42 @@ def test_a_port_beyond_tcp_is_refused_by_the_command_before_any_rank_waits(tmp_p
     assert time.monotonic() - began < 10  # not the profile's rendezvous time
     assert capsys.readouterr().err.strip().splitlines() == [
         "gpu-accept: MASTER_PORT=99999 is not a TCP port (1 to 65535): no rank can meet there"]
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({}, (0, 1, 0)),  # started by hand: one rank of one
+        ({"RANK": "3", "LOCAL_RANK": "1", "GROUP_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"}, (3, 4, 1)),  # torchrun
+        ({"SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NODEID": "2", "SLURM_NTASKS": "6", "SLURM_NNODES": "3",
+          "SLURM_JOB_NODELIST": "gpu[07-09]"}, (5, 6, 1)),  # srun
+        ({"RANK": "2", "LOCAL_RANK": "2", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}, (2, 4, 2)),  # gpu-accept's own launcher
+    ],
+    ids=["none", "torchrun", "srun", "ours"],
+)
+def test_a_worker_of_one_host_reads_its_rank_as_a_rank_of_a_cluster_does(monkeypatch, given, expected) -> None:
+    """One reader of the launchers' variables (measure/ranks.py) for both runners."""
+    from gpuaccept.measure.ranks import launch_of
+    from gpuaccept.measure.worker import rank_from_environment
+
+    for name in [*os.environ]:
+        if name.startswith(("RANK", "LOCAL_", "GROUP_RANK", "WORLD_SIZE", "SLURM_")):
+            monkeypatch.delenv(name)
+    for name, value in given.items():
+        monkeypatch.setenv(name, value)
+    assert rank_from_environment() == expected
+    if given:
+        launch = launch_of(given)
+        assert (launch.rank, launch.world, launch.local_rank) == expected
+
+
+def test_a_worker_whose_launcher_variables_disagree_is_one_line(monkeypatch) -> None:
+    from gpuaccept.measure.ranks import RendezvousError
+    from gpuaccept.measure.worker import rank_from_environment
+
+    monkeypatch.setenv("RANK", "4")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    with pytest.raises(RendezvousError, match=r"^rank 4 of 4, local rank 0 of 4: not a rank of this job"):
+        rank_from_environment()

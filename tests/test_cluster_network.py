@@ -27,10 +27,12 @@ from gpuaccept.checks.cluster import (
 )
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.cli import main
-from gpuaccept.cluster.reports import cluster_record
+from gpuaccept.cluster.reports import finished, started
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
 from gpuaccept.facts.measurements import CollectiveResult, DdpResult
 from gpuaccept.facts.record import Unavailable
+from gpuaccept.facts.run_record import LiveMachine, RunInfo, RunProfile, RunRecord
+from gpuaccept.facts.verdict import Verdict
 from gpuaccept.probe.network import (
     normalize_bus_id,
     parse_nccl_transport,
@@ -43,6 +45,14 @@ from gpuaccept.probe.network import (
 from gpuaccept.profile import load_profile
 from gpuaccept.profile.model import Profile
 from gpuaccept.report.cluster_view import text
+
+
+def cluster_record(facts: ClusterFacts, verdicts: list[Verdict], name: str = "rack-a") -> RunRecord:
+    """A cluster run's record as `gpu-accept cluster` writes it, of these facts and verdicts, begun at a fixed moment."""
+    run = RunInfo(started_at="2026-11-28T00:00:00.000000+00:00", id="0" * 32, tool_version="0.1.0", command=["gpu-accept", "cluster"],
+                  facts_source=LiveMachine(), profile=RunProfile(name=facts.profile, path=f"{facts.profile}.yaml", sha256=""))
+    return finished(started(run, name, facts, "host0"), verdicts)
+
 
 DATA = Path(__file__).parent / "data"
 TREE = DATA / "sysfs" / "two-rails"
@@ -269,7 +279,10 @@ def test_the_cluster_view_marks_the_slow_node(profile: Profile, tmp_path: Path) 
     results = tmp_path / "cluster-results.json"
     results.write_text(record.model_dump_json(), encoding="utf-8")
     assert main(["report", "cluster", str(results), "-o", str(tmp_path / "view.html")]) == 1
-    assert '<td class="failed">SLOW</td>' in (tmp_path / "view.html").read_text(encoding="utf-8")
+    page = (tmp_path / "view.html").read_text(encoding="utf-8")  # the run's report.html, its cluster section the view
+    row = page[page.index("<td>node2</td>"):]
+    assert row[: row.index("</tr>")].endswith(">SLOW</td>")
+    assert "<td>node1</td>" in page and page.count(">SLOW</td>") == 1
 
 
 def test_report_fleet_shows_a_cluster_run_beside_its_hosts(profile: Profile, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -283,23 +296,22 @@ def test_report_fleet_shows_a_cluster_run_beside_its_hosts(profile: Profile, tmp
     assert main(["report", "fleet", str(host), str(cluster), "-o", str(junit_path)]) == 1  # the cluster failed its floor
     out = capsys.readouterr().out.splitlines()
     assert "1 host(s), 0 did not pass their profile" in "\n".join(out)
-    verdict = next(line for line in out if line.startswith("FAIL cluster two-rails of 3 nodes"))
+    verdict = next(line for line in out if line.startswith("FAIL cluster rack-a of 3 nodes, profile two-rails"))
     assert "test_cluster_busbw[all_reduce-1GiB]: all_reduce-1GiB: busbw 20 GB/s < 40 GB/s (slow node: node1 (host1)" in verdict
     rows = {line.split()[0]: line.split() for line in out if line.startswith("  node")}
     assert rows["node1"][-1] == "SLOW" and rows["node0"][-1] != "SLOW"
 
     suites = ET.parse(junit_path).getroot().findall("testsuite")
-    assert [s.get("name") for s in suites] == [ET.parse(junit_path).getroot()[0].get("name"), "cluster two-rails (cluster-results.json)"]
+    assert [s.get("name") for s in suites] == [ET.parse(junit_path).getroot()[0].get("name"), "cluster rack-a (cluster-results.json)"]
     (busbw,) = [case for case in suites[1] if case.get("name") == "test_cluster_busbw[all_reduce-1GiB]"]
     assert busbw.find("failure") is not None
     assert {p.get("name"): p.get("value") for p in busbw.iter("property")}["measured"] == "20.0"
 
     # the cluster alone, passing: exit 0
-    passing = json.loads(cluster.read_text(encoding="utf-8"))
-    passing["verdicts"] = [v for v in passing["verdicts"] if v["outcome"] == "passed"]
-    cluster.write_text(json.dumps(passing), encoding="utf-8")
+    passing = cluster_record(facts, [v for v in cluster_verdicts(profile, facts) if v.outcome == "passed"])
+    cluster.write_text(passing.to_json(), encoding="utf-8")
     assert main(["report", "fleet", str(cluster)]) == 0
-    assert capsys.readouterr().out.startswith("PASS cluster two-rails of 3 nodes")
+    assert capsys.readouterr().out.startswith("PASS cluster rack-a of 3 nodes, profile two-rails")
 
 
 def test_the_cluster_view_refuses_other_files_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -307,7 +319,8 @@ def test_the_cluster_view_refuses_other_files_in_one_line(tmp_path: Path, capsys
     other.write_text("{}", encoding="utf-8")
     assert main(["report", "cluster", str(other)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"gpu-accept: {other}: not a readable cluster-results.json (facts: Field required)")
+    assert line == (f"gpu-accept: {other}: not a readable cluster-results.json "
+                    "(format: not a gpu-accept results file (format 'gpu-accept-results' expected))")
 
 
 def test_ddp_scaling_from_one_node_to_all(tmp_path: Path) -> None:
@@ -365,7 +378,7 @@ def test_a_real_two_node_run_on_a_lent_2xh200_names_its_slowed_node_in_the_fleet
     (slowed,) = [n["node"] for n in record["facts"]["nodes"] if "GPUACCEPT_INJECT_SLOW" in n["environment"]]
     assert main(["report", "fleet", str(results)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("FAIL cluster nodes-floors of 2 nodes")
+    assert out[0].startswith("FAIL cluster vm of 2 nodes, profile nodes-floors")  # both nodes on hosts named vm
     assert f"slow node: node{slowed} (vm)" in out[0]
     rows = {line.split()[0]: line.split() for line in out if line.startswith("  node")}
     assert rows[f"node{slowed}"][-1] == "SLOW"
@@ -376,9 +389,11 @@ def test_a_real_two_node_run_on_a_lent_2xh200_names_its_slowed_node_in_the_fleet
 @pytest.mark.parametrize(
     ("damage", "said", "commands"),
     [
-        (lambda r: r["verdicts"][0].update(subject=True), "(verdicts.0.subject: Input should be a valid string)", ("cluster", "fleet")),
-        (lambda r: r["facts"]["nodes"][0].update(host=None), "(facts.nodes.0.host: Input should be a valid string)", ("cluster", "fleet")),
-        (lambda r: r["facts"]["nodes"].__setitem__(0, {}), "(facts.nodes.0.node: Field required)", ("cluster", "fleet")),
+        (lambda r: r["verdicts"][0].update(subject=True), "(verdicts[0].subject: Input should be a valid string (got True))",
+         ("cluster", "fleet")),
+        (lambda r: r["facts"]["nodes"][0].update(host=None), "(facts.nodes[0].host: Input should be a valid string (got None))",
+         ("cluster", "fleet")),
+        (lambda r: r["facts"]["nodes"].__setitem__(0, {}), "(facts.nodes[0].node: required key is missing)", ("cluster", "fleet")),
     ],
     ids=["subject-not-text", "host-null", "node-empty"],
 )
@@ -399,7 +414,7 @@ def test_a_damaged_cluster_results_file_is_one_line_with_exit_2(
         assert line.startswith(f"gpu-accept: {results}: not a readable cluster-results.json (") and said in line
 
 
-def test_the_cluster_view_exits_by_the_verdicts_not_the_summary_as_the_fleet_does(profile: Profile, tmp_path: Path) -> None:
+def test_the_cluster_view_exits_by_the_runs_recorded_verdict_as_the_fleet_does(profile: Profile, tmp_path: Path) -> None:
     facts = three_nodes_one_slow(profile, [node(TREE, index=i) for i in range(3)], slow=1)
     record = cluster_record(facts, cluster_verdicts(profile, facts)).model_dump(mode="json")
     record["summary"] = {key: 0 for key in record["summary"]}  # a summary that says nothing failed
@@ -407,6 +422,84 @@ def test_the_cluster_view_exits_by_the_verdicts_not_the_summary_as_the_fleet_doe
     results.write_text(json.dumps(record), encoding="utf-8")
     assert main(["report", "cluster", str(results)]) == 1 == main(["report", "fleet", str(results)])
     # a verdict that could not judge: exit 2, from both
-    record["verdicts"] = [{**v, "outcome": "error"} if v["outcome"] == "failed" else v for v in record["verdicts"]]
-    results.write_text(json.dumps(record), encoding="utf-8")
+    judged = [v.model_copy(update={"outcome": Outcome.ERROR}) if v.outcome == "failed" else v for v in cluster_verdicts(profile, facts)]
+    results.write_text(cluster_record(facts, judged).to_json(), encoding="utf-8")
     assert main(["report", "cluster", str(results)]) == 2 == main(["report", "fleet", str(results)])
+
+
+def test_an_earlier_cluster_results_file_reads_as_the_run_record_it_now_is(tmp_path: Path) -> None:
+    """A cluster-results.json written before cluster runs were results.json records (the archived
+    2xH200 run): its verdicts are its tests, its verdict decided from them; the store refuses it
+    in one line, since it recorded no time to place it in a history."""
+    from gpuaccept.facts.run_record import load_results
+
+    archive = Path(__file__).parents[1] / "bench" / "runs" / "2026-11-23b" / "nodes-h200-2-injected.tar.gz"
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("injected/cluster-results.json")
+        assert member is not None
+        raw = member.read()
+    results = tmp_path / "cluster-results.json"
+    results.write_bytes(raw)
+    older = json.loads(raw)
+    record = load_results(results)
+    assert record.cluster is not None and record.cluster.model_dump(mode="json") == older["facts"]
+    assert [(t.verdict.check, t.verdict.subject, t.verdict.outcome, t.verdict.message) for t in record.tests if t.verdict] == [
+        (v["check"], v["subject"], v["outcome"], v["message"]) for v in older["verdicts"]
+    ]
+    assert record.verdict is not None and record.verdict.exit_code == 1
+    assert record.verdict.failed == [f"test_{v['check']}[{v['subject']}]" for v in older["verdicts"] if v["outcome"] == "failed"]
+    assert main(["store", "add", str(results), "--db", str(tmp_path / "store.duckdb")]) == 2
+
+
+@pytest.mark.parametrize(
+    ("hosts", "name"),
+    [
+        (["gpu07", "gpu08", "gpu09", "gpu12"], "gpu[07-09,12]"),
+        (["gpu12", "gpu07", "gpu08"], "gpu[07-08,12]"),
+        (["vm", "vm"], "vm"),  # nodes of one machine
+        (["a1", "node", "b1", "a2"], "a[1-2],node,b1"),
+        (["rack2-n9", "rack2-n10"], "rack2-n9,rack2-n10"),  # 9 and 10 are written at widths of their own
+    ],
+)
+def test_a_cluster_is_named_by_its_nodes_as_slurm_writes_a_node_list(hosts: list[str], name: str) -> None:
+    from gpuaccept.cluster.reports import cluster_name
+
+    assert cluster_name(hosts) == name
+
+
+def test_an_empty_cluster_name_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    profile = Path(__file__).parents[1] / "examples" / "profiles" / "cluster-cpu-gloo.yaml"
+    assert main(["cluster", "--profile", str(profile), "--name", " "]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gpu-accept: --name: give the cluster a name that is not empty (or leave --name out: its nodes name it)"
+    ]
+
+
+def test_a_metrics_file_that_is_one_of_the_clusters_reports_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = Path(__file__).parents[1] / "examples" / "profiles" / "cluster-cpu-gloo.yaml"
+    out = tmp_path / "out"
+    clash = out / "cluster-results.json"
+    assert main(["cluster", "--profile", str(profile), "--out", str(out), "--metrics", str(clash)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"gpu-accept: --metrics {clash}: is also --out {clash}: one would be written over the other; name another file"
+    ]
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    beneath_a_file = tmp_path / "a-file" / "x.prom"
+    assert main(["cluster", "--profile", str(profile), "--out", str(out), "--metrics", str(beneath_a_file)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"gpu-accept: --metrics {beneath_a_file}")
+
+
+def test_gpu_accept_torchrun_checks_the_clusters_name_and_metrics_before_any_node_waits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = Path(__file__).parents[1] / "examples" / "profiles" / "cluster-cpu-gloo.yaml"
+    torchrun = ["torchrun", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:1"]
+    cluster = ["--profile", str(profile), "--out", str(tmp_path / "out")]
+    assert main([*torchrun, "--", *cluster, "--name", ""]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("gpu-accept: --name: give the cluster a name that is not empty")
+    assert main([*torchrun, "--", *cluster, "--metrics", str(tmp_path / "out")]) == 2
+    folder = tmp_path / "out"  # made by the check of --out
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"gpu-accept: --metrics {folder}: is a folder: name a file to write"

@@ -83,7 +83,7 @@ def test_an_error_that_quotes_a_hostile_name_is_one_line(tmp_path, capsys):
 
 
 def test_the_cluster_views_text_is_a_line_a_node_whatever_its_hosts_are_called(tmp_path):
-    from gpuaccept.facts.cluster_record import ClusterRecord
+    from gpuaccept.facts.run_record import RunRecord
     from gpuaccept.profile import load_profile
     from gpuaccept.report.cluster_view import text
     from tests.hostile import with_strings
@@ -94,7 +94,7 @@ def test_the_cluster_views_text_is_a_line_a_node_whatever_its_hosts_are_called(t
     facts = three_nodes_one_slow(profile, [node(TREE, index=i) for i in range(3)], slow=1)
     record = cluster_record(facts, cluster_verdicts(profile, facts))
     plain = text(record).splitlines()
-    hostile = ClusterRecord.model_validate_json(record.model_dump_json().replace('"host1"', '"zq0000qz"'))
+    hostile = RunRecord.model_validate_json(record.model_dump_json().replace('"host1"', '"zq0000qz"'))
     lines = text(with_strings(hostile, [FORGED])).splitlines()
     assert len(lines) == len(plain) and acted_on("\n".join(lines)) == []
     assert shown(FORGED) in lines[2]

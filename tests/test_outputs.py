@@ -166,7 +166,7 @@ def test_a_second_run_writing_the_same_reports_folder_is_refused_and_the_first_k
 
 
 def test_a_cluster_folder_named_like_a_glob_removes_no_other_runs_nccl_files(tmp_path, monkeypatch):
-    from gpuaccept.measure import cluster as measure_cluster
+    from gpuaccept.measure import nccl_logs as measure_cluster
 
     monkeypatch.setattr(measure_cluster, "_CAPTURE_BEGAN", [])
     monkeypatch.delenv("NCCL_DEBUG_FILE", raising=False)

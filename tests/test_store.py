@@ -140,7 +140,7 @@ def test_a_store_of_a_newer_schema_or_no_store_at_all_is_one_line_exit_2(tmp_pat
     assert cli(["report", "fleet", "--db", str(tmp_path / "missing.db")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 5 and all(line.startswith("gpu-accept: ") for line in err)
-    assert "schema version 99 is newer than this gpu-accept reads (3)" in err[1]
+    assert "schema version 99 is newer than this gpu-accept reads (4)" in err[1]
     assert "no such results store" in err[4]
 
 

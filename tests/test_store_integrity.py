@@ -296,7 +296,7 @@ def test_a_store_of_version_1_is_read_as_it_is_and_migrated_by_the_next_add(tmp_
     db = tmp_path / "old.db"
     add_files(db, paths[:2], workers=1)
     connection = duckdb.connect(str(db))  # as a gpu-accept of before left it: version 1
-    for column in ("run_key", "own_id", "content_sha256", "stopped"):
+    for column in ("run_key", "own_id", "content_sha256", "stopped", "nodes"):
         connection.execute(f"ALTER TABLE runs DROP COLUMN {column}")
     connection.execute("UPDATE schema_version SET version = 1")
     connection.close()
@@ -306,5 +306,47 @@ def test_a_store_of_version_1_is_read_as_it_is_and_migrated_by_the_next_add(tmp_
     report = add_files(db, [*paths, copy], workers=1)  # migrated; the runs known by their keys
     assert (len(report.added), report.already, report.unchanged) == (1, 1, 2)
     with open_for_reading(db) as connection:
-        assert connection.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert connection.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 4
         assert connection.execute("SELECT count(*) FROM runs WHERE run_key = run_id").fetchone()[0] == 3
+
+
+def test_a_store_of_version_3_is_read_as_it_is_and_takes_a_clusters_run_once_migrated(tmp_path, capsys):
+    from gpuaccept.checks.cluster import cluster_verdicts
+    from gpuaccept.profile import load_profile
+    from tests.test_cluster_network import PROFILE, TREE, cluster_record, node, three_nodes_one_slow
+
+    db = tmp_path / "v3.db"
+    add_files(db, [written(tmp_path, f"n{index}.json", run_document(index, 0)) for index in range(2)], workers=1)
+    connection = duckdb.connect(str(db))  # as a gpu-accept of before left it: version 3, no cluster's nodes
+    connection.execute("ALTER TABLE runs DROP COLUMN nodes")
+    connection.execute("UPDATE schema_version SET version = 3")
+    connection.close()
+    capsys.readouterr()
+    assert cli(["store", "info", "--db", str(db)]) == 0  # read as it is
+    assert ": schema version 4, 2 run(s) of 2 host(s), " in capsys.readouterr().out
+    (tmp_path / "two-rails.yaml").write_text(PROFILE, encoding="utf-8")
+    profile = load_profile(tmp_path / "two-rails.yaml")
+    facts = three_nodes_one_slow(profile, [node(TREE, index=i) for i in range(3)], slow=1)
+    cluster = tmp_path / "cluster-results.json"
+    cluster.write_text(cluster_record(facts, cluster_verdicts(profile, facts), name="rack-a").to_json(), encoding="utf-8")
+    assert cli(["store", "add", str(cluster), "--db", str(db)]) == 0  # migrated by the add
+    assert cli(["store", "info", "--db", str(db)]) == 0
+    assert ": schema version 4, 3 run(s) of 2 host(s) and 1 cluster(s), " in capsys.readouterr().out
+    with open_for_reading(db) as connection:
+        assert connection.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 4
+        assert connection.execute("SELECT host, nodes FROM runs ORDER BY host").fetchall() == [
+            ("node0000", None), ("node0001", None), ("rack-a", "\n".join(n.host for n in facts.nodes)),
+        ]
+    # a node's own record of its part (node-results.json) is its host's run, not a cluster's
+    from gpuaccept.checks.cluster import node_verdicts
+    from gpuaccept.cluster.reports import finished, started
+
+    own = facts.model_copy(update={"nodes": [facts.nodes[0]], "collectives": [], "localization": None})
+    mine = cluster_record(facts, []).run.model_copy(update={"started_at": "2026-11-28T00:00:01.000000+00:00"})
+    part = finished(started(mine, own.nodes[0].host, own, own.nodes[0].host), node_verdicts(profile, own.nodes[0], 2))
+    node_file = tmp_path / "node-results.json"
+    node_file.write_text(part.to_json(), encoding="utf-8")
+    assert cli(["store", "add", str(node_file), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert cli(["store", "info", "--db", str(db)]) == 0
+    assert ": schema version 4, 4 run(s) of 3 host(s) and 1 cluster(s), " in capsys.readouterr().out

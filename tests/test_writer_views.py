@@ -119,10 +119,35 @@ def test_every_headline_is_in_the_summary():
     assert shown == _where(headline=True)
 
 
-def test_each_value_improves_the_way_its_check_declares():
+def _cluster_verdicts(tmp_path: Path) -> list[Verdict]:
+    """Every verdict of a cluster of two nodes that measured busbw and DDP over both (tests/test_cluster_network.py's)."""
+    from gpuaccept.checks.cluster import cluster_verdicts
+    from gpuaccept.facts.cluster import ClusterFacts
+    from gpuaccept.facts.measurements import CollectiveResult, DdpResult
+    from gpuaccept.profile import load_profile
+    from tests.test_cluster_network import PROFILE, TREE, node
+
+    path = tmp_path / "two-rails.yaml"
+    path.write_text(PROFILE + "  ddp_min_efficiency: 0.8\nddp: {model: tiny, world_sizes: [1, 2], batches: [8]}\n", encoding="utf-8")
+    profile = load_profile(path)
+    trained = [DdpResult(world=world, batch=8, accumulation=1, step_s=0.08, no_sync_step_s=None, samples_per_s_per_gpu=100.0,
+                         tokens_per_s_per_gpu=3200.0, parameters=1000) for world in (2, 4)]
+    busbw = CollectiveResult(collective="all_reduce", nominal_size="1GiB", size_bytes=1 << 30, dtype="float32", ranks=4, warmup=5,
+                             iterations=20, time_us=100000.0, algbw_GBps=30.0, busbw_GBps=45.0, wrong=0)
+    facts = ClusterFacts(profile=profile.name, backend="nccl", torch_version="2.13.0", nccl_version="2.28.3", world=4, gpus_per_node=2,
+                         nodes=[node(TREE, index=0), node(TREE, index=1)], collectives=[busbw], ddp=trained)
+    return cluster_verdicts(profile, facts)
+
+
+def test_each_value_improves_the_way_its_check_declares(tmp_path):
     profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
     facts = example_facts("h200x4-measured")
     seen = set()
+    for verdict in _cluster_verdicts(tmp_path):  # a cluster's checks judge a cluster's facts
+        declared = next(d.declaration.better for d in DECLARED if d.declaration.name == verdict.check)
+        if declared is not None and verdict.outcome in ("passed", "failed") and verdict.numeric is not None:
+            assert verdict.better is declared, f"{verdict.check}: {verdict.better} is not the declared {declared}"
+            seen.add(verdict.check)
     for subjects, checks in SUBJECTS:
         for check in checks:
             declared = check.declaration.better
@@ -165,9 +190,8 @@ def test_every_value_the_page_draws_is_joined_to_the_verdict_that_judged_it():
     assert undrawn and _page(record, undrawn) == _page(record, _with_verdicts(undrawn, check="not_declared"))
 
 
-# Writers that still join a measurement to the verdict of the check that judges it by the check's
-# name: the cluster page's node table.
-JOINED_BY_NAME = ("report/cluster_view.py",)
+# No writer joins a measurement to its verdict by the check's name: report.html by the verdict's
+# measure, the cluster's view and reports by what its check declares and by its subject.
 
 
 def _check_names_typed(path: Path, names: set[str]) -> list[str]:
@@ -184,11 +208,12 @@ def test_no_writer_types_a_check_name():
     names = {d.declaration.name for d in DECLARED} - set(Environment.model_fields)
     writers = [
         path for path in sorted(WRITERS.rglob("*.py"))
-        if path.relative_to(WRITERS).parts[0] in ("report", "store") and str(path.relative_to(WRITERS)) not in JOINED_BY_NAME
+        if path.relative_to(WRITERS).parts[0] in ("report", "store", "cluster")
     ]
     assert len(writers) > 10
     typed = [found for path in writers for found in _check_names_typed(path, names)]
     assert typed == []
     assert WRITERS / "report" / "html.py" in writers  # its charts and matrices join by the verdict's measure
-    # the test finds a name where one is typed
-    assert _check_names_typed(WRITERS / JOINED_BY_NAME[0], names)
+    assert WRITERS / "report" / "cluster_view.py" in writers  # its grid by the declarations and the subjects
+    # the test finds a name where one is typed: a check's own module names it
+    assert _check_names_typed(WRITERS / "checks" / "cluster.py", names)

@@ -213,13 +213,17 @@ def _add_cluster(commands) -> None:
         help="one rank of a multi-node acceptance job (run it under torchrun or srun)",
         description="Run by every rank of a multi-node job, started with torchrun (--nnodes N --nproc-per-node G) or srun "
         "(--nodes N --ntasks-per-node G): measures the profile's cluster: collectives over every GPU of every node, "
-        "names a slow node, reads each node's RDMA network. Global rank 0 writes OUT/cluster-results.json and "
-        "OUT/cluster-junit.xml; each node writes OUT/node<i>-<host>/node-results.json.",
+        "names a slow node, reads each node's RDMA network. Global rank 0 writes OUT/cluster-results.json (a results.json "
+        "record, which store add takes), OUT/cluster-junit.xml and OUT/cluster-report.html; each node writes "
+        "OUT/node<i>-<host>/node-results.json (docs/many-nodes.md).",
     )
     add_command_options(cluster, only=("gpuaccept_profile", "gpuaccept_profile_dirs"))  # the profile needs a cluster: section
     cluster.add_argument("--out", type=_path, default=Path("reports/cluster"), help="folder for the reports (default reports/cluster)")
     cluster.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto", help="auto: NCCL where CUDA is, gloo elsewhere")
     cluster.add_argument("--sys-root", type=_path, default=Path("/"), help="where /sys is read from (a fake tree in tests)")
+    cluster.add_argument("--name", help="the cluster's name, as its results and its history in a store name it "
+                         "(default: its nodes' hosts as Slurm writes a node list, gpu[07-09,12])")
+    _add_metrics_option(cluster)  # written by global rank 0
     cluster.set_defaults(handler=_cluster)
 
 
@@ -416,7 +420,7 @@ def _add_report_cluster(report_commands) -> None:
         "exit 1 where a check failed, 2 where a value could not be established.",
     )
     cluster_view.add_argument("results", type=_path, help="cluster-results.json, as gpu-accept cluster writes it")
-    cluster_view.add_argument("-o", "--output", type=_path, help="also write the view as an HTML page")
+    cluster_view.add_argument("-o", "--output", type=_path, help="also write the run's HTML report, its cluster section this view")
     cluster_view.set_defaults(handler=_report_cluster)
 
 
@@ -715,15 +719,30 @@ def _record(args, extra: list[str]) -> int:
 def _cluster(args, extra: list[str]) -> int:
     from gpuaccept.cluster.runner import run_cluster
 
-    profile = _cluster_profile(args)
-    check_output_folder(args.out, "--out")
-    code = run_cluster(profile, args.out, root=args.sys_root, backend=args.backend)
+    profile = _checked_cluster_options(args)
+    code = run_cluster(profile, args.out, root=args.sys_root, backend=args.backend, name=args.name, metrics=args.metrics)
     # Every rank holds the verdict and the reports are written. An orderly exit would tear down the
     # process group, whose threads can abort the interpreter (SIGABRT: 1 three-node CPU run in 25),
     # and torchrun would then report a signal in place of this rank's verdict.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _checked_cluster_options(args) -> Profile:
+    """`gpu-accept cluster`'s options checked, before any rank waits on another: its profile, and where
+    its reports go."""
+    from gpuaccept.cluster.reports import CLUSTER_HTML, CLUSTER_JUNIT, CLUSTER_RESULTS
+
+    profile = _cluster_profile(args)
+    check_output_folder(args.out, "--out")
+    if args.name is not None and not args.name.strip():
+        raise OptionError("--name: give the cluster a name that is not empty (or leave --name out: its nodes name it)")
+    if args.metrics is not None:
+        check_output_file(args.metrics, "--metrics")
+        ours = [("--out", args.out / name) for name in (CLUSTER_RESULTS, CLUSTER_JUNIT, CLUSTER_HTML)]
+        refuse_overlaps([], [*ours, ("--metrics", args.metrics)])
+    return profile
 
 
 def _cluster_profile(args) -> Profile:
@@ -749,8 +768,7 @@ def _torchrun(args, extra: list[str]) -> int:
     torchrun_args, cluster_args = arguments[:split], arguments[split + 1 :]
     # the cluster's options are checked here, once, before any node waits on another
     cluster = _parser().parse_args(["cluster", *cluster_args])
-    profile = _cluster_profile(cluster)
-    check_output_folder(cluster.out, "--out")
+    profile = _checked_cluster_options(cluster)
     assert profile.spec.cluster is not None
     torchrun_args = with_join_timeout(torchrun_args, profile.spec.cluster.rendezvous_s)
     return run_torchrun(torchrun_args, ["gpuaccept", "cluster", *cluster_args])
@@ -956,13 +974,14 @@ def _report_junit(args, extra: list[str]) -> int:
 
 
 def _report_cluster(args, extra: list[str]) -> int:
-    from gpuaccept.report.cluster_view import page, text
+    from gpuaccept.report.cluster_view import text
     from gpuaccept.report.fleet import read_cluster
+    from gpuaccept.report.html import render_html
 
     refuse_overlaps([("", args.results)], [("-o", args.output)])
-    cluster = read_cluster(str(args.results))  # judged by its verdicts, as the fleet report judges it
+    cluster = read_cluster(str(args.results))  # judged by its recorded verdict, as the fleet report judges it
     try:
-        view, html = text(cluster.record), page(cluster.record)
+        view, html = text(cluster.record), render_html(cluster.record) if args.output else ""
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         said = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
         raise GpuAcceptError(f"{args.results}: not a readable cluster-results.json ({said})") from None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuaccept.checks.declare import DeclaredCheck, Subjects, check, declared_checks
-from gpuaccept.checks.verdict import AtLeast, Criterion, Described, Judge, Verdict
+from gpuaccept.checks.verdict import AtLeast, Better, Criterion, Described, Judge, Verdict
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NodeFacts
 from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.model import Profile
@@ -187,7 +187,7 @@ def nccl_transport(judge: Judge, profile: Profile, node: NodeFacts) -> Verdict:
     return judge.passed(node_key(node.node), detail, measured, criterion)
 
 
-@check(subjects=CLUSTER_CASE, marginal=True, runner="cluster")
+@check(subjects=CLUSTER_CASE, marginal=True, runner="cluster", headline=True, fleet=True, better=Better.HIGHER)
 def cluster_busbw(judge: Judge, profile: Profile, facts: ClusterFacts, collective: str, size: str) -> Verdict:
     """Bus bandwidth of a collective over every GPU of every node is at least the profile's
     `cluster.busbw` floor; a miss names the slow node where measuring groups of nodes apart found one."""
@@ -215,7 +215,8 @@ def cluster_busbw(judge: Judge, profile: Profile, facts: ClusterFacts, collectiv
                  context={"algbw_GBps": result.algbw_GBps, "time_us": result.time_us, "ranks": result.ranks})
 
 
-@check(subjects=CLUSTER_BATCH, name="cluster_ddp_efficiency", marginal=True, runner="cluster")
+@check(subjects=CLUSTER_BATCH, name="cluster_ddp_efficiency", marginal=True, runner="cluster", headline=True, fleet=True,
+       share=True, better=Better.HIGHER)
 def cluster_ddp(judge: Judge, profile: Profile, facts: ClusterFacts, case: tuple[int, int]) -> Verdict:
     """DDP samples/s per GPU training on every node over on one node (what the network costs DDP) is
     at least the profile's `cluster.ddp_min_efficiency`."""

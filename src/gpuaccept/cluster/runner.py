@@ -18,9 +18,10 @@ node under `torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d ...`, or 
    (before step 1's wait as well, written at once: a job that never measures still leaves them),
    and the transport NCCL logged (NCCL_DEBUG=INFO into a file per process, asked for at start).
 5. Node facts are gathered to global rank 0, which judges the cluster (each node's verdicts and the
-   inter-node ones) and writes cluster-results.json, cluster-junit.xml and cluster-report.html (the
-   nodes x tests view, the slow node marked); each node's local rank 0
-   writes its own node-results.json in OUT/<host>/, so every node keeps its results.
+   inter-node ones) and writes its run record, as a run of one host is written (cluster/reports.py):
+   cluster-results.json, cluster-junit.xml and cluster-report.html (with the nodes x tests view, the
+   slow node marked); each node's local rank 0 writes the record of its own tests, node-results.json
+   in OUT/node<i>-<host>/, so every node keeps its results.
 
 Everything is in one process per rank, with no worker of its own: torchrun or srun own the
 processes, NCCL's (or gloo's) timeouts bound a hung collective. Every rank returns the same exit
@@ -40,31 +41,31 @@ from pathlib import Path
 from gpuaccept.checks.cluster import cluster_verdicts, node_verdicts
 from gpuaccept.checks.verdict import Verdict
 from gpuaccept.cluster.reports import (
-    CLUSTER_HTML,
-    CLUSTER_JUNIT,
-    CLUSTER_RESULTS,
     NODE_RESULTS,
-    cluster_record,
-    exit_code,
-    junit,
+    cluster_name,
     lines,
-    node_record,
-    write_json,
+    run_info,
+    started,
+    write_cluster,
+    write_in_progress,
+    write_node,
 )
 from gpuaccept.errors import EXIT_USAGE, GpuAcceptError, shown
 from gpuaccept.facts.cluster import ClusterFacts, LocalizationFacts, NcclTransport, NodeFacts, Trial
 from gpuaccept.facts.measurements import CollectiveResult, DdpResult
 from gpuaccept.facts.record import Unavailable
-from gpuaccept.files import write_atomically
-from gpuaccept.measure.cluster import Job, Launch, capture_nccl_info, gpu_bus_ids, join, launch_from_environment
+from gpuaccept.facts.run_record import RunInfo
+from gpuaccept.measure.cluster import Job, gpu_bus_ids, join, launch_from_environment
 from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.localize import Group, localize
+from gpuaccept.measure.nccl_logs import capture_nccl_info
 from gpuaccept.measure.plan import CollectiveStep, DdpStep
+from gpuaccept.measure.ranks import Launch
 from gpuaccept.measure.worker import RECORDED_ENVIRONMENT
 from gpuaccept.probe.network import peermem_loaded, read_affinity, read_nccl_logs, read_ports
 from gpuaccept.profile.model import Profile
 from gpuaccept.profile.spec import ClusterSpec
-from gpuaccept.report import cluster_view
+from gpuaccept.report.results import run_moment
 from gpuaccept.stages.fabric import ddp_shape
 from gpuaccept.vocabulary.sizes import format_size, parse_size
 
@@ -77,8 +78,14 @@ class ClusterMeasureError(GpuAcceptError):
     """A collective over the whole job failed: nothing after it can be measured on that group."""
 
 
-def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: str = "auto") -> int:
+def run_cluster(
+    profile: Profile, out: Path, root: Path = Path("/"), backend: str = "auto", name: str | None = None, metrics: Path | None = None,
+) -> int:
+    """This rank's part of the job; its exit code, the same on every rank. `name`: the cluster's, as
+    its history in a results store knows it (its nodes' hosts where None); `metrics`: where global
+    rank 0 writes the run's Prometheus text ("in progress" from its start)."""
     spec = profile.spec.cluster
+    began = run_moment()
     if spec is None:
         raise ClusterShapeError(f"profile {profile.name} ({profile.path}) has no cluster: section")
     launch = launch_from_environment()
@@ -93,9 +100,12 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
     host = socket.gethostname()
     node_out = out / f"node{launch.node}-{host}"
     capture_nccl_info(node_out)
+    if launch.rank == 0 and metrics is not None:  # a job killed from here on leaves "in progress", never an earlier pass
+        write_in_progress(metrics, name or socket.gethostname(), profile.name, began)
     watchdog = start_watchdog(deadline_s(profile, spec.nodes), launch.rank, launch.world)
+    own_run = run_info(profile, began)  # this node's record of its own tests, written before the job joins and at its end
     if launch.local_rank == 0:
-        _preflight(profile, launch, root, node_out, gpus, drills)
+        _preflight(profile, launch, root, node_out, gpus, drills, own_run, backend)
     job = join(launch, backend, spec.rendezvous_s, spec.timeout_s, drills)
     try:
         if job.nodes != spec.nodes or any(len(ranks) != gpus for ranks in job.layout.values()):
@@ -115,11 +125,10 @@ def run_cluster(profile: Profile, out: Path, root: Path = Path("/"), backend: st
             collectives=collectives, localization=localization, ddp=ddp,
         )
         if mine is not None:
-            own = node_verdicts(profile, mine, gpus)
-            write_json(node_out / NODE_RESULTS, node_record(mine, own, profile.name))
+            _write_node(profile, facts, mine, node_out, own_run, complete=True)
         code = 0
         if launch.rank == 0:
-            code = _report(profile, facts, out)
+            code = _report(profile, facts, out, began, name or cluster_name([node.host for node in facts.nodes]), metrics)
         code = int(job.broadcast(code))
         job.gather(code)  # a barrier: every rank holds the verdict before any rank leaves
         return code
@@ -264,14 +273,18 @@ def _node_facts(
     )
 
 
-def _preflight(profile: Profile, launch: Launch, root: Path, node_out: Path, gpus: int, drills: Drills) -> None:
+def _preflight(
+    profile: Profile, launch: Launch, root: Path, node_out: Path, gpus: int, drills: Drills, own_run: RunInfo, backend: str,
+) -> None:
     """This node's own tests (RDMA ports, GPU-NIC affinity, GPUDirect RDMA) read, printed and written
     to its node-results.json before it waits on any other node: a node whose job never measures, or
     hangs, still says what it found. The run's end writes the file again, with NCCL's transport."""
     ranks = [launch.rank - launch.local_rank + index for index in range(launch.local_world)]  # as torchrun and srun number them
     node = _node_facts(launch, ranks, root, node_out, gpus, None, drills)
-    verdicts = node_verdicts(profile, node, gpus)
-    write_json(node_out / NODE_RESULTS, node_record(node, verdicts, profile.name))
+    # the job as known before it joined: the backend as asked (auto until the ranks chose), no software measured yet
+    job = ClusterFacts(profile=profile.name, backend=backend, torch_version="", nccl_version=None, world=launch.world,
+                       gpus_per_node=gpus, nodes=[node])
+    verdicts = _write_node(profile, job, node, node_out, own_run, complete=False)
     for line in lines(verdicts)[:-1]:
         print(shown(f"node{launch.node} preflight: {line}"), flush=True)  # host names and adapters are the machine's words
 
@@ -280,12 +293,22 @@ def _no_nccl() -> Unavailable:
     return Unavailable(unavailable="not_supported", detail="the gloo backend runs no NCCL: no transport to read")
 
 
-def _report(profile: Profile, facts: ClusterFacts, out: Path) -> int:
+def _write_node(profile: Profile, job: ClusterFacts, node: NodeFacts, node_out: Path, run: RunInfo, complete: bool) -> list[Verdict]:
+    """This node's node-results.json: the job as it knew it, with this node alone, and its own tests."""
+    verdicts = node_verdicts(profile, node, job.gpus_per_node)
+    mine = job.model_copy(update={"nodes": [node], "collectives": [], "failures": [], "localization": None, "ddp": []})
+    write_node(node_out / NODE_RESULTS, started(run, node.host, mine, node.host), verdicts, complete)
+    return verdicts
+
+
+def _report(profile: Profile, facts: ClusterFacts, out: Path, began: str, name: str, metrics: Path | None) -> int:
+    """The cluster's verdicts, its reports, and its exit code: the recorded verdict's, decided once
+    from its tests (RunRecord.judged), with any report not written among its reasons."""
     verdicts: list[Verdict] = cluster_verdicts(profile, facts)
-    record = cluster_record(facts, verdicts)
-    write_json(out / CLUSTER_RESULTS, record)
-    (out / CLUSTER_JUNIT).write_text(junit(verdicts, f"gpu-accept cluster {profile.name}"), encoding="utf-8")
-    write_atomically(out / CLUSTER_HTML, cluster_view.page(record))
+    record, not_written = write_cluster(out, started(run_info(profile, began), name, facts, socket.gethostname()), verdicts, metrics)
     for line in lines(verdicts):
         print(shown(line), flush=True)
-    return exit_code(verdicts)
+    for why in not_written:
+        print(shown(f"gpu-accept: report not written: {why}"), file=sys.stderr, flush=True)
+    assert record.verdict is not None
+    return record.verdict.exit_code

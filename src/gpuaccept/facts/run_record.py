@@ -27,14 +27,17 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, PlainSerializer, TypeAdapter, ValidationError, WithJsonSchema
 
 from gpuaccept.errors import InputFileError, Problem
+from gpuaccept.facts.cluster import ClusterFacts
+from gpuaccept.facts.cluster_record import CLUSTER_KIND, ClusterRecord
 from gpuaccept.facts.coverage import AreaCoverage, CauseGroup, causes_first, coverage, root_causes, unchecked_lines
 from gpuaccept.facts.io import validation_problems
+from gpuaccept.facts.machine import SystemFacts
 from gpuaccept.facts.model import Facts
-from gpuaccept.facts.record import Record, Unavailable
+from gpuaccept.facts.record import Record, Unavailable, not_probed
 from gpuaccept.facts.run_verdict import RESULT_OF_EXIT, NotJudged, RunVerdict, one_line
 from gpuaccept.facts.verdict import Verdict
 from gpuaccept.files import read_input_text
-from gpuaccept.outcomes import TestOutcome, run_exit_code, stopped_by_pytest
+from gpuaccept.outcomes import TestOutcome, run_exit_code, stopped_by_pytest, test_outcome
 
 RESULTS_FORMAT: Literal["gpu-accept-results"] = "gpu-accept-results"
 RESULTS_VERSION: Literal[1] = 1
@@ -140,7 +143,8 @@ class RunInfo(Record):
     command: list[str]
     facts_source: FactsSource
     profile: RunProfile
-    # pytest's (an error counts as a failure there), None until the run ends; a run that the plugin's
+    # pytest's (an error counts as a failure there; for a cluster run, what pytest would give its tests), None
+    # until the run ends; a run that the plugin's
     # record says was stopped (a signal, a burn-in cut short, nothing judged, a report not written)
     # where pytest would say 0 or 1 is 2 here, as pytest counts an interrupted run: a reader of this
     # key alone never takes it for a pass. The run's exit code is its verdict's (`verdict`).
@@ -173,6 +177,13 @@ class Environment(Record):
     gpus: list[GpuIdentity]
 
     @classmethod
+    def of_cluster(cls, name: str, cluster: ClusterFacts) -> Environment:
+        """A cluster run's: named as its user named the cluster (or by its nodes), its software as
+        the job measured with it; no GPU is probed by `gpu-accept cluster` (each node's own run is)."""
+        return cls(host=name, driver=None, cuda_driver=NOT_PROBED_BY_CLUSTER, nccl=cluster.nccl_version,
+                   torch=cluster.torch_version or None, gpu_model=None, gpu_count=cluster.world, gpus=[])
+
+    @classmethod
     def of(cls, facts: Facts) -> Environment:
         sweeps = [s for s in (facts.measurements.collectives, facts.measurements.ddp) if s is not None]
         nccl = next((s.nccl_version for s in sweeps if s.nccl_version), None)
@@ -194,6 +205,9 @@ class Environment(Record):
         )
 
 
+NOT_PROBED_BY_CLUSTER = "not probed: gpu-accept cluster measures the job and reads each node's network, not its GPUs"
+
+
 def _text(reading: object) -> str | None:
     """A reading as results.json holds it: the text, or None where the facts could not tell."""
     return reading if isinstance(reading, str) else None
@@ -205,6 +219,10 @@ class RunRecord(Record):
     format: Literal["gpu-accept-results"]
     version: Literal[1]
     complete: bool  # whether the run reached its end (a killed run's file says false)
+    # a run of `gpu-accept cluster`: the job's facts, its nodes each with what it read of itself; None
+    # for a run of one host. Written before the rest, so that a reader knows a cluster's file from
+    # its first lines (report/fleet.py)
+    cluster: ClusterFacts | None = None
     run: RunInfo
     environment: Environment
     facts: Facts  # as far as they were known: probed, and whatever the stages had measured
@@ -387,8 +405,64 @@ def parse_results(text: str, name: str) -> RunRecord:
     try:
         record = RunRecord.model_validate_json(text)
     except ValidationError as exc:
-        raise InputFileError(_why_not_results(text, name, exc)) from None
+        if not _older_cluster_results(text):
+            raise InputFileError(_why_not_results(text, name, exc)) from None
+        try:
+            record = of_older_cluster_record(ClusterRecord.model_validate_json(text))
+        except ValidationError as cluster_exc:
+            raise InputFileError(_why_not_results(text, name, cluster_exc)) from None
     return record.with_tests(record.tests)  # the summary, from the tests
+
+
+def _older_cluster_results(text: str) -> bool:
+    """Whether `text` is the cluster-results.json that `gpu-accept cluster` wrote before its runs were
+    results.json records: an object of its `kind` (asked only of a text that is no results record)."""
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(raw, dict) and raw.get("kind") == CLUSTER_KIND
+
+
+def cluster_test(verdict: Verdict) -> TestRecord:
+    """A verdict of a cluster run as the test it is, named like a suite's (`test_rdma_ports[node1]`)."""
+    test_id = f"test_{verdict.check}[{verdict.subject}]"
+    outcome = test_outcome(verdict.outcome)
+    return TestRecord(id=test_id, nodeid=f"{CLUSTER_SUITE}::{test_id}", outcome=outcome,
+                      message="" if outcome == "passed" else verdict.message, verdict=verdict)
+
+
+CLUSTER_SUITE = "cluster"  # a cluster run's tests' module, as JUnit's classname shows it
+
+
+def of_older_cluster_record(older: ClusterRecord) -> RunRecord:
+    """An earlier cluster-results.json as the run record it now is: its verdicts as tests, its facts
+    as the cluster's. It recorded no time, command or profile file: those read as not recorded (an
+    empty start, which the results store refuses to place in a history)."""
+    facts = older.facts
+    run = RunInfo(started_at="", tool_version="", command=[], facts_source=LiveMachine(),
+                  profile=RunProfile(name=facts.profile, path="", sha256=""),
+                  exit_status=1 if any(v.outcome in ("failed", "error") for v in older.verdicts) else 0)
+    first = facts.nodes[0].host if facts.nodes else ""
+    name = first if len({node.host for node in facts.nodes}) <= 1 else ",".join(dict.fromkeys(node.host for node in facts.nodes))
+    record = RunRecord(
+        format=RESULTS_FORMAT, version=RESULTS_VERSION, complete=True, cluster=facts, run=run,
+        environment=Environment.of_cluster(name, facts), facts=facts_of_cluster_run(first, "", ""), tests=[],
+    ).with_tests([cluster_test(verdict) for verdict in older.verdicts])
+    return record.model_copy(update={"verdict": record.judged()})
+
+
+def facts_of_cluster_run(host: str, recorded_at: str, tool_version: str) -> Facts:
+    """The machine facts a cluster run holds beside its cluster's: the host of its global rank 0,
+    nothing probed (`gpu-accept cluster` reads each node's network; each node's GPUs are judged by
+    its own `gpu-accept run`)."""
+    return Facts(
+        recorded_at=recorded_at, tool_version=tool_version,
+        system=SystemFacts(hostname=host, driver_version=not_probed(NOT_PROBED_BY_CLUSTER),
+                           cuda_driver_version=not_probed(NOT_PROBED_BY_CLUSTER), nvml_version=not_probed(NOT_PROBED_BY_CLUSTER),
+                           nvml_gpu_count=0),
+        cuda=not_probed(NOT_PROBED_BY_CLUSTER), gpus=[],
+    )
 
 
 def _why_not_results(text: str, name: str, exc: ValidationError) -> list[Problem]:
@@ -402,6 +476,8 @@ def _why_not_results(text: str, name: str, exc: ValidationError) -> list[Problem
         return [Problem(name, None, "", f"invalid JSON: {str(error).split(';')[0]}")]
     except RecursionError:
         return [Problem(name, None, "", "invalid JSON: nested too deeply to be results")]
+    if isinstance(raw, dict) and raw.get("kind") == CLUSTER_KIND:
+        return validation_problems(exc, raw, name)  # an earlier cluster-results.json that does not fit its own shape
     if not isinstance(raw, dict) or raw.get("format") != RESULTS_FORMAT:
         return [Problem(name, None, "format", f"not a gpu-accept results file (format {RESULTS_FORMAT!r} expected)")]
     if raw.get("version") != RESULTS_VERSION:

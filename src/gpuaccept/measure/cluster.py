@@ -1,9 +1,7 @@
 """One rank of a multi-node job: who it is, the process group of the whole job, and measuring
 collectives over all of it or over groups of its nodes.
 
-The launcher is the user's: torchrun (RANK, LOCAL_RANK, GROUP_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-MASTER_ADDR/PORT) or srun (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_NTASKS,
-SLURM_NTASKS_PER_NODE, SLURM_JOB_NODELIST, whose first host serves the store). Every rank runs the
+The launcher is the user's: torchrun or srun, whose variables say who a rank is (ranks.py). Every rank runs the
 same code; the collectives are the single-node ones (`collective_step.measure_collective`), given
 the whole job's ranks, or a subgroup's.
 
@@ -14,74 +12,26 @@ process group is collective: global rank 0 decides what to measure and broadcast
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import json
 import os
-import re
 import socket
-import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from gpuaccept.errors import GpuAcceptError
 from gpuaccept.measure.drills import NO_DRILLS, Drills
+from gpuaccept.measure.nccl_logs import nccl_host
 from gpuaccept.measure.plan import CollectiveStep, DdpStep
+from gpuaccept.measure.ranks import Launch, RendezvousError, launch_of
 from gpuaccept.measure.worker import Rank
 
-DEFAULT_PORT = 29500  # torch's own default for MASTER_PORT
 
-
-class RendezvousError(GpuAcceptError):
-    """The job's ranks could not all meet."""
-
-
-@dataclass(frozen=True)
-class Launch:
-    rank: int
-    world: int
-    local_rank: int
-    local_world: int
-    node: int
-    master_addr: str
-    master_port: int
-    launcher: str  # torchrun | srun | environment
-
-
-def first_host(nodelist: str) -> str:
-    """The first host of a Slurm node list: 'gpu[07-09,12],cpu1' -> 'gpu07'."""
-    match = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
-    if not match:
-        raise RendezvousError(f"SLURM_JOB_NODELIST {nodelist!r} names no host")
-    prefix, ranges = match.group(1), match.group(2)
-    if not ranges:
-        return prefix
-    return prefix + ranges.split(",")[0].split("-")[0]
-
-
-def launch_from_environment(env: dict[str, str] | None = None) -> Launch:
-    env = dict(os.environ if env is None else env)
-
-    def number(name: str, default: int | None = None) -> int:
-        try:
-            value = int(env[name]) if name in env or default is None else default
-        except KeyError:
-            raise RendezvousError(f"{name} is not set: start gpu-accept cluster under torchrun or srun") from None
-        except ValueError:
-            raise RendezvousError(f"{name}={env[name]!r} is not a number") from None
-        if value < 0:
-            raise RendezvousError(f"{name}={value} is below 0")
-        return value
-
-    launch = _launch(env, number)
-    if launch.world < 1 or launch.local_world < 1 or launch.rank >= launch.world or launch.local_rank >= launch.local_world:
-        raise RendezvousError(
-            f"rank {launch.rank} of {launch.world}, local rank {launch.local_rank} of {launch.local_world}: "
-            f"not a rank of this job (the {launch.launcher} variables disagree)"
-        )
+def launch_from_environment(env: Mapping[str, str] | None = None) -> Launch:
+    """This rank of the job, as its launcher's variables describe it (ranks.py), with the place its
+    ranks meet checked before any of them waits there."""
+    launch = launch_of(os.environ if env is None else env)
     _refuse_a_meeting_place_that_cannot_be(launch)
     return launch
 
@@ -99,74 +49,6 @@ def _refuse_a_meeting_place_that_cannot_be(launch: Launch) -> None:
     except (OSError, UnicodeError) as error:  # socket.gaierror; a name IDNA cannot encode
         why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
         raise RendezvousError(f"MASTER_ADDR={launch.master_addr!r} does not resolve ({why}): no rank can meet there") from None
-
-
-def _launch(env: dict[str, str], number: Callable[..., int]) -> Launch:
-    if "RANK" in env and "GROUP_RANK" in env:
-        return Launch(number("RANK"), number("WORLD_SIZE"), number("LOCAL_RANK"), number("LOCAL_WORLD_SIZE"), number("GROUP_RANK"),
-                      env.get("MASTER_ADDR", "127.0.0.1"), number("MASTER_PORT", DEFAULT_PORT), "torchrun")
-    if "SLURM_PROCID" in env:
-        given = env.get("SLURM_NTASKS_PER_NODE", "").split("(")[0]
-        tasks_per_node = int(given) if given.isdigit() else number("SLURM_NTASKS") // max(1, number("SLURM_NNODES"))
-        master = env.get("MASTER_ADDR") or first_host(env.get("SLURM_JOB_NODELIST", ""))
-        return Launch(number("SLURM_PROCID"), number("SLURM_NTASKS"), number("SLURM_LOCALID"), tasks_per_node,
-                      number("SLURM_NODEID"), master, number("MASTER_PORT", DEFAULT_PORT), "srun")
-    if "RANK" in env:  # set by hand, as the tests do: nodes are consecutive blocks of LOCAL_WORLD_SIZE ranks
-        rank, local_world = number("RANK"), max(1, number("LOCAL_WORLD_SIZE"))
-        return Launch(rank, number("WORLD_SIZE"), number("LOCAL_RANK", rank % local_world), number("LOCAL_WORLD_SIZE"),
-                      number("GROUP_RANK", rank // local_world), env.get("MASTER_ADDR", "127.0.0.1"),
-                      number("MASTER_PORT", DEFAULT_PORT), "environment")
-    raise RendezvousError("no RANK or SLURM_PROCID in the environment: start gpu-accept cluster under torchrun or srun")
-
-
-_CAPTURE_BEGAN: list[float] = []  # when this process first asked for NCCL's lines
-# an earlier file in a folder the user chose counts as this run's if written this close to its
-# start: the folder may be on another machine (NFS), whose clock runs apart from this one's
-CLOCK_SLACK_S = 60.0
-OUR_NCCL_FILES = "nccl.%h.%p.log"
-
-
-def nccl_host() -> str:
-    """The host as NCCL writes it for %h in NCCL_DEBUG_FILE: the name up to its first dot."""
-    return socket.gethostname().split(".")[0]
-
-
-def capture_nccl_info(folder: Path) -> list[Path]:
-    """Ask NCCL for its INFO lines, one file per process: in `folder`, unless the user already sends
-    them elsewhere (NCCL_DEBUG_FILE), whose files are kept where they are and read there. Returns
-    the files this node's ranks wrote so far: of this host, and of this run."""
-    first_call = not _CAPTURE_BEGAN
-    if first_call:
-        _CAPTURE_BEGAN.append(time.time())
-    ours = str(folder / OUR_NCCL_FILES)
-    if "NCCL_DEBUG_FILE" not in os.environ:
-        folder.mkdir(parents=True, exist_ok=True)
-        os.environ["NCCL_DEBUG_FILE"] = ours
-    if os.environ.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
-        os.environ["NCCL_DEBUG"] = "INFO"  # the transport NCCL chose is in its INFO lines only
-    pattern = nccl_files_pattern(os.environ["NCCL_DEBUG_FILE"], nccl_host())
-    if os.environ["NCCL_DEBUG_FILE"] == ours:
-        if first_call:  # an earlier run's files in the same reports folder: never this run's
-            for stale in glob.glob(pattern):
-                with contextlib.suppress(OSError):
-                    os.unlink(stale)
-        return sorted(Path(name) for name in glob.glob(pattern))
-    found = []
-    for name in sorted(glob.glob(pattern)):
-        with contextlib.suppress(OSError):  # a file another job removed meanwhile
-            if os.stat(name).st_mtime >= _CAPTURE_BEGAN[0] - CLOCK_SLACK_S:
-                found.append(Path(name))
-    return found
-
-
-def nccl_files_pattern(debug_file: str, host: str) -> str:
-    """The glob of the files NCCL_DEBUG_FILE names on `host`: NCCL's %h is the host, any other %
-    code (%p the process) matches anything, and every other character is itself. A folder named
-    `run[1]` is that folder, not `run1`, whose files (another run's) would be read and deleted."""
-    parts = re.split(r"(%[a-zA-Z])", debug_file)
-    return "".join(
-        glob.escape(host) if part == "%h" else "*" if re.fullmatch(r"%[a-zA-Z]", part) else glob.escape(part) for part in parts
-    )
 
 
 def gpu_bus_ids(count: int) -> list[str]:

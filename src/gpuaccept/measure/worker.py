@@ -58,6 +58,7 @@ from typing import Any
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.plan import LOAD_STEPS, ONE_GPU_STEPS, CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan, SustainedRoundStep
+from gpuaccept.measure.ranks import launch_of
 
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
 GO_FILE = "go"
@@ -98,12 +99,12 @@ class Rank:
 
 
 def rank_from_environment() -> tuple[int, int, int]:
-    env = os.environ
-    if "RANK" in env:
-        return int(env["RANK"]), int(env.get("WORLD_SIZE", "1")), int(env.get("LOCAL_RANK", env["RANK"]))
-    if "SLURM_PROCID" in env:
-        return int(env["SLURM_PROCID"]), int(env.get("SLURM_NTASKS", "1")), int(env.get("SLURM_LOCALID", "0"))
-    return 0, 1, 0
+    """(rank, world, local rank) as the launcher's variables say (ranks.py); one rank of one where
+    none are set (the module started by hand)."""
+    if "RANK" not in os.environ and "SLURM_PROCID" not in os.environ:
+        return 0, 1, 0
+    launch = launch_of(os.environ)
+    return launch.rank, launch.world, launch.local_rank
 
 
 class Progress:

@@ -18,13 +18,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuaccept.errors import GpuAcceptError
-from gpuaccept.facts.cluster_record import CLUSTER_KIND, ClusterRecord, parse_cluster_record
+from gpuaccept.errors import GpuAcceptError, InputFileError
+from gpuaccept.facts.cluster_record import CLUSTER_KIND
 from gpuaccept.facts.run_record import RunRecord, load_results
-from gpuaccept.files import read_input_bytes, read_input_text
+from gpuaccept.files import read_input_bytes
 from gpuaccept.outcomes import EXIT_FAILED, exit_code, stopped_by_pytest
 from gpuaccept.report import cluster_view
-from gpuaccept.report.junit import Counts, Suite, failing_suite, fleet_host_suite, suite, verdict_suite, write_junit, xml_attribute
+from gpuaccept.report.junit import Counts, Suite, failing_suite, fleet_host_suite, suite, write_junit, xml_attribute
 from gpuaccept.vocabulary.checks import checks_where
 
 # the checks whose values a fleet compares, and those of them better lower, as the checks declare them
@@ -155,33 +155,36 @@ def _host_properties(host: HostResults) -> dict[str, str]:
     }
 
 
-CLUSTER_BEGINS = f'"kind": "{CLUSTER_KIND}",'  # how cluster-results.json begins (cluster/reports.py)
+# how a cluster run's results begin: a record's `cluster` comes before its run (facts/run_record.py),
+# and before those records an earlier cluster-results.json began with its kind
+CLUSTER_BEGINS = ('"cluster": {', f'"kind": "{CLUSTER_KIND}",')
 
 
 def is_cluster_results(path: str) -> bool:
-    """Whether `path` is a cluster run's cluster-results.json: its first bytes say so (no whole read).
-    A pipe (`<(...)`) is not looked into: what this read took, the whole read would miss."""
+    """Whether `path` holds a cluster run's results (gpu-accept cluster's cluster-results.json): its
+    first bytes say so (no whole read). A pipe (`<(...)`) is not looked into: what this read took,
+    the whole read would miss."""
     if not os.path.isfile(path):
         return False
     try:
         head = read_input_bytes(path, 256).decode("utf-8", errors="replace")
     except OSError:
         return False  # reading it as a results.json says what is wrong with it
-    return CLUSTER_BEGINS in head
+    return any(begins in head for begins in CLUSTER_BEGINS)
 
 
 @dataclass(frozen=True)
 class ClusterResults:
-    """A cluster run among a fleet's files: its nodes x tests view, its verdicts as a testsuite."""
+    """A cluster run among a fleet's files: its nodes x tests view, its tests as a testsuite."""
 
     path: str
-    record: ClusterRecord
+    record: RunRecord
     suite: Suite
 
     @property
     def label(self) -> str:
-        facts = self.record.facts
-        return f"cluster {facts.profile} of {len(facts.nodes)} nodes ({self.path})"
+        nodes = len(self.record.cluster.nodes) if self.record.cluster is not None else 0
+        return f"cluster {self.record.environment.host} of {nodes} nodes, profile {self.record.run.profile.name} ({self.path})"
 
     @property
     def errors(self) -> int:
@@ -193,28 +196,36 @@ class ClusterResults:
 
     @property
     def exit_code(self) -> int:
-        """The outcome policy's: 1 where a check failed, else 2 where a value could not be judged, else 0."""
-        return exit_code(verdict.outcome for verdict in self.record.verdicts)
+        """The run's recorded verdict's: 1 where a check failed, else 2 where it could not judge, else 0."""
+        return self.record.exit_code()
 
     def lines(self) -> list[str]:
-        shown = [v for v in self.record.verdicts if v.outcome in ("failed", "error")][:FAILURES_SHOWN]
-        named = "; ".join(f"test_{v.check}[{v.subject}]: {v.message}" for v in shown)
+        shown = [test for test in self.record.tests if test.did_not_pass][:FAILURES_SHOWN]
+        named = "; ".join(f"{test.id}: {test.message}" for test in shown)
         verdict = f"FAIL {self.label}: {self.failed} test(s) did not pass: {named}" if self.failed else f"PASS {self.label}"
         return [verdict, *("  " + row for row in cluster_view.text(self.record).splitlines())]
 
 
 def read_cluster(path: str) -> ClusterResults:
+    """A cluster run's results, read by the one reader of every run's (a results.json record, or an
+    earlier cluster-results.json read as one), its tests a testsuite by the one JUnit writer."""
     try:
-        record = parse_cluster_record(read_input_text(path))
-        name = f"cluster {record.facts.profile} ({Path(path).name})"
-        suite = verdict_suite(name, record.verdicts, {"results_file": path, "world": str(record.facts.world)})
+        record = load_results(path)
+        if record.cluster is None:
+            raise ValueError("cluster: the run of one host, not of a cluster")
+        name = f"cluster {record.environment.host} ({Path(path).name})"
+        whole = suite(record, name, {"results_file": path, "world": str(record.cluster.world)})
         cluster_view.text(record)  # what the fleet report shows of it: damage found here, not halfway through the report
+    except InputFileError as error:  # the reader's own words: the key and what is wrong with it
+        first = error.problems[0]
+        said = f"{first.path}: {first.message}" if first.path else first.message
+        raise GpuAcceptError(f"{path}: not a readable cluster-results.json ({said})") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         said = "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
-        if type(error) is ValueError:  # the record's own words: the key and what is wrong with it
+        if type(error) is ValueError:
             said = str(error)
         raise GpuAcceptError(f"{path}: not a readable cluster-results.json ({said})") from None
-    return ClusterResults(path, record, suite)
+    return ClusterResults(path, record, whole)
 
 
 def _renamed(whole: Suite, host: str, name: str) -> Suite:

@@ -23,6 +23,7 @@ from gpuaccept.facts.measurements import GemmResult
 from gpuaccept.facts.run_record import RunRecord, TestRecord
 from gpuaccept.facts.verdict import Equals, Verdict
 from gpuaccept.outcomes import EXIT_FAILED, EXIT_PASSED
+from gpuaccept.report import cluster_view
 from gpuaccept.report.charts import (
     ERROR,
     FAIL,
@@ -71,6 +72,7 @@ def render_html(record: RunRecord) -> str:
         header=_header(record),
         coverage=_coverage(record),
         causes=_causes(record),
+        cluster=_cluster(record),
         links=_links(facts, verdicts),
         busbw=_busbw(facts, verdicts),
         pairs=_pairs(facts, verdicts),
@@ -87,6 +89,21 @@ def render_html(record: RunRecord) -> str:
 # -- sections -----------------------------------------------------------------------------------------
 
 
+def _cluster(record: RunRecord) -> dict | None:
+    """A cluster run's nodes x tests, its job's values and its localization (report/cluster_view.py), coloured."""
+    found = cluster_view.section(record)
+    if found is None:
+        return None
+    for row in found["rows"]:
+        for cell in row["cells"]:
+            cell["colour"] = OUTCOME_COLOURS.get(cell["state"], SKIP)
+    for value in found["job"]:
+        value["colour"] = OUTCOME_COLOURS.get(value["outcome"], SKIP)
+    for trial in (found["localization"] or {}).get("trials", []):
+        trial["colour"] = OUTCOME_COLOURS[trial["state"]]
+    return {**found, "slow_colour": FAIL}
+
+
 def _header(record: RunRecord) -> dict:
     run, environment, summary = record.run, record.environment, record.summary
     code, unchecked = record.exit_code(), record.unchecked()
@@ -96,7 +113,7 @@ def _header(record: RunRecord) -> dict:
     software = {"driver": environment.driver, "cuda_driver": environment.cuda_driver, "nccl": environment.nccl, "torch": environment.torch}
     return {
         "host": environment.host,
-        "gpus": f"{environment.gpu_count}x {environment.gpu_model}",
+        "gpus": _machine(record),
         "profile": run.profile.name,
         "profile_path": run.profile.path,
         "software": ", ".join(f"{k} {v}" for k, v in software.items() if v),
@@ -110,8 +127,22 @@ def _header(record: RunRecord) -> dict:
         "transient": len(transient_tests(record.tests)),
         "marginal": len(marginal_tests(record.tests)),
         # a run with fault drills on fails on purpose: said at the top, with the variables that asked for them
-        "drills": ", ".join(f"{name}={value}" for name, value in drills_in(record.facts.environment).items()),
+        "drills": ", ".join(f"{name}={value}" for name, value in drills_in(_environment(record)).items()),
     }
+
+
+def _machine(record: RunRecord) -> str:
+    cluster, environment = record.cluster, record.environment
+    if cluster is not None:
+        return f"{len(cluster.nodes)} nodes x {cluster.gpus_per_node} GPUs ({cluster.world} ranks)"
+    return f"{environment.gpu_count}x {environment.gpu_model}"
+
+
+def _environment(record: RunRecord) -> dict[str, str]:
+    """The variables the run saw: a cluster's, every node's (a drill set on one node alone is said)."""
+    if record.cluster is None:
+        return record.facts.environment
+    return {name: value for node in record.cluster.nodes for name, value in node.environment.items()}
 
 
 COVERAGE_COLOURS = {"checked": PASS, "partly checked": ERROR, "not checked": ERROR, "not asked": SKIP}

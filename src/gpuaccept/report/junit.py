@@ -21,9 +21,8 @@ from pathlib import Path
 
 from gpuaccept.facts.coverage import AreaCoverage, area_of, cause_of_each
 from gpuaccept.facts.run_record import RunRecord, TestRecord
-from gpuaccept.facts.verdict import Verdict
 from gpuaccept.files import write_atomically
-from gpuaccept.outcomes import JUNIT_ELEMENT, test_outcome
+from gpuaccept.outcomes import JUNIT_ELEMENT
 from gpuaccept.vocabulary.areas import AREAS
 
 # XML 1.0 allows no control characters but tab, newline and carriage return, and no unpaired
@@ -204,28 +203,6 @@ def _property_text(value: object) -> str:
     if value is None:
         return ""
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _verdict_case(verdict: Verdict) -> str:
-    check, subject, message = verdict.check, verdict.subject, verdict.message
-    head = f"<testcase{_attributes(classname=f'cluster.{check}', name=f'test_{check}[{subject}]')}>"
-    problem = JUNIT_ELEMENT.get(test_outcome(verdict.outcome))
-    body = f"<{problem}{_attributes(type=problem, message=message)}>{_text(message)}</{problem}>" if problem else ""
-    properties = {
-        "check": check, "subject": subject, "outcome": verdict.outcome.value, "measured": _property_text(verdict.measured),
-        "expected": verdict.expected, "unit": verdict.unit, "profile": verdict.profile, "marginal": _property_text(verdict.marginal),
-        "marginal_line": verdict.marginal_line, "transient": _property_text(verdict.transient),
-    }
-    return head + _properties(properties) + body + "</testcase>"
-
-
-def verdict_suite(name: str, verdicts: Sequence[Verdict], properties: dict[str, str]) -> Suite:
-    """A testsuite of verdicts judged outside a pytest run (a cluster's): a test case each, named
-    like a run's (`test_<check>[<subject>]`), with its measured value and criterion."""
-    outcomes = [test_outcome(verdict.outcome) for verdict in verdicts]
-    counts = Counts(len(outcomes), outcomes.count("failed"), outcomes.count("error"), outcomes.count("skipped"))
-    tally = _attributes(name=name, tests=counts.tests, failures=counts.failures, errors=counts.errors, skipped=counts.skipped)
-    return Suite(f"<testsuite{tally}>" + _properties(properties) + "".join(_verdict_case(v) for v in verdicts) + "</testsuite>", counts)
 
 
 def junit_xml(suites: Sequence[Suite], name: str) -> str:

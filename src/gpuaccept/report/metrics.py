@@ -32,7 +32,7 @@ from gpuaccept.facts.verdict import Verdict
 from gpuaccept.vocabulary.checks import declared_meanings
 
 PREFIX = "gpu_accept"
-COMMANDS = ("run", "burn-in", "health-check", "fleet")  # the values of the `command` label
+COMMANDS = ("run", "burn-in", "health-check", "cluster", "fleet")  # the values of the `command` label
 
 # a verdict's unit -> (the metric name's unit suffix, the factor to the base unit)
 _UNITS: dict[str, tuple[str, float]] = {

@@ -29,6 +29,7 @@ from gpuaccept.facts.measurements import (
 from gpuaccept.facts.record import Unavailable
 from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.launch import Outcome, WorkerPool, Workers, run_plan
+from gpuaccept.measure.nccl_logs import nccl_info_settings, our_nccl_files
 from gpuaccept.measure.pairwise_step import schedule
 from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
 from gpuaccept.probe.nvls import read_nccl_nvls
@@ -210,19 +211,15 @@ def run_nccl_stage(
 
 
 def _nccl_set_up_lines(env, folder: Path):
-    """What the workers' environment needs for NCCL's INFO lines (its default subsystems: communicator
-    set-up, not each operation) to be written to files in `folder`, where the user has not sent them
-    elsewhere: they say whether NCCL set up NVLink SHARP. The user's own NCCL settings pass through
-    unchanged otherwise. Returns the settings to add (the plan's environment; left out of the facts'
-    record of the user's environment) and a function listing the files written (None where
-    NCCL_DEBUG_FILE is the user's)."""
+    """What the workers' environment needs for NCCL's INFO lines to be written to files in `folder`
+    (measure/nccl_logs.py), where the user has not sent them elsewhere: they say whether NCCL set up
+    NVLink SHARP. Returns the settings to add (the plan's environment; left out of the facts' record
+    of the user's environment) and a function listing the files written; none of either where
+    NCCL_DEBUG_FILE is the user's (whose level this stage leaves as it is)."""
     base = dict(os.environ if env is None else env)
     if "NCCL_DEBUG_FILE" in base:
         return {}, None
-    ours = {"NCCL_DEBUG_FILE": str(folder / "nccl.%h.%p.log")}
-    if base.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
-        ours["NCCL_DEBUG"] = "INFO"  # NCCL's default subsystems (INIT, BOOTSTRAP, ENV): set-up lines, not per operation
-    return ours, lambda: list(folder.glob("nccl.*.log"))
+    return nccl_info_settings(base, folder), lambda: our_nccl_files(folder)
 
 
 def failures_of(failures: list[StepFailure], kind: type) -> list[StepFailure]:

@@ -64,8 +64,9 @@ def add_commands(commands: Any, report_commands: Any, fleet: Any, path: Callable
     history.add_argument("--db", type=path, required=True, help="the store to read (gpu-accept store add)")
     history.add_argument("--runs", type=int, default=HISTORY_RUNS, help=f"runs looked back over (default {HISTORY_RUNS})")
     history.add_argument("--max-regression", default="5%", help="how far worse than its own median a value may go (default 5%%)")
-    history.add_argument("--host", help="only this host (cohort changes are the fleet's)")
-    history.add_argument("--show", metavar="HOST", help="print every run's values of HOST, with its software, and nothing else")
+    history.add_argument("--host", help="only this host, or this cluster by its name (cohort changes are the fleet's)")
+    history.add_argument("--show", metavar="HOST", help="print every run's values of HOST (a host, or a cluster by its name), with its "
+                         "software, and nothing else")
     history.add_argument("--json", type=path, dest="json_output", help="also write every finding, each host's before/after, as JSON")
     history.set_defaults(handler=_report_history)
 
@@ -96,12 +97,18 @@ def _store_info(args: argparse.Namespace, extra: list[str]) -> int:
     from gpuaccept.store.db import SCHEMA_VERSION, open_for_reading
 
     with open_for_reading(args.db) as connection:
-        runs, hosts, first, last = connection.execute(
-            "SELECT count(*), count(DISTINCT host), strftime(min(started_at) AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%SZ'), "
+        columns = {row[0] for row in connection.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
+        ).fetchall()}
+        cluster = "nodes IS NOT NULL" if "nodes" in columns else "false"  # a store before version 4 holds no cluster's run
+        runs, hosts, clusters, first, last = connection.execute(
+            f"SELECT count(*), count(DISTINCT host) FILTER (WHERE NOT ({cluster})), count(DISTINCT host) FILTER (WHERE {cluster}), "
+            "strftime(min(started_at) AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%SZ'), "
             "strftime(max(started_at) AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%SZ') FROM runs"
         ).fetchone()
         results = connection.execute("SELECT count(*) FROM results").fetchone()[0]
-    _say(f"{args.db}: schema version {SCHEMA_VERSION}, {runs} run(s) of {hosts} host(s), {results} test result(s)")
+    of_clusters = f" and {clusters} cluster(s)" if clusters else ""
+    _say(f"{args.db}: schema version {SCHEMA_VERSION}, {runs} run(s) of {hosts} host(s){of_clusters}, {results} test result(s)")
     if runs:
         _say(f"first run {first}, last run {last}")
     return EXIT_OK

@@ -26,11 +26,11 @@ import duckdb
 
 from gpuaccept.errors import GpuAcceptError
 
-SCHEMA_VERSION = 3
-# what readers read: versions 2 and 3 added only what `store add` needs to tell runs apart and what a
-# run recorded of why it could not judge, so a store that its reader may not write (another user's, a
-# read-only copy) is read as it is
-READABLE_VERSIONS = (1, 2, 3)
+SCHEMA_VERSION = 4
+# what readers read: versions 2 to 4 added only what `store add` needs to tell runs apart, what a run
+# recorded of why it could not judge and a cluster run's nodes, so a store that its reader may not
+# write (another user's, a read-only copy) is read as it is
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 # Each step takes a store from version i to i + 1; a store is migrated forward when opened for writing.
 # Version 1: runs, their GPUs, every test's result, and the files each run was read from.
@@ -89,6 +89,11 @@ MIGRATIONS = [
     # burn-in cut short, a report not written): a fleet names it where it could not judge
     """
     ALTER TABLE runs ADD COLUMN stopped VARCHAR;     -- one reason a line; NULL where none, or added before version 3
+    """,
+    # Version 4: a cluster's runs (gpu-accept cluster) beside its hosts': `host` is then the cluster's name
+    # (its user's, or its nodes' hosts), and its nodes are listed here
+    """
+    ALTER TABLE runs ADD COLUMN nodes VARCHAR;       -- a cluster run's nodes' hosts, node0 first, one a line; NULL for one host's run
     """,
 ]
 

@@ -192,6 +192,7 @@ def rows_of(record: RunRecord, path: str, size: int, mtime_ns: int, run_id: str 
         "tool_version": run.tool_version, "tests": summary.total, "failed": summary.failed, "errors": summary.error,
         "skipped": summary.skipped, "marginal": sum(1 for t in record.tests if t.verdict and t.verdict.marginal),
         "transient": sum(1 for t in record.tests if t.verdict and t.verdict.transient), "source": path,
+        "nodes": _cluster_nodes(record),
     }
     gpus = [
         {"run_id": run_id, "gpu_index": gpu.index, "uuid": gpu.uuid, "serial": gpu.serial, "pci_bus_id": gpu.pci_bus_id,
@@ -204,6 +205,15 @@ def rows_of(record: RunRecord, path: str, size: int, mtime_ns: int, run_id: str 
         path, size, mtime_ns, run_id, key, content, summary.total, record.complete, json.dumps(run_row) + "\n",
         "".join(json.dumps(g) + "\n" for g in gpus), text.getvalue(),
     )
+
+
+def _cluster_nodes(record: RunRecord) -> str | None:
+    """A cluster run's nodes' hosts, node0 first, one a line; None for the run of one host, and for a
+    node's own record of its part in a cluster run (node-results.json), which is its host's."""
+    cluster = record.cluster
+    if cluster is None or [node.host for node in cluster.nodes] == [record.environment.host]:
+        return None
+    return "\n".join(node.host for node in cluster.nodes)
 
 
 def content_of(record: RunRecord) -> str:
