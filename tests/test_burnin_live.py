@@ -184,7 +184,7 @@ def test_a_burn_in_with_nothing_to_load_is_refused_in_one_line(tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip() == (
-        f"ERROR: gpu-accept: --level burn-in: profile {profile.stem} asks for no stage a burn-in runs (compute, nccl, copies): "
+        f"ERROR: gpu-accept: --level burn-in: profile {profile.stem} asks for no stage a burn-in runs (compute, copies, nccl): "
         "nothing would load the GPUs"
     )
 
