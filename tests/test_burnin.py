@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from gpuaccept.burnin.driver import BurninDriver
-from gpuaccept.burnin.sustained import LoadRound
 from gpuaccept.checks import burnin as burnin_checks
 from gpuaccept.checks import telemetry as telemetry_checks
 from gpuaccept.checks.verdict import Outcome
@@ -26,6 +25,7 @@ from gpuaccept.probe.nvml import ReplayNvml
 from gpuaccept.probe.telemetry import TelemetrySampler
 from gpuaccept.profile import ProfileCatalog, load_profile
 from gpuaccept.report.html import render_html
+from gpuaccept.stages.sustained import LoadRound
 from gpuaccept.stages.telemetry import LOADS_FILE, TELEMETRY_FILE, read_telemetry, record_load
 from gpuaccept.vocabulary.steps import CollectiveKey
 from gpuaccept.vocabulary.telemetry import parse_duration, reason_names, show_duration

@@ -9,6 +9,7 @@ from gpuaccept.measure.drills import Drills
 from gpuaccept.profile import ProfileCatalog
 from gpuaccept.stages.registry import STAGES
 from gpuaccept.stages.stage import StageRun
+from gpuaccept.stages.sustained import SustainedLoad
 from gpuaccept.vocabulary.steps import CollectiveKey, CopyKey, DdpKey, LoadKey, PairKey, StageName, parse_step_key
 from tests.helpers import example_facts
 
@@ -30,7 +31,9 @@ def test_a_per_gpu_stage_keeps_a_file_per_group_of_gpus_loaded_together_and_a_fa
     assert compute.per_gpu and compute.file(3) == "compute-gpu3.json" and compute.file(0, 2, 3) == "compute-gpu0-gpu2-gpu3.json"
     assert [compute.gpus_of_file(name) for name in ("compute-gpu0-gpu2-gpu3.json", "compute-gpu3.json")] == [[0, 2, 3], [3]]
     assert [compute.gpus_of_file(name) for name in ("copies.json", "compute-gpux.json", "compute-gpu1.json.partial")] == [[], [], []]
-    assert {name for name, stage in STAGES.items() if stage.in_burnin} == {"nccl", "copies", "compute"}
+    parts = {name: stage.in_burnin for name, stage in STAGES.items()}
+    assert parts == {"copies": "fabric", "compute": "load", "ddp": None, "nccl": "fabric"}
+    assert STAGES["compute"].sustain is SustainedLoad  # the one stage a burn-in asks for its sustained load
 
 
 def test_each_stage_plans_what_the_recorded_run_measured(tmp_path, monkeypatch):

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpuaccept.burnin.sustained import memtest_rounds, rounds_of
 from gpuaccept.measure import load_steps
 from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.plan import HbmStep, MemtestStep, SustainedRoundStep
 from gpuaccept.measure.sustained import FABRIC_FLAG, STOP_FLAG, clear_kept, memtest_due_flag, memtest_flag, sustained_round
+from gpuaccept.stages.sustained import memtest_rounds, rounds_of
 from tests.helpers import needs_torch
 
 pytestmark = [needs_torch, pytest.mark.slow]  # the load's own code on the CPU: imports torch

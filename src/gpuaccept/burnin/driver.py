@@ -3,10 +3,10 @@
 What runs, in order:
 1. The fabric stages (NCCL collectives and pairs, copies) once on a machine at rest: the values
    held to the profile's floors, as a standard run measures them.
-2. The sustained load (sustained.py), the compute stage's loads: every GPU under matrix products, each product
-   checked, from then to the end of the duration, with no gap; each `burnin.round_s` of it is a
-   round with every GPU's GEMM throughput and wrong elements, HBM copy and triad, and the memory
-   test at `burnin.memtest_interval`.
+2. The sustained load, which the compute stage starts (its `sustain`: stages/sustained.py) on its
+   loads: every GPU under matrix products, each product checked, from then to the end of the
+   duration, with no gap; each `burnin.round_s` of it is a round with every GPU's GEMM throughput
+   and wrong elements, HBM copy and triad, and the memory test at `burnin.memtest_interval`.
 3. Beside the load, every `burnin.fabric_interval`: the fabric stages again, so the links and the
    power stage are loaded together as in training. Those rounds are checked for wrong data and
    hangs; their bandwidth, shared with the products, is shown and not held to an unloaded floor.
@@ -25,7 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from gpuaccept.burnin.sustained import LoadRound, SustainedLoad
 from gpuaccept.facts import Facts
 from gpuaccept.facts.machine import CudaFacts
 from gpuaccept.facts.measurements import Measurements
@@ -33,7 +32,9 @@ from gpuaccept.facts.telemetry import BurnIn, BurnInRound, TelemetrySample
 from gpuaccept.files import write_atomically
 from gpuaccept.profile import Profile
 from gpuaccept.stages.registry import STAGES
+from gpuaccept.stages.stage import Sustain
 from gpuaccept.stages.store import MeasurementStore
+from gpuaccept.stages.sustained import LoadRound, SustainedLoad
 from gpuaccept.vocabulary.display import show
 from gpuaccept.vocabulary.telemetry import parse_duration, show_duration
 
@@ -42,7 +43,6 @@ BURNIN_FILE = "burnin.json"
 POLL_S = 0.5
 
 Readings = Callable[[], dict[int, TelemetrySample]]  # each GPU's latest telemetry sample
-StartLoad = Callable[..., SustainedLoad]  # SustainedLoad itself; the project's tests give a stand-in
 
 
 def burnin_stages(profile: Profile | None = None) -> list[str]:
@@ -56,14 +56,15 @@ class BurninDriver:
     def __init__(
         self, store: MeasurementStore, facts: Facts, profile: Profile, duration_s: float,
         say: Callable[[str], None] = lambda text: None, readings: Readings = dict,
-        clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep, start_load: StartLoad = SustainedLoad,
+        clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep, start_load: Sustain | None = None,
     ):
         self.store, self.facts, self.profile = store, facts, profile
         self.duration_s = duration_s
         self.fabric_interval_s = parse_duration(profile.spec.burnin.fabric_interval)
         self.say = say
         self.readings = readings
-        self.clock, self.sleep, self.start_load = clock, sleep, start_load
+        self.clock, self.sleep = clock, sleep
+        self.start_load = start_load  # None: the load stage's own (`Stage.sustain`); the project's tests give a stand-in
         self.rounds: list[BurnInRound] = []
         self.start = 0.0
         self.last_fabric: float | None = None  # when the fabric stages last began, seconds into the burn-in
@@ -80,9 +81,10 @@ class BurninDriver:
         ended: Literal["deadline", "interrupted"] = "deadline"
         load_window: tuple[float, float] | None = None
         try:
-            if any(STAGES[stage].in_burnin == "load" for stage in stages):
+            sustain = next((STAGES[stage].sustain for stage in stages if STAGES[stage].sustain is not None), None)
+            if sustain is not None:
                 cuda = isinstance(self.facts.cuda, CudaFacts) and self.facts.cuda.device_count > 0
-                load = self.start_load(
+                load = (self.start_load or sustain)(
                     self.profile.spec, list(range(self.facts.gpu_count)), self.duration_s, require_cuda=cuda, on_round=self._round_done,
                     drills=self.store.drills,  # the run's, as the fabric stages take them
                 )

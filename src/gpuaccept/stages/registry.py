@@ -23,6 +23,7 @@ from gpuaccept.stages.fabric import (
     run_nccl_stage,
 )
 from gpuaccept.stages.stage import Stage, StageRun
+from gpuaccept.stages.sustained import SustainedLoad
 
 
 def _nccl_plans(spec: ProfileSpec, run: StageRun) -> list[tuple[Plan, int]]:
@@ -100,11 +101,11 @@ NCCL = Stage(
     name="nccl", title="NCCL stage", per_gpu=False, asked=lambda spec: spec.nccl is not None or spec.pairwise is not None,
     plans=_nccl_plans, run=_run_nccl, where=lambda facts, gpus: f"on {facts.gpu_count} GPUs",
     cannot_run=_fewer_than_two, not_run=nccl_not_run,
-    in_burnin="fabric",
+    beside_load=True,
 )
 COPIES = Stage(
     name="copies", title="copy stage", per_gpu=False, asked=lambda spec: spec.copies is not None,
-    plans=_copy_plans, run=_run_copies, where=lambda facts, gpus: f"on {facts.gpu_count} GPU(s)", in_burnin="fabric",
+    plans=_copy_plans, run=_run_copies, where=lambda facts, gpus: f"on {facts.gpu_count} GPU(s)", beside_load=True,
 )
 # the burn-in loops the per-GPU loads and the fabric; DDP training is the standard run's
 DDP = Stage(
@@ -116,7 +117,7 @@ COMPUTE = Stage(
     plans=_compute_plans, run=_run_compute, where=lambda facts, gpus: "on " + ", ".join(f"gpu{gpu}" for gpu in gpus),
     cannot_run=_gpus_missing, not_run=compute_not_run, tests_free_memory=True,
     # a burn-in's sustained load is the profile's GEMM, with its HBM and memory test between products
-    in_burnin="load", asked_in_burnin=lambda spec: spec.compute is not None and spec.compute.gemm is not None,
+    sustain=SustainedLoad, asked_in_burnin=lambda spec: spec.compute is not None and spec.compute.gemm is not None,
 )
 
 # the order a standard run's suites first ask for them (test_bandwidth, test_compute, test_ddp,

@@ -19,9 +19,11 @@ from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.launch import WorkerPool
 from gpuaccept.measure.plan import Plan
 from gpuaccept.profile.spec import ProfileSpec
+from gpuaccept.stages.sustained import SustainedLoad
 from gpuaccept.vocabulary.steps import StageName, StepKey
 
 Events = Callable[[dict[str, Any]], None]
+Sustain = Callable[..., SustainedLoad]  # a burn-in's sustained load started on the GPUs under test (sustained.py)
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,11 @@ class Stage:
     # it measures a share of the memory free as it begins (the memory test): no set of workers of a
     # later stage may hold GPU memory beside it, so a session sets those up only once it has ended
     tests_free_memory: bool = False
-    # its part in a burn-in: the sustained load, or a fabric stage run before it and beside it; None: not run
-    in_burnin: Literal["load", "fabric"] | None = None
+    # its part in a burn-in: the sustained load, which it starts on the GPUs under test
+    # (`sustain(spec, gpus, duration_s, require_cuda=, on_round=, drills=)`, sustained.py's `SustainedLoad`),
+    # or a fabric stage run before that load and beside it; neither: not run in a burn-in
+    sustain: Sustain | None = None
+    beside_load: bool = False
     asked_in_burnin: Callable[[ProfileSpec], bool] | None = None  # where not `asked`
 
     @property
@@ -81,6 +86,10 @@ class Stage:
         words = name.removeprefix(f"{self.name}-").removesuffix(".json").split("-") if name.startswith(f"{self.name}-gpu") else []
         gpus = [word.removeprefix("gpu") for word in words]
         return [int(gpu) for gpu in gpus] if words and all(gpu.isdigit() for gpu in gpus) else []
+
+    @property
+    def in_burnin(self) -> Literal["load", "fabric"] | None:
+        return "load" if self.sustain is not None else "fabric" if self.beside_load else None
 
     def burnin_asks(self, spec: ProfileSpec) -> bool:
         return self.in_burnin is not None and (self.asked_in_burnin or self.asked)(spec)

@@ -1,7 +1,8 @@
 """A burn-in's sustained load: every GPU under matrix products from the load's start to its end,
 with no gap between rounds, judged in rounds of `burnin.round_s`.
 
-One worker process per GPU (the GPU alone visible to it: the compute stage's `OnEachGpu`) runs
+The compute stage starts it for a burn-in (its `sustain`, registry.py), on the stage's own runner and
+steps: one worker process per GPU (the GPU alone visible to it: `OnEachGpu`, compute.py) runs
 that GPU's rounds one after another (measure/sustained.py); its plan is fixed when the load starts, each
 round ending at the same moment on every GPU, so round N of every GPU covers the same stretch of
 time and the GPUs are judged against each other round by round. A worker that hangs or crashes
