@@ -13,7 +13,7 @@ After the products, a round measures the HBM copy and triad and, where its step 
 memory test (load_steps.py), both on the GPU still warm from the products. The memory test takes
 most of the free memory; a fabric stage beside the load needs some, so the two never overlap: the
 driver's `fabric` flag holds a memory test back (products go on meanwhile), and this worker's
-`memtest-gpuN` flag holds a fabric stage back (burnin/sustained.py). Each side raises its own flag
+`memtest-gpuN` flag holds a fabric stage back (stages/sustained.py). Each side raises its own flag
 before it looks at the other's, so one of them always sees the other. A memory test that is due
 also says so (`memtest-gpuN.due`), and the driver starts no new fabric stage until it has run:
 fabric stages back to back cannot hold it off for good.
