@@ -49,6 +49,8 @@ STAGE_COLUMNS = ("copies", "compute", "ddp", "nccl")
 PHASED_SWEEPS = ("copies", "compute", "ddp", "ddp_without_p2p", "collectives")
 # what each item is expected to take, in seconds, to leave out those that would not fit the budget
 # (a standard run of the previous commit, fe97046: 77.5 s on 4xH200, 65.0 s on 2, 30.9 s on 1)
+# a stage window shorter than this measured nothing: one that cannot run on the GPUs shown (NCCL on one)
+MIN_STAGE_S = 0.1
 EXPECTED_S = {"probe": 6, "quick": 10, "health-check": 10}
 
 
@@ -74,6 +76,7 @@ class Run:
     windows: dict[str, int] = field(default_factory=dict)  # stage -> number of windows (one per GPU before)
     between_s: float | None = None  # between the first stage's start and the last one's end, outside every window
     after_s: float | None = None  # the last stage's end to the process's end
+    rounds_s: float = 0.0  # the confirmation rounds' wall time (values measured again after a miss)
     note: str = ""
     # sweep -> its phases, as the commit's workers timed them (results.json; none before they were kept)
     phases: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -115,6 +118,7 @@ def timed(label: str, commit: str, what: str, gpus: int, options: list[str], com
     for test in record.get("tests", []):
         run.tests[test["outcome"]] = run.tests.get(test["outcome"], 0) + 1
     measurements = (record.get("facts") or {}).get("measurements") or {}
+    run.rounds_s = round(sum(round_["wall_s"] for round_ in measurements.get("rounds") or []), 2)
     for sweep in PHASED_SWEEPS:
         found = measurements.get(sweep) or {}
         if found.get("phases"):
@@ -260,22 +264,32 @@ def _stage_cell(run: Run, stage: str) -> str:
 
 
 def projection(runs: list[Run], gpus: int) -> list[str]:
-    """Each GPU's cost from this commit's standard runs on 1, 2, 4 (and all) GPUs: a least-squares line
-    through (GPUs, wall time); the 8-GPU run it predicts. The previous commit's per-GPU cost is its
-    compute windows' mean (it loaded one GPU after another)."""
-    points = sorted((run.gpus, run.wall_s) for run in runs if run.commit == "this" and run.what == "standard" and run.options == "")
+    """Each GPU's cost from this commit's standard runs: a least-squares line through (GPUs, wall time
+    less the confirmation rounds, which a noisy machine adds and a healthy one need not) over the
+    runs that measured the same stages as the run on the most GPUs (a run on one GPU has no DDP or
+    NCCL stage: on the same line, its missing stages would count as a cost of the second GPU); the
+    8-GPU run it predicts. The previous commit's per-GPU cost is its compute windows' mean (it
+    loaded one GPU after another)."""
+    standard = [run for run in runs if run.commit == "this" and run.what == "standard" and run.options == ""]
+    standard.sort(key=lambda run: run.gpus)
     lines = ["", "### Each GPU's cost, and 8 GPUs projected", ""]
+    alike = [run for run in standard if _stages_measured(run) == _stages_measured(standard[-1])] if standard else []
+    points = [(run.gpus, run.wall_s - run.rounds_s) for run in alike]
+    for run in standard:
+        rounds = f" less {run.rounds_s:.1f} s of confirmation rounds" if run.rounds_s else ""
+        left_out = "" if run in alike else f" (left out: it measured {', '.join(sorted(_stages_measured(run))) or 'no stage'} only)"
+        lines.append(f"- {run.gpus} GPU(s): {run.wall_s:.1f} s{rounds}: {run.wall_s - run.rounds_s:.1f} s{left_out}")
     if len({count for count, _ in points}) >= 2:
         xs, ys = [float(x) for x, _ in points], [y for _, y in points]
         mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
         slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum((x - mean_x) ** 2 for x in xs)
         base = mean_y - slope * mean_x
-        lines.append(
-            f"this commit, standard runs at {', '.join(f'{x} GPU(s) {y:.1f} s' for x, y in points)}: "
-            f"**{slope:.1f} s per GPU** (target <= 3 s), {base + slope:.1f} s at one GPU; **8 GPUs projected: {base + 8 * slope:.1f} s**"
-        )
+        lines += ["", (
+            f"this commit, over the runs that measured the same stages: **{slope:.1f} s per GPU** (target <= 3 s); "
+            f"**8 GPUs projected: {base + 8 * slope:.1f} s** (without confirmation rounds)"
+        )]
     else:
-        lines.append("this commit: fewer than two GPU counts measured, no slope")
+        lines += ["", "this commit: fewer than two GPU counts that measured the same stages, no slope"]
     previous = next((run for run in runs if run.label == "standard-previous"), None)
     if previous is not None and previous.windows.get("compute"):
         per_gpu = previous.stages["compute"] / previous.windows["compute"]
@@ -284,6 +298,11 @@ def projection(runs: list[Run], gpus: int) -> list[str]:
             f"8 GPUs projected {previous.wall_s + (8 - gpus) * per_gpu:.1f} s from its {gpus}-GPU run of {previous.wall_s:.1f} s"
         )
     return lines
+
+
+def _stages_measured(run: Run) -> frozenset[str]:
+    """The stages that loaded the GPUs in `run` (a stage that cannot run there has a window of no length)."""
+    return frozenset(stage for stage, seconds in run.stages.items() if seconds >= MIN_STAGE_S)
 
 
 SHOWN_PHASES = 14  # the largest phases of a sweep shown; the rest summed on one line

@@ -32,3 +32,37 @@ def test_a_run_s_stage_phases_come_from_its_results_and_are_shown_largest_first(
     (table,) = [line for line in run_time.phase_tables([run]) if line.startswith("- **ddp**")]
     assert table.startswith("- **ddp** (wall 21.5 s): DDP on 2 GPUs: bs8: phase 19 19.00; DDP on 2 GPUs: bs8: phase 18 18.00")
     assert table.endswith(f"; 6 more {sum(range(6)):.2f}")  # the 14 largest, the rest summed
+
+
+def _standard(gpus: int, wall_s: float, rounds_s: float, stages: dict[str, float]) -> run_time.Run:
+    return run_time.Run(f"standard-this-{gpus}gpu", "this", "standard", gpus, "", 0, wall_s, stages=stages, rounds_s=rounds_s)
+
+
+def test_each_gpu_s_cost_is_fitted_over_runs_of_the_same_stages_without_their_confirmation_rounds():
+    every = {"copies": 7.0, "compute": 7.5, "ddp": 17.0, "nccl": 4.0}
+    runs = [
+        _standard(1, 19.5, 0.0, {"copies": 2.3, "compute": 7.6, "ddp": 0.0, "nccl": 0.0}),  # no DDP, no NCCL on one GPU
+        _standard(2, 41.7, 0.0, every),
+        _standard(4, 64.8, 16.0, every),  # one DDP round
+    ]
+    lines = run_time.projection(runs, 4)
+    # (2, 41.7) and (4, 48.8): 3.55 s a GPU, 8 GPUs at 41.7 + 6 x 3.55
+    assert "**3.5 s per GPU** (target <= 3 s); **8 GPUs projected: 63.0 s** (without confirmation rounds)" in " ".join(lines)
+    assert "- 1 GPU(s): 19.5 s: 19.5 s (left out: it measured compute, copies only)" in lines
+    assert "- 4 GPU(s): 64.8 s less 16.0 s of confirmation rounds: 48.8 s" in lines
+
+
+def test_no_slope_is_drawn_through_runs_that_measured_different_stages():
+    runs = [
+        _standard(1, 19.5, 0.0, {"copies": 2.3, "compute": 7.6, "nccl": 0.0}),
+        _standard(4, 64.8, 0.0, {"copies": 7.0, "compute": 7.5, "nccl": 4.0}),
+    ]
+    assert "this commit: fewer than two GPU counts that measured the same stages, no slope" in run_time.projection(runs, 4)
+
+
+def test_a_run_s_confirmation_rounds_are_read_from_its_results(tmp_path):
+    record = {"tests": [], "facts": {"measurements": {"rounds": [{"stage": "ddp", "wall_s": 17.9}, {"stage": "ddp", "wall_s": 15.4}]}}}
+    (tmp_path / "standard-this").mkdir()
+    (tmp_path / "standard-this" / "results.json").write_text(json.dumps(record))
+    run = run_time.timed("standard-this", "this", "standard", 4, [], [sys.executable, "-c", "pass"], {}, tmp_path)
+    assert run.rounds_s == 33.3
