@@ -11,8 +11,7 @@ import datetime
 import os
 import socket
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from gpuaccept import __version__
 from gpuaccept.errors import NoDriverError, ProbeError
@@ -23,9 +22,6 @@ from gpuaccept.probe.linktype import classify_pair
 from gpuaccept.probe.nvml import Nvml, NvmlCallError
 from gpuaccept.vocabulary.links import gpu_key, normalize_uuid
 from gpuaccept.vocabulary.nvml_codes import MAX_NVLINKS, P2P_STATUS_NAMES, P2PCapability
-
-Item = TypeVar("Item")
-Read = TypeVar("Read")
 
 _REASONS = {
     "NOT_SUPPORTED": "not_supported",
@@ -88,7 +84,7 @@ def collect_facts(
         raise NoDriverError("no NVIDIA GPU found: NVML reports 0 devices")
 
     nvml_order = _gpus_under_test(nvml, nvml_count, cuda, environ)
-    gpus = read_each(lambda order: _gpu_facts(nvml, *order), list(enumerate(nvml_order)))
+    gpus = [_gpu_facts(nvml, cuda_index, nvml_index) for cuda_index, nvml_index in enumerate(nvml_order)]
     links = [
         _link_facts(nvml, gpus[a], gpus[b])
         for a in range(len(gpus))
@@ -114,16 +110,6 @@ def collect_facts(
         p2p=p2p,
         environment={k: v for k, v in sorted(environ.items()) if k.startswith(ENVIRONMENT_PREFIXES)},
     )
-
-
-def read_each(read: Callable[[Item], Read], items: list[Item]) -> list[Read]:
-    """`read` of every item (a GPU), each in a thread of its own, the answers in the items' order.
-    A GPU's facts or health snapshot are tens to hundreds of NVML calls, which wait in the driver,
-    not in Python: read one GPU after another, a health reading took 0.15 s a GPU on a 4xH200."""
-    if len(items) < 2:
-        return [read(item) for item in items]
-    with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="gpu-accept NVML reader") as readers:
-        return list(readers.map(read, items))
 
 
 def _cuda_version_text(code: int) -> str:
