@@ -48,10 +48,13 @@
 #                the sustained load every 40 s; then the health check twice (timed) and the CUDA
 #                multicast attribute as the probe reads it
 #   burn-drills  burn-ins of DRILL_S (default 60) seconds with rounds of 15 s and the fabric stages
-#                beside the load every 20 s: healthy, then a
+#                beside the load every 30 s, over the shipped profile (else the fitted one, else one
+#                `gpu-accept profile derive` writes): healthy, then a
 #                competing GEMM load, a slow GEMM, a corrupted product and a flipped memory bit, each
-#                on the last GPU: the failed tests of each. Under about 60 s the load is shorter than
-#                the 20-s steady window: thermal steady state and hot GEMM are not judged (exit 2)
+#                on the last GPU: the failed tests of each; BURN_DRILLS="healthy hog" runs only those
+#                named (of healthy hog SLOW_GEMM CORRUPT_GEMM MEMTEST_FLIP). Under about 60 s the load
+#                leaves too little of the 20-s steady window, or of its products alone for power:
+#                those are not judged (exit 2)
 #   (burnin and burnin-kill each take one device call: 5 and 3 minutes of load, and the suites)
 #   nodes        the machine split into two torchrun "nodes" of GPUS/2 GPUs each on localhost, with
 #                a different NCCL_HOSTID per node so NCCL goes between them through its network
@@ -687,12 +690,19 @@ PY
     seconds=${DRILL_S:-60}
     base=${DRILL_PROFILE:-$(gpu-accept profile list 2>/dev/null | awk -v t="$tag" '$1 == t || $1 == t"-nvswitch" {print $1; exit}')}
     [ -z "${DRILL_PROFILE:-}" ] && [ -f "$work/fitted.yaml" ] && base=$work/fitted.yaml
-    # the fabric stages (NCCL on several GPUs) run at rest in the first round, then beside the load every 20 s
-    printf 'schema: 1\nextends: %s\nburnin: {round_s: 15, steady_window_s: 20, fabric_interval: 20s}\n' "$base" > "$work/drill.yaml"
+    # no shipped profile for this machine (a 2xH100) and none fitted: its profile derived from the catalogue
+    if [ -z "$base" ]; then
+      gpu-accept profile derive -o "$work/derived-base.yaml" >> "$log" 2>&1 && base=$work/derived-base.yaml
+    fi
+    # the fabric stages run at rest in the first round, then beside the load every 30 s: a 60-s burn-in
+    # keeps about 10 s of products alone after the load
+    # settled, what its power is judged on
+    printf 'schema: 1\nextends: %s\nburnin: {round_s: 15, steady_window_s: 20, fabric_interval: 30s}\n' "$base" > "$work/drill.yaml"
+    burn_drills=" ${BURN_DRILLS:-healthy hog SLOW_GEMM CORRUPT_GEMM MEMTEST_FLIP} "
     say "drill profile: $(tr '\n' ' ' < "$work/drill.yaml")"
     burn() { local name=$1; shift; LINES_PER_RUN=${LINES_PER_RUN:-30} run_suite "$name" --level burn-in --duration "${seconds}s" --profile "$work/drill.yaml" "$@"; }
-    if enough $((seconds + 40)) "healthy burn-in"; then say "healthy burn-in, ${seconds}s"; burn burn-healthy; fi
-    if enough $((seconds + 40)) "competing load"; then
+    if [[ $burn_drills == *" healthy "* ]] && enough $((seconds + 40)) "healthy burn-in"; then say "healthy burn-in, ${seconds}s"; burn burn-healthy; fi
+    if [[ $burn_drills == *" hog "* ]] && enough $((seconds + 40)) "competing load"; then
       say "a competing GEMM load on gpu$last under the burn-in: gpu$last's tests must fail"
       python3 scripts/gemm_load.py --gpu "$last" > "$work/gemm.out" 2>&1 &
       hog=$!; sleep 5
@@ -700,7 +710,7 @@ PY
       kill $hog; wait $hog 2>/dev/null
     fi
     for drill in SLOW_GEMM CORRUPT_GEMM MEMTEST_FLIP; do
-      if enough $((seconds + 40)) "$drill"; then
+      if [[ $burn_drills == *" $drill "* ]] && enough $((seconds + 40)) "$drill"; then
         say "GPUACCEPT_INJECT_$drill=gpu$last under the burn-in"
         export "GPUACCEPT_INJECT_$drill=gpu$last"; burn "burn-$drill"; unset "GPUACCEPT_INJECT_$drill"
       fi

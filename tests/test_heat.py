@@ -10,7 +10,7 @@ from gpuaccept.checks import burnin as burnin_checks
 from gpuaccept.checks import heat
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.facts import load_facts
-from gpuaccept.facts.measurements import GemmResult, Measurements
+from gpuaccept.facts.measurements import GemmResult, Measurements, MemtestResult
 from gpuaccept.facts.model import Facts
 from gpuaccept.facts.record import Unavailable
 from gpuaccept.facts.telemetry import BurnIn, BurnInRound, Telemetry, TelemetrySample
@@ -111,6 +111,54 @@ def test_power_far_below_the_limit_fails_and_power_not_read_could_not_be_judged(
     unread = _samples(recorded, lambda s: s.model_copy(update={"power_w": Unavailable(unavailable="not_supported", detail="power_mw(0)")}))
     verdict = heat.power_under_load(H200, unread, 0)
     assert verdict.outcome is Outcome.ERROR and "NVML gives no power reading" in verdict.message
+
+
+def test_power_is_judged_while_the_products_ran_alone_not_during_memory_tests_or_the_fabric_beside_the_load(recorded):
+    # a fabric stage beside the load from 100 s to 200 s, drawing the GPU down to half its limit there:
+    # more than half of the settled samples, which the median must not be taken over
+    beside = BurnInRound(index=9, started_s=100.0, wall_s=100.0, stages=["nccl"], measurements=Measurements(), beside_load=True)
+    offset = recorded.burnin.offset_on(recorded.telemetry)  # type: ignore[union-attr]
+    with_fabric = recorded.model_copy(update={"burnin": recorded.burnin.model_copy(  # type: ignore[union-attr]
+        update={"rounds": [*recorded.burnin.rounds, beside]})})  # type: ignore[union-attr]
+    drawn_down = _samples(with_fabric, lambda s: s.model_copy(update={"power_w": 350.0}) if 100 <= s.t_s - offset <= 200 else s)
+    verdict = heat.power_under_load(H200, drawn_down, 0)
+    assert verdict.outcome is Outcome.PASSED and verdict.measured == pytest.approx(98.9, abs=0.1), verdict.message
+    assert "while its products ran alone" in verdict.message
+    # the same samples with no fabric round there: the GPU itself drew half its limit under its products
+    assert heat.power_under_load(H200, _samples(recorded, lambda s: s.model_copy(update={"power_w": 350.0})
+                                                 if 100 <= s.t_s - offset <= 200 else s), 0).outcome is Outcome.FAILED
+
+
+def test_memory_tests_at_the_end_of_their_rounds_are_left_out_of_the_power_median(recorded):
+    # rounds 4-8 (90-240 s) each ending in a 30-s memory test drawing 80 W: most of the settled
+    # samples, each test's own stretch is left out and the median stays the products'
+    first_test = next(r for r in recorded.burnin.rounds[0].measurements.compute.results if isinstance(r, MemtestResult))  # type: ignore[union-attr]
+    long_test = first_test.model_copy(update={"seconds": 30.0})
+
+    def tested(r: BurnInRound) -> BurnInRound:
+        sweep = r.measurements.compute
+        assert sweep is not None
+        return r.model_copy(update={"measurements": Measurements(compute=sweep.model_copy(update={"results": [*sweep.results, long_test]}))})
+
+    with_tests = _rounds(recorded, lambda r: tested(r) if r.index >= 4 else r)
+    offset = recorded.burnin.offset_on(recorded.telemetry)  # type: ignore[union-attr]
+    idle = _samples(with_tests, lambda s: s.model_copy(update={"power_w": 80.0}) if s.t_s - offset >= 90.5 else s)
+    verdict = heat.power_under_load(H200, idle, 0)
+    assert verdict.outcome is Outcome.PASSED and verdict.measured == pytest.approx(98.9, abs=0.2), verdict.message
+    # the same samples with no memory test there: the GPU drew 80 W under its products
+    assert heat.power_under_load(H200, _samples(recorded, lambda s: s.model_copy(update={"power_w": 80.0})
+                                                 if s.t_s - offset >= 90.5 else s), 0).outcome is Outcome.FAILED
+
+
+def test_a_burn_in_too_short_to_show_its_products_alone_could_not_judge_power_and_asks_for_longer():
+    # a real 40-s burn-in of a lent 2xH200 with its fabric stages beside the load every 20 s: once the
+    # load settled, the GPUs ran NCCL beside their products and then their memory tests (power 330-690 W)
+    drill = load_facts(DATA / "facts" / "h200x2-burnin-40s-drill.json")
+    profile = CATALOG.load("h200-2-nvswitch")
+    for gpu in (0, 1):
+        verdict = heat.power_under_load(profile, drill, gpu)
+        assert verdict.outcome is Outcome.ERROR, verdict.message
+        assert "fewer than 5 power samples while its products ran alone" in verdict.message and "burn in longer" in verdict.message
 
 
 def test_a_gpu_that_draws_less_power_than_its_siblings_fails_naming_it(tmp_path, recorded):

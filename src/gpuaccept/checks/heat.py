@@ -8,7 +8,9 @@
   round decides (the only one, where there is one), as in every burn-in value. The verdict names the
   power, temperature and clock event reasons of the deciding round: what a throttling GPU shows.
 - power under load: the median of the GPU's power samples under the load after its first minute
-  (after its first half, where it ran less than two), as a share of NVML's power limit: at least
+  (after its first half, where it ran less than two), while its products ran alone (its memory tests,
+  memory bound, and the fabric stages beside the load draw less by design and are left out; fewer
+  than five samples left could not judge), as a share of NVML's power limit: at least
   `burnin.min_power_share` where the profile sets one, and at most `burnin.power_within_best` below
   the best GPU of the machine.
 
@@ -25,7 +27,7 @@ from gpuaccept.checks.declare import GPU, check
 from gpuaccept.checks.missing import SUSTAINED_LOAD
 from gpuaccept.checks.stages import stages_asked
 from gpuaccept.checks.verdict import AtLeast, InRange, Judge, Verdict
-from gpuaccept.facts.measurements import GemmResult
+from gpuaccept.facts.measurements import GemmResult, MemtestResult
 from gpuaccept.facts.model import Facts
 from gpuaccept.facts.telemetry import BurnIn, BurnInRound, Telemetry, TelemetrySample
 from gpuaccept.profile.model import Profile
@@ -35,6 +37,7 @@ from gpuaccept.vocabulary.steps import LoadKey
 from gpuaccept.vocabulary.telemetry import reason_names
 
 POWER_SETTLE_S = 60.0  # power is judged after the load's first minute, as a GPU reaches its limit
+POWER_MIN_SAMPLES = 5  # no single sample, nor two, decides a GPU's power
 CUT_SHORT = "the burn-in was ended by a signal after {load_s:.0f} s of sustained load: {what} (its exit status says it was cut short)"
 
 
@@ -225,16 +228,34 @@ def hot_gemm_throughput(judge: Judge, profile: Profile, facts: Facts, gpu: int) 
     return judge(subject, "GEMM at thermal steady state", deciding.tflops, criterion, note=note, context=context)
 
 
+def _other_work(timeline: LoadTimeline, gpu: int) -> list[tuple[float, float]]:
+    """The stretches of the sustained load where the GPU ran more than its products, drawing less
+    power by design: its memory tests (memory bound, each the last step of its round) and the fabric
+    stages run beside the load (their kernels and copies share the GPU with the products). Each is
+    widened by a telemetry period, a sample's own span."""
+    spans = [timeline.round_span(r) for r in timeline.burnin.rounds if r.beside_load]
+    for load_round in timeline.load_rounds():
+        sweep = load_round.measurements.compute
+        tests = [r for r in sweep.results if isinstance(r, MemtestResult) and r.gpu == gpu] if sweep is not None else []
+        _, round_ended = timeline.round_span(load_round)
+        spans += [(round_ended - test.seconds, round_ended) for test in tests]
+    pad = timeline.telemetry.period_s
+    return [(began - pad, ended + pad) for began, ended in spans]
+
+
 def _power_shares(timeline: LoadTimeline, gpus: int) -> dict[int, tuple[float, int, float]]:
-    """Each GPU's median power after the load settled, as a share of its limit: (share, samples, limit W)."""
+    """Each GPU's median power while its products ran alone after the load settled, as a share of its
+    limit: (share, samples, limit W). A GPU with fewer than POWER_MIN_SAMPLES such samples has none."""
     load_s = timeline.ended_s - timeline.began_s
     settle = POWER_SETTLE_S if load_s >= 2 * POWER_SETTLE_S else load_s / 2
     shares = {}
     for gpu in range(gpus):
         limits = timeline.telemetry.limits_of(gpu)
         limit = limits.power_limit_w if limits is not None else None
-        power = [s.power_w for s in timeline.samples(gpu, after_s=timeline.began_s + settle) if isinstance(s.power_w, float)]
-        if isinstance(limit, float) and limit > 0 and power:
+        other = _other_work(timeline, gpu)
+        power = [s.power_w for s in timeline.samples(gpu, after_s=timeline.began_s + settle)
+                 if isinstance(s.power_w, float) and not any(began <= s.t_s <= ended for began, ended in other)]
+        if isinstance(limit, float) and limit > 0 and len(power) >= POWER_MIN_SAMPLES:
             shares[gpu] = (statistics.median(power) / limit, len(power), limit)
     return shares
 
@@ -259,7 +280,8 @@ def _power_or_verdict(
         load_s = timeline.ended_s - timeline.began_s
         return _cut_short(judge, subject, load_s, "no power sample once it settled")
     else:
-        why = "no power sample once the load settled"
+        why = (f"fewer than {POWER_MIN_SAMPLES} power samples while its products ran alone once the load settled (its memory "
+               "tests and the fabric stages beside the load left out): burn in longer")
     return judge.error(subject, f"{subject}'s power under the sustained load could not be judged: {why}")
 
 
@@ -275,7 +297,8 @@ def power_under_load(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> 
         return found
     _, shares = found
     share, samples, limit = shares[gpu]
-    note = f"median of {samples} samples after the load settled, of NVML's power limit {show(limit, 'W')}"
+    note = (f"median of {samples} samples while its products ran alone after the load settled, of NVML's power limit "
+            f"{show(limit, 'W')}")
     return judge(subject, "power under the sustained load", round(100 * share, 2), AtLeast(100 * floor, "%"), note=note,
                  context={"samples": samples, "power_limit_w": limit})
 
