@@ -695,8 +695,7 @@ PY
       gpu-accept profile derive -o "$work/derived-base.yaml" >> "$log" 2>&1 && base=$work/derived-base.yaml
     fi
     # the fabric stages run at rest in the first round, then beside the load every 30 s: a 60-s burn-in
-    # keeps about 10 s of products alone after the load
-    # settled, what its power is judged on
+    # keeps about 10 s of products alone after the load settled, what its power is judged on
     printf 'schema: 1\nextends: %s\nburnin: {round_s: 15, steady_window_s: 20, fabric_interval: 30s}\n' "$base" > "$work/drill.yaml"
     burn_drills=" ${BURN_DRILLS:-healthy hog SLOW_GEMM CORRUPT_GEMM MEMTEST_FLIP} "
     say "drill profile: $(tr '\n' ' ' < "$work/drill.yaml")"

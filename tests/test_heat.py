@@ -138,7 +138,8 @@ def test_memory_tests_at_the_end_of_their_rounds_are_left_out_of_the_power_media
     def tested(r: BurnInRound) -> BurnInRound:
         sweep = r.measurements.compute
         assert sweep is not None
-        return r.model_copy(update={"measurements": Measurements(compute=sweep.model_copy(update={"results": [*sweep.results, long_test]}))})
+        results = [*sweep.results, long_test]
+        return r.model_copy(update={"measurements": Measurements(compute=sweep.model_copy(update={"results": results}))})
 
     with_tests = _rounds(recorded, lambda r: tested(r) if r.index >= 4 else r)
     offset = recorded.burnin.offset_on(recorded.telemetry)  # type: ignore[union-attr]
