@@ -7,6 +7,7 @@ Every value is a reading: NVML's "not supported" (common in VMs) is kept as such
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import datetime
 import os
@@ -391,12 +392,15 @@ def health_reading(nvml: Nvml, targets: list[Target], label: str, environ: dict[
     """Snapshots of every target and the kernel log's Xid lines as they stand now (none of them
     marked as seen during the run: that is decided against the first reading)."""
     environ = dict(os.environ if environ is None else environ)
-    snapshots = take_snapshots(nvml, targets, label, own_pids())
     override = environ.get(KERNEL_LOG_OVERRIDE)
-    if override:
-        log, events = read_kernel_log(targets, run=_unreadable, files=(Path(override),))
-    else:
-        log, events = read_kernel_log(targets)
+    # the kernel log is read by another process (dmesg) while NVML answers here
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-accept kernel log") as pool:
+        if override:
+            kernel = pool.submit(read_kernel_log, targets, run=_unreadable, files=(Path(override),))
+        else:
+            kernel = pool.submit(read_kernel_log, targets)
+        snapshots = take_snapshots(nvml, targets, label, own_pids())
+        log, events = kernel.result()
     return HealthFacts(snapshots=snapshots, events=events, kernel_log=log)
 
 
