@@ -32,6 +32,8 @@
 #   killed       a run killed with SIGKILL while one GPU's GEMM load hangs: its measurement workers
 #                must end by themselves (and leave the GPU); then the retired-page and remapping
 #                readings of the quick level
+#   nvml-reads   bench/nvml_reads.py: each NVML query of a health reading timed over every GPU, the
+#                kernel log apart, and the NVLink error counters in one field-values call a GPU
 #   quick        the quick level (health readings, inventory, topology, P2P; no load) three times,
 #                each run's wall time into the log
 #   burnin       gpu-accept burn-in --duration ${BURNIN_DURATION:-5m} on every GPU lent; its reports
@@ -411,6 +413,10 @@ for t in record.tests:
 for s in record.facts.health.snapshots[:1]:
     print("retired_pages_sbe", s.retired_pages_sbe, "| retired_pages_dbe", s.retired_pages_dbe)
 PY
+    ;;
+  nvml-reads)
+    say "nvml-reads: the health reading's time, query by query (bench/nvml_reads.py)"
+    python3 bench/nvml_reads.py --out "$OUT/nvml-reads-$tag.json" 2>&1 | tee -a "$log"
     ;;
   quick)
     for i in 1 2 3; do
