@@ -1,7 +1,6 @@
 """Where the probe's health reading spends its time on a GPU machine: each NVML query the reading
 asks, timed over every GPU (the second of two readings: the first warms NVML), the kernel log read
-apart, the snapshots with every InfoROM validated one after another with the rest and in a thread
-beside it, and the NVLink error counters asked per link and counter (what the reading does) beside
+apart, and the NVLink error counters asked per link and counter (what the reading does) beside
 one field-values call a GPU (NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY/RECOVERY/CRC scoped to each link),
 their answers compared.
 
@@ -19,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from gpuaccept.errors import NoDriverError
 from gpuaccept.probe import health
 from gpuaccept.probe.nvml import LiveNvml
 
@@ -78,7 +78,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    nvml = TimedNvml()
+    try:
+        nvml = TimedNvml()
+    except NoDriverError as error:
+        print(f"nvml_reads: {error}")
+        return 2
     gpus = targets(nvml)
     health.take_snapshots(nvml, gpus, "warm-up")
     nvml.seconds.clear()
@@ -86,15 +90,6 @@ def main() -> int:
     began = time.perf_counter()
     snapshots = health.take_snapshots(nvml, gpus, "timed")
     snapshots_s = time.perf_counter() - began
-    # the InfoROMs read one after another with the rest (the rule before), against beside it (now)
-    health.INFOROM_BESIDE = False
-    began = time.perf_counter()
-    health.take_snapshots(nvml, gpus, "serial")
-    serial_s = time.perf_counter() - began
-    health.INFOROM_BESIDE = True
-    began = time.perf_counter()
-    health.take_snapshots(nvml, gpus, "inforom beside")
-    beside_s = time.perf_counter() - began
     began = time.perf_counter()
     health.read_kernel_log(gpus)
     kernel_log_s = time.perf_counter() - began
@@ -108,7 +103,6 @@ def main() -> int:
     result = {
         "gpus": len(gpus), "active_links": [len(t.active_links) for t in gpus],
         "snapshots_s": round(snapshots_s, 4), "kernel_log_s": round(kernel_log_s, 4),
-        "snapshots_inforom_serial_s": round(serial_s, 4), "snapshots_inforom_beside_s": round(beside_s, 4),
         "queries": {
             name: {"calls": nvml.calls[name], "ms": round(1000 * s, 2)} for name, s in sorted(nvml.seconds.items(), key=lambda kv: -kv[1])
         },
@@ -122,7 +116,6 @@ def main() -> int:
         print(f"  {name:28} {numbers['calls']:5} calls {numbers['ms']:9.2f} ms")
     print(f"NVLink error counters: per link and counter {result['nvlink_counters_per_link_ms']} ms, "
           f"one field-values call a GPU {result['nvlink_counters_batched_ms']} ms; {result['batched_agrees_with_per_link']} agree")
-    print(f"snapshots with the InfoROMs read one after another with the rest: {serial_s:.3f} s; in a thread beside it: {beside_s:.3f} s")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return 0

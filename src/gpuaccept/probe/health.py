@@ -7,7 +7,6 @@ Every value is a reading: NVML's "not supported" (common in VMs) is kept as such
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import datetime
 import os
@@ -101,13 +100,9 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def take_snapshot(
-    nvml: Nvml, target: Target, label: str, own_pids: frozenset[int] = frozenset(),
-    inforom: Callable[[], bool | Unavailable] | None = None,
-) -> HealthSnapshot:
+def take_snapshot(nvml: Nvml, target: Target, label: str, own_pids: frozenset[int] = frozenset()) -> HealthSnapshot:
     """One GPU's health as NVML answers now. `own_pids`: processes of the suite itself (the probe
-    holds a CUDA context while it runs), left out of the GPU's compute processes. `inforom`: where
-    its InfoROM's validity is being read elsewhere (`take_snapshots`), what answers it."""
+    holds a CUDA context while it runs), left out of the GPU's compute processes."""
     i = target.nvml_index
 
     def field(number: int) -> Any:
@@ -184,7 +179,7 @@ def take_snapshot(
         sm_clock_MHz=read(nvml, "clock_mhz", i, CLOCK_SM),
         sm_clock_max_MHz=read(nvml, "max_clock_mhz", i, CLOCK_SM),
         persistence_mode=read(nvml, "persistence_mode", i, convert=bool),
-        inforom_valid=_inforom(nvml, i) if inforom is None else inforom(),
+        inforom_valid=_inforom(nvml, i),
         compute_processes=_processes(nvml, i, own_pids),
         mig_mode=mig,
         virtualization_mode=read(nvml, "virtualization_mode", i),
@@ -226,17 +221,8 @@ def _command_of(pid: int) -> str:
         return ""  # another container's process, or gone already
 
 
-# whether each GPU's InfoROM is validated in a thread of its own beside the rest of the snapshots:
-# its checksum takes NVML about 70 ms a GPU on an H200, as long as all else a snapshot reads
-INFOROM_BESIDE = True
-
-
 def take_snapshots(nvml: Nvml, targets: list[Target], label: str, own_pids: frozenset[int] = frozenset()) -> list[HealthSnapshot]:
-    if not INFOROM_BESIDE or len(targets) < 2:
-        return [take_snapshot(nvml, target, label, own_pids) for target in targets]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-accept inforom") as pool:
-        inforoms = [pool.submit(_inforom, nvml, target.nvml_index) for target in targets]  # one after another
-        return [take_snapshot(nvml, target, label, own_pids, inforom=valid.result) for target, valid in zip(targets, inforoms, strict=True)]
+    return [take_snapshot(nvml, target, label, own_pids) for target in targets]
 
 
 # --- the kernel log ---------------------------------------------------------------------------
@@ -405,15 +391,12 @@ def health_reading(nvml: Nvml, targets: list[Target], label: str, environ: dict[
     """Snapshots of every target and the kernel log's Xid lines as they stand now (none of them
     marked as seen during the run: that is decided against the first reading)."""
     environ = dict(os.environ if environ is None else environ)
+    snapshots = take_snapshots(nvml, targets, label, own_pids())
     override = environ.get(KERNEL_LOG_OVERRIDE)
-    # the kernel log is read by another process (dmesg) while NVML answers here
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-accept kernel log") as pool:
-        if override:
-            kernel = pool.submit(read_kernel_log, targets, run=_unreadable, files=(Path(override),))
-        else:
-            kernel = pool.submit(read_kernel_log, targets)
-        snapshots = take_snapshots(nvml, targets, label, own_pids())
-        log, events = kernel.result()
+    if override:
+        log, events = read_kernel_log(targets, run=_unreadable, files=(Path(override),))
+    else:
+        log, events = read_kernel_log(targets)
     return HealthFacts(snapshots=snapshots, events=events, kernel_log=log)
 
 
