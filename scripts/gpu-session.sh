@@ -56,7 +56,8 @@
 #                on the last GPU: the failed tests of each; BURN_DRILLS="healthy hog" runs only those
 #                named (of healthy hog SLOW_GEMM CORRUPT_GEMM MEMTEST_FLIP). Under about 60 s the load
 #                leaves too little of the 20-s steady window, or of its products alone for power:
-#                those are not judged (exit 2)
+#                those are not judged (exit 2); so on 4 GPUs at 60 s, where the NCCL stage beside the
+#                load takes 33 s (a 4xH200, 2026-11-28)
 #   (burnin and burnin-kill each take one device call: 5 and 3 minutes of load, and the suites)
 #   nodes        the machine split into two torchrun "nodes" of GPUS/2 GPUs each on localhost, with
 #                a different NCCL_HOSTID per node so NCCL goes between them through its network
