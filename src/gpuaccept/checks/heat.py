@@ -287,7 +287,7 @@ def _power_or_verdict(
 
 @check(subjects=GPU, marginal=True)
 def power_under_load(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
-    """The median power drawn once the sustained load settled is at least the profile's share of NVML's power limit."""
+    """The median power drawn while the products ran alone, once the load settled, is at least the profile's share of NVML's power limit."""
     subject = gpu_key(gpu)
     floor = profile.spec.burnin.min_power_share
     if floor is None:
