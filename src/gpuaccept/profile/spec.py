@@ -473,8 +473,9 @@ class BurninSpec(Strict):
     )
     min_power_share: Annotated[float, Field(gt=0, le=1.2)] | None = Field(
         None,
-        description="median power of each GPU under the sustained load after its first minute, as a share of NVML's power "
-        "limit; left out, power is judged against the GPU's siblings only",
+        description="median power of each GPU under the sustained load after its first minute, while its products ran alone "
+        "(its memory tests and the fabric beside the load left out), as a share of NVML's power limit; left out, power is "
+        "judged against the GPU's siblings only",
     )
     power_within_best: Annotated[float, Field(gt=0, lt=1)] | None = Field(
         0.1,
