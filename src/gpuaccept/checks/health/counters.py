@@ -26,7 +26,6 @@ GPU_LINK = Subjects(
 )
 
 
-
 @check(subjects=GPU, family="health_run")
 def ecc_errors_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """Any new uncorrected ECC error (all memory, DRAM, SRAM; volatile counters) fails (DCGM)."""
@@ -184,7 +183,6 @@ def nvlink_errors_during_run(judge: Judge, profile: Profile, facts: Facts, gpu_l
     elif isinstance(crc[0], Unavailable):
         checks.append(("NVLink CRC errors", crc[0], AtMost(profile.spec.health.nvlink_crc_max_per_s, "errors/s")))
     return all_of(judge, subject, checks, scope=span_of(first, last))
-
 
 
 def gpu_links(profile: Profile) -> list[tuple[int, int]]:

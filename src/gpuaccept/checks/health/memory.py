@@ -20,7 +20,6 @@ def _first_unknown(values: dict[str, Any]) -> tuple[str, Unavailable] | None:
     return next(((what, value) for what, value in values.items() if isinstance(value, Unavailable)), None)
 
 
-
 @check(subjects=GPU, family="health_state")
 def row_remapping(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """No row remap pending or failed at the start, and uncorrectable remaps within the profile's limit."""

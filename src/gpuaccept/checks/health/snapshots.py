@@ -75,7 +75,6 @@ def unreadable(judge: Judge, subject: str, what: str, reading: Unavailable, crit
     return judge.unavailable(subject, what, reading, criterion)
 
 
-
 def seconds_between(first: HealthSnapshot, last: HealthSnapshot) -> float:
     begin = datetime.datetime.fromisoformat(first.taken_at)
     end = datetime.datetime.fromisoformat(last.taken_at)
@@ -102,7 +101,6 @@ def all_of(judge: Judge, subject: str, checks: list[tuple[str, Any, Criterion]],
     what, value, criterion = checks[0]
     others = "; ".join(f"{w} {v}" for w, v, _ in checks[1:])
     return judge(subject, what, value, criterion, note=others, scope=scope)
-
 
 
 def counter_delta(before: int | Unavailable, after: int | Unavailable) -> int | Unavailable:

@@ -56,7 +56,6 @@ def xid_since_boot(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Ve
     return judge(gpu_key(gpu), "critical XIDs in the kernel log since boot", 0, criterion, note=note)
 
 
-
 @check(subjects=GPU, family="health_run")
 def xid_during_run(judge: Judge, profile: Profile, facts: Facts, gpu: int) -> Verdict:
     """NVML events (critical XID, double-bit ECC, recovery action) and new kernel log Xid lines
