@@ -36,7 +36,7 @@ from gpuaccept.probe.nvml import NvmlCallError, RecordingNvml, ReplayNvml
 from gpuaccept.profile import ProfileCatalog, load_profile
 from gpuaccept.resources import shipped_dir
 from tests.health_data import healthy_h200x2, save_recording, with_health
-from tests.helpers import example_facts, older_example, older_example_facts, write
+from tests.helpers import example_facts, older_example, older_example_facts, probe_replay, write
 
 PROFILE = ProfileCatalog.with_shipped().load("h200-2-nvswitch")
 
@@ -589,6 +589,30 @@ def test_the_start_snapshot_read_again_from_the_lent_machines_nvml_answers_is_th
         assert again.retired_pages_dbe.unavailable == "not_supported" and "retired_pages(" in again.retired_pages_dbe.detail
         assert again.retired_pages_sbe.unavailable == "not_probed"  # cause 0 was never asked of that machine
         assert len(again.nvlink_errors) == 18  # every active link of an H200 read
+
+
+def test_the_inforom_is_validated_in_the_start_reading_only_and_judged_there(monkeypatch):
+    # validating it takes about 70 ms a GPU: a reading after each stage paid it again, unjudged
+    from gpuaccept.probe.health import Target, take_snapshot
+
+    replay = healthy_h200x2()
+    asked: list[str] = []
+    answer = replay.query
+    monkeypatch.setattr(replay, "query", lambda name, *args: (asked.append(name), answer(name, *args))[1])
+    gpu = probe_replay(replay).gpus[1]
+    asked.clear()
+    after = take_snapshot(replay, Target.of(gpu), "after nccl")
+    assert "inforom_valid" not in asked and after.inforom_valid.unavailable == "not_probed"
+    start = take_snapshot(replay, Target.of(gpu), "start")
+    assert "inforom_valid" in asked and start.inforom_valid is True
+    # a corrupted InfoROM at the start fails its GPU's test, whatever the later readings say
+    facts = with_health(healthy_h200x2(), healthy_h200x2())
+    snapshots = [s.model_copy(update={"inforom_valid": False}) if (s.gpu, s.label) == (1, "start") else s for s in facts.health.snapshots]
+    sick = facts.model_copy(update={"health": facts.health.model_copy(update={"snapshots": snapshots})})
+    assert [s.inforom_valid for s in sick.health.snapshots if s.gpu == 1][1].unavailable == "not_probed"
+    verdict = judged(health.inforom, sick, 1)
+    assert verdict.outcome is Outcome.FAILED and verdict.measured == "corrupted", verdict.message
+    assert judged(health.inforom, facts, 1).outcome is Outcome.PASSED
 
 
 def test_pcie_errors_are_allowed_at_the_rate_of_the_generation_the_link_runs_at_under_load():

@@ -30,6 +30,9 @@ class FakePool:
     def take(self, ranks):
         return None
 
+    def keep_only(self, stage, plans):
+        self.asked.append((f"end {stage}", [ranks for _, ranks in plans]))
+
     def close(self):
         self.asked.append(("closed", []))
 
@@ -67,6 +70,39 @@ def test_stages_are_set_up_in_waves_that_end_with_the_memory_test(tmp_path, monk
     store.with_stage("compute", PROBED, profile)  # measured already: nothing starts
     store.close()
     assert pool.asked[6:] == [("closed", [])]
+
+
+def test_a_standard_run_sets_up_as_it_is_configured_and_keeps_that_where_its_tests_ask_the_same(tmp_path, monkeypatch):
+    profile, store, pool = store_setting_up_ahead(tmp_path, monkeypatch)
+    every = ["copies", "compute", "ddp", "nccl"]
+    store.expect(every, PROBED, profile)  # configured: a standard run's tests ask for every stage, in this order
+    store.expect(every, PROBED, profile)  # collected: they do
+    assert pool.asked == [("set up copies", [1]), ("set up compute", [1, 1, 1, 1])]
+
+
+def test_what_was_set_up_before_collecting_is_ended_where_the_tests_ask_otherwise(tmp_path, monkeypatch):
+    profile, store, pool = store_setting_up_ahead(tmp_path, monkeypatch)
+    store.expect(["copies", "compute", "ddp", "nccl"], PROBED, profile)
+    store.expect(["nccl"], PROBED, profile)  # -k busbw: the NCCL stage alone
+    # the copies' and the loads' sets would hold GPU memory beside the NCCL stage: ended before it measures
+    assert pool.asked[2:] == [("end compute", []), ("end copies", []), ("set up nccl", [4])]
+    store.with_stage("nccl", PROBED, profile)
+    assert pool.asked[5:] == []
+
+
+@pytest.mark.parametrize(
+    "level, waiting, early",
+    [("standard", [1, 1], True), ("burn-in", [1, 1], False), ("quick", [], False), ("standard", [], False)],
+    ids=["standard", "burn-in", "quick", "no-worker-ahead"],
+)
+def test_only_a_standard_run_with_workers_ahead_sets_its_stages_up_before_collecting(level, waiting, early):
+    # a burn-in's rounds measure before the tests; no worker ahead: recorded facts, pytest-xdist, the CPU
+    from types import SimpleNamespace
+
+    from gpuaccept.plugin import hooks
+
+    pool = SimpleNamespace(waiting=waiting)
+    assert hooks._sets_up_before_collecting(SimpleNamespace(level=level), pool) is early
 
 
 def test_a_stage_set_up_ahead_is_ended_only_where_its_own_stage_asks_otherwise(monkeypatch):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -42,6 +43,7 @@ from gpuaccept.plugin.verdicts import MESSAGE_ON_REPORT, VERDICT_ON_REPORT, VERD
 from gpuaccept.probe.cuda import driver_loads
 from gpuaccept.process import HeldSignals, hold_signals
 from gpuaccept.stages.health import SnapshotAfterStage
+from gpuaccept.stages.registry import STAGES
 from gpuaccept.stages.store import MeasurementStore
 
 WORKER_INPUT = "gpuaccept_context"
@@ -67,9 +69,9 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and WORKER_INPUT in workerinput:
         context = RunContext.from_json(workerinput[WORKER_INPUT])
-        folder = Path(workerinput[WORKER_STORE])
+        shared = Path(workerinput[WORKER_STORE])
         store = MeasurementStore(
-            folder, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(folder)], drills=context.drills
+            shared, live=context.live, confirm=options.confirm, after_stage=[SnapshotAfterStage(shared)], drills=context.drills
         )
         config.stash[RUN_KEY] = GpuAcceptRun(options, context, store)
         return
@@ -78,6 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.option.xmlpath = None
     pool = _first_worker_ahead(config, options)
     torch_check: TorchCheck | None = None
+    folder: Path | None = None
     try:
         refuse_overlaps(options.inputs(), options.outputs.named())  # no output is an input or another output
         for option, path in options.outputs.named():  # before anything is probed: not at the end of a full run
@@ -92,25 +95,27 @@ def pytest_configure(config: pytest.Config) -> None:
             options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ), options.expect_gpus, derive_into,
             started_probe,
         )
-        if torch_check is not None:
-            torch_check.passed()
         _refuse_a_baseline_of_another_kind(options, context)
         _refuse_a_burnin_without_loads(options, context)
+        folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
+        say = terminal_line(config)
+        snapshots = SnapshotAfterStage(folder, say)
+        store = MeasurementStore(
+            folder, live=context.live, say=say, confirm=options.confirm, after_stage=[snapshots], drills=context.drills, pool=pool,
+        )
+        if _sets_up_before_collecting(options, pool):
+            store.expect(list(STAGES), context.facts, context.profile)
+        if torch_check is not None:
+            torch_check.passed()
     except GpuAcceptError as error:
         config.stash[NOT_STARTED_KEY] = "; ".join(error.lines())  # the run's verdict carries it (gpu-accept run)
-        _stop(pool, torch_check)
+        _stop(pool, torch_check, folder)
         raise pytest.UsageError(_usage(error)) from None
     except BaseException:
-        _stop(pool, torch_check)
+        _stop(pool, torch_check, folder)
         raise
-    folder = Path(tempfile.mkdtemp(prefix="gpuaccept-session-"))
-    say = terminal_line(config)
-    snapshots = SnapshotAfterStage(folder, say)
     if context.live and options.level != "quick" and not config.option.collectonly:
         snapshots.start(context.facts)  # ready, NVML open, by the time the first stage has measured
-    store = MeasurementStore(
-        folder, live=context.live, say=say, confirm=options.confirm, after_stage=[snapshots], drills=context.drills, pool=pool,
-    )
     run = GpuAcceptRun(options, context, store)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(RecordingHooks(config, run, TERMINATED), "gpuaccept-recording")
@@ -118,11 +123,13 @@ def pytest_configure(config: pytest.Config) -> None:
     _end_cleanly_on_sigterm()
 
 
-def _stop(pool: WorkerPool, torch_check: TorchCheck | None) -> None:
+def _stop(pool: WorkerPool, torch_check: TorchCheck | None, folder: Path | None) -> None:
     """What the run started before it could not start after all."""
     pool.close()
     if torch_check is not None:
         torch_check.stop()
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _first_worker_ahead(config: pytest.Config, options: RunOptions) -> WorkerPool:
@@ -141,6 +148,16 @@ def _first_worker_ahead(config: pytest.Config, options: RunOptions) -> WorkerPoo
         workers = 1 + _gpus_listed()
         pool.prepare([1] * (workers if len(os.sched_getaffinity(0)) >= 2 * workers else 1))
     return pool
+
+
+def _sets_up_before_collecting(options: RunOptions, pool: WorkerPool) -> bool:
+    """Whether the first stages' workers are given their plans now, as the run is configured, not
+    once its tests are collected: a standard run's tests ask for every stage the profile asks for,
+    in the registry's order, so that order is known before collection, and the workers started
+    ahead (`_first_worker_ahead`) set up while pytest collects and torch's check is answered. The
+    session says the order again once collected (pytest_collection_finish): where -k, -m or test
+    ids made it another, what was set up is ended before anything measures."""
+    return options.level == "standard" and bool(pool.waiting)
 
 
 def _gpus_listed() -> int:

@@ -31,7 +31,7 @@ from gpuaccept.facts import dump_facts  # noqa: E402
 from gpuaccept.probe import EXIT_NO_DRIVER  # noqa: E402
 from gpuaccept.probe.collect import collect_facts  # noqa: E402
 from gpuaccept.probe.cuda import probe_cuda  # noqa: E402
-from gpuaccept.probe.health import Target, health_reading  # noqa: E402
+from gpuaccept.probe.health import START_LABEL, Target, health_reading  # noqa: E402
 from gpuaccept.probe.nvml import NVML_REPLAY, nvml_of_this_machine  # noqa: E402
 from gpuaccept.probe.pci import read_pci_functions  # noqa: E402
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             phases["NVML facts"] = time.perf_counter() - began
             # the health snapshot every later one is compared with, before any load
             began = time.perf_counter()
-            start = health_reading(nvml, [Target.of(gpu) for gpu in facts.gpus], "start")
+            start = health_reading(nvml, [Target.of(gpu) for gpu in facts.gpus], START_LABEL)
             phases["health reading"] = time.perf_counter() - began
             facts = facts.model_copy(update={"health": start})
         finally:

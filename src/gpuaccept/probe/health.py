@@ -100,9 +100,16 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
+# The InfoROM is judged on the reading before any load (checks/health/state.py): validating it
+# takes about 70 ms a GPU (an H200's), paid again by every reading after a stage for nothing.
+START_LABEL = "start"
+INFOROM_AT_START_ONLY = not_probed("the InfoROM is validated in the reading at the start only")
+
+
 def take_snapshot(nvml: Nvml, target: Target, label: str, own_pids: frozenset[int] = frozenset()) -> HealthSnapshot:
     """One GPU's health as NVML answers now. `own_pids`: processes of the suite itself (the probe
-    holds a CUDA context while it runs), left out of the GPU's compute processes."""
+    holds a CUDA context while it runs), left out of the GPU's compute processes. The InfoROM is
+    validated where `label` is the start's reading."""
     i = target.nvml_index
 
     def field(number: int) -> Any:
@@ -179,7 +186,7 @@ def take_snapshot(nvml: Nvml, target: Target, label: str, own_pids: frozenset[in
         sm_clock_MHz=read(nvml, "clock_mhz", i, CLOCK_SM),
         sm_clock_max_MHz=read(nvml, "max_clock_mhz", i, CLOCK_SM),
         persistence_mode=read(nvml, "persistence_mode", i, convert=bool),
-        inforom_valid=_inforom(nvml, i),
+        inforom_valid=_inforom(nvml, i) if label == START_LABEL else INFOROM_AT_START_ONLY,
         compute_processes=_processes(nvml, i, own_pids),
         mig_mode=mig,
         virtualization_mode=read(nvml, "virtualization_mode", i),

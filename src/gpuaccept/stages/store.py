@@ -72,10 +72,18 @@ class MeasurementStore:
         begins and are set up as soon as it has ended (`_wave`). Only where that order is known (a
         pytest-xdist worker cannot know which worker a stage falls to) and where the measurements
         run on GPUs (`starts_ahead`). `set_up_now=False` where something else measures first (a
-        burn-in's rounds): the first stage's workers only import torch until it begins."""
+        burn-in's rounds): the first stage's workers only import torch until it begins. Asked
+        again before any stage began (a standard run expects every stage as it is configured, and
+        again once its tests are collected): nothing changes where the order is the same; where
+        it is not, what was set up ahead is ended and the new order's first wave set up."""
         if not (self.live and starts_ahead(facts)):
             return
-        self._upcoming = [name for name in stages if self._runs_here(STAGES[name], facts, profile)]
+        upcoming = [name for name in stages if self._runs_here(STAGES[name], facts, profile)]
+        if self._ahead:  # expected already, before the tests were collected (a standard run's every stage)
+            if upcoming == self._upcoming:
+                return
+            self._drop_held()  # set up for another order: ended before anything measures
+        self._upcoming = upcoming
         self._ahead = True
         if not self._upcoming:
             return
@@ -84,6 +92,12 @@ class MeasurementStore:
         else:
             first = STAGES[self._upcoming[0]]
             self.pool.prepare([ranks for _, ranks in first.plans(profile.spec, self._first_run(first, facts))])
+
+    def _drop_held(self) -> None:
+        """The sets given a plan ahead are ended: the session asks for its stages otherwise."""
+        for name in sorted(self._held):
+            self.pool.keep_only(name, [])
+        self._held.clear()
 
     def _runs_here(self, stage: Stage, facts: Facts, profile: Profile) -> bool:
         """Whether the stage would start workers here: asked for, able to run, not measured yet."""
