@@ -37,6 +37,9 @@ def test_gloo_ddp_runs_every_world_size_and_batch_and_the_ab_arm():
     # measured), and held while it measured
     assert ab_ready["environment"]["NCCL_P2P_DISABLE"] == "1" and ab_ready["time"] < scaling_began
     assert without.phases["held"] > 0 and without.phases["start-up: prepare"] > 0  # the model built before the hold
+    # where the preparation went: the worlds' groups, the model, its first step (what a process pays once)
+    parts = {part: without.phases[f"start-up: prepare: {part}"] for part in ("groups", "model", "first step")}
+    assert parts["model"] > 0 and parts["first step"] > 0 and sum(parts.values()) <= without.phases["start-up: prepare"], parts
     # where the scaling arm's time went, world by world
     assert {"DDP on 2 GPUs: wrap", "DDP on 2 GPUs: bs8: warm-up", "DDP on 2 GPUs: bs8: timed",
             "DDP on 2 GPUs: bs8: timed without sync", "step: DDP on 1 GPU"} <= set(sweep.phases)

@@ -35,10 +35,11 @@ def prepare_ddp(steps: list[DdpStep], me) -> None:
     then the model on the ranks of any of those worlds: each made once in this process. Groups
     first: making one is a collective of every rank, which would otherwise wait for each world's
     ranks to build their model, one world after another."""
-    for step in steps:
-        if step.world > me.world:
-            raise ValueError(f"DDP on {step.world} GPUs needs {step.world} ranks; the job has {me.world}")
-        _group_of(step, me)
+    with me.phase("groups"):
+        for step in steps:
+            if step.world > me.world:
+                raise ValueError(f"DDP on {step.world} GPUs needs {step.world} ranks; the job has {me.world}")
+            _group_of(step, me)
     for step in steps:
         if me.rank < step.world:
             _model_of(step, me)
@@ -67,9 +68,10 @@ def _model_of(step: DdpStep, me):
     key = (step.model.model_dump_json(), step.dtype)
     if key not in _MODELS:
         torch.manual_seed(1234 + me.rank)
-        with torch.device(me.device):  # initialized where it trains: a CPU initialization of 350M weights takes seconds
+        with me.phase("model"), torch.device(me.device):  # initialized where it trains: a CPU initialization of 350M weights takes seconds
             model = build(step.model)
-        _first_step(model, step, me)
+        with me.phase("first step"):
+            _first_step(model, step, me)
         _MODELS[key] = model
     return _MODELS[key]
 

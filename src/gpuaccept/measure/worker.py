@@ -339,7 +339,8 @@ def run(
         # for the go, the CUDA device and its context, the process group and its communicator, and
         # what the steps prepare before anything is timed
         startup_s={"import": round(import_s, 3), "waited": round(waited_s, 3), "device": round(device_s, 3),
-                   "group": round(group_s, 3), "prepare": round(prepare_s, 3)},
+                   "group": round(group_s, 3), "prepare": round(prepare_s, 3),
+                   **{f"prepare: {part}": seconds for part, seconds in me.phases.items()}},
         environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENVIRONMENT)},
     )
     if hold_for is not None:
