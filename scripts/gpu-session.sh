@@ -104,6 +104,10 @@
 #                commit: wall times, where each run's time went (inside each stage too: its phases),
 #                ratios, 8 GPUs projected. Writes run-time-TAG.md, .json and .tar.gz (every run's
 #                results.json and output)
+#   run-profile  where a run's own process spends its time: a standard run, then a quick level, each
+#                under py-spy (carried in .whl: scripts/fetch-wheels.sh), every thread sampled, waits
+#                included; its collapsed stacks to $OUT (run-profile-TAG-*.txt, read by
+#                bench/run_profile.py) with each run's results.json
 #   ddp-ab       the DDP values of this checkout beside the previous commit's (.prev/, as run-time),
 #                standard runs on the first DDP_AB_GPUS (default 2) GPUs, this and previous in turn
 #                while the budget allows: each run's scaling efficiency, exposed communication and
@@ -418,6 +422,20 @@ PY
   nvml-reads)
     say "nvml-reads: the health reading's time, query by query (bench/nvml_reads.py)"
     python3 bench/nvml_reads.py --out "$OUT/nvml-reads-$tag.json" 2>&1 | tee -a "$log"
+    ;;
+  run-profile)
+    # a folder of its own: installing this checkout into /tmp/site with --upgrade replaced its bin/
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/py-spy .whl/py_spy-*.whl 2>/dev/null
+    PATH=/tmp/py-spy/bin:$PATH
+    if ! command -v py-spy >/dev/null; then say "run-profile: skipped: no py-spy (scripts/fetch-wheels.sh puts it in .whl)"; continue; fi
+    for level in standard quick; do
+      say "run-profile: a $level run under py-spy"
+      py-spy record --idle --threads --rate 200 --format raw -o "$OUT/run-profile-$tag-$level.txt" -- \
+        python3 -m gpuaccept run --profile auto --level "$level" --reports "$work/profiled-$level" -q \
+        > "$work/profiled-$level.out" 2>&1
+      say "run-profile: $level exit $?: $(tail -1 "$work/profiled-$level.out")"
+    done
+    tar -czf "$OUT/run-profile-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d profiled-*/results.json profiled-*.out 2>/dev/null)
     ;;
   quick)
     for i in 1 2 3; do

@@ -389,3 +389,21 @@ def test_a_burn_in_sets_nothing_up_ahead_of_its_rounds(tmp_path, monkeypatch):
     assert pool.asked == [("import", [1])]  # torch imported for the first stage; no GPU touched beside the rounds
     store.with_stage("copies", PROBED, profile)  # after the rounds, the stages set up ahead as in a standard run
     assert pool.asked[1:] == [("import", [4]), ("set up nccl", [4])]
+
+
+def test_the_reports_imports_and_templates_can_be_readied_ahead_of_its_drawing():
+    # a standard run readies them in a thread while its stages measure: the drawing at its end then pays none of it
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from gpuaccept.report import charts\n"
+        "charts.ready_to_draw('report.html.j2')\n"
+        "modules = ('plotly.graph_objs._figure', 'plotly.graph_objs._scatter', 'plotly.graph_objs._bar', 'jinja2')\n"
+        "print([name for name in modules if name not in sys.modules])\n"
+        "print(charts._plotly_js.cache_info().currsize, sorted(key[1] for key in charts.page_templates().cache))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "1 ['page.html.j2', 'report.html.j2']"], done.stdout

@@ -130,6 +130,34 @@ def test_a_level_that_measures_without_a_working_torch_could_not_judge_in_one_li
     assert verdict.cause.startswith(f"could not judge: {expected}") and verdict.exit_code == 2
 
 
+@pytest.mark.parametrize(
+    "source, answer",
+    [
+        # imported, then its process does not end: the answer is the import's, not the exit's
+        ("import atexit, time\natexit.register(time.sleep, 3600)\n", None),
+        ("raise ImportError('libcudart.so.12: cannot open shared object file')\n",
+         "torch cannot be imported (ImportError: libcudart.so.12: cannot open shared object file)"),
+        ("import time\ntime.sleep(3600)\n", "torch did not import within 10 s"),  # a hung import is no torch
+    ],
+    ids=["slow-exit", "broken", "hung"],
+)
+def test_torch_is_judged_as_its_import_ends_not_as_its_process_exits(tmp_path, monkeypatch, source, answer):
+    from gpuaccept.errors import NoDriverError
+    from gpuaccept.plugin import torch_check
+
+    monkeypatch.setattr(torch_check, "TORCH_IMPORT_LIMIT_S", 10)
+    monkeypatch.setenv("PYTHONPATH", torch_that(tmp_path, source)["PYTHONPATH"])
+    check = torch_check.TorchCheck("standard")
+    child = check.child
+    if answer is None:
+        check.passed()  # waiting for the exit, it would have said "did not import within 10 s"
+    else:
+        with pytest.raises(NoDriverError) as raised:
+            check.passed()
+        assert str(raised.value).startswith(answer), raised.value
+    assert child is not None and child.wait(timeout=60) is not None  # ended either way: nothing is left running
+
+
 @pytest.mark.slow
 def test_the_quick_level_needs_no_torch(tmp_path):
     env = torch_that(tmp_path, None)

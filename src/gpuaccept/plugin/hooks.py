@@ -8,6 +8,7 @@ Every hook is inert in a pytest run that is not a gpu-accept run (neither --prof
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import shutil
@@ -351,6 +352,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         run.store.close()  # workers started ahead for a stage no test asked for after all
 
 
+def _ready_to_draw_the_report() -> None:
+    """report.html's imports and templates, while the stages measure (in their workers: this
+    process waits meanwhile); where any fails, the report's own drawing at the end says so."""
+    from gpuaccept.report.charts import ready_to_draw
+
+    with contextlib.suppress(Exception):
+        ready_to_draw("report.html.j2")
+
+
 class RecordingHooks:
     """The hooks of the controlling process that record a gpu-accept run: registered for one
     session, as pytest_runtest_logreport is given no config to find the session's recording by.
@@ -366,6 +376,8 @@ class RecordingHooks:
 
     def pytest_sessionstart(self) -> None:
         self.recording = RunRecording(self.config, self.run)
+        if self.run.context.live and self.run.options.level != "quick" and self.run.options.outputs.html is not None:
+            threading.Thread(target=_ready_to_draw_the_report, name="gpu-accept report's imports", daemon=True).start()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.recording is not None:

@@ -58,6 +58,20 @@ def _plotly_js() -> str:
     return get_plotlyjs()
 
 
+def ready_to_draw(template: str) -> None:
+    """What a page's first drawing costs besides its data, paid now (by a thread while a run
+    measures: a second or more at a run's end otherwise): jinja and plotly imported, the page's
+    templates compiled, plotly.js read."""
+    import plotly.graph_objects as go
+
+    for kind in (go.Figure, go.Scatter, go.Bar):  # plotly imports each class's module as it is first asked for
+        assert kind is not None
+    environment = page_templates()
+    for name in (template, "page.html.j2"):
+        environment.get_template(name)
+    _plotly_js()
+
+
 def render_page(title: str, body: str) -> str:
     """A whole page around `body` (HTML from this module's templates and chart helpers): the
     report's style, and plotly.js inlined once where the body holds a chart."""
