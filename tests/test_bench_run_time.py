@@ -66,3 +66,25 @@ def test_a_run_s_confirmation_rounds_are_read_from_its_results(tmp_path):
     (tmp_path / "standard-this" / "results.json").write_text(json.dumps(record))
     run = run_time.timed("standard-this", "this", "standard", 4, [], [sys.executable, "-c", "pass"], {}, tmp_path)
     assert run.rounds_s == 33.3
+
+
+def test_a_profiled_run_s_main_thread_is_counted_by_the_part_of_the_run_its_stack_is_in(tmp_path):
+    import gzip
+
+    from bench import run_profile
+
+    main = "thread (7): MainThread;main (gpuaccept/cli.py:74);pytest_configure (gpuaccept/plugin/hooks.py:60)"
+    raw = "\n".join([
+        f"{main};TorchCheck.passed (gpuaccept/plugin/torch_check.py:58);select (selectors.py:1) 400",
+        f"{main};RunContext.build (gpuaccept/plugin/context.py:61) 100",
+        "thread (7): MainThread;main (gpuaccept/cli.py:74);pytest_runtestloop (_pytest/main.py:1);"
+        "MeasurementStore._measure (gpuaccept/stages/store.py:260) 1000",
+        "thread (9): gpu-accept telemetry;_sample (gpuaccept/stages/telemetry.py:1) 1500",
+    ]) + "\n"
+    path = tmp_path / "run.txt.gz"
+    path.write_bytes(gzip.compress(raw.encode()))
+    parts, threads = run_profile.summarize(run_profile.read(path), rate=200)
+    # a wait inside pytest_configure is named by the wait, not by the hook
+    assert parts == {"tests: a stage measured (its workers' wait and run)": 5.0, "configure: waiting for torch's check": 2.0,
+                     "configure: waiting for the probe": 0.5}
+    assert threads == {"MainThread": 7.5, "gpu-accept telemetry": 7.5}
