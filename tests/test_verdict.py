@@ -135,11 +135,13 @@ def test_a_level_that_measures_without_a_working_torch_could_not_judge_in_one_li
     [
         # imported, then its process does not end: the answer is the import's, not the exit's
         ("import atexit, time\natexit.register(time.sleep, 3600)\n", None),
+        # a banner on stdout and more warnings than a pipe holds on stderr, then imported
+        ("import sys\nprint('a banner')\nsys.stderr.write('warning\\n' * 30000)\n", None),
         ("raise ImportError('libcudart.so.12: cannot open shared object file')\n",
          "torch cannot be imported (ImportError: libcudart.so.12: cannot open shared object file)"),
         ("import time\ntime.sleep(3600)\n", "torch did not import within 10 s"),  # a hung import is no torch
     ],
-    ids=["slow-exit", "broken", "hung"],
+    ids=["slow-exit", "noisy", "broken", "hung"],
 )
 def test_torch_is_judged_as_its_import_ends_not_as_its_process_exits(tmp_path, monkeypatch, source, answer):
     from gpuaccept.errors import NoDriverError

@@ -378,7 +378,6 @@ class RecordingHooks:
     def pytest_sessionstart(self) -> None:
         self.recording = RunRecording(self.config, self.run)
 
-
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.recording is not None:
             self.recording.add(report)  # reports from xdist workers arrive here too

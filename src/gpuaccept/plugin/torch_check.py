@@ -12,6 +12,7 @@ a while more to exit, which no run needs to wait for.
 from __future__ import annotations
 
 import importlib.util
+import os
 import selectors
 import subprocess
 import sys
@@ -35,9 +36,9 @@ class TorchCheck:
             raise NoDriverError(f"torch is not installed: the {level} level measures with it "
                                 "(pip install 'gpu-accept[torch]'; --level quick needs none)")
         self.deadline = time.monotonic() + TORCH_IMPORT_LIMIT_S
-        self.child: subprocess.Popen[str] | None = subprocess.Popen(
+        self.child: subprocess.Popen[bytes] | None = subprocess.Popen(
             [sys.executable, "-c", IMPORT_TORCH], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            text=True, start_new_session=True,
+            start_new_session=True,
         )
 
     @classmethod
@@ -53,21 +54,15 @@ class TorchCheck:
             return
         child, self.child = self.child, None
         try:
-            said = _first_line(child, self.deadline)
-        except BaseException:
-            _end(child)
-            raise
-        if said == IMPORTED:
-            _end(child)  # done: its exit is not waited for
-            return
-        if said is None:
-            _end(child)
+            imported, stderr = _import_ended(child, self.deadline)
+        finally:
+            _end(child)  # done either way: its exit is not waited for
+        if imported is None:
             raise NoDriverError(f"torch did not import within {TORCH_IMPORT_LIMIT_S} s: the {self.level} level measures with it")
-        # the output ended without the line: the import failed, and the child has exited or is exiting
-        _, stderr = child.communicate()
-        lines = [line for line in stderr.splitlines() if line.strip()]
-        raise NoDriverError(f"torch cannot be imported ({lines[-1] if lines else f'exit {child.returncode}'}): "
-                            f"the {self.level} level measures with it")
+        if not imported:
+            lines = [line for line in stderr.splitlines() if line.strip()]
+            raise NoDriverError(f"torch cannot be imported ({lines[-1] if lines else f'exit {child.wait()}'}): "
+                                f"the {self.level} level measures with it")
 
     def stop(self) -> None:
         """The run ends before the answer is needed."""
@@ -76,19 +71,32 @@ class TorchCheck:
             self.child = None
 
 
-def _first_line(child: subprocess.Popen[str], deadline: float) -> str | None:
-    """The child's first line of output ("" where its output ended without one), or None at the deadline."""
-    assert child.stdout is not None
+def _import_ended(child: subprocess.Popen[bytes], deadline: float) -> tuple[bool | None, str]:
+    """Whether the child said the import was done (False: its output ended without saying so;
+    None: the deadline came first), and what it wrote on stderr meanwhile. Both pipes are read as
+    they fill: a child whose warnings filled one would otherwise wait on it forever."""
+    assert child.stdout is not None and child.stderr is not None
+    out, err = child.stdout.fileno(), child.stderr.fileno()
+    said = {out: b"", err: b""}
     with selectors.DefaultSelector() as selector:
-        selector.register(child.stdout, selectors.EVENT_READ)
-        left = deadline - time.monotonic()
-        if left <= 0 or not selector.select(timeout=left):
-            return None
-    line: str = child.stdout.readline()
-    return line.strip()
+        for fd in said:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            ready = selector.select(timeout=left) if left > 0 else []
+            if not ready:
+                return None, said[err].decode(errors="replace")
+            for key, _ in ready:
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fd)
+                said[key.fd] += chunk
+            if IMPORTED.encode() in said[out].splitlines():
+                return True, said[err].decode(errors="replace")
+    return False, said[err].decode(errors="replace")
 
 
-def _end(child: subprocess.Popen[str]) -> None:
+def _end(child: subprocess.Popen[bytes]) -> None:
     """Killed, and reaped by a thread: the kernel takes its time to take down what it mapped."""
     kill_group(child)
     threading.Thread(target=child.communicate, name="gpu-accept torch check's end", daemon=True).start()
