@@ -64,8 +64,8 @@ def ready_to_draw(template: str) -> None:
     templates compiled, plotly.js read."""
     import plotly.graph_objects as go
 
-    for kind in (go.Figure, go.Scatter, go.Bar):  # plotly imports each class's module as it is first asked for
-        assert kind is not None
+    for kind in ("Figure", "Scatter", "Bar"):
+        getattr(go, kind)  # plotly imports each class's module as it is first asked for
     environment = page_templates()
     for name in (template, "page.html.j2"):
         environment.get_template(name)
