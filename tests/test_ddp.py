@@ -39,7 +39,8 @@ def test_gloo_ddp_runs_every_world_size_and_batch_and_the_ab_arm():
     assert without.phases["held"] > 0 and without.phases["start-up: prepare"] > 0  # the model built before the hold
     # where the preparation went: the worlds' groups, the model, its first step (what a process pays once)
     parts = {part: without.phases[f"start-up: prepare: {part}"] for part in ("groups", "model", "first step")}
-    assert parts["model"] > 0 and parts["first step"] > 0 and sum(parts.values()) <= without.phases["start-up: prepare"], parts
+    # the parts lie inside the preparation; each is rounded apart (to 0.1 ms, the whole to 1 ms)
+    assert parts["model"] > 0 and parts["first step"] > 0 and sum(parts.values()) <= without.phases["start-up: prepare"] + 0.001, parts
     # where the scaling arm's time went, world by world
     assert {"DDP on 2 GPUs: wrap", "DDP on 2 GPUs: bs8: warm-up", "DDP on 2 GPUs: bs8: timed",
             "DDP on 2 GPUs: bs8: timed without sync", "step: DDP on 1 GPU"} <= set(sweep.phases)
