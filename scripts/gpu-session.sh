@@ -108,6 +108,10 @@
 #                under py-spy (carried in .whl: scripts/fetch-wheels.sh), every thread sampled, waits
 #                included; its collapsed stacks to $OUT (run-profile-TAG-*.txt, read by
 #                bench/run_profile.py) with each run's results.json
+#   first-step   bench/ddp_first_step.py: a DDP worker's first training step by part (import, context,
+#                model, cuBLAS, attention, forward, backward, optimizer), in rounds of 1, 2, 4 and 8
+#                processes at once, each round on a cold kernel cache, then one on a warm one; then one
+#                process under py-spy --native (carried in .whl) to FIRST_STEP-TAG.txt
 #   ddp-ab       the DDP values of this checkout beside the previous commit's (.prev/, as run-time),
 #                standard runs on the first DDP_AB_GPUS (default 2) GPUs, this and previous in turn
 #                while the budget allows: each run's scaling efficiency, exposed communication and
@@ -806,6 +810,16 @@ PY
     fitted=(); [ -f "$work/fitted.yaml" ] && fitted=(--profile "$work/fitted.yaml")
     python3 bench/run_time.py measure --previous-site /tmp/site-prev --out "$OUT" --tag "$tag" --budget-s "$allowed" \
       --quick-runs "${RUN_TIME_QUICK_RUNS:-2}" "${fitted[@]}" 2>&1 | tee -a "$log"
+    ;;
+  first-step)
+    say "first-step: a DDP worker's first training step by part (bench/ddp_first_step.py)"
+    python3 bench/ddp_first_step.py --processes "${FIRST_STEP_PROCESSES:-1,2,4,8}" --eager --out "$OUT/first-step-$tag.json" 2>&1 | tee -a "$log"
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/py-spy .whl/py_spy-*.whl 2>/dev/null
+    if [ -x /tmp/py-spy/bin/py-spy ]; then
+      say "first-step: one process under py-spy --native"
+      CUDA_CACHE_PATH=$work/spy-cache /tmp/py-spy/bin/py-spy record --native --idle --rate 200 --format raw \
+        -o "$OUT/first-step-$tag-native.txt" -- python3 bench/ddp_first_step.py --child 0 2>&1 | tail -3 | tee -a "$log"
+    fi
     ;;
   ddp-ab)
     if [ ! -f .prev/pyproject.toml ]; then say "ddp-ab: skipped: no .prev/"; continue; fi
