@@ -9,10 +9,10 @@ import pytest
 
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.measure.drills import Drills
-from gpuaccept.measure.launch import Workers, run_plan, settle
+from gpuaccept.measure.launch import MACHINE, Workers, run_plan, settle
 from gpuaccept.measure.pairwise_step import round_robin, schedule
 from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
-from gpuaccept.measure.worker import WAITING_MARK
+from gpuaccept.measure.worker import GO_FILE, PREPARE_FILE, PREPARE_MARK, WAITING_MARK
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.stages.fabric import nccl_plan, run_nccl_stage
 from gpuaccept.vocabulary.collectives import COLLECTIVES
@@ -147,6 +147,57 @@ def test_workers_started_ahead_run_a_plan_given_later():
     assert all(seconds >= 0 for seconds in outcome.phases.values())
     settle()  # the set ends after its plan: its ranks are reaped meanwhile
     assert workers.processes == [] and not workers.workdir.exists()
+
+
+@pytest.mark.slow
+def test_a_set_started_for_a_stage_imports_what_its_steps_import_while_it_waits(tmp_path):
+    # a module that leaves a mark as it is imported, and one that cannot be imported: the first is
+    # imported before the set is given a plan; the second is left to a step that would need it,
+    # and the set still serves
+    (tmp_path / "marks_its_import.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+    workers = Workers(2, env, imports=("marks_its_import", "no_such_module_here"))
+    try:
+        wait_until_waiting(workers)
+        assert (tmp_path / "imported").exists(), "not imported before the go"
+        outcome = run_plan(Plan(steps=[step], backend="gloo"), 2, env=env, workers=workers)
+        assert outcome.failures == [] and outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 0
+    finally:
+        workers.close()
+
+
+@pytest.mark.slow
+def test_a_set_makes_its_device_and_group_beside_a_set_that_ends_and_prepares_its_steps_once_it_is_gone():
+    # another set of the machine ending (a load's processes, holding most of each GPU's memory, torn
+    # down): this one is given its go and makes its device and process group meanwhile, but waits
+    # to prepare what its steps take memory for until the other is gone
+    class EndingSet:
+        state = "ending"
+
+    other = EndingSet()
+    MACHINE.add(other)  # type: ignore[arg-type]
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+    plan = Plan(steps=[step], backend="gloo")
+    workers = Workers(2)
+    try:
+        workers.begin(plan)
+        deadline = time.monotonic() + 120
+        logs = [workers.workdir / f"rank{rank}.log" for rank in range(2)]
+        while not all(log.exists() and PREPARE_MARK in log.read_text() for log in logs):
+            assert time.monotonic() < deadline, "the ranks never made their device and process group"
+            time.sleep(0.05)
+        assert (workers.workdir / GO_FILE).exists() and not (workers.workdir / PREPARE_FILE).exists()
+        assert workers.state == "starting"  # no other set may measure meanwhile
+        other.state = "gone"
+        events: list[dict] = []
+        outcome = run_plan(plan, 2, workers=workers, on_event=events.append)
+        assert outcome.failures == [] and outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 0
+        (ready,) = [event for event in events if event["event"] == "ready"]
+        assert ready["startup_s"]["waited to prepare"] > 0
+    finally:
+        MACHINE.remove(other)  # type: ignore[arg-type]
+        workers.close()
 
 
 def _alive(pid: int) -> bool:

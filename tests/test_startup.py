@@ -21,8 +21,8 @@ class FakePool:
     def __init__(self):
         self.asked: list[tuple[str, list]] = []
 
-    def prepare(self, ranks):
-        self.asked.append(("import", list(ranks)))
+    def prepare(self, ranks, imports=()):
+        self.asked.append(("import", list(ranks), imports))
 
     def set_up(self, stage, plans):
         self.asked.append((f"set up {stage}", [ranks for _, ranks in plans]))
@@ -62,9 +62,13 @@ def test_stages_are_set_up_in_waves_that_end_with_the_memory_test(tmp_path, monk
     store.with_stage("copies", PROBED, profile)
     assert pool.asked[2:] == []  # the compute stage's workers hold; no later stage's may yet
     store.with_stage("compute", PROBED, profile, [2])
-    # as it began, the next wave's workers started, to import torch; once it measured, they set up
-    # together: the DDP stage's four ranks and four for its NVLink A/B arm, and the NCCL stage's four
-    assert pool.asked[2:] == [("import", [4, 4]), ("import", [4]), ("set up ddp", [4, 4]), ("set up nccl", [4])]
+    # as it began, the next wave's workers started, to import torch (the DDP stage's also what its
+    # wrapper imports at its first use); once it measured, they set up together: the DDP stage's
+    # four ranks and four for its NVLink A/B arm, and the NCCL stage's four
+    assert pool.asked[2:] == [
+        ("import", [4, 4], ("gpuaccept.measure.ddp_step", "torch.nn.parallel", "torch._dynamo")), ("import", [4], ()),
+        ("set up ddp", [4, 4]), ("set up nccl", [4]),
+    ]
     store.with_stage("ddp", PROBED, profile)
     store.with_stage("nccl", PROBED, profile)
     store.with_stage("compute", PROBED, profile)  # measured already: nothing starts
@@ -109,7 +113,7 @@ def test_a_stage_set_up_ahead_is_ended_only_where_its_own_stage_asks_otherwise(m
     from gpuaccept.measure import launch
 
     class HeldSet:
-        def __init__(self, ranks, env=None):
+        def __init__(self, ranks, env=None, imports=()):
             self.ended = False
 
         def begin(self, plan):
@@ -386,9 +390,9 @@ def test_the_command_starts_its_probe_as_it_begins_only_where_it_reads_this_mach
 def test_a_burn_in_sets_nothing_up_ahead_of_its_rounds(tmp_path, monkeypatch):
     profile, store, pool = store_setting_up_ahead(tmp_path, monkeypatch)
     store.expect(["copies", "nccl"], PROBED, profile, set_up_now=False)
-    assert pool.asked == [("import", [1])]  # torch imported for the first stage; no GPU touched beside the rounds
+    assert pool.asked == [("import", [1], ())]  # torch imported for the first stage; no GPU touched beside the rounds
     store.with_stage("copies", PROBED, profile)  # after the rounds, the stages set up ahead as in a standard run
-    assert pool.asked[1:] == [("import", [4]), ("set up nccl", [4])]
+    assert pool.asked[1:] == [("import", [4], ()), ("set up nccl", [4])]
 
 
 def test_the_reports_imports_and_templates_can_be_readied_ahead_of_its_drawing():

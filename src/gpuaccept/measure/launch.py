@@ -46,7 +46,7 @@ from pathlib import Path
 from gpuaccept.facts.measurements import FailureReason, StepFailure
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.plan import Plan, Step
-from gpuaccept.measure.worker import ERROR_MARK, GO_FILE, LAUNCHER_PID, MEASURE_FILE, SET_UP_FILE, heartbeat_file
+from gpuaccept.measure.worker import ERROR_MARK, GO_FILE, LAUNCHER_PID, MEASURE_FILE, PREPARE_FILE, SET_UP_FILE, heartbeat_file
 from gpuaccept.process import kill_group
 from gpuaccept.vocabulary.steps import StepKey, parse_step_key
 
@@ -88,12 +88,12 @@ def run_plan(
     remaining = list(range(len(plan.steps)))
     restarts = 0
     if workers is None and pool is not None and env is None:
-        workers = pool.take_for(plan, ranks) or pool.take(ranks)
+        workers = pool.take_for(plan, ranks) or pool.take(ranks, plan.imports_ahead)
     number = 0
     while remaining:
         number += 1
         attempt_plan = plan.model_copy(update={"steps": [plan.steps[i] for i in remaining]})
-        attempt_workers = workers if workers is not None and workers.serves(attempt_plan) else Workers(ranks, env)
+        attempt_workers = workers if workers is not None and workers.serves(attempt_plan) else Workers(ranks, env, plan.imports_ahead)
         if workers is not None and attempt_workers is not workers:
             workers.end()  # set up for another plan: it must not hold its GPUs while this one measures
         workers = None  # a set started ahead serves the first attempt only
@@ -190,15 +190,17 @@ class Rank:
 
 
 class Workers:
-    """One worker process per rank, started now, each in its own process group, waiting for a plan.
+    """One worker process per rank, started now, each in its own process group, waiting for a plan
+    (with torch and `imports` imported: what the steps of the plan it is for import at their first use).
 
     `begin` gives them their plan: they set up and hold. `run` lets them measure once the machine
     is quiet for them and returns when the plan is done; the set then ends (`end`: the processes
     are killed, and reaped by a thread). A set that never runs must be closed.
     """
 
-    def __init__(self, ranks: int, env: dict[str, str] | None = None):
+    def __init__(self, ranks: int, env: dict[str, str] | None = None, imports: tuple[str, ...] = ()):
         self.ranks = ranks
+        self.imports = imports
         self.workdir = Path(tempfile.mkdtemp(prefix="gpuaccept-measure-"))
         self.processes: list[Rank] = []
         self.forker: subprocess.Popen | None = None
@@ -211,6 +213,7 @@ class Workers:
         base.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), **{LAUNCHER_PID: str(os.getpid())})
         plan, out = str(self.workdir / "plan.json"), str(self.workdir)
         command = [sys.executable, "-m", "gpuaccept.measure.worker", "--plan", plan, "--out", out, "--wait", "--ranks", str(ranks)]
+        command += [argument for module in imports for argument in ("--import", module)]
         try:
             for rank in range(ranks):
                 heartbeat_file(self.workdir, rank).touch()  # a rank's life counts from its start
@@ -230,8 +233,9 @@ class Workers:
         return self.plan is None or self.plan == plan
 
     def begin(self, plan: Plan) -> None:
-        """Hand the set its plan: it sets up (CUDA, the process group, what the steps prepare) as
-        soon as no set of the machine is ending, then holds until `run` lets it measure."""
+        """Hand the set its plan: it sets up at once (CUDA, the process group), and prepares what its
+        steps take memory for (a DDP model, the copies' buffers) as soon as no set of the machine is
+        ending; then it holds until `run` lets it measure. Call it only while nothing measures."""
         if self.plan is not None:
             raise ValueError("a set of workers is given one plan")
         self.plan = plan
@@ -240,18 +244,23 @@ class Workers:
         self._starter.start()
 
     def _go_when_quiet(self) -> None:
-        MACHINE.wait_until(lambda: not MACHINE.ending(besides=self), lambda: self.forker is None)
-        if self.forker is None:
-            return  # closed meanwhile
         # the port is picked only now: one picked when the workers started could have been taken
         # by the time they meet
         write_atomically(self.workdir / GO_FILE, str(_free_port()))
+        # a CUDA context and an NCCL communicator take a few hundred MB a GPU, which a set that ends
+        # leaves free (the loads hold nine tenths of a GPU's memory until their processes are gone:
+        # seconds on an H200); what the steps prepare waits until nothing ends
+        MACHINE.wait_until(lambda: not MACHINE.ending(besides=self), lambda: self.forker is None)
+        if self.forker is None:
+            return  # closed meanwhile
+        write_atomically(self.workdir / PREPARE_FILE, "")
         self._went = time.time()
 
     @property
     def state(self) -> str:
         """What the set does to the machine now: "idle" (importing torch, or waiting for a plan,
-        touching no GPU), "starting" (given its plan, waiting for its go), "setting up", "held"
+        touching no GPU), "starting" (given its plan: its CUDA contexts and process group made,
+        waiting for the word to prepare its steps), "setting up", "held"
         (set up, or past the time its set-up may take, or dead), "measuring", "ending", "gone"."""
         if self._reaper is not None:
             return "ending" if self._reaper.is_alive() else "gone"
@@ -381,28 +390,34 @@ class WorkerPool:
     plans takes its set (`take_for`). Those never taken are ended by `close`."""
 
     def __init__(self) -> None:
-        self._ready: dict[int, list[Workers]] = {}
+        self._ready: dict[tuple[int, tuple[str, ...]], list[Workers]] = {}  # by size and what each imported
         self._set_up: list[tuple[str, Plan, int, Workers]] = []
 
-    def prepare(self, ranks: list[int]) -> None:
-        """Start a set for each of `ranks` (their sizes) beside those already waiting unclaimed."""
-        waiting = {size: len(sets) for size, sets in self._ready.items()}
+    def prepare(self, ranks: list[int], imports: tuple[str, ...] = ()) -> None:
+        """Start a set for each of `ranks` (their sizes), each importing `imports` with torch (what
+        the steps of the stage they are for import at their first use), beside those already
+        waiting unclaimed."""
+        waiting = {shape: len(sets) for shape, sets in self._ready.items()}
         for size in ranks:
-            if waiting.get(size, 0) > 0:
-                waiting[size] -= 1  # one already waits for this size
+            if waiting.get((size, imports), 0) > 0:
+                waiting[(size, imports)] -= 1  # one already waits for this size
                 continue
-            self._ready.setdefault(size, []).append(Workers(size))
+            self._ready.setdefault((size, imports), []).append(Workers(size, imports=imports))
 
-    def take(self, ranks: int) -> Workers | None:
-        """A set of `ranks` ranks started ahead, if one waits."""
-        sets = self._ready.get(ranks)
-        return sets.pop(0) if sets else None
+    def take(self, ranks: int, imports: tuple[str, ...] = ()) -> Workers | None:
+        """A set of `ranks` ranks started ahead, if one waits: one that imported `imports` where
+        there is, else any of that size (a step imports what it needs at its first use)."""
+        for shape in [(ranks, imports), *sorted(shape for shape in self._ready if shape[0] == ranks)]:
+            sets = self._ready.get(shape)
+            if sets:
+                return sets.pop(0)
+        return None
 
     def set_up(self, stage: str, plans: list[tuple[Plan, int]]) -> None:
         """Give each of `stage`'s plans (with its number of ranks) a set, one waiting where there
         is, to set up with and hold. Call it only while nothing measures: the sets set up at once."""
         for plan, ranks in plans:
-            workers = self.take(ranks) or Workers(ranks)
+            workers = self.take(ranks, plan.imports_ahead) or Workers(ranks, imports=plan.imports_ahead)
             workers.begin(plan)
             self._set_up.append((stage, plan, ranks, workers))
 
@@ -429,7 +444,7 @@ class WorkerPool:
     @property
     def waiting(self) -> list[int]:
         """The sizes of the sets waiting, one entry a set."""
-        return sorted(size for size, sets in self._ready.items() for _ in sets)
+        return sorted(size for (size, _), sets in self._ready.items() for _ in sets)
 
     def close(self) -> None:
         for sets in self._ready.values():

@@ -8,7 +8,7 @@ JSON a key is its string: "pair/gpu0-gpu1", "copy/p2p/gpu0-gpu1".
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -34,6 +34,9 @@ class Step(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     timeout_s: float = 60.0  # the step is killed, and named, past this
+    # modules the step imports at its first use that a set of workers started ahead for it imports
+    # before its go, with torch, while the stage before it measures
+    imports_ahead: ClassVar[tuple[str, ...]] = ()
 
     @property
     def keys(self) -> list[StepKey]:
@@ -130,6 +133,10 @@ class DdpStep(Step):
     # the NVLink A/B's other arm, whose workers run with NCCL_P2P_DISABLE=1: it names the values
     # (ddp_without_p2p/4gpu-bs8), and changes nothing in how they are measured
     without_p2p: bool = False
+    # DDP's wrapper and torch's optimizers import torch._dynamo (sympy, functorch) at their first
+    # use: 2-3 s a process on an H200 machine, which would otherwise be part of the set-up the
+    # DDP stage waits for once the loads have ended
+    imports_ahead: ClassVar[tuple[str, ...]] = ("gpuaccept.measure.ddp_step", "torch.nn.parallel", "torch._dynamo")
 
     def key(self, batch: int, accumulation: int) -> DdpKey:
         return DdpKey(self.world, batch, accumulation, self.without_p2p)
@@ -263,4 +270,9 @@ class Plan(BaseModel):
     # worker sees, NCCL's settings of a stage): a plan's own, so that workers started ahead, with
     # torch imported and no GPU touched, serve whichever plan comes
     environment: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def imports_ahead(self) -> tuple[str, ...]:
+        """What the plan's steps import at their first use, each once, in the steps' order."""
+        return tuple(dict.fromkeys(module for step in self.steps for module in step.imports_ahead))
 

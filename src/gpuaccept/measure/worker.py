@@ -11,17 +11,21 @@ group is up; a `start` before each step, with the keys of the values it measures
 value, each under its `key`; `done` at the end. The launcher watches that file to enforce each
 step's time limit and to fail the values of a step that hung, by key.
 
-With `--wait` the process imports torch first and then waits for the file `DIR/go`, which holds
-the rendezvous port; the plan is read after it, and its `environment` (the GPU a per-GPU worker
-sees, NCCL's settings) set before CUDA or NCCL start. The suite can so start workers ahead, for
-whichever stage takes them, while other measurements run. A waiting worker whose parent is gone exits.
-The ranks then set up (the CUDA device, the process group with its NCCL communicator, what each
-step prepares before anything is timed: the DDP model), rank 0 writes `DIR/set-up` once every rank
-has, and they hold until the launcher writes `DIR/measure`: the launcher has a set set up while
-nothing is measured and lets it measure once no other set of the machine is setting up or ending.
+With `--wait` the process imports torch first (and each `--import` module: what the steps of the
+stage it was started for import at their first use) and then waits for the file `DIR/go`, which
+holds the rendezvous port; the plan is read after it, and its `environment` (the GPU a per-GPU
+worker sees, NCCL's settings) set before CUDA or NCCL start. The suite can so start workers ahead,
+for whichever stage takes them, while other measurements run. A waiting worker whose parent is
+gone exits. The ranks then set up: the CUDA device and the process group with its NCCL
+communicator (a few hundred MB a GPU) at once, then, once the launcher writes `DIR/prepare` (no
+other set of the machine is ending: one that ends may hold most of a GPU's memory until it is
+gone), what each step prepares before anything is timed (the DDP model, the copies' buffers).
+Rank 0 writes `DIR/set-up` once every rank has, and they hold until the launcher writes
+`DIR/measure`: the launcher has a set set up while nothing is measured and lets it measure once no
+other set of the machine is setting up or ending.
 
 Rank 0 says where its time went: the `ready` event's `startup_s` (torch's import, the wait for the
-go, the CUDA device, the process group, the steps' preparation), the hold, and with each step's
+go, the CUDA device, the process group, the wait to prepare, the steps' preparation), the hold, and with each step's
 `result` the `phases` the step timed itself (a DDP world's wrap, warm-up and timed steps).
 
 With `--ranks N` (how the suite starts its workers on one node) the process imports torch once and
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -62,12 +67,14 @@ from gpuaccept.measure.ranks import launch_of
 
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
 GO_FILE = "go"
+PREPARE_FILE = "prepare"  # the launcher's word that the steps may take the memory they prepare
 SET_UP_FILE = "set-up"  # written by rank 0 once every rank is set up, before the hold
 MEASURE_FILE = "measure"  # the launcher's word that the held ranks may measure now
 LAUNCHER_PID = "GPUACCEPT_LAUNCHER_PID"
 HEARTBEAT_S = 1.0  # how often each rank touches its heartbeat file, from a thread of its own
 ORPHANED_EXIT = 5  # a rank that outlived its launcher
 WAITING_MARK = "waiting for the go:"  # in the rank's log once a worker started ahead is ready
+PREPARE_MARK = "waiting to prepare:"  # in the rank's log once its device and process group are made
 WAIT_POLL_S = 0.02
 RECORDED_ENVIRONMENT = ("NCCL_", "TORCH_NCCL_", "CUDA_VISIBLE_DEVICES", "NVSHMEM_", "TORCH_SYMM_MEM_")
 
@@ -129,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         "--wait", action="store_true", help="import torch, then wait for DIR/go (the rendezvous port) before reading the plan"
     )
     parser.add_argument("--ranks", type=int, help="import torch once, then fork ranks 0 to N-1 from this process")
+    parser.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="a module to import with torch, before the go (what the steps import at their first use)",
+    )
     args = parser.parse_args(argv)
     if args.ranks:
         return fork_ranks(args)
@@ -145,7 +156,7 @@ def serve(args: argparse.Namespace, import_s: float | None = None) -> int:
     start_heartbeat(heartbeat_file(args.out, rank), parent)
     try:
         began = time.perf_counter()
-        _import_torch()  # the slow part of start-up, paid before the wait
+        _import_torch(args.imports)  # the slow part of start-up, paid before the wait
         imported = time.perf_counter()
         if import_s is not None:
             began = imported - import_s
@@ -170,9 +181,15 @@ def _report_error(rank: int, exc: Exception) -> None:
     print(f"{ERROR_MARK} rank {rank}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
 
 
-def _import_torch() -> None:
+def _import_torch(modules: list[str]) -> None:
+    """torch, then `modules`. One of those that fails to import is left for the step that needs it:
+    it imports the module again and fails saying why, as the step it is."""
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     import torch.distributed  # noqa: F401
+
+    for module in modules:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
 
 
 def fork_ranks(args: argparse.Namespace) -> int:
@@ -184,7 +201,7 @@ def fork_ranks(args: argparse.Namespace) -> int:
     # from a cold network filesystem; the thread has ended before the first fork
     stop_beating = _beat_for_ranks(args.out, args.ranks, parent)
     try:
-        _import_torch()
+        _import_torch(args.imports)
     except Exception as exc:  # said as rank 0 would say it (its log is this process's output): no rank started
         _report_error(0, exc)
         return 3
@@ -322,6 +339,13 @@ def run(
         dist.init_process_group(backend, rank=rank, world_size=world, **options)
         dist.barrier()  # the communicator is made here, not by the first step
     group_s = time.perf_counter() - grouped
+    allowed = time.perf_counter()
+    if hold_for is not None:
+        print(f"{PREPARE_MARK} rank {rank}: device and process group made in {time.perf_counter() - began:.1f} s", flush=True)
+        if not _wait_for_file(out / PREPARE_FILE, hold_for):
+            sys.stdout.flush()
+            os._exit(ORPHANED_EXIT)  # the launcher is gone: nothing to prepare for
+    allowed_s = time.perf_counter() - allowed
     prepared = time.perf_counter()
     prepare_steps(plan.steps, me)
     prepare_s = time.perf_counter() - prepared
@@ -336,10 +360,10 @@ def run(
         torch=torch.__version__,
         nccl=nccl,
         # where start-up time went: the import (before the go, for a set started ahead), the wait
-        # for the go, the CUDA device and its context, the process group and its communicator, and
-        # what the steps prepare before anything is timed
+        # for the go, the CUDA device and its context, the process group and its communicator, the
+        # wait for the launcher's word to prepare, and what the steps prepare before anything is timed
         startup_s={"import": round(import_s, 3), "waited": round(waited_s, 3), "device": round(device_s, 3),
-                   "group": round(group_s, 3), "prepare": round(prepare_s, 3),
+                   "group": round(group_s, 3), "waited to prepare": round(allowed_s, 3), "prepare": round(prepare_s, 3),
                    **{f"prepare: {part}": seconds for part, seconds in me.phases.items()}},
         environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENVIRONMENT)},
     )

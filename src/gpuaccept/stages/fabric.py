@@ -323,7 +323,7 @@ def run_ddp_stage(
         for arm in (plan, ab_plan):
             workers = None
             if arm is not None:
-                workers = _set_up_ahead(pool, env, arm) or Workers(plan_ranks(arm), env)
+                workers = _set_up_ahead(pool, env, arm) or Workers(plan_ranks(arm), env, arm.imports_ahead)
                 started.callback(workers.end)  # where no run took it (a run ends it itself)
                 if workers.plan is None:
                     workers.begin(arm)  # both arms set up now; each measures once nothing else sets up
@@ -343,7 +343,7 @@ def _set_up_ahead(pool: WorkerPool | None, env, plan: Plan) -> Workers | None:
     if pool is None or env is not None:
         return None
     ranks = plan_ranks(plan)
-    return pool.take_for(plan, ranks) or pool.take(ranks)
+    return pool.take_for(plan, ranks) or pool.take(ranks, plan.imports_ahead)
 
 
 def plan_ranks(plan: Plan) -> int:

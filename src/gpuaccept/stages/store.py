@@ -32,6 +32,7 @@ from gpuaccept.facts.measurements import ConfirmationRound, Measurements
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.drills import NO_DRILLS, Drills
 from gpuaccept.measure.launch import WorkerPool, settle
+from gpuaccept.measure.plan import Plan
 from gpuaccept.profile import Profile
 from gpuaccept.stages.locks import GpuLocks
 from gpuaccept.stages.registry import STAGES
@@ -91,7 +92,7 @@ class MeasurementStore:
             self._set_up_ahead(self._wave(), facts, profile)
         else:
             first = STAGES[self._upcoming[0]]
-            self.pool.prepare([ranks for _, ranks in first.plans(profile.spec, self._first_run(first, facts))])
+            self._start(first.plans(profile.spec, self._first_run(first, facts)))
 
     def _drop_held(self) -> None:
         """The sets given a plan ahead are ended: the session asks for its stages otherwise."""
@@ -125,7 +126,13 @@ class MeasurementStore:
         self._upcoming = self._upcoming[self._upcoming.index(stage.name) + 1 :]
         for name in self._wave():
             following = STAGES[name]
-            self.pool.prepare([ranks for _, ranks in following.plans(profile.spec, self._first_run(following, facts))])
+            self._start(following.plans(profile.spec, self._first_run(following, facts)))
+
+    def _start(self, plans: list[tuple[Plan, int]]) -> None:
+        """A set of workers started for each of a stage's plans, to import torch and what the plans'
+        steps import at their first use, while what runs now runs."""
+        imports = tuple(dict.fromkeys(module for plan, _ in plans for module in plan.imports_ahead))
+        self.pool.prepare([ranks for _, ranks in plans], imports)
 
     def _ended(self, stage: Stage, facts: Facts, profile: Profile) -> None:
         """`stage` has measured: where the stage the session asks for next is not set up yet, its
