@@ -60,15 +60,15 @@ def test_stages_are_set_up_in_waves_that_end_with_the_memory_test(tmp_path, monk
     # nothing after it is set up before it has measured
     assert pool.asked == [("set up copies", [1]), ("set up compute", [1, 1, 1, 1])]
     store.with_stage("copies", PROBED, profile)
-    assert pool.asked[2:] == []  # the compute stage's workers hold; no later stage's may yet
+    # as the first stage began, the next wave's workers started, to import torch (the DDP stage's
+    # also what its wrapper imports at its first use) while the first wave measures; none sets up:
+    # the compute stage's workers hold
+    imports = [("import", [4, 4], ("gpuaccept.measure.ddp_step", "torch.nn.parallel", "torch._dynamo")), ("import", [4], ())]
+    assert pool.asked[2:] == imports
     store.with_stage("compute", PROBED, profile, [2])
-    # as it began, the next wave's workers started, to import torch (the DDP stage's also what its
-    # wrapper imports at its first use); once it measured, they set up together: the DDP stage's
-    # four ranks and four for its NVLink A/B arm, and the NCCL stage's four
-    assert pool.asked[2:] == [
-        ("import", [4, 4], ("gpuaccept.measure.ddp_step", "torch.nn.parallel", "torch._dynamo")), ("import", [4], ()),
-        ("set up ddp", [4, 4]), ("set up nccl", [4]),
-    ]
+    # once it measured, they set up together: the DDP stage's four ranks and four for its NVLink A/B
+    # arm, and the NCCL stage's four; none started twice
+    assert pool.asked[2:] == [*imports, ("set up ddp", [4, 4]), ("set up nccl", [4])]
     store.with_stage("ddp", PROBED, profile)
     store.with_stage("nccl", PROBED, profile)
     store.with_stage("compute", PROBED, profile)  # measured already: nothing starts
