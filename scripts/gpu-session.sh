@@ -35,7 +35,7 @@
 #   nvml-reads   bench/nvml_reads.py: each NVML query of a health reading timed over every GPU, the
 #                kernel log apart, and the NVLink error counters in one field-values call a GPU
 #   quick        the quick level (health readings, inventory, topology, P2P; no load) three times,
-#                each run's wall time into the log
+#                each from the call's bytecode cache and from source (as lent), wall times into the log
 #   burnin       gpu-accept burn-in --duration ${BURNIN_DURATION:-5m} on every GPU lent; its reports
 #                checked (scripts/check_reports.py) and report.html copied to $OUT for a screenshot
 #   burnin-kill  a burn-in of 30m ended with SIGTERM at minute ${BURNIN_KILL_AT:-3}: exit code, and
@@ -125,6 +125,14 @@
 #
 # Stages stop starting new work past GPU_SESSION_BUDGET_S (default 560 s) so the call returns
 # within its limit with whatever finished.
+#
+# Python's bytecode: the lent machines' image has none for its packages (torch, pytest, pydantic)
+# and sets PYTHONDONTWRITEBYTECODE=1, so each Python process there would compile them from source
+# (import torch and torch._dynamo: 7-8 s, as against about 3 s from bytecode), where a package
+# installed by pip has its bytecode. So the bytecode of the standard library, the image's packages
+# and what this script installs is compiled once, into a cache of the call's own
+# (PYTHONPYCACHEPREFIX), before anything is measured; every run of every commit reads it.
+# GPU_SESSION_BYTECODE=source leaves the machine as lent (bytecode compiled by each process).
 set -uo pipefail
 tag=${1:?usage: scripts/gpu-session.sh TAG STAGE...}; shift
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -134,6 +142,17 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade --target /tmp/site . >/dev/null || exit 1
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
 log="$OUT/log-$tag.txt"
+# compile_bytecode FOLDER...: their Python files' bytecode into the call's cache (see the top)
+compile_bytecode() {
+  [ -n "${PYTHONPYCACHEPREFIX:-}" ] && python3 -m compileall -q -j 0 "$@" >/dev/null 2>&1
+  return 0
+}
+if [ "${GPU_SESSION_BYTECODE:-cached}" = cached ]; then
+  export PYTHONPYCACHEPREFIX=/tmp/pycache
+  compiled=$(date +%s.%N)
+  compile_bytecode $(python3 -c 'import site, sysconfig; print(sysconfig.get_paths()["stdlib"], *site.getsitepackages())') /tmp/site "$PWD/bench" "$PWD/scripts"
+  echo "bytecode compiled into $PYTHONPYCACHEPREFIX in $(python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), 1))" "$compiled") s" >> "$log"
+fi
 work=/tmp/gpuaccept-$tag; mkdir -p "$work"
 started=$(date +%s)
 budget=${GPU_SESSION_BUDGET_S:-560}
@@ -442,11 +461,16 @@ PY
     tar -czf "$OUT/run-profile-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d profiled-*/results.json profiled-*.out 2>/dev/null)
     ;;
   quick)
+    # each run twice: from the bytecode compiled for the call (as a pip install leaves it), and with
+    # each process compiling it from source, as the lent image leaves it
     for i in 1 2 3; do
-      say "quick level run $i"
-      began_run=$(date +%s.%N)
-      run_suite "quick$i" --level quick
-      say "quick level run $i: $(python3 -c "print(f'{$(date +%s.%N) - $began_run:.1f}')") s wall"
+      for bytecode in cached source; do
+        say "quick level run $i, bytecode $bytecode"
+        began_run=$(date +%s.%N)
+        if [ "$bytecode" = source ]; then (unset PYTHONPYCACHEPREFIX; run_suite "quick$i-$bytecode" --level quick)
+        else run_suite "quick$i-$bytecode" --level quick; fi
+        say "quick level run $i, bytecode $bytecode: $(python3 -c "print(f'{$(date +%s.%N) - $began_run:.1f}')") s wall"
+      done
     done
     ;;
   burnin)
@@ -805,6 +829,7 @@ PY
     # the previous commit beside this one, with the same wheels (its own gpuaccept first on PYTHONPATH)
     python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade \
       --target /tmp/site-prev .prev >/dev/null || { say "run-time: the previous commit did not install"; continue; }
+    compile_bytecode /tmp/site-prev
     allowed=${RUN_TIME_BUDGET_S:-$(( $(time_left) < 480 ? $(time_left) : 480 ))}
     say "run-time: this checkout beside commit $(cat .prev/REVISION 2>/dev/null || echo '?'), ${allowed}s"
     fitted=(); [ -f "$work/fitted.yaml" ] && fitted=(--profile "$work/fitted.yaml")
@@ -825,6 +850,7 @@ PY
     if [ ! -f .prev/pyproject.toml ]; then say "ddp-ab: skipped: no .prev/"; continue; fi
     python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade \
       --target /tmp/site-prev .prev >/dev/null || { say "ddp-ab: the previous commit did not install"; continue; }
+    compile_bytecode /tmp/site-prev
     visible=$(seq -s, 0 $(( ${DDP_AB_GPUS:-2} - 1 )))
     # the shipped profile of that many GPUs (--profile auto would judge the machine as installed)
     model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
