@@ -2,7 +2,9 @@
 asks, timed over every GPU (the second of two readings: the first warms NVML), the kernel log read
 apart, and the NVLink error counters asked per link and counter (what the reading does) beside
 one field-values call a GPU (NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY/RECOVERY/CRC scoped to each link),
-their answers compared.
+their answers compared; then whether NVML answers for several GPUs at once: the snapshots of every
+GPU taken one GPU after another and with a thread a GPU, in turn, ROUNDS times each (a reading after
+a stage, and the start's, which validates the InfoROM), their medians.
 
     python bench/nvml_reads.py [--out FILE.json]
 
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +78,23 @@ def batched_link_counters(target: health.Target) -> tuple[float, dict[int, tuple
     return seconds, {link: tuple(counts) for link, counts in by_link.items()}
 
 
+ROUNDS = 5
+
+
+def serial_and_threaded(nvml: LiveNvml, gpus: list[health.Target], label: str) -> dict[str, float]:
+    """The median wall time of every GPU's snapshot, one GPU after another and a thread a GPU."""
+    times: dict[str, list[float]] = {"serial": [], "threaded": []}
+    with ThreadPoolExecutor(max_workers=max(1, len(gpus))) as pool:
+        for _ in range(ROUNDS):
+            began = time.perf_counter()
+            health.take_snapshots(nvml, gpus, label)
+            times["serial"].append(time.perf_counter() - began)
+            began = time.perf_counter()
+            list(pool.map(lambda target: health.take_snapshot(nvml, target, label), gpus))
+            times["threaded"].append(time.perf_counter() - began)
+    return {way: round(statistics.median(seconds), 4) for way, seconds in times.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
@@ -109,6 +130,8 @@ def main() -> int:
         "nvlink_counters_per_link_ms": round(1000 * per_link_s, 2),
         "nvlink_counters_batched_ms": round(1000 * sum(s for s, _ in batched.values()), 2),
         "batched_agrees_with_per_link": f"{sum(agree)} of {len(agree)} links (replay, recovery, CRC flit)",
+        "after_a_stage_s": serial_and_threaded(nvml, gpus, "after a stage"),
+        "start_s": serial_and_threaded(nvml, gpus, health.START_LABEL),
     }
     links = result["active_links"]
     print(f"health snapshots of {len(gpus)} GPU(s) ({links} active links): {snapshots_s:.3f} s; kernel log {kernel_log_s:.3f} s")
@@ -116,6 +139,10 @@ def main() -> int:
         print(f"  {name:28} {numbers['calls']:5} calls {numbers['ms']:9.2f} ms")
     print(f"NVLink error counters: per link and counter {result['nvlink_counters_per_link_ms']} ms, "
           f"one field-values call a GPU {result['nvlink_counters_batched_ms']} ms; {result['batched_agrees_with_per_link']} agree")
+    for name in ("after_a_stage_s", "start_s"):
+        way = result[name]
+        print(f"every GPU's snapshot ({name.removesuffix('_s').replace('_', ' ')}), median of {ROUNDS}: "
+              f"one GPU after another {way['serial']:.3f} s, a thread a GPU {way['threaded']:.3f} s")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return 0
