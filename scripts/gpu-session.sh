@@ -149,8 +149,7 @@ compile_bytecode() {
 }
 if [ "${GPU_SESSION_BYTECODE:-cached}" = cached ]; then
   export PYTHONPYCACHEPREFIX=/tmp/pycache
-  compiled=$(date +%s.%N)
-  compile_bytecode $(python3 -c 'import site, sysconfig; print(sysconfig.get_paths()["stdlib"], *site.getsitepackages())') /tmp/site "$PWD/bench" "$PWD/scripts"
+  compiled=$(date +%s.%N); compile_bytecode $(python3 -c 'import site, sysconfig; print(sysconfig.get_paths()["stdlib"], *site.getsitepackages())') /tmp/site "$PWD/bench" "$PWD/scripts"
   echo "bytecode compiled into $PYTHONPYCACHEPREFIX in $(python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), 1))" "$compiled") s" >> "$log"
 fi
 work=/tmp/gpuaccept-$tag; mkdir -p "$work"
