@@ -15,7 +15,9 @@ first on PYTHONPATH. Order, so that neither commit is favoured by a warmer machi
 quick level alternate (previous first: it imports torch, which warms torch's files for both); then
 the standard run of this commit, then the previous one's (second, on the machine the first warmed);
 then this commit on fewer GPUs (the projection), then both under `-n <GPUs>`. Items that would not
-fit `--budget-s` are left out, and the report says which.
+fit `--budget-s` are left out, and the report says which. Each run has an empty CUDA kernel cache of
+its own (CUDA_CACHE_PATH): none inherits the kernels a run before it compiled, as a first run on a
+new server; where the session script compiled Python's bytecode once for the call, every run reads it.
 
 Where the time went, per run, from its results.json: the start-up before the session (process,
 imports, probe: to the telemetry's first moment, or the run's start where it sampled none, as the
@@ -98,6 +100,10 @@ def _moment(text: str) -> float:
 def timed(label: str, commit: str, what: str, gpus: int, options: list[str], command: list[str], env: dict[str, str], work: Path) -> Run:
     """One command, its wall time, and where its time went (from its results.json, where it wrote one)."""
     reports = work / label
+    # a kernel cache of the run's own, empty: CUDA keeps the kernels it compiled for a process (cuDNN's
+    # attention, the DDP workers' first step: seconds) in ~/.nv/ComputeCache, so a run after another
+    # would start warm where the run before it started cold; each run starts as on a new server
+    env = {**env, "CUDA_CACHE_PATH": str(work / f"{label}.cuda-cache")}
     began = time.time()
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
