@@ -4,7 +4,8 @@ apart, and the NVLink error counters asked per link and counter (what the readin
 one field-values call a GPU (NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY/RECOVERY/CRC scoped to each link),
 their answers compared; then whether NVML answers for several GPUs at once: the snapshots of every
 GPU taken one GPU after another and with a thread a GPU, in turn, ROUNDS times each (a reading after
-a stage, and the start's, which validates the InfoROM), their medians.
+a stage, and the start's, which validates the InfoROM), their medians; and with a process a GPU,
+each starting NVML on its own and then taking its GPU's start reading at the same moment.
 
     python bench/nvml_reads.py [--out FILE.json]
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -95,10 +98,44 @@ def serial_and_threaded(nvml: LiveNvml, gpus: list[health.Target], label: str) -
     return {way: round(statistics.median(seconds), 4) for way, seconds in times.items()}
 
 
+def one_gpu(index: int, at: float) -> None:
+    """A child's part of `a_process_a_gpu`: NVML started, then GPU `index`'s start reading at `at`."""
+    began = time.perf_counter()
+    nvml = LiveNvml()
+    (target,) = [target for target in targets(nvml) if target.nvml_index == index]
+    init_s = time.perf_counter() - began
+    time.sleep(max(0.0, at - time.time()))
+    reading_began = time.time()
+    health.take_snapshot(nvml, target, health.START_LABEL)
+    print(json.dumps({"gpu": index, "nvml_start_s": round(init_s, 4), "began": reading_began, "ended": time.time()}))
+
+
+def a_process_a_gpu(count: int) -> dict[str, object]:
+    """Every GPU's start reading, a process a GPU, all begun at one moment: the wall time from that
+    moment to the last one's end, and each process's NVML start (all started at once)."""
+    at = time.time() + 8.0  # past every child's NVML start
+    children = [
+        subprocess.Popen([sys.executable, __file__, "--one-gpu", str(index), "--at", str(at)], stdout=subprocess.PIPE, text=True)
+        for index in range(count)
+    ]
+    answers = [json.loads(child.communicate(timeout=120)[0].strip().splitlines()[-1]) for child in children]
+    late = max(answer["began"] for answer in answers) - at
+    return {
+        "wall_s": round(max(answer["ended"] for answer in answers) - at, 4),
+        "latest_start_s": round(late, 4),  # a child whose NVML start took past the moment began late
+        "nvml_start_s": [answer["nvml_start_s"] for answer in answers],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--one-gpu", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--at", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_gpu is not None:
+        one_gpu(args.one_gpu, args.at)
+        return 0
     try:
         nvml = TimedNvml()
     except NoDriverError as error:
@@ -132,6 +169,7 @@ def main() -> int:
         "batched_agrees_with_per_link": f"{sum(agree)} of {len(agree)} links (replay, recovery, CRC flit)",
         "after_a_stage_s": serial_and_threaded(nvml, gpus, "after a stage"),
         "start_s": serial_and_threaded(nvml, gpus, health.START_LABEL),
+        "start_a_process_a_gpu": a_process_a_gpu(len(gpus)),
     }
     links = result["active_links"]
     print(f"health snapshots of {len(gpus)} GPU(s) ({links} active links): {snapshots_s:.3f} s; kernel log {kernel_log_s:.3f} s")
@@ -143,6 +181,9 @@ def main() -> int:
         way = result[name]
         print(f"every GPU's snapshot ({name.removesuffix('_s').replace('_', ' ')}), median of {ROUNDS}: "
               f"one GPU after another {way['serial']:.3f} s, a thread a GPU {way['threaded']:.3f} s")
+    apart = result["start_a_process_a_gpu"]
+    print(f"every GPU's start reading, a process a GPU at one moment: {apart['wall_s']:.3f} s "
+          f"(NVML's starts, all at once: {apart['nvml_start_s']} s)")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return 0
