@@ -4,6 +4,8 @@ quick level, which imports no torch and starts no worker."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 
 from gpuaccept.facts.measurements import Measurements
@@ -165,15 +167,14 @@ def test_the_first_worker_starts_before_the_probe_only_where_gpus_are_measured(m
     from types import SimpleNamespace
 
     from gpuaccept.facts.run_record import FactsFile, LiveMachine
-    from gpuaccept.plugin import hooks
+    from gpuaccept.plugin import head_start
 
     prepared: list[list[int]] = []
-    monkeypatch.setattr(hooks.WorkerPool, "prepare", lambda self, ranks: prepared.append(list(ranks)))
-    monkeypatch.setattr(hooks, "driver_loads", lambda: driver)
-    monkeypatch.setattr(hooks, "_gpus_listed", lambda: 0)
-    config = SimpleNamespace(option=SimpleNamespace(numprocesses=xdist, collectonly=False))
+    monkeypatch.setattr(head_start.WorkerPool, "prepare", lambda self, ranks, imports=(): prepared.append(list(ranks)))
+    monkeypatch.setattr(head_start, "driver_loads", lambda: driver)
+    monkeypatch.setattr(head_start, "gpus_listed", lambda: 0)
     options = SimpleNamespace(level=level, source=LiveMachine() if source == "live" else FactsFile(path="facts.json"))
-    hooks._first_worker_ahead(config, options)
+    head_start.first_wave(options, distributed=xdist is not None, collect_only=False)  # type: ignore[arg-type]
     assert prepared == started
 
 
@@ -191,12 +192,12 @@ def test_the_first_wave_starts_a_worker_for_each_gpu_the_driver_lists(monkeypatc
     from types import SimpleNamespace
 
     from gpuaccept.facts.run_record import LiveMachine
-    from gpuaccept.plugin import hooks
+    from gpuaccept.plugin import head_start
 
     prepared: list[list[int]] = []
-    monkeypatch.setattr(hooks.WorkerPool, "prepare", lambda self, ranks: prepared.append(list(ranks)))
-    monkeypatch.setattr(hooks, "driver_loads", lambda: True)
-    real_listdir = hooks.os.listdir
+    monkeypatch.setattr(head_start.WorkerPool, "prepare", lambda self, ranks, imports=(): prepared.append(list(ranks)))
+    monkeypatch.setattr(head_start, "driver_loads", lambda: True)
+    real_listdir = head_start.os.listdir
 
     def listdir(path):
         if path != "/proc/driver/nvidia/gpus":
@@ -205,14 +206,13 @@ def test_the_first_wave_starts_a_worker_for_each_gpu_the_driver_lists(monkeypatc
             raise FileNotFoundError(path)
         return listed
 
-    monkeypatch.setattr(hooks.os, "listdir", listdir)
-    monkeypatch.setattr(hooks.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr(head_start.os, "listdir", listdir)
+    monkeypatch.setattr(head_start.os, "sched_getaffinity", lambda pid: set(range(cores)))
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    config = SimpleNamespace(option=SimpleNamespace(numprocesses=None, collectonly=False))
-    hooks._first_worker_ahead(config, SimpleNamespace(level="standard", source=LiveMachine()))
+    head_start.first_wave(SimpleNamespace(level="standard", source=LiveMachine()), distributed=False, collect_only=False)  # type: ignore[arg-type]
     assert prepared == started
 
 
@@ -411,3 +411,80 @@ def test_the_reports_imports_and_templates_can_be_readied_ahead_of_its_drawing()
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["[]", "1 ['page.html.j2', 'report.html.j2']"], done.stdout
+
+
+@pytest.mark.parametrize(
+    "pytest_args, distributed, collect_only",
+    [
+        ([], False, False),
+        (["-k", "busbw"], False, False),
+        (["-n", "4"], True, False),
+        (["-n4"], True, False),
+        (["-nauto"], True, False),
+        (["--numprocesses=2"], True, False),
+        (["--co"], False, True),
+        (["--collect-only", "-n", "2"], True, True),
+    ],
+)
+def test_the_command_guesses_from_pytest_arguments_what_its_first_workers_are_for(monkeypatch, pytest_args, distributed, collect_only):
+    from types import SimpleNamespace
+
+    from gpuaccept.facts.run_record import LiveMachine
+    from gpuaccept.plugin import head_start
+
+    waves: list[tuple[bool, bool]] = []
+    monkeypatch.setattr(head_start.TorchCheck, "of_run", classmethod(lambda cls, options: None))
+    monkeypatch.setattr(head_start, "first_wave", lambda options, xdist, collect: waves.append((xdist, collect)) or head_start.WorkerPool())
+    started = head_start.HeadStart.of_command(SimpleNamespace(level="standard", source=LiveMachine()), pytest_args)  # type: ignore[arg-type]
+    assert waves == [(distributed, collect_only)]
+    # the plugin takes the workers only where pytest, once it parsed its arguments, runs what was guessed
+    assert started.fits(distributed, collect_only) and not started.fits(not distributed, collect_only)
+
+
+class RecordedHeadStart:
+    """A head start that records that it was started and ended, with no check and no worker."""
+
+    started: ClassVar[list[list[str]]] = []
+    stopped = 0
+
+    def __init__(self, pytest_args):
+        from gpuaccept.measure.launch import WorkerPool
+
+        self.torch_check = None
+        self.pool = WorkerPool()
+        RecordedHeadStart.started.append(pytest_args)
+
+    @classmethod
+    def of_command(cls, options, pytest_args):
+        return cls(pytest_args)
+
+    def fits(self, distributed, collect_only):
+        return True
+
+    def stop(self):
+        RecordedHeadStart.stopped += 1
+
+
+@pytest.mark.parametrize(
+    "argv, started, code",
+    [
+        (["run"], 1, 2),  # started before pytest; on this machine no driver: could not judge, and ended
+        (["run", "--", "--no-such-pytest-option"], 1, 2),  # refused by pytest's own parser: ended unused
+        (["run", "--level", "quick"], 0, 2),  # the quick level starts neither
+        (["run", "--facts", "FACTS"], 0, 0),  # recorded facts: nothing of this machine
+    ],
+    ids=["live", "refused", "quick", "recorded"],
+)
+def test_a_measuring_run_starts_torch_check_and_first_workers_before_pytest_and_ends_them(tmp_path, monkeypatch, argv, started, code):
+    from gpuaccept import cli
+    from gpuaccept.plugin import head_start
+    from tests.helpers import EXAMPLES
+
+    RecordedHeadStart.started, RecordedHeadStart.stopped = [], 0
+    monkeypatch.setattr(head_start, "HeadStart", RecordedHeadStart)
+    monkeypatch.setenv("GPUACCEPT_NVML_REPLAY", str(tmp_path / "no-such-recording.json"))  # no GPU here, whatever this machine has
+    argv = [str(EXAMPLES / "h200x4-measured.json") if word == "FACTS" else word for word in argv]
+    argv[1:1] = ["--profile", "h200-4-nvswitch", "--reports", str(tmp_path / "reports")]
+    assert cli.main(argv) == code
+    assert len(RecordedHeadStart.started) == started
+    assert RecordedHeadStart.stopped == started  # ended by the command, whatever happened

@@ -528,12 +528,28 @@ class _Prepared:
         suites = shipped_dir("suites")
         pytest_args = [str(suites), "-c", str(suites / "pytest.ini"), "--rootdir", str(suites), *NOT_LOADED, *passed_to_pytest(given)]
         self.pytest_args = pytest_args + (extra[1:] if extra[:1] == ["--"] else extra)
-        _refuse_what_pytest_refuses(self.pytest_args)
+        # torch's check and the first workers begin now, while pytest checks its arguments and
+        # configures the run: they import torch meanwhile (plugin/head_start.py)
+        self.head_start = None
+        if isinstance(self.options.source, LiveMachine) and self.options.level != "quick":
+            from gpuaccept.plugin.head_start import HeadStart  # the measurement's launcher: not for the quick level
+
+            self.head_start = HeadStart.of_command(self.options, self.pytest_args)
+        try:
+            _refuse_what_pytest_refuses(self.pytest_args)
+        except BaseException:
+            self.stop()
+            raise
         self.outcome = _Outcome()
         probe = getattr(args, "started_probe", None) if isinstance(self.options.source, LiveMachine) else None
-        self.plugins = [self.outcome, GivenOptions(self.options, probe)]
+        self.plugins = [self.outcome, GivenOptions(self.options, probe, self.head_start)]
         self.exit_status = pytest.ExitCode.OK
         self.started_at = ""  # when the run began (ISO 8601, UTC)
+
+    def stop(self) -> None:
+        """What the run started ahead and did not take: ended (again, where the run ended it)."""
+        if self.head_start is not None:
+            self.head_start.stop()
 
     @property
     def profile_named(self) -> str:
@@ -614,8 +630,11 @@ def _judged_run(args, extra: list[str], command: str, *, log: Path | None = None
     its verdict at its end, also where it ended before any test (no driver, no torch). Bad options
     are refused before: they write nothing."""
     prepared = _Prepared(args, extra)
-    with reports_folder_lock(prepared.reports, "--reports"):  # one run's reports at a time: a second run is refused here
-        return _judged_locked(prepared, command, log)
+    try:
+        with reports_folder_lock(prepared.reports, "--reports"):  # one run's reports at a time: a second run is refused here
+            return _judged_locked(prepared, command, log)
+    finally:
+        prepared.stop()
 
 
 def _judged_locked(prepared: _Prepared, command: str, log: Path | None) -> tuple[int, run_verdict.RunVerdict]:

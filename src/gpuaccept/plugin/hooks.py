@@ -27,21 +27,21 @@ import pytest
 from gpuaccept.burnin.driver import burnin_stages
 from gpuaccept.checks.declare import areas_of_tests
 from gpuaccept.errors import GpuAcceptError, shown
-from gpuaccept.facts.run_record import LiveMachine, journal_of
+from gpuaccept.facts.run_record import journal_of
 from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.launch import WorkerPool
 from gpuaccept.outputs import check_output_file, refuse_links, refuse_overlaps
 from gpuaccept.plugin.burnin import BurninHooks
 from gpuaccept.plugin.context import RUN_KEY, GpuAcceptRun, RunContext
+from gpuaccept.plugin.head_start import first_wave
 from gpuaccept.plugin.levels import mark_levels, outside_level, register_markers
 from gpuaccept.plugin.needs import needs_of, stages_asked
-from gpuaccept.plugin.options import RunOptions, given_options, given_probe, read_options
+from gpuaccept.plugin.options import RunOptions, given_head_start, given_options, given_probe, read_options
 from gpuaccept.plugin.parametrize import parametrize_from_profile
 from gpuaccept.plugin.recording import NOT_STARTED_KEY, RunRecording
 from gpuaccept.plugin.terminal import terminal_line
 from gpuaccept.plugin.torch_check import TorchCheck
 from gpuaccept.plugin.verdicts import MESSAGE_ON_REPORT, VERDICT_ON_REPORT, VERDICTS_KEY, failure_message, report_status
-from gpuaccept.probe.cuda import driver_loads
 from gpuaccept.process import HeldSignals, hold_signals
 from gpuaccept.stages.health import SnapshotAfterStage
 from gpuaccept.stages.registry import STAGES
@@ -59,6 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)  # in every run, so that the suites pass --strict-markers
     given = given_options(config.pluginmanager.get_plugins())  # read and checked by `gpu-accept run`
     started_probe = given_probe(config.pluginmanager.get_plugins())  # started by `gpu-accept run` as it began
+    head_start = given_head_start(config.pluginmanager.get_plugins())  # started by `gpu-accept run` once its options were read
     try:
         options = given.with_junitxml(getattr(config.option, "xmlpath", None)) if given is not None else read_options(config.option)
     except GpuAcceptError as error:
@@ -79,8 +80,15 @@ def pytest_configure(config: pytest.Config) -> None:
     # --junitxml FILE is written by this plugin, from the run record, in the shape of every other
     # gpu-accept JUnit: pytest's own writer would be a second one at the same path
     config.option.xmlpath = None
-    pool = _first_worker_ahead(config, options)
-    torch_check: TorchCheck | None = None
+    distributed = getattr(config.option, "numprocesses", None) not in (None, 0)
+    collect_only = bool(config.option.collectonly)
+    if head_start is not None and head_start.fits(distributed, collect_only):
+        pool = head_start.pool
+    else:
+        if head_start is not None:
+            head_start.pool.close()  # the command guessed pytest's arguments wrong: its workers go unused
+        pool = first_wave(options, distributed, collect_only)
+    torch_check: TorchCheck | None = head_start.torch_check if head_start is not None else None
     folder: Path | None = None
     try:
         refuse_overlaps(options.inputs(), options.outputs.named())  # no output is an input or another output
@@ -88,7 +96,8 @@ def pytest_configure(config: pytest.Config) -> None:
             check_output_file(path, option)
         if options.outputs.results is not None:  # results.json's journal is named by the run, never by its user
             refuse_links(options.outputs.results.parent, [journal_of(options.outputs.results).name], "--results")
-        torch_check = TorchCheck.of_run(options)  # asked beside the probe, answered before any test
+        if torch_check is None:  # asked beside the probe, answered before any test
+            torch_check = TorchCheck.of_run(options)
         # the fault drills are read here, once: the workers of pytest-xdist get them with the context
         # a profile derived from the catalogue is kept beside the reports, to review and keep
         derive_into = options.outputs.results.parent if options.outputs.results is not None else None
@@ -133,24 +142,6 @@ def _stop(pool: WorkerPool, torch_check: TorchCheck | None, folder: Path | None)
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _first_worker_ahead(config: pytest.Config, options: RunOptions) -> WorkerPool:
-    """A measuring run's first workers (one rank each: the copy stage's and each GPU's loads, the
-    first wave a session sets up), started before the machine is probed: they import torch while
-    the probe runs and the tests are collected, when nothing is measured. As every worker started
-    ahead, only where the measurements run on GPUs (the CUDA driver is there; on the CPU the import
-    would take its share of what the CPU measures next); not at the quick level (it starts no
-    worker), not for recorded facts, not under pytest-xdist (which process measures first is not
-    known). One for each GPU the driver lists only where the cores allow as many imports at once
-    beside the probe (two a worker), otherwise one."""
-    pool = WorkerPool()
-    distributed = getattr(config.option, "numprocesses", None) not in (None, 0)
-    measures = options.level != "quick" and isinstance(options.source, LiveMachine) and not config.option.collectonly
-    if measures and not distributed and driver_loads():
-        workers = 1 + _gpus_listed()
-        pool.prepare([1] * (workers if len(os.sched_getaffinity(0)) >= 2 * workers else 1))
-    return pool
-
-
 def _sets_up_before_collecting(options: RunOptions, pool: WorkerPool) -> bool:
     """Whether the first stages' workers are given their plans now, as the run is configured, not
     once its tests are collected: a standard run's tests ask for every stage the profile asks for,
@@ -159,17 +150,6 @@ def _sets_up_before_collecting(options: RunOptions, pool: WorkerPool) -> bool:
     session says the order again once collected (pytest_collection_finish): where -k, -m or test
     ids made it another, what was set up is ended before anything measures."""
     return options.level == "standard" and bool(pool.waiting)
-
-
-def _gpus_listed() -> int:
-    """How many GPUs the NVIDIA driver lists (/proc/driver/nvidia/gpus, one folder a GPU), no more
-    than CUDA_VISIBLE_DEVICES names: a guess before the probe, read without starting anything."""
-    try:
-        listed = len(os.listdir("/proc/driver/nvidia/gpus"))
-    except OSError:
-        return 0
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return listed if visible is None else min(listed, len([name for name in visible.split(",") if name.strip()]))
 
 
 def _refuse_a_baseline_of_another_kind(options: RunOptions, context: RunContext) -> None:

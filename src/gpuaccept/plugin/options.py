@@ -21,6 +21,8 @@ from gpuaccept.vocabulary.telemetry import parse_duration
 if TYPE_CHECKING:  # pytest is imported by pytest's own run: `gpu-accept` reads this table without it
     import pytest
 
+    from gpuaccept.plugin.head_start import HeadStart
+
 AUTO = "auto"  # what --profile says for the profile whose match rule fits the GPUs installed
 DERIVED = "derived"  # what --profile says for a profile derived from the catalogue, whatever profiles match
 DEFAULT_MAX_REGRESSION = "5%"
@@ -236,11 +238,14 @@ def passed_to_pytest(values: argparse.Namespace) -> list[str]:
 class GivenOptions:
     """The options as `gpu-accept run` read and checked them, handed to the plugin beside pytest's
     own plugins (`pytest.main(..., plugins=[...])`): the controlling process does not read them
-    again. `probe`: the probe's child, where the command started it as it began (gpuaccept/entry.py)."""
+    again. `probe`: the probe's child, where the command started it as it began (gpuaccept/entry.py);
+    `head_start`: torch's check and the first workers, where it started them once these options
+    were read (plugin/head_start.py)."""
 
-    def __init__(self, options: RunOptions, probe: Bounded | None = None):
+    def __init__(self, options: RunOptions, probe: Bounded | None = None, head_start: HeadStart | None = None):
         self.options = options
         self.probe = probe
+        self.head_start = head_start
 
 
 def given_options(plugins: Iterable[object]) -> RunOptions | None:
@@ -254,6 +259,11 @@ MAX_CONFIRM = 10
 def given_probe(plugins: Iterable[object]) -> Bounded | None:
     """The probe the command started as it began, where it did."""
     return next((plugin.probe for plugin in plugins if isinstance(plugin, GivenOptions)), None)
+
+
+def given_head_start(plugins: Iterable[object]) -> HeadStart | None:
+    """Torch's check and the first workers the command started, where it did."""
+    return next((plugin.head_start for plugin in plugins if isinstance(plugin, GivenOptions)), None)
 
 
 def read_options(option: argparse.Namespace, spelled: Mapping[str, str] = PYTEST_FLAGS) -> RunOptions | None:
