@@ -134,8 +134,8 @@ class DdpStep(Step):
     # (ddp_without_p2p/4gpu-bs8), and changes nothing in how they are measured
     without_p2p: bool = False
     # DDP's wrapper and torch's optimizers import torch._dynamo (sympy, functorch) at their first
-    # use: 2-3 s a process on an H200 machine, which would otherwise be part of the set-up the
-    # DDP stage waits for once the loads have ended
+    # use: 0.7 s a process on a lent H200 machine from bytecode, 4-5 s where Python compiles it from
+    # source; otherwise part of the set-up the DDP stage waits for once the loads have ended
     imports_ahead: ClassVar[tuple[str, ...]] = ("gpuaccept.measure.ddp_step", "torch.nn.parallel", "torch._dynamo")
 
     def key(self, batch: int, accumulation: int) -> DdpKey:
