@@ -108,26 +108,18 @@ class MeasurementStore:
         measured = self._unmeasured(stage, every) == [] if stage.per_gpu else (self.folder / stage.file()).exists()
         return stage.asked(profile.spec) and stage.cannot_run(facts, every) is None and not measured
 
-    def _wave(self) -> list[str]:
+    def _wave(self, after_held: bool = False) -> list[str]:
         """The upcoming stages set up together, those not set up yet up to and including the first
         that tests the memory free as it begins: nothing set up after it may hold memory beside it
-        (none, while such a stage is set up and has not measured)."""
+        (none, while such a stage is set up and has not measured). `after_held`: the wave after
+        the stages set up now (whose workers may start importing), past a held stage that tests
+        the memory free."""
         wave: list[str] = []
         for name in self._upcoming:
+            if name in self._held and after_held:
+                continue
             if name not in self._held:
                 wave.append(name)
-            if STAGES[name].tests_free_memory:
-                break
-        return wave
-
-    def _next_wave(self) -> list[str]:
-        """The wave after the stages set up (held) now: the upcoming stages that are not, up to and
-        including the first that tests the memory free as it begins."""
-        wave: list[str] = []
-        for name in self._upcoming:
-            if name in self._held:
-                continue
-            wave.append(name)
             if STAGES[name].tests_free_memory:
                 break
         return wave
@@ -139,7 +131,7 @@ class MeasurementStore:
         if stage.name not in self._upcoming:
             return
         self._upcoming = self._upcoming[self._upcoming.index(stage.name) + 1 :]
-        for name in self._next_wave():
+        for name in self._wave(after_held=True):
             if name not in self._importing:
                 following = STAGES[name]
                 self._start(following.plans(profile.spec, self._first_run(following, facts)))
