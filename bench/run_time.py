@@ -286,14 +286,18 @@ def projection(runs: list[Run], gpus: int) -> list[str]:
         left_out = "" if run in alike else f" (left out: it measured {', '.join(sorted(_stages_measured(run))) or 'no stage'} only)"
         lines.append(f"- {run.gpus} GPU(s): {run.wall_s:.1f} s{rounds}: {run.wall_s - run.rounds_s:.1f} s{left_out}")
     if len({count for count, _ in points}) >= 2:
-        xs, ys = [float(x) for x, _ in points], [y for _, y in points]
-        mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-        slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum((x - mean_x) ** 2 for x in xs)
-        base = mean_y - slope * mean_x
+        slope, base = _slope(points)
         lines += ["", (
             f"this commit, over the runs that measured the same stages: **{slope:.1f} s per GPU** (target <= 3 s); "
             f"**8 GPUs projected: {base + 8 * slope:.1f} s** (without confirmation rounds)"
         )]
+        if all(run.phases for run in alike):
+            measuring, _ = _slope([(run.gpus, measuring_s(run)) for run in alike])
+            lines.append(
+                f"of which the measurement alone (the steps the stages' workers timed: "
+                f"{', '.join(f'{measuring_s(run):.1f} s on {run.gpus}' for run in alike)}): {measuring:.2f} s per GPU; "
+                f"set-up, waits and the rest: {slope - measuring:.2f} s per GPU"
+            )
     else:
         lines += ["", "this commit: fewer than two GPU counts that measured the same stages, no slope"]
     previous = next((run for run in runs if run.label == "standard-previous"), None)
@@ -304,6 +308,29 @@ def projection(runs: list[Run], gpus: int) -> list[str]:
             f"8 GPUs projected {previous.wall_s + (8 - gpus) * per_gpu:.1f} s from its {gpus}-GPU run of {previous.wall_s:.1f} s"
         )
     return lines
+
+
+def measuring_s(run: Run) -> float:
+    """The seconds the run's stages spent measuring: the steps their workers timed (`step: ...`),
+    without start-up, waits and holds; a per-GPU stage's GPUs measure at once, so its slowest GPU's
+    steps count. 0 where the run kept no phases."""
+    total = 0.0
+    for phases in run.phases.values():
+        per_gpu: dict[str, float] = {}
+        for name, seconds in phases.items():
+            gpu, _, part = name.partition(": ") if name.startswith("gpu") else ("", "", name)
+            if part.startswith("step:"):
+                per_gpu[gpu] = per_gpu.get(gpu, 0.0) + seconds
+        total += max(per_gpu.values(), default=0.0)
+    return round(total, 2)
+
+
+def _slope(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """A least-squares line through (GPUs, seconds): its slope and its value at no GPU."""
+    xs, ys = [float(x) for x, _ in points], [y for _, y in points]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum((x - mean_x) ** 2 for x in xs)
+    return slope, mean_y - slope * mean_x
 
 
 def _stages_measured(run: Run) -> frozenset[str]:

@@ -52,6 +52,26 @@ def test_each_gpu_s_cost_is_fitted_over_runs_of_the_same_stages_without_their_co
     assert "- 4 GPU(s): 64.8 s less 16.0 s of confirmation rounds: 48.8 s" in lines
 
 
+def test_the_measurement_alone_is_the_steps_the_workers_timed_a_per_gpu_stage_s_slowest_gpu():
+    phases = {
+        "copies": {"start-up": 5.0, "waited for the machine": 2.3, "step: copy bandwidth 1 GiB": 3.0},
+        "compute": {"gpu0: step: GEMM on gpu0": 1.2, "gpu0: step: memory test on gpu0": 5.0, "gpu0: held": 6.0,
+                    "gpu1: step: GEMM on gpu1": 1.3, "gpu1: step: memory test on gpu1": 5.1,
+                    "gpu1: memory test on gpu1: walking ones": 2.2},  # a part of a step: inside it already
+        "ddp": {"step: DDP on 1 GPU": 1.0, "step: DDP on 2 GPUs": 1.5, "DDP on 2 GPUs: bs8: timed": 0.6},
+    }
+    run = _standard(2, 30.0, 0.0, {"copies": 3.4, "compute": 7.0, "ddp": 8.0})
+    run.phases = phases
+    assert run_time.measuring_s(run) == 3.0 + 6.4 + 2.5  # the copies' step, gpu1's steps, DDP's two worlds
+    wider = _standard(4, 40.0, 0.0, {"copies": 7.0, "compute": 7.2, "ddp": 12.0})
+    wider.phases = {**phases, "ddp": {**phases["ddp"], "step: DDP on 4 GPUs": 2.0}, "copies": {"step: copy bandwidth 1 GiB": 6.0}}
+    lines = " ".join(run_time.projection([run, wider], 4))
+    # (2, 30.0) and (4, 40.0): 5 s a GPU, of which (2, 11.9) and (4, 16.9): 2.5 s measuring
+    assert "**5.0 s per GPU**" in lines
+    assert "(the steps the stages' workers timed: 11.9 s on 2, 16.9 s on 4): 2.50 s per GPU;" in lines
+    assert "set-up, waits and the rest: 2.50 s per GPU" in lines
+
+
 def test_no_slope_is_drawn_through_runs_that_measured_different_stages():
     runs = [
         _standard(1, 19.5, 0.0, {"copies": 2.3, "compute": 7.6, "nccl": 0.0}),
