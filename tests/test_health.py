@@ -657,3 +657,77 @@ def test_snapshots_taken_at_one_instant_are_no_rate():
     for check, subject in ((health.pcie_replay_rate, 0), (health.clock_slowdown_during_run, 0)):
         verdict = judged(check, facts, subject)
         assert verdict.outcome is Outcome.ERROR and "taken at the same instant" in verdict.message, verdict.message
+
+
+class _Field:
+    """One nvmlFieldValue_t as pynvml gives it: a return code, a value type and the value's union."""
+
+    def __init__(self, code: int, count: int = 0):
+        from types import SimpleNamespace
+
+        self.nvmlReturn, self.valueType, self.value = code, 3, SimpleNamespace(ullVal=count)  # 3: unsigned long long
+
+
+def test_a_gpu_s_nvlink_error_counters_are_asked_as_fields_and_the_rest_one_at_a_time(monkeypatch):
+    # links 0-11 have a field for each counter, asked in one call; a field the driver does not answer,
+    # and every counter of a link past 11, is asked on its own, as before; a counter NVML refuses
+    # alone is that counter's error, never 0
+    import pynvml
+
+    from gpuaccept.probe.nvml import NVLINK_ERROR_COUNTERS, LiveNvml
+
+    asked_fields: list[list[tuple[int, int]]] = []
+    asked_one: list[tuple[int, int]] = []
+    fields = {pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L3: _Field(pynvml.NVML_SUCCESS, 7),
+              pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L3: _Field(pynvml.NVML_SUCCESS, 0),
+              pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L3: _Field(pynvml.NVML_ERROR_NOT_SUPPORTED),
+              pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L3: _Field(pynvml.NVML_SUCCESS, 2)}
+
+    def one_counter(handle, link, counter):
+        asked_one.append((link, counter))
+        if (link, counter) == (14, 3):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return 100 * link + counter
+
+    monkeypatch.setattr(pynvml, "nvmlInit", lambda: None)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda index: f"gpu{index}")
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetFieldValues", lambda handle, pairs: asked_fields.append(pairs) or [fields[f] for f, _ in pairs])
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetNvLinkErrorCounter", one_counter)
+    rows = LiveNvml().query(NVLINK_ERROR_COUNTERS, 0, 3, 14)
+    assert rows == [[7, 0, 302, 2], [1400, 1401, 1402, {"error": "NOT_SUPPORTED", "message": "Not Supported"}]]
+    assert asked_fields == [[(field, 0) for field in fields]]  # one call, link 3's four fields
+    assert asked_one == [(3, 2), (14, 0), (14, 1), (14, 2), (14, 3)]
+
+
+def test_the_nvlink_error_counters_are_recorded_and_replayed_link_by_link():
+    # a recording keeps the one query as the answers it stands for: a test edits them link by link,
+    # and a recording made before the query existed answers it the same way
+    recorded = RecordingNvml(healthy_h200x2())
+    rows = recorded.query("nvlink_error_counters", 0, 3, 5)
+    kept = [(entry["query"], entry["args"]) for entry in recorded.answers]
+    assert kept == [("nvlink_error_counter", [0, link, counter]) for link in (3, 5) for counter in range(4)]
+    replay = ReplayNvml(recorded.answers)
+    assert replay.query("nvlink_error_counters", 0, 3, 5) == rows
+    replay.answer("nvlink_error_counter", 0, 5, NVLINK_RECOVERY, error="NOT_SUPPORTED")
+    assert replay.query("nvlink_error_counters", 0, 5)[0][NVLINK_RECOVERY] == {"error": "NOT_SUPPORTED", "message": "Not Supported"}
+    assert replay.query("nvlink_error_counters", 0, 9)[0][0]["error"] == "NOT_RECORDED"  # never a guess
+
+
+def test_a_gpu_whose_nvml_refuses_the_counters_in_one_query_is_read_link_by_link():
+    from gpuaccept.probe.health import take_snapshot
+
+    class RefusesTheQuery(ReplayNvml):
+        def query(self, name, *args):
+            if name == "nvlink_error_counters":
+                raise NvmlCallError(name, args, "BINDING", "no field values in this binding")
+            return super().query(name, *args)
+
+    replay = healthy_h200x2()
+    replay.answer("nvlink_error_counter", 0, 5, NVLINK_REPLAY, value=3)
+    replay.answer("nvlink_error_counter", 0, 3, NVLINK_RECOVERY, error="NOT_SUPPORTED")
+    target = Target(0, 0, (3, 5), "")
+    for nvml in (replay, RefusesTheQuery(list(replay._answers.values()))):
+        errors = {link.link: link for link in take_snapshot(nvml, target, "after").nvlink_errors}
+        assert errors[5].replay == 3 and errors[3].replay == 0
+        assert isinstance(errors[3].recovery, Unavailable) and errors[3].recovery.unavailable == "not_supported"
+        assert errors[3].recovery.detail == "nvlink_error_counter(0, 3, 1): NOT_SUPPORTED Not Supported"
