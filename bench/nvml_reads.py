@@ -1,8 +1,8 @@
 """Where the probe's health reading spends its time on a GPU machine: each NVML query the reading
 asks, timed over every GPU (the second of two readings: the first warms NVML), the kernel log read
-apart, and every active link's four NVLink error counters asked as the reading asks them (one
-query a GPU: the fields of links 0-11 in one field-values call, probe/nvml.py) beside one call a
-link and counter, their answers compared; then whether NVML answers for several GPUs at once: the snapshots of every
+apart, and the NVLink error counters asked per link and counter (what the reading does) beside
+one field-values call a GPU (NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY/RECOVERY/CRC scoped to each link),
+their answers compared; then whether NVML answers for several GPUs at once: the snapshots of every
 GPU taken one GPU after another and with a thread a GPU, in turn, ROUNDS times each (a reading after
 a stage, and the start's, which validates the InfoROM), their medians; and with a process a GPU,
 each starting NVML on its own and then taking its GPU's start reading at the same moment.
@@ -27,7 +27,9 @@ from typing import Any
 
 from gpuaccept.errors import NoDriverError
 from gpuaccept.probe import health
-from gpuaccept.probe.nvml import NVLINK_ERROR_COUNTERS, LiveNvml, NvmlCallError
+from gpuaccept.probe.nvml import LiveNvml
+
+DL_REPLAY, DL_RECOVERY, DL_CRC = 161, 162, 163  # nvml.h: NVML_FI_DEV_NVLINK_ERROR_DL_*, scoped to a link
 
 
 class TimedNvml(LiveNvml):
@@ -64,26 +66,19 @@ def targets(nvml: LiveNvml) -> list[health.Target]:
     return found
 
 
-def counters_both_ways(nvml: LiveNvml, target: health.Target) -> tuple[float, float, int, int]:
-    """The target's NVLink error counters in one query and one call a counter: the seconds of each,
-    how many counters agree, of how many."""
-    links = target.active_links
+def batched_link_counters(target: health.Target) -> tuple[float, dict[int, tuple[int | None, ...]]]:
+    """One field-values call for every active link's replay, recovery and CRC counters."""
+    import pynvml as n
+
+    handle = n.nvmlDeviceGetHandleByIndex(target.nvml_index)
+    asked = [(field, link) for link in target.active_links for field in (DL_REPLAY, DL_RECOVERY, DL_CRC)]
     began = time.perf_counter()
-    rows = nvml.query(NVLINK_ERROR_COUNTERS, target.nvml_index, *links) if links else []
-    one_query_s = time.perf_counter() - began
-    began = time.perf_counter()
-    singly = []
-    for link in links:
-        row = []
-        for counter in range(4):
-            try:
-                row.append(nvml.query("nvlink_error_counter", target.nvml_index, link, counter))
-            except NvmlCallError as error:
-                row.append({"error": error.code, "message": error.message})
-        singly.append(row)
-    one_call_each_s = time.perf_counter() - began
-    agree = sum(a == b for mine, theirs in zip(rows, singly, strict=True) for a, b in zip(mine, theirs, strict=True))
-    return one_query_s, one_call_each_s, agree, 4 * len(links)
+    values = n.nvmlDeviceGetFieldValues(handle, asked) if asked else []
+    seconds = time.perf_counter() - began
+    by_link: dict[int, list[int | None]] = defaultdict(list)
+    for (_, link), value in zip(asked, values, strict=True):
+        by_link[link].append(int(value.value.ullVal) if value.nvmlReturn == n.NVML_SUCCESS else None)
+    return seconds, {link: tuple(counts) for link, counts in by_link.items()}
 
 
 ROUNDS = 5
@@ -151,21 +146,27 @@ def main() -> int:
     nvml.seconds.clear()
     nvml.calls.clear()
     began = time.perf_counter()
-    health.take_snapshots(nvml, gpus, "timed")
+    snapshots = health.take_snapshots(nvml, gpus, "timed")
     snapshots_s = time.perf_counter() - began
     began = time.perf_counter()
     health.read_kernel_log(gpus)
     kernel_log_s = time.perf_counter() - began
-    both = [counters_both_ways(nvml, target) for target in gpus]
+    batched = {target.gpu: batched_link_counters(target) for target in gpus}
+    agree = []
+    for snapshot in snapshots:
+        _, counts = batched[snapshot.gpu]
+        for errors in snapshot.nvlink_errors:
+            agree.append(counts.get(errors.link) == (errors.replay, errors.recovery, errors.crc_flit))
+    per_link_s = nvml.seconds.get("nvlink_error_counter", 0.0)
     result = {
         "gpus": len(gpus), "active_links": [len(t.active_links) for t in gpus],
         "snapshots_s": round(snapshots_s, 4), "kernel_log_s": round(kernel_log_s, 4),
         "queries": {
             name: {"calls": nvml.calls[name], "ms": round(1000 * s, 2)} for name, s in sorted(nvml.seconds.items(), key=lambda kv: -kv[1])
         },
-        "nvlink_counters_one_query_a_gpu_ms": round(1000 * sum(one for one, _, _, _ in both), 2),
-        "nvlink_counters_one_call_a_counter_ms": round(1000 * sum(each for _, each, _, _ in both), 2),
-        "nvlink_counters_agree": f"{sum(agree for _, _, agree, _ in both)} of {sum(of for _, _, _, of in both)}",
+        "nvlink_counters_per_link_ms": round(1000 * per_link_s, 2),
+        "nvlink_counters_batched_ms": round(1000 * sum(s for s, _ in batched.values()), 2),
+        "batched_agrees_with_per_link": f"{sum(agree)} of {len(agree)} links (replay, recovery, CRC flit)",
         "after_a_stage_s": serial_and_threaded(nvml, gpus, "after a stage"),
         "start_s": serial_and_threaded(nvml, gpus, health.START_LABEL),
         "start_a_process_a_gpu": a_process_a_gpu(len(gpus)),
@@ -174,8 +175,8 @@ def main() -> int:
     print(f"health snapshots of {len(gpus)} GPU(s) ({links} active links): {snapshots_s:.3f} s; kernel log {kernel_log_s:.3f} s")
     for name, numbers in result["queries"].items():
         print(f"  {name:28} {numbers['calls']:5} calls {numbers['ms']:9.2f} ms")
-    print(f"NVLink error counters: one query a GPU {result['nvlink_counters_one_query_a_gpu_ms']} ms, one call a link and "
-          f"counter {result['nvlink_counters_one_call_a_counter_ms']} ms; {result['nvlink_counters_agree']} counters agree")
+    print(f"NVLink error counters: per link and counter {result['nvlink_counters_per_link_ms']} ms, "
+          f"one field-values call a GPU {result['nvlink_counters_batched_ms']} ms; {result['batched_agrees_with_per_link']} agree")
     for name in ("after_a_stage_s", "start_s"):
         way = result[name]
         print(f"every GPU's snapshot ({name.removesuffix('_s').replace('_', ' ')}), median of {ROUNDS}: "

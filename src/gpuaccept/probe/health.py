@@ -33,7 +33,7 @@ from gpuaccept.facts.machine import GpuFacts
 from gpuaccept.facts.record import Unavailable, is_known, not_probed
 from gpuaccept.probe import collect
 from gpuaccept.probe.collect import normalize_bus_id
-from gpuaccept.probe.nvml import NVLINK_COUNTER_FIELDS, NVLINK_ERROR_COUNTER, NVLINK_ERROR_COUNTERS, Nvml, NvmlCallError
+from gpuaccept.probe.nvml import Nvml, NvmlCallError
 
 # NVML's numbers, spelled out here so that replay needs no pynvml
 CORRECTED, UNCORRECTED = 0, 1  # nvmlMemoryErrorType_t
@@ -89,19 +89,11 @@ class Target:
 
 
 def read(nvml: Nvml, name: str, *args: int, convert: Callable[[Any], Any] = lambda v: v) -> Any:
-    """A reading, or what NVML's refusal of it says (`refused`)."""
-    try:
-        return convert(nvml.query(name, *args))
-    except NvmlCallError as error:
-        return refused(error)
-
-
-def refused(error: NvmlCallError) -> Unavailable:
-    """A reading NVML refused; a recording made before its query was asked has no answer for it:
-    not read, not an error."""
-    if error.code == "NOT_RECORDED":
-        return not_probed(f"not in this NVML recording: {error.query}")
-    return collect.unavailable(error)
+    """A reading; a recording made before this query was asked has no answer for it: not read, not an error."""
+    value = collect.read(nvml, name, *args, convert=convert)
+    if isinstance(value, Unavailable) and "NOT_RECORDED" in value.detail:
+        return not_probed(f"not in this NVML recording: {name}")
+    return value
 
 
 def now() -> str:
@@ -165,7 +157,16 @@ def take_snapshot(nvml: Nvml, target: Target, label: str, own_pids: frozenset[in
         pcie_replay_rollover=field(Field.PCIE_REPLAY_ROLLOVER),
         pcie_correctable=field(Field.PCIE_CORRECTABLE),
         pcie_l0_to_recovery=field(Field.PCIE_L0_TO_RECOVERY),
-        nvlink_errors=_nvlink_errors(nvml, i, target.active_links),
+        nvlink_errors=[
+            NvLinkErrors(
+                link=link,
+                replay=read(nvml, "nvlink_error_counter", i, link, NVLINK_REPLAY),
+                recovery=read(nvml, "nvlink_error_counter", i, link, NVLINK_RECOVERY),
+                crc_flit=read(nvml, "nvlink_error_counter", i, link, NVLINK_CRC_FLIT),
+                crc_data=read(nvml, "nvlink_error_counter", i, link, NVLINK_CRC_DATA),
+            )
+            for link in target.active_links
+        ],
         clock_event_reasons=read(nvml, "clock_event_reasons", i),
         clock_event_ns=ClockEventTimes(
             sw_power_cap=field(Field.SW_POWER_CAP_NS),
@@ -190,34 +191,6 @@ def take_snapshot(nvml: Nvml, target: Target, label: str, own_pids: frozenset[in
         mig_mode=mig,
         virtualization_mode=read(nvml, "virtualization_mode", i),
     )
-
-
-def _nvlink_errors(nvml: Nvml, i: int, links: tuple[int, ...]) -> list[NvLinkErrors]:
-    """The error counters of the GPU's active links, asked in one query (nvml.py's
-    NVLINK_ERROR_COUNTERS: a field-values call where the driver has the fields), or, where NVML
-    refuses that, link by link and counter by counter; each counter read as `read` reads one."""
-    try:
-        rows = nvml.query(NVLINK_ERROR_COUNTERS, i, *links) if links else []
-    except NvmlCallError:
-        rows = [[None] * len(NVLINK_COUNTER_FIELDS) for _ in links]  # asked one at a time below
-
-    def counter(link: int, which: int, answer: Any) -> Any:
-        if answer is None:
-            return read(nvml, NVLINK_ERROR_COUNTER, i, link, which)
-        if isinstance(answer, dict):  # the error NVML gave for this counter
-            return refused(NvmlCallError(NVLINK_ERROR_COUNTER, (i, link, which), answer["error"], answer.get("message", "")))
-        return answer
-
-    return [
-        NvLinkErrors(
-            link=link,
-            replay=counter(link, NVLINK_REPLAY, row[NVLINK_REPLAY]),
-            recovery=counter(link, NVLINK_RECOVERY, row[NVLINK_RECOVERY]),
-            crc_flit=counter(link, NVLINK_CRC_FLIT, row[NVLINK_CRC_FLIT]),
-            crc_data=counter(link, NVLINK_CRC_DATA, row[NVLINK_CRC_DATA]),
-        )
-        for link, row in zip(links, rows, strict=True)
-    ]
 
 
 def _inforom(nvml: Nvml, i: int) -> bool | Unavailable:

@@ -32,18 +32,6 @@ NVML_REPLAY = "GPUACCEPT_NVML_REPLAY"  # a recording to answer from, in place of
 # order and replayed in order; a wait with nothing left times out, as a quiet GPU's does.
 SEQUENCED_QUERIES = ("event_wait",)
 
-# Every NVLink error counter of some links of a GPU in one query: what `nvlink_error_counter` answers
-# for each link and counter (nvmlNvLinkErrorCounter_t: replay, recovery, CRC flit, CRC data), a list
-# of four a link; an answer NVML refused is {"error": its name, "message": ...}. NVML gives each
-# counter of links 0-11 as a field (NVML_FI_DEV_NVLINK_<counter>_ERROR_COUNT_L<link>), so a driver
-# answers those in one field-values call where it would otherwise take one call each (about 1 ms a
-# call on an H200: 72 a GPU of 18 links); the rest, one call each. Recorded, and replayed, as the
-# `nvlink_error_counter` answers it stands for: a recording reads, and is edited, link by link.
-NVLINK_ERROR_COUNTERS = "nvlink_error_counters"
-NVLINK_ERROR_COUNTER = "nvlink_error_counter"
-NVLINK_COUNTER_FIELDS = ("REPLAY", "RECOVERY", "CRC_FLIT", "CRC_DATA")  # in nvmlNvLinkErrorCounter_t's order
-NVLINK_FIELD_LINKS = 12  # links 0-11 have a field for each counter
-
 
 class NvmlCallError(Exception):
     """An NVML call that returned an error: `code` is NVML's name for it (NOT_SUPPORTED, ...)."""
@@ -129,40 +117,25 @@ class LiveNvml(Nvml):
             value = n.nvmlDeviceGetFieldValues(h(i), [(field_id, scope)])[0]
             if value.nvmlReturn != n.NVML_SUCCESS:
                 raise n.NVMLError(value.nvmlReturn)
-            return float(_number(value))
+            member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(value.valueType, "uiVal")
+            return float(getattr(value.value, member))
 
         def nvlink_speed(i: int, link: int) -> float:
             # field NVLINK_GET_SPEED scoped to one link: the speed `nvidia-smi nvlink -s` prints, in MB/s
             value = n.nvmlDeviceGetFieldValues(h(i), [(n.NVML_FI_DEV_NVLINK_GET_SPEED, link)])[0]
             if value.nvmlReturn != n.NVML_SUCCESS:
                 raise n.NVMLError(value.nvmlReturn)
-            return float(_number(value))
+            member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(value.valueType, "uiVal")
+            return float(getattr(value.value, member))
 
         def field_value(i: int, field: int, scope: int = 0) -> float | int:
             # one NVML field; each field value carries its own return code
             value = n.nvmlDeviceGetFieldValues(h(i), [(field, scope)])[0]
             if value.nvmlReturn != n.NVML_SUCCESS:
                 raise n.NVMLError(value.nvmlReturn)
-            return _number(value)
-
-        def nvlink_error_counters(i: int, *links: int) -> list[list[Any]]:
-            counters = range(len(NVLINK_COUNTER_FIELDS))
-            fielded = [(link, counter) for link in links if link < NVLINK_FIELD_LINKS for counter in counters]
-            asked = [(getattr(n, f"NVML_FI_DEV_NVLINK_{NVLINK_COUNTER_FIELDS[c]}_ERROR_COUNT_L{link}"), 0) for link, c in fielded]
-            answered: dict[tuple[int, int], int] = {}
-            for key, value in zip(fielded, n.nvmlDeviceGetFieldValues(h(i), asked) if asked else [], strict=True):
-                if value.nvmlReturn == n.NVML_SUCCESS:  # each field carries its own return code
-                    answered[key] = int(_number(value))
-
-            def one(link: int, counter: int) -> Any:
-                if (link, counter) in answered:
-                    return answered[(link, counter)]
-                try:  # a link past 11, or a field NVML did not answer: the counter asked on its own
-                    return int(n.nvmlDeviceGetNvLinkErrorCounter(h(i), link, counter))
-                except n.NVMLError as exc:
-                    return {"error": self._error_names.get(exc.value, f"CODE_{exc.value}"), "message": str(exc)}
-
-            return [[one(link, counter) for counter in counters] for link in links]
+            member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(value.valueType, "uiVal")
+            number = getattr(value.value, member)
+            return float(number) if member == "dVal" else int(number)
 
         def sram_ecc_status(i: int) -> dict:
             status = n.c_nvmlEccSramErrorStatus_v1_t()
@@ -207,8 +180,7 @@ class LiveNvml(Nvml):
             "retired_pages_pending": lambda i: int(n.nvmlDeviceGetRetiredPagesPendingStatus(h(i))),
             "remapped_rows": lambda i: [int(v) for v in n.nvmlDeviceGetRemappedRows(h(i))],
             "pcie_replay_counter": lambda i: int(n.nvmlDeviceGetPcieReplayCounter(h(i))),
-            NVLINK_ERROR_COUNTER: lambda i, link, counter: int(n.nvmlDeviceGetNvLinkErrorCounter(h(i), link, counter)),
-            NVLINK_ERROR_COUNTERS: nvlink_error_counters,
+            "nvlink_error_counter": lambda i, link, counter: int(n.nvmlDeviceGetNvLinkErrorCounter(h(i), link, counter)),
             "temperature": lambda i: int(n.nvmlDeviceGetTemperature(h(i), n.NVML_TEMPERATURE_GPU)),
             "temperature_threshold": lambda i, which: int(n.nvmlDeviceGetTemperatureThreshold(h(i), which)),
             "power_usage_mw": lambda i: int(n.nvmlDeviceGetPowerUsage(h(i))),
@@ -263,17 +235,6 @@ class LiveNvml(Nvml):
         }
 
 
-# the member of a field value's union that holds its number, by its nvmlValueType_t
-_FIELD_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
-
-
-def _number(value: Any) -> float | int:
-    """A field value's number: a float where NVML gives a double, an integer otherwise."""
-    member = _FIELD_MEMBERS.get(value.valueType, "uiVal")
-    number = getattr(value.value, member)
-    return float(number) if member == "dVal" else int(number)
-
-
 class RecordingNvml(Nvml):
     """Passes queries through and keeps every answer and error, to be saved and replayed."""
 
@@ -283,8 +244,6 @@ class RecordingNvml(Nvml):
         self.save_to = save_to  # where the answers are written when it is closed
 
     def query(self, name: str, *args: int) -> Any:
-        if name == NVLINK_ERROR_COUNTERS:
-            return self._nvlink_error_counters(*args)
         entry: dict[str, Any] = {"query": name, "args": list(args)}
         try:
             value = self.inner.query(name, *args)
@@ -296,16 +255,6 @@ class RecordingNvml(Nvml):
         entry["value"] = value
         self.answers.append(entry)
         return value
-
-    def _nvlink_error_counters(self, i: int, *links: int) -> list[list[Any]]:
-        """Asked as one query, kept as the `nvlink_error_counter` answers it stands for."""
-        rows = self.inner.query(NVLINK_ERROR_COUNTERS, i, *links)  # refused: the reader asks link by link, each kept
-        for link, row in zip(links, rows, strict=True):
-            for counter, answer in enumerate(row):
-                entry: dict[str, Any] = {"query": NVLINK_ERROR_COUNTER, "args": [i, link, counter]}
-                entry.update(answer if isinstance(answer, dict) else {"value": answer})
-                self.answers.append(entry)
-        return rows
 
     def close(self) -> None:
         self.inner.close()
@@ -344,21 +293,12 @@ class ReplayNvml(Nvml):
             if "error" in answer:
                 raise NvmlCallError(name, args, answer["error"], answer.get("message", ""))
             return answer["value"]
-        if name == NVLINK_ERROR_COUNTERS:  # put together from the answers it stands for
-            i, links = args[0], args[1:]
-            return [[self._nvlink_error_counter(i, link, counter) for counter in range(len(NVLINK_COUNTER_FIELDS))] for link in links]
         answer = self._answers.get((name, tuple(args)))
         if answer is None:
             raise NvmlCallError(name, args, "NOT_RECORDED", "the recording has no answer for this query")
         if "error" in answer:
             raise NvmlCallError(name, args, answer["error"], answer.get("message", ""))
         return answer["value"]
-
-    def _nvlink_error_counter(self, i: int, link: int, counter: int) -> Any:
-        try:
-            return self.query(NVLINK_ERROR_COUNTER, i, link, counter)
-        except NvmlCallError as error:
-            return {"error": error.code, "message": error.message}
 
     def answer(self, name: str, *args: int, value: Any = None, error: str | None = None) -> None:
         """Change one answer (how tests make a faulty machine out of a healthy recording); for a
