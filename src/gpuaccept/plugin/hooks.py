@@ -146,7 +146,7 @@ def _sets_up_before_collecting(options: RunOptions, pool: WorkerPool) -> bool:
     """Whether the first stages' workers are given their plans now, as the run is configured, not
     once its tests are collected: a standard run's tests ask for every stage the profile asks for,
     in the registry's order, so that order is known before collection, and the workers started
-    ahead (`_first_worker_ahead`) set up while pytest collects and torch's check is answered. The
+    ahead (plugin/head_start.py's `first_wave`) set up while pytest collects and torch's check is answered. The
     session says the order again once collected (pytest_collection_finish): where -k, -m or test
     ids made it another, what was set up is ended before anything measures."""
     return options.level == "standard" and bool(pool.waiting)
