@@ -112,6 +112,9 @@
 #                model, cuBLAS, attention, forward, backward, optimizer), in rounds of 1, 2, 4 and 8
 #                processes at once, each round on a cold kernel cache, then one on a warm one; then one
 #                process under py-spy --native (carried in .whl) to FIRST_STEP-TAG.txt
+#   copy-rounds  bench/copy_rounds.py: the copy stage with its copies between GPUs one at a time
+#                and in rounds (copies.concurrent), COPY_ROUNDS (default 3) runs of each in turn:
+#                each copy's GB/s both ways, the copy step's time
 #   ddp-ab       the DDP values of this checkout beside the previous commit's (.prev/, as run-time),
 #                standard runs on the first DDP_AB_GPUS (default 2) GPUs, this and previous in turn
 #                while the budget allows: each run's scaling efficiency, exposed communication and
@@ -844,6 +847,10 @@ PY
       CUDA_CACHE_PATH=$work/spy-cache /tmp/py-spy/bin/py-spy record --native --idle --rate 200 --format raw \
         -o "$OUT/first-step-$tag-native.txt" -- python3 bench/ddp_first_step.py --child 0 2>&1 | tail -3 | tee -a "$log"
     fi
+    ;;
+  copy-rounds)
+    say "copy-rounds: copies between GPUs one at a time and in rounds (bench/copy_rounds.py)"
+    python3 bench/copy_rounds.py --rounds "${COPY_ROUNDS:-3}" --out "$OUT/copy-rounds-$tag.json" 2>&1 | tee "$OUT/copy-rounds-$tag.md" | tee -a "$log"
     ;;
   ddp-ab)
     if [ ! -f .prev/pyproject.toml ]; then say "ddp-ab: skipped: no .prev/"; continue; fi

@@ -123,6 +123,26 @@ def test_copy_checks_use_the_pcie_peak_for_host_copies(tmp_path):
     assert missing.outcome is Outcome.FAILED and "not measured" in missing.message
 
 
+def test_a_copy_made_beside_the_other_pairs_of_its_round_is_judged_alone_and_says_so(tmp_path):
+    rounds = [[(0, 3), (1, 2)], [(0, 2), (1, 3)], [(0, 1), (2, 3)]]
+    round_of = {pair: index for index, pairs in enumerate(rounds) for pair in pairs}
+    results = [
+        CopyResult(what="p2p", gpus=(a, b), size_bytes=1 << 30, iterations=10, GBps=200.0 if (a, b) == (2, 1) else 390.0, wrong=0,
+                   round=round_of[(min(a, b), max(a, b))])
+        for a in range(4) for b in range(4) if a != b
+    ]
+    facts = with_measurements(copies=CopySweep(wall_s=1.0, results=results))
+    p = profile(tmp_path)
+    verdicts = {pair: fabric.p2p_copy(p, facts, pair) for pair in results_pairs(results)}
+    assert [pair for pair, v in verdicts.items() if v.outcome is not Outcome.PASSED] == [(2, 1)]  # not (1, 2), its round's other way
+    assert "concurrently with the other pairs of its round" in verdicts[(2, 1)].message
+    assert verdicts[(2, 1)].context["round"] == 0
+
+
+def results_pairs(results):
+    return [tuple(result.gpus) for result in results]
+
+
 def test_peaks_from_recorded_facts():
     facts = example_facts("h200x4")
     assert collective_peak(facts).GBps == 18 * 26.5625

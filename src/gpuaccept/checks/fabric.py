@@ -185,6 +185,9 @@ def _copy_verdict(judge: Judge, profile: Profile, facts: Facts, what: CopyKind, 
         message = f"{result.wrong} bytes differ from the source after the copy"
         return judge.failed(subject, message, result.wrong, Equals(0, "bytes"), final=True)
     note, context = _with_peak(result.GBps, peak)
+    if result.round is not None:  # a copy between two GPUs, beside the other pairs of its round
+        note = "; ".join(part for part in (note, "concurrently with the other pairs of its round") if part)
+        context.update(round=result.round)
     return judge(subject, what.replace("_", " "), result.GBps, criterion, note=note, context=context)
 
 

@@ -159,13 +159,16 @@ class PairSweep(Sweep):
         return failure_of(self.failures, key)
 
 
-class CopyResult(Record):
+class CopyResult(OmitsLaterDefaults):
     what: CopyKind
     gpus: tuple[Count, ...]  # (src, dst) for p2p; (gpu,) otherwise
     size_bytes: Count
     iterations: AtLeastOne
     GBps: Finite  # bytes moved per second; bidirectional counts both directions, local counts bytes once
     wrong: Count
+    round: Count | None = None  # copies between GPUs of one round ran at the same time; None: alone
+
+    later_fields: ClassVar[dict[str, Any]] = {"round": None}
 
     @field_validator("gpus")
     @classmethod

@@ -8,6 +8,15 @@
 
 Each copy is checked: the destination must equal the source afterwards.
 
+With `concurrent` (switch systems, where disjoint pairs share no link), the copies between GPUs run
+in the rounds of a round-robin schedule, disjoint pairs at once: every pair's one-way copy of a
+round in one direction, then the other, then its bidirectional copies. The copies of a GPU pair grow
+with the square of the GPU count (56 ordered pairs on 8 GPUs), the rounds with the count (14). Each
+copy is still timed on its own: CUDA events on the stream it runs on (torch issues a copy between
+GPUs on the source GPU's current stream), a bidirectional copy's from its first stream's start to
+the later of its two streams' ends. One at a time, a copy is timed by the host clock between full
+synchronizations, as before.
+
 What the copies need is made before anything is timed (`prepare_copies`, while the worker sets
 up): a CUDA context on every GPU, each GPU's source and target buffers, the pinned host buffers
 (pinning a GiB takes a fraction of a second), and peer access between every pair (torch enables it
@@ -17,8 +26,10 @@ at a pair's first copy).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpuaccept.measure.pairwise_step import schedule
 from gpuaccept.measure.plan import CopyStep
 from gpuaccept.vocabulary.copies import CopyKind
 from gpuaccept.vocabulary.steps import CopyKey
@@ -102,6 +113,21 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
         measured = {"key": str(key), "what": what, "gpus": list(devices), "size_bytes": size, "iterations": step.iterations}
         results.append({**measured, "GBps": moved / seconds / 1e9, "wrong": wrong})
 
+    def record_together(what: CopyKind, round_index: int, together: list[_Together]) -> None:
+        together = [copy for copy in together if CopyKey(what, copy.gpus) in wanted]
+        if not together:
+            return
+        devices = tuple(sorted({gpu for copy in together for gpu in copy.gpus}))
+        issue_all = [copy.issue for copy in together]
+        for _ in range(step.warmup):
+            _run(issue_all, devices)
+        seconds = _timed_each(together, devices, step.iterations)
+        for copy, taken in zip(together, seconds, strict=True):
+            wrong = copy.check()
+            measured = {"key": str(CopyKey(what, copy.gpus)), "what": what, "gpus": list(copy.gpus), "size_bytes": size,
+                        "iterations": step.iterations, "round": round_index}
+            results.append({**measured, "GBps": copy.moved / taken / 1e9, "wrong": wrong})
+
     if "local" in kinds:
         for g in range(gpus):
             record("local", (g,), [lambda g=g: targets[g].copy_(sources[g])], size, lambda g=g: differ(targets[g], sources[g]))
@@ -114,23 +140,56 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
             if "device_to_host" in kinds:
                 copy = [lambda g=g: landing.copy_(sources[g], non_blocking=True)]
                 record("device_to_host", (g,), copy, size, lambda g=g: differ(sources[g], landing))
+
+    def one_way(a: int, b: int) -> _Together:
+        return _Together(
+            (a, b), lambda: targets[b].copy_(sources[a], non_blocking=True), [torch.cuda.current_stream(a)], size,
+            lambda: differ(targets[b], sources[a]),
+        )
+
+    streams = [torch.cuda.Stream(device=torch.device("cuda", g)) for g in range(gpus)]
+
+    def both_ways(a: int, b: int) -> _Together:
+        def issue() -> None:
+            _on_stream(streams[a], lambda: targets[b].copy_(sources[a], non_blocking=True))
+            _on_stream(streams[b], lambda: targets[a].copy_(sources[b], non_blocking=True))
+
+        check = lambda: differ(targets[b], sources[a]) + differ(targets[a], sources[b])  # noqa: E731
+        return _Together((a, b), issue, [streams[a], streams[b]], 2 * size, check)
+
     if "p2p" in kinds:
-        for a in range(gpus):
-            for b in range(gpus):
-                if a != b:
-                    copy = [lambda a=a, b=b: targets[b].copy_(sources[a], non_blocking=True)]
-                    record("p2p", (a, b), copy, size, lambda a=a, b=b: differ(targets[b], sources[a]))
+        if step.concurrent:
+            for index, pairs in enumerate(schedule(gpus, True)):
+                record_together("p2p", index, [one_way(a, b) for a, b in pairs])
+                record_together("p2p", index, [one_way(b, a) for a, b in pairs])
+        else:
+            for a in range(gpus):
+                for b in range(gpus):
+                    if a != b:
+                        copy = [lambda a=a, b=b: targets[b].copy_(sources[a], non_blocking=True)]
+                        record("p2p", (a, b), copy, size, lambda a=a, b=b: differ(targets[b], sources[a]))
     if "p2p_bidirectional" in kinds:
-        streams = [torch.cuda.Stream(device=torch.device("cuda", g)) for g in range(gpus)]
-        for a in range(gpus):
-            for b in range(a + 1, gpus):
-                both = [
-                    lambda a=a, b=b: _on_stream(streams[a], lambda: targets[b].copy_(sources[a], non_blocking=True)),
-                    lambda a=a, b=b: _on_stream(streams[b], lambda: targets[a].copy_(sources[b], non_blocking=True)),
-                ]
-                check = lambda a=a, b=b: differ(targets[b], sources[a]) + differ(targets[a], sources[b])  # noqa: E731
-                record("p2p_bidirectional", (a, b), both, 2 * size, check)
+        if step.concurrent:
+            for index, pairs in enumerate(schedule(gpus, True)):
+                record_together("p2p_bidirectional", index, [both_ways(a, b) for a, b in pairs])
+        else:
+            for a in range(gpus):
+                for b in range(a + 1, gpus):
+                    together = both_ways(a, b)
+                    record("p2p_bidirectional", (a, b), [together.issue], 2 * size, together.check)
     return results
+
+
+@dataclass
+class _Together:
+    """One copy of a round whose copies run at once: its GPUs, how one iteration of it is issued,
+    the streams it runs on (the first one's events time it), the bytes it moves, its check."""
+
+    gpus: tuple[int, int]
+    issue: Callable[[], object]
+    streams: list
+    moved: int
+    check: Callable[[], int]
 
 
 def _random_bytes(size: int, device):
@@ -162,6 +221,37 @@ def _timed(copies: list, devices: tuple[int, ...], iterations: int) -> float:
             copy()
     _synchronize(devices)
     return (time.perf_counter() - began) / iterations
+
+
+def _timed_each(together: list[_Together], devices: tuple[int, ...], iterations: int) -> list[float]:
+    """Each copy's mean seconds an iteration, the copies issued together: events on its first
+    stream, whose start its other stream waits for and whose end waits for its other stream."""
+    import torch
+
+    _synchronize(devices)
+    starts, ends = [], []
+    for copy in together:
+        first, *others = copy.streams
+        start = torch.cuda.Event(enable_timing=True)
+        start.record(first)
+        for other in others:
+            other.wait_event(start)
+        starts.append(start)
+    for _ in range(iterations):
+        for copy in together:
+            copy.issue()
+    for copy in together:
+        first, *others = copy.streams
+        for other in others:
+            done = torch.cuda.Event()
+            done.record(other)
+            first.wait_event(done)
+        end = torch.cuda.Event(enable_timing=True)
+        end.record(first)
+        ends.append(end)
+    for end in ends:
+        end.synchronize()
+    return [start.elapsed_time(end) / 1e3 / iterations for start, end in zip(starts, ends, strict=True)]
 
 
 def _synchronize(devices: tuple[int, ...]) -> None:

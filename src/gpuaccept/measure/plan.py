@@ -102,6 +102,7 @@ class CopyStep(Step):
     size_bytes: int
     warmup: int = 2
     iterations: int = 10
+    concurrent: bool = False  # copies between disjoint GPU pairs at once, in rounds (switch systems)
     copies: list[CopyKey] = Field(min_length=1)  # each copy measured, in the worker's own order
 
     @field_validator("copies")

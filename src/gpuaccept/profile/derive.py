@@ -595,6 +595,9 @@ class _Builder:
         for kind in ("host_to_device", "device_to_host"):
             self.keep(f"copies.{kind}_min", self.host_value(f"copies.{kind}_min"), copies, f"{kind}_min")
         if len(copies) > 2:
+            if "p2p_min" in copies and t.fabric.kind == "nvswitch":
+                copies["concurrent"] = True
+                self.note("copies.concurrent", "disjoint pairs share nothing on NVSwitch: copied at once, in rounds")
             data["copies"] = copies
 
     def _ddp(self, data: dict[str, Any]) -> None:

@@ -487,6 +487,8 @@ def _measured(machines: list[Machine], data: Data, note: Note, margin: float, wa
     if measured.copies and measured.copies.results:
         first_copy = measured.copies.results[0]
         copies: Data = {"size": format_size(first_copy.size_bytes), "iterations": first_copy.iterations}
+        if any(result.round is not None for result in measured.copies.results):
+            copies["concurrent"] = True  # measured that way: its floors hold for copies in rounds
         for what in COPY_KINDS:
             spread = _spread(machines, functools.partial(_lowest_copy, what=what))
             if spread is not None:

@@ -252,6 +252,12 @@ class CopySpec(Strict):
     timeout_s: Annotated[float, Field(gt=0)] | None = Field(
         None, description="time limit of every copy together; by default derived from the sizes and floors (at least 60 s)"
     )
+    concurrent: bool = Field(
+        False,
+        description="copy between disjoint GPU pairs at the same time, in the rounds of a round-robin schedule "
+        "(switch systems, where pairs share nothing; each copy still timed and judged on its own); "
+        "false: one copy at a time",
+    )
     p2p_min: GBps | None = Field(None, description="GB/s per ordered pair, one direction")
     p2p_bidirectional_min: GBps | None = Field(None, description="GB/s per pair, both directions together")
     local_min: GBps | None = Field(None, description="GB/s of a copy within one GPU, bytes counted once")

@@ -135,6 +135,7 @@ def copy_plan(spec: ProfileSpec, gpus: int, only: set[StepKey] | None = None, dr
         size_bytes=size,
         warmup=copies.warmup,
         iterations=copies.iterations,
+        concurrent=copies.concurrent,
         copies=keys,
         timeout_s=_limit(copies.timeout_s, at_floor, MIN_COPY_STEP_S),
     )
