@@ -115,6 +115,9 @@
 #   copy-rounds  bench/copy_rounds.py: the copy stage with its copies between GPUs one at a time
 #                and in rounds (copies.concurrent), COPY_ROUNDS (default 3) runs of each in turn:
 #                each copy's GB/s both ways, the copy step's time
+#   context-visibility  bench/context_visibility.py: a rank a GPU, seeing every GPU against only its
+#                own (CUDA_VISIBLE_DEVICES): its CUDA context, process group, NCCL's first operations
+#                and busbw, CONTEXT_ROUNDS (default 2) runs of each in turn
 #   ddp-ab       the DDP values of this checkout beside the previous commit's (.prev/, as run-time),
 #                standard runs on the first DDP_AB_GPUS (default 2) GPUs, this and previous in turn
 #                while the budget allows: each run's scaling efficiency, exposed communication and
@@ -851,6 +854,11 @@ PY
   copy-rounds)
     say "copy-rounds: copies between GPUs one at a time and in rounds (bench/copy_rounds.py)"
     python3 bench/copy_rounds.py --rounds "${COPY_ROUNDS:-3}" --out "$OUT/copy-rounds-$tag.json" 2>&1 | tee "$OUT/copy-rounds-$tag.md" | tee -a "$log"
+    ;;
+  context-visibility)
+    say "context-visibility: a rank seeing every GPU against its own (bench/context_visibility.py)"
+    python3 bench/context_visibility.py --rounds "${CONTEXT_ROUNDS:-2}" --out "$OUT/context-visibility-$tag.json" 2>&1 \
+      | tee "$OUT/context-visibility-$tag.md" | tee -a "$log"
     ;;
   ddp-ab)
     if [ ! -f .prev/pyproject.toml ]; then say "ddp-ab: skipped: no .prev/"; continue; fi
