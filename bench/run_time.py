@@ -176,11 +176,13 @@ def gpus_of_machine() -> tuple[int, str]:
 
 
 def profile_for(model: str, gpus: int) -> str | None:
-    """The shipped profile for `gpus` GPUs of `model`, where one matches (as --profile auto picks it)."""
+    """The name of the shipped profile for `gpus` GPUs of `model`, where one matches (as --profile
+    auto picks it): each commit reads it from its own shipped profiles (a previous commit may not
+    read this one's file: a key added since is refused)."""
     from gpuaccept.profile import ProfileCatalog
 
     matching = [p for p in ProfileCatalog.with_shipped().load_all() if p.matches_machine(model, gpus)]
-    return str(matching[0].path) if matching else None
+    return matching[0].path.stem if matching else None
 
 
 def measure(args: argparse.Namespace) -> int:

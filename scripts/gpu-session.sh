@@ -862,6 +862,14 @@ PY
     ;;
   ddp-ab)
     if [ ! -f .prev/pyproject.toml ]; then say "ddp-ab: skipped: no .prev/"; continue; fi
+    # a run's DDP numbers and results.json kept; a run that wrote none says why (its output's end)
+    ab_kept() {
+      if [ -f "$work/$1/results.json" ]; then
+        ddp_numbers "$work/$1/results.json"; cp "$work/$1/results.json" "$OUT/$1.json"
+      else
+        say "$1: no results.json; its output ends:"; tail -5 "$work/$1.out" | tee -a "$log"; cp "$work/$1.out" "$OUT/"
+      fi
+    }
     python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade \
       --target /tmp/site-prev .prev >/dev/null || { say "ddp-ab: the previous commit did not install"; continue; }
     compile_bytecode /tmp/site-prev
@@ -874,11 +882,11 @@ PY
       enough 75 "ddp-ab this-$round" || break
       say "ab-this-$round"
       CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" run_suite "ab-this-$round" --profile "$ab_profile"
-      ddp_numbers "$work/ab-this-$round/results.json"; cp "$work/ab-this-$round/results.json" "$OUT/ab-this-$round.json"
+      ab_kept "ab-this-$round"
       enough 75 "ddp-ab previous-$round" || break
       say "ab-previous-$round"
       CUDA_VISIBLE_DEVICES=$visible GPU_ACCEPT="python3 -m gpuaccept" PYTHONPATH=/tmp/site-prev:$PYTHONPATH run_suite "ab-previous-$round" --profile "$ab_profile"
-      ddp_numbers "$work/ab-previous-$round/results.json"; cp "$work/ab-previous-$round/results.json" "$OUT/ab-previous-$round.json"
+      ab_kept "ab-previous-$round"
     done
     ;;
   *) say "unknown stage $stage" ;;
