@@ -77,28 +77,6 @@ def test_a_wrong_result_is_counted():
 
 
 @pytest.mark.slow
-def test_each_collective_runs_once_as_the_set_prepares_and_a_fault_met_there_is_left_to_its_step():
-    # the pairwise step names a pair beyond the job's two ranks: its first operation fails while the
-    # set prepares, which goes on; the step meets the fault again and is named by it, and every
-    # other value is measured
-    steps = [
-        CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1),
-        CollectiveStep(collective="alltoall", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1),
-        PairwiseStep(size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1, pairs=[PairKey(0, 2)]),
-        CollectiveStep(collective="broadcast", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1),
-    ]
-    events: list[dict] = []
-    outcome = run_plan(Plan(steps=steps, backend="gloo"), 2, on_event=events.append)
-    ready = [event for event in events if event["event"] == "ready"]
-    assert len(ready) == 2  # the set that met the fault in its step, and the one the steps after it ran in
-    assert all(event["startup_s"]["prepare: first operations"] > 0 for event in ready)
-    assert sorted(str(key) for key in outcome.values) == sorted(str(step.keys[0]) for step in (steps[0], steps[1], steps[3]))
-    assert all(record["wrong"] == 0 for record in outcome.values.values())
-    (failure,) = outcome.failures
-    assert failure.keys == [PairKey(0, 2)] and "gpu0-gpu2: the job has 2 ranks" in failure.message
-
-
-@pytest.mark.slow
 def test_a_crashing_worker_is_reported_with_its_error_not_waited_for():
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float64", warmup=0, iterations=1)
     broken = Plan(steps=[step], backend="gloo").model_copy(update={"steps": [step.model_copy(update={"dtype": "complex7"})]})

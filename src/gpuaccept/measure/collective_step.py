@@ -4,13 +4,6 @@ Timing: a barrier, then CUDA events around `iterations` back-to-back operations 
 stream (a host clock under gloo, whose operations are synchronous); the time of one operation is
 the slowest rank's mean, as one nccl-tests process driving every GPU sees it.
 
-Before anything is timed (`prepare_collectives`, while the ranks set up), the first operation of
-each collective and one exchange of every pair run once: NCCL connects the channels and peers an
-operation needs at its first use in a process (since 2.22), and the allocator grows to its buffers
-then. Left to the first step of each, that set-up ran inside the NCCL stage's window: alltoall
-256 MiB's step took 1.19 s on a lent 4xH200 (commit 3e1f29a, 2026-11-28), alltoall 1 GiB's 0.07 s.
-Each step still has warm-up operations of its own before its timed ones.
-
 Validation: a separate, untimed operation on inputs whose exact result is known. The values are
 small integers (at most 256, and every partial sum too) so that bf16 sums are exact and any
 difference is a real error, not rounding. The output is poisoned with NaN first, so an element
@@ -23,34 +16,10 @@ import time
 
 from gpuaccept.measure.collectives import bandwidths, buffers
 from gpuaccept.measure.drills import NO_DRILLS, Drills
-from gpuaccept.measure.plan import CollectiveStep, PairwiseStep
+from gpuaccept.measure.plan import CollectiveStep
 from gpuaccept.measure.timing import slowest_rank_seconds, time_operation
 
 EXACT_LIMIT = 256  # bf16 holds every integer up to 256
-
-
-def prepare_collectives(steps: list, me) -> None:
-    """The first step of each collective, and the first pairwise step, run once with one operation
-    and no warm-up (untimed for the run: their values are let go). A fault met here ends the
-    preparation, nothing after it run: its step meets the fault again and is named by it."""
-    from gpuaccept.measure.pairwise_step import measure_pairs
-
-    firsts: dict[str, CollectiveStep | PairwiseStep] = {}
-    for step in steps:
-        if isinstance(step, CollectiveStep):
-            firsts.setdefault(step.collective, step)
-        elif isinstance(step, PairwiseStep):
-            firsts.setdefault("pairwise", step)
-    once = {"warmup": 0, "iterations": 1}
-    with me.phase("first operations"):
-        for step in firsts.values():
-            try:
-                if isinstance(step, CollectiveStep):
-                    measure_collective(step.model_copy(update=once), me)
-                else:
-                    measure_pairs(step.model_copy(update=once), me)
-            except Exception:  # the step meets it again and reports it
-                return
 
 
 def measure_collective(step: CollectiveStep, me, drills: Drills = NO_DRILLS) -> list[dict]:

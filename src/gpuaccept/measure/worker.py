@@ -398,18 +398,12 @@ def run(
 
 def prepare_steps(steps: list, me: Rank) -> None:
     """What the steps set up before anything of the plan is timed, on every rank: for DDP, the
-    process groups of every world and the model; for the collectives, each one's first operation
-    (NCCL's connections); for the copies, every GPU's context and buffers."""
+    process groups of every world and the model; for the copies, every GPU's context and buffers."""
     ddp = [step for step in steps if isinstance(step, DdpStep)]
     if ddp:
         from gpuaccept.measure.ddp_step import prepare_ddp
 
         prepare_ddp(ddp, me)
-    collectives = [step for step in steps if isinstance(step, (CollectiveStep, PairwiseStep))]
-    if collectives:
-        from gpuaccept.measure.collective_step import prepare_collectives
-
-        prepare_collectives(collectives, me)
     copies = [step for step in steps if isinstance(step, CopyStep)]
     if copies and me.cuda:  # without CUDA the step says why it cannot run
         from gpuaccept.measure.copy_step import prepare_copies
