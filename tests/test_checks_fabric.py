@@ -135,8 +135,18 @@ def test_a_copy_made_beside_the_other_pairs_of_its_round_is_judged_alone_and_say
     p = profile(tmp_path)
     verdicts = {pair: fabric.p2p_copy(p, facts, pair) for pair in results_pairs(results)}
     assert [pair for pair, v in verdicts.items() if v.outcome is not Outcome.PASSED] == [(2, 1)]  # not (1, 2), its round's other way
-    assert "concurrently with the other pairs of its round" in verdicts[(2, 1)].message
-    assert verdicts[(2, 1)].context["round"] == 0
+    # copied at once with the other pair of its round, in the same direction: 2->1 beside 3->0
+    assert "at once with gpu3-gpu0" in verdicts[(2, 1)].message and verdicts[(2, 1)].context["round"] == 0
+    assert "at once with gpu0-gpu3" in verdicts[(1, 2)].message
+
+
+def test_a_copy_alone_in_its_round_says_nothing_of_other_copies(tmp_path):
+    results = [
+        CopyResult(what="p2p", gpus=pair, size_bytes=1 << 30, iterations=10, GBps=390.0, wrong=0, round=0) for pair in ((0, 1), (1, 0))
+    ]
+    facts = with_measurements(copies=CopySweep(wall_s=1.0, results=results))
+    verdict = fabric.p2p_copy(profile(tmp_path), facts, (0, 1))
+    assert verdict.outcome is Outcome.PASSED and "at once" not in verdict.message and "round" not in verdict.context
 
 
 def results_pairs(results):

@@ -14,7 +14,7 @@ from gpuaccept.checks.declare import GPU, GPU_ORDERED_PAIR, GPU_PAIR, Subjects, 
 from gpuaccept.checks.missing import COPY_BANDWIDTH, NCCL_SWEEP, PAIRWISE_SWEEP
 from gpuaccept.checks.peaks import Peak, collective_peak, pair_peak, pcie_peak
 from gpuaccept.checks.verdict import AtLeast, Better, Context, Criterion, Equals, Judge, Verdict
-from gpuaccept.facts.measurements import CollectiveResult
+from gpuaccept.facts.measurements import CollectiveResult, CopyResult, CopySweep
 from gpuaccept.facts.model import Facts
 from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.model import Profile
@@ -185,10 +185,25 @@ def _copy_verdict(judge: Judge, profile: Profile, facts: Facts, what: CopyKind, 
         message = f"{result.wrong} bytes differ from the source after the copy"
         return judge.failed(subject, message, result.wrong, Equals(0, "bytes"), final=True)
     note, context = _with_peak(result.GBps, peak)
-    if result.round is not None:  # a copy between two GPUs, beside the other pairs of its round
-        note = "; ".join(part for part in (note, "concurrently with the other pairs of its round") if part)
+    beside = _copied_at_once(sweep, result)
+    if beside:
+        note = "; ".join(part for part in (note, f"at once with {', '.join(pair_key(*r.gpus) for r in beside)}") if part)
         context.update(round=result.round)
     return judge(subject, what.replace("_", " "), result.GBps, criterion, note=note, context=context)
+
+
+def _copied_at_once(sweep: CopySweep, result: CopyResult) -> list[CopyResult]:
+    """The copies that ran at the same time as `result`: of its kind and round, between other GPUs,
+    and for one-way copies in the same direction (a round copies from each pair's lower GPU first,
+    then back)."""
+    if result.round is None:
+        return []
+    upward = result.gpus[0] < result.gpus[-1]
+    return [
+        other for other in sweep.results
+        if other.what == result.what and other.round == result.round and not set(other.gpus) & set(result.gpus)
+        and (result.what != "p2p" or (other.gpus[0] < other.gpus[-1]) == upward)
+    ]
 
 
 def _copy_keys(what: CopyKind) -> Callable[[Profile, Any], list[StepKey]]:
