@@ -122,10 +122,11 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
         for _ in range(step.warmup):
             _run(issue_all, devices)
         seconds = _timed_each(together, devices, step.iterations)
+        at_once = round_index if len(together) > 1 else None  # a copy alone in its round (2 GPUs, a copy measured again) ran alone
         for copy, taken in zip(together, seconds, strict=True):
             wrong = copy.check()
             measured = {"key": str(CopyKey(what, copy.gpus)), "what": what, "gpus": list(copy.gpus), "size_bytes": size,
-                        "iterations": step.iterations, "round": round_index}
+                        "iterations": step.iterations, "round": at_once}
             results.append({**measured, "GBps": copy.moved / taken / 1e9, "wrong": wrong})
 
     if "local" in kinds:
