@@ -26,6 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.run_time import gpus_of_machine  # noqa: E402
+
 RANK_CODE = r'''
 import json, os, sys, time
 import torch, torch.distributed as dist
@@ -73,16 +78,6 @@ dist.destroy_process_group()
 '''
 
 
-def gpu_count() -> int:
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    finally:
-        pynvml.nvmlShutdown()
-
-
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -120,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    gpus = gpu_count()
+    gpus, _ = gpus_of_machine()
     runs: dict[str, list[dict]] = {"every GPU": [], "its own GPU": []}
     with tempfile.TemporaryDirectory() as folder:
         for number in range(args.rounds):

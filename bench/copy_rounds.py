@@ -22,6 +22,11 @@ from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.stages.fabric import run_copy_stage
 from gpuaccept.vocabulary.copies import COPY_KINDS, floor_key
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.run_time import gpus_of_machine  # noqa: E402
+
 STEP_PHASE = "step: copy bandwidth 1 GiB"
 
 
@@ -35,22 +40,12 @@ def spec(gpus: int, concurrent: bool) -> ProfileSpec:
     })
 
 
-def gpu_count() -> int:
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    finally:
-        pynvml.nvmlShutdown()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    gpus = gpu_count()
+    gpus, _ = gpus_of_machine()
     values: dict[bool, dict[str, list[float]]] = {False: {}, True: {}}
     steps: dict[bool, list[float]] = {False: [], True: []}
     rounds_of: dict[str, int | None] = {}
