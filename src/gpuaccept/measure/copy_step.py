@@ -102,6 +102,10 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
     def differ(destination, source) -> int:
         return int((destination != source.to(destination.device)).sum().item())
 
+    def measured(what: CopyKind, devices: tuple[int, ...], bytes_per_s: float, wrong: int) -> dict:
+        return {"key": str(CopyKey(what, devices)), "what": what, "gpus": list(devices), "size_bytes": size,
+                "iterations": step.iterations, "GBps": bytes_per_s / 1e9, "wrong": wrong}
+
     def record(what: CopyKind, devices: tuple[int, ...], copies: list, moved: int, check) -> None:
         key = CopyKey(what, devices)
         if key not in wanted:
@@ -110,8 +114,7 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
             _run(copies, devices)
         seconds = _timed(copies, devices, step.iterations)
         wrong = check()  # after the copies: the destination must hold the source
-        measured = {"key": str(key), "what": what, "gpus": list(devices), "size_bytes": size, "iterations": step.iterations}
-        results.append({**measured, "GBps": moved / seconds / 1e9, "wrong": wrong})
+        results.append(measured(what, devices, moved / seconds, wrong))
 
     def record_together(what: CopyKind, round_index: int, together: list[_Together]) -> None:
         together = [copy for copy in together if CopyKey(what, copy.gpus) in wanted]
@@ -124,10 +127,7 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
         seconds = _timed_each(together, devices, step.iterations)
         at_once = round_index if len(together) > 1 else None  # a copy alone in its round (2 GPUs, a copy measured again) ran alone
         for copy, taken in zip(together, seconds, strict=True):
-            wrong = copy.check()
-            measured = {"key": str(CopyKey(what, copy.gpus)), "what": what, "gpus": list(copy.gpus), "size_bytes": size,
-                        "iterations": step.iterations, "round": at_once}
-            results.append({**measured, "GBps": copy.moved / taken / 1e9, "wrong": wrong})
+            results.append({**measured(what, copy.gpus, copy.moved / taken, copy.check()), "round": at_once})
 
     if "local" in kinds:
         for g in range(gpus):
@@ -167,8 +167,8 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
             for a in range(gpus):
                 for b in range(gpus):
                     if a != b:
-                        copy = [lambda a=a, b=b: targets[b].copy_(sources[a], non_blocking=True)]
-                        record("p2p", (a, b), copy, size, lambda a=a, b=b: differ(targets[b], sources[a]))
+                        alone = one_way(a, b)
+                        record("p2p", (a, b), [alone.issue], size, alone.check)
     if "p2p_bidirectional" in kinds:
         if step.concurrent:
             for index, pairs in enumerate(schedule(gpus, True)):
@@ -176,8 +176,8 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
         else:
             for a in range(gpus):
                 for b in range(a + 1, gpus):
-                    together = both_ways(a, b)
-                    record("p2p_bidirectional", (a, b), [together.issue], 2 * size, together.check)
+                    alone = both_ways(a, b)
+                    record("p2p_bidirectional", (a, b), [alone.issue], 2 * size, alone.check)
     return results
 
 
