@@ -78,64 +78,6 @@ def test_stages_are_set_up_in_waves_that_end_with_the_memory_test(tmp_path, monk
     assert pool.asked[6:] == [("closed", [])]
 
 
-class ReadingAfterStage:
-    """An after-stage hook as the health snapshots are: asked after a stage, its reading kept by `settle`."""
-
-    def __init__(self, events: list[str]):
-        self.events = events
-        self.asked: str | None = None
-
-    def __call__(self, stage, facts):
-        self.settle()
-        self.asked = stage
-        self.events.append(f"asked after {stage}")
-
-    def settle(self):
-        if self.asked is not None:
-            self.events.append(f"kept after {self.asked}")
-            self.asked = None
-
-
-def stages_that_say_when_they_measure(monkeypatch, events: list[str]) -> None:
-    import dataclasses
-
-    from gpuaccept.stages.registry import STAGES
-
-    for name in ("copies", "compute", "ddp", "nccl"):
-        measured = lambda spec, run, name=name: events.append(f"measured {name}") or Measurements()  # noqa: E731
-        monkeypatch.setitem(STAGES, name, dataclasses.replace(STAGES[name], run=measured))
-
-
-def test_the_reading_after_a_stage_goes_on_beside_the_tests_and_is_in_before_the_next_stage_measures(tmp_path, monkeypatch):
-    events: list[str] = []
-    stages_that_say_when_they_measure(monkeypatch, events)
-    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
-    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)
-    store = MeasurementStore(tmp_path, live=True, after_stage=[ReadingAfterStage(events)])
-    store.pool = FakePool()
-    store.expect(["copies", "compute", "ddp", "nccl"], PROBED, profile)
-    store.with_stage("copies", PROBED, profile)
-    assert events == ["measured copies", "asked after copies"]  # the tests that judge the copies need not wait for it
-    store.with_stage("compute", PROBED, profile)
-    store.with_stage("nccl", PROBED, profile)
-    assert events[2:] == [
-        "kept after copies", "measured compute", "asked after compute", "kept after compute", "measured nccl", "asked after nccl",
-    ]
-    store.settle_hooks()  # a test that reads the health readings waits for the last one
-    assert events[-1] == "kept after nccl"
-    store.close()
-    assert events.count("kept after nccl") == 1
-
-
-def test_where_another_process_may_measure_next_the_reading_is_in_before_the_gpus_are_let_go(tmp_path, monkeypatch):
-    events: list[str] = []
-    stages_that_say_when_they_measure(monkeypatch, events)
-    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
-    store = MeasurementStore(tmp_path, live=True, after_stage=[ReadingAfterStage(events)])  # no `expect`: a pytest-xdist worker
-    store.with_stage("nccl", PROBED, profile)
-    assert events == ["measured nccl", "asked after nccl", "kept after nccl"]
-
-
 def test_a_standard_run_sets_up_as_it_is_configured_and_keeps_that_where_its_tests_ask_the_same(tmp_path, monkeypatch):
     profile, store, pool = store_setting_up_ahead(tmp_path, monkeypatch)
     every = ["copies", "compute", "ddp", "nccl"]

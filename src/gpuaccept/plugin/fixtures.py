@@ -55,7 +55,6 @@ def facts_with(run: GpuAcceptRun, needs: Needs, gpu: int | None) -> Facts:
     if needs.health:
         # the snapshot taken after each stage and the XID events heard so far; at the quick level
         # no stage runs: the run checks see the start snapshot alone and say that no load ran
-        store.settle_hooks()  # the reading after the last stage measured is in
         facts = with_health(facts, store.folder)
     if needs.telemetry or needs.health:  # when the stages loaded the GPUs: what a slowdown's share is of
         telemetry = read_telemetry(store.folder)

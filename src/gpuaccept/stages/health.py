@@ -43,19 +43,12 @@ class SnapshotAfterStage:
     The readings come from one child process kept for the session (probe/snapshot.py's --serve),
     started at the first reading or ahead of it (`start`): each reading is bounded by
     SNAPSHOT_TIMEOUT_S, and a child that hangs or dies is killed and a new one started for the
-    next reading.
-
-    Calling the hook asks the child for the reading; `settle` waits for its answer and keeps it.
-    The store settles before the next stage measures, before a test reads the readings and at the
-    session's end, so a reading runs beside the tests that judge the stage and the next stage's
-    set-up, never beside a measurement. One reading is asked at a time: asking the next settles
-    the one before."""
+    next reading."""
 
     def __init__(self, folder: Path, say=lambda text: None):
         self.folder = Path(folder)
         self.say = say
         self._server: subprocess.Popen | None = None
-        self._asked: str | None = None  # the label of the reading asked for and not yet settled
 
     def start(self, facts: Facts) -> None:
         """Start the child now (its imports and NVML's start), for the first reading to find it ready."""
@@ -68,27 +61,11 @@ class SnapshotAfterStage:
                 )
 
     def __call__(self, stage: str, facts: Facts) -> None:
-        """Ask for the reading after `stage` (`settle` keeps it)."""
-        self.settle()
         if not facts.health.snapshots:
             return  # facts probed without health readings: nothing to compare a later one with
+        label = f"after {stage}"
         self.start(facts)
-        server = self._server
-        assert server is not None and server.stdin is not None
-        self._asked = f"after {stage}"
-        try:
-            server.stdin.write((self._asked + "\n").encode())
-            server.stdin.flush()
-        except OSError:
-            pass  # a child that died says so when its answer is read: none comes
-
-    def settle(self) -> None:
-        """Wait for the reading asked for, if any, and keep it as a file of the session's folder;
-        one not taken is said, with why."""
-        label, self._asked = self._asked, None
-        if label is None:
-            return
-        answer, why = self._answer()
+        answer, why = self._ask(label)
         if answer is None:
             self.say(f"gpu-accept: health snapshot {label} not taken: {why}")
             return
@@ -97,11 +74,13 @@ class SnapshotAfterStage:
         # of the files there gave two workers one name, and one reading was lost)
         write_atomically(self.folder / f"health-{time.time_ns():020d}-{os.getpid()}.json", reading.model_dump_json())
 
-    def _answer(self) -> tuple[dict | None, str]:
-        """The child's answer to the reading asked for, or None and why not (the child is then ended)."""
+    def _ask(self, label: str) -> tuple[dict | None, str]:
+        """The reading labelled `label`, or None and why not (the child is then ended)."""
         server = self._server
-        assert server is not None and server.stdout is not None
+        assert server is not None and server.stdin is not None and server.stdout is not None
         try:
+            server.stdin.write((label + "\n").encode())
+            server.stdin.flush()
             line = _line_within(server.stdout, SNAPSHOT_TIMEOUT_S)
         except OSError:
             line = b""
@@ -118,8 +97,7 @@ class SnapshotAfterStage:
         return answer["reading"], ""
 
     def close(self) -> None:
-        """Keep the reading asked for, then end the child (its input closed; killed where it does not end at once)."""
-        self.settle()
+        """End the child (its input closed; killed where it does not end at once)."""
         server, self._server = self._server, None
         if server is None:
             return

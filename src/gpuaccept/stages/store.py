@@ -55,10 +55,7 @@ class MeasurementStore:
         self.say = say
         self.confirm = confirm  # how many times a miss may be measured again
         # called with the stage's name and the facts after each stage this session runs (a health
-        # snapshot). A hook may leave its work under way (a reading the snapshots' child takes) and
-        # finish it in its `settle`, which the store calls before the next stage measures, before a
-        # test reads what the hooks keep (`settle_hooks`) and at the end; where the stages are not
-        # set up ahead (pytest-xdist) at once, while this process still holds the GPUs
+        # snapshot), still holding the GPUs: nothing else runs in between
         self.after_stage = list(after_stage)
         self.locks = GpuLocks(self.folder)
         self.drills = drills  # read at the door (measure/drills.py), put in every plan
@@ -179,19 +176,10 @@ class MeasurementStore:
         all), and wait until every set of workers is gone; the hooks that keep a process end it."""
         self.pool.close()
         settle()
-        self.settle_hooks()
         for hook in self.after_stage:
             close = getattr(hook, "close", None)  # SnapshotAfterStage keeps its child for the session
             if close is not None:
                 close()
-
-    def settle_hooks(self) -> None:
-        """Until the after-stage hooks' work under way is done (the health reading asked after the
-        last stage taken and kept)."""
-        for hook in self.after_stage:
-            settle_hook = getattr(hook, "settle", None)
-            if settle_hook is not None:
-                settle_hook()
 
     def with_stage(self, name: str, facts: Facts, profile: Profile, gpus: list[int] | None = None) -> Facts:
         """`facts` with the stage's measurements in them, measuring first if this is the first ask.
@@ -279,15 +267,10 @@ class MeasurementStore:
     def stage_ran(self, stage: str, began: float, facts: Facts) -> None:
         """The one place that follows every stage that ran (in whichever process ran it), still
         holding the GPUs: the telemetry learns when the GPUs were under load, then each hook runs
-        (a health snapshot is asked for). Where this process sets the stages up ahead, no other
-        measures on these GPUs: the reading goes on beside the tests that judge this stage and the
-        next stage's set-up, and is settled before that stage measures. Otherwise another process
-        may measure as soon as this one lets the GPUs go: it is settled now."""
+        (a health snapshot)."""
         record_load(self.folder, stage, began, time.time())
         for hook in self.after_stage:
             hook(stage, facts)
-        if not self._ahead:
-            self.settle_hooks()
 
     def collected(self) -> Measurements:
         """Everything measured in this session so far, from every worker."""
@@ -307,7 +290,6 @@ class MeasurementStore:
         self, stage: Stage, facts: Facts, profile: Profile, gpus: list[int], only: set[StepKey] | None = None, attempt: int = 0
     ) -> Measurements:
         """The stage run on `gpus` (confirmation round `attempt`, of the keys `only`, where given)."""
-        self.settle_hooks()  # the reading after the stage before is taken before anything measures
         if stage.cannot_run(facts, gpus) is None:
             again = " again" if only is not None else ""
             self.say(f"gpu-accept: {stage.title}{again} {stage.where(facts, gpus)} (profile {profile.name})")
