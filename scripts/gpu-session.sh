@@ -118,6 +118,9 @@
 #   context-visibility  bench/context_visibility.py: a rank a GPU, seeing every GPU against only its
 #                own (CUDA_VISIBLE_DEVICES): its CUDA context, process group, NCCL's first operations
 #                and busbw, CONTEXT_ROUNDS (default 2) runs of each in turn
+#   context-creation  bench/context_creation.py: 1, 2, 3 and 4 sets of a rank a GPU (CONTEXT_SETS)
+#                setting up at once, as a standard run's second wave sets up three: each rank's CUDA
+#                context and its set's NCCL communicator, the wall time of all, CONTEXT_ROUNDS runs each
 #   ddp-ab       the DDP values of this checkout beside the previous commit's (.prev/, as run-time),
 #                standard runs on the first DDP_AB_GPUS (default 2) GPUs, this and previous in turn
 #                while the budget allows: each run's scaling efficiency, exposed communication and
@@ -859,6 +862,11 @@ PY
     say "context-visibility: a rank seeing every GPU against its own (bench/context_visibility.py)"
     python3 bench/context_visibility.py --rounds "${CONTEXT_ROUNDS:-2}" --out "$OUT/context-visibility-$tag.json" 2>&1 \
       | tee "$OUT/context-visibility-$tag.md" | tee -a "$log"
+    ;;
+  context-creation)
+    say "context-creation: sets of a rank a GPU setting up at once (bench/context_creation.py)"
+    python3 bench/context_creation.py --rounds "${CONTEXT_ROUNDS:-2}" --sets ${CONTEXT_SETS:-1 2 3 4} \
+      --out "$OUT/context-creation-$tag.json" 2>&1 | tee "$OUT/context-creation-$tag.md" | tee -a "$log"
     ;;
   ddp-ab)
     if [ ! -f .prev/pyproject.toml ]; then say "ddp-ab: skipped: no .prev/"; continue; fi

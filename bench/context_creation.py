@@ -1,0 +1,127 @@
+"""What a set of measurement ranks pays to set up when other sets set up beside it: CUDA contexts
+and NCCL communicators made by 1, 2 or 3 sets of one rank a GPU at once, as a standard run's second
+wave makes three (DDP's two arms and the NCCL stage's ranks) once the per-GPU loads have ended.
+
+Every process imports torch first (untimed, all at once), then waits for one go. Each then times its
+CUDA context (set_device, a first tensor, synchronize) and its set's process group with its
+communicator (init_process_group and a barrier; each set its own group and port). Per run: the
+slowest rank's context and group, and the wall time from the go until every rank of every set is
+done. Where the driver makes contexts one at a time, the wall time grows with the number of sets
+(and so with the GPUs: a set has a rank a GPU); where it makes them side by side, it does not.
+ROUNDS runs of each count of sets, the counts in turn.
+
+    python bench/context_creation.py [--rounds N] [--sets 1 2 3] [--out FILE.json]
+
+Needs CUDA GPUs and NCCL (one set of one rank on a single GPU runs no NCCL communicator).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.run_time import gpus_of_machine  # noqa: E402
+
+RANK_CODE = r'''
+import json, os, sys, time
+import torch, torch.distributed as dist
+out, go, rank, world, device = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+open(out + ".ready", "w").close()
+while not os.path.exists(go):
+    time.sleep(0.002)
+went = float(open(go).read())
+parts = {}
+began = time.time()
+torch.cuda.set_device(device)
+torch.zeros(1, device=device)
+torch.cuda.synchronize()
+parts["context"] = time.time() - began
+began = time.time()
+if world > 1:
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", device))
+    dist.barrier()
+    torch.cuda.synchronize()
+parts["group"] = time.time() - began
+parts["done after the go"] = time.time() - went
+json.dump(parts, open(out, "w"))
+if world > 1:
+    dist.destroy_process_group()
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def one_run(gpus: int, sets: int, work: Path) -> dict:
+    """`sets` sets of `gpus` ranks (one a GPU) set up at once: the slowest context and group, and
+    the wall time from the go until the last rank was done."""
+    go = work / "go"
+    go.unlink(missing_ok=True)
+    processes = []
+    for number in range(sets):
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+        for rank in range(gpus):
+            out = work / f"set{number}-rank{rank}.json"
+            out.unlink(missing_ok=True)
+            command = [sys.executable, "-c", RANK_CODE, str(out), str(go), str(rank), str(gpus), str(rank)]
+            processes.append((subprocess.Popen(command, env=env), out))
+    while not all(Path(str(out) + ".ready").exists() for _, out in processes):
+        time.sleep(0.01)
+    temporary = work / "go.tmp"
+    temporary.write_text(repr(time.time()))
+    temporary.rename(go)  # whole, at once: a rank never reads it half written
+    for process, _ in processes:
+        if process.wait(timeout=300) != 0:
+            raise RuntimeError(f"a rank exited with {process.returncode}")
+    ranks = [json.loads(out.read_text()) for _, out in processes]
+    for _, out in processes:
+        Path(str(out) + ".ready").unlink()
+    return {part: max(rank[part] for rank in ranks) for part in ranks[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sets", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    gpus, _ = gpus_of_machine()
+    runs: dict[int, list[dict]] = {count: [] for count in args.sets}
+    with tempfile.TemporaryDirectory() as folder:
+        for number in range(args.rounds):
+            for count in args.sets if number % 2 == 0 else list(reversed(args.sets)):
+                runs[count].append(one_run(gpus, count, Path(folder)))
+                print(f"round {number + 1}, {count} set(s) of {gpus} ranks at once: {json.dumps(runs[count][-1])}", flush=True)
+    parts = list(runs[args.sets[0]][0])
+    lines = [f"## Sets of {gpus} ranks (one a GPU) setting up at once, {args.rounds} runs each (s, slowest rank)", "",
+             "| sets at once | processes | " + " | ".join(parts) + " |", "| ---: | ---: | " + " | ".join("---:" for _ in parts) + " |"]
+    for count in args.sets:
+        cells = [", ".join(f"{run[part]:.2f}" for run in runs[count]) for part in parts]
+        lines.append(f"| {count} | {count * gpus} | " + " | ".join(cells) + " |")
+    first = args.sets[0]
+    for count in args.sets[1:]:
+        ratio = statistics.median(run["done after the go"] for run in runs[count]) / statistics.median(
+            run["done after the go"] for run in runs[first])
+        lines.append(f"\n{count} sets against {first}: wall time x{ratio:.2f} (x{count / first:.0f} if made one after another)")
+    print("\n".join(lines))
+    if args.out:
+        args.out.write_text(json.dumps({"gpus": gpus, "runs": {str(k): v for k, v in runs.items()}}, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
