@@ -20,39 +20,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.ranks_at_once import TIMED_SET_UP, WAIT_FOR_GO, free_port, run_at_one_go  # noqa: E402
 from bench.run_time import gpus_of_machine  # noqa: E402
 
-RANK_CODE = r'''
-import json, os, sys, time
-import torch, torch.distributed as dist
-out, go, rank, world, device = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-open(out + ".ready", "w").close()
-while not os.path.exists(go):
-    time.sleep(0.002)
-went = float(open(go).read())
-parts = {}
-began = time.time()
-torch.cuda.set_device(device)
-torch.zeros(1, device=device)
-torch.cuda.synchronize()
-parts["context"] = time.time() - began
-began = time.time()
-if world > 1:
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", device))
-    dist.barrier()
-    torch.cuda.synchronize()
-parts["group"] = time.time() - began
+RANK_CODE = "import torch, torch.distributed as dist\n" + WAIT_FOR_GO + TIMED_SET_UP + r'''
 parts["done after the go"] = time.time() - went
 json.dump(parts, open(out, "w"))
 if world > 1:
@@ -60,36 +39,14 @@ if world > 1:
 '''
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def one_run(gpus: int, sets: int, work: Path) -> dict:
     """`sets` sets of `gpus` ranks (one a GPU) set up at once: the slowest context and group, and
     the wall time from the go until the last rank was done."""
-    go = work / "go"
-    go.unlink(missing_ok=True)
     processes = []
-    for number in range(sets):
+    for _ in range(sets):
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-        for rank in range(gpus):
-            out = work / f"set{number}-rank{rank}.json"
-            out.unlink(missing_ok=True)
-            command = [sys.executable, "-c", RANK_CODE, str(out), str(go), str(rank), str(gpus), str(rank)]
-            processes.append((subprocess.Popen(command, env=env), out))
-    while not all(Path(str(out) + ".ready").exists() for _, out in processes):
-        time.sleep(0.01)
-    temporary = work / "go.tmp"
-    temporary.write_text(repr(time.time()))
-    temporary.rename(go)  # whole, at once: a rank never reads it half written
-    for process, _ in processes:
-        if process.wait(timeout=300) != 0:
-            raise RuntimeError(f"a rank exited with {process.returncode}")
-    ranks = [json.loads(out.read_text()) for _, out in processes]
-    for _, out in processes:
-        Path(str(out) + ".ready").unlink()
+        processes += [(RANK_CODE, [str(rank), str(gpus), str(rank)], env) for rank in range(gpus)]
+    ranks = run_at_one_go(processes, work)
     return {part: max(rank[part] for rank in ranks) for part in ranks[0]}
 
 

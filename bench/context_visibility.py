@@ -18,37 +18,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.ranks_at_once import TIMED_SET_UP, WAIT_FOR_GO, free_port, run_at_one_go  # noqa: E402
 from bench.run_time import gpus_of_machine  # noqa: E402
 
-RANK_CODE = r'''
-import json, os, sys, time
-import torch, torch.distributed as dist
-out, go, rank, world, device = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-open(out + ".ready", "w").close()
-while not os.path.exists(go):
-    time.sleep(0.005)
-parts = {}
-began = time.perf_counter()
-torch.cuda.set_device(device)
-torch.zeros(1, device=device)
-torch.cuda.synchronize()
-parts["context"] = time.perf_counter() - began
-began = time.perf_counter()
-dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", device))
-dist.barrier()
-torch.cuda.synchronize()
-parts["group"] = time.perf_counter() - began
+RANK_CODE = "import torch, torch.distributed as dist\n" + WAIT_FOR_GO + TIMED_SET_UP + r'''
 big = torch.ones(1 << 29, dtype=torch.bfloat16, device=device)  # 1 GiB
 out_big = torch.empty_like(big)
 for name, operation in (("first all_reduce 256 MiB", lambda: dist.all_reduce(big[: 1 << 27])),
@@ -78,34 +59,13 @@ dist.destroy_process_group()
 '''
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def one_run(gpus: int, own: bool, work: Path) -> dict:
-    go = work / "go"
-    go.unlink(missing_ok=True)
-    port = free_port()
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     processes = []
     for rank in range(gpus):
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-        if own:
-            env["CUDA_VISIBLE_DEVICES"] = str(rank)
-        out = work / f"rank{rank}.json"
-        out.unlink(missing_ok=True)
-        command = [sys.executable, "-c", RANK_CODE, str(out), str(go), str(rank), str(gpus), "0" if own else str(rank)]
-        processes.append((subprocess.Popen(command, env=env), out))
-    while not all(Path(str(out) + ".ready").exists() for _, out in processes):
-        time.sleep(0.01)
-    go.touch()
-    for process, _ in processes:
-        if process.wait(timeout=300) != 0:
-            raise RuntimeError(f"a rank exited with {process.returncode}")
-    ranks = [json.loads(out.read_text()) for _, out in processes]
-    for _, out in processes:
-        Path(str(out) + ".ready").unlink()
+        visible = {"CUDA_VISIBLE_DEVICES": str(rank)} if own else {}
+        processes.append((RANK_CODE, [str(rank), str(gpus), "0" if own else str(rank)], {**env, **visible}))
+    ranks = run_at_one_go(processes, work)
     slowest = {part: max(rank["parts"][part] for rank in ranks) for part in ranks[0]["parts"]}
     return {"parts": slowest, "busbw": ranks[0]["busbw"]}
 
@@ -131,11 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"## {gpus} ranks, one a GPU: a rank that sees every GPU against one that sees its own ({args.rounds} runs each)", "",
              "| part | sees every GPU | sees its own | ratio of medians |", "| --- | ---: | ---: | ---: |"]
     for part in parts:
-        every = [value(run, part) for run in runs["every GPU"]]
-        own = [value(run, part) for run in runs["its own GPU"]]
+        seeing_every = [value(run, part) for run in runs["every GPU"]]
+        seeing_own = [value(run, part) for run in runs["its own GPU"]]
         unit = "GB/s" if part.startswith("busbw") else "s"
-        lines.append(f"| {part} ({unit}) | {', '.join(f'{v:.3f}' for v in every)} | {', '.join(f'{v:.3f}' for v in own)} | "
-                     f"{statistics.median(own) / statistics.median(every):.3f} |")
+        lines.append(f"| {part} ({unit}) | {', '.join(f'{v:.3f}' for v in seeing_every)} | {', '.join(f'{v:.3f}' for v in seeing_own)} | "
+                     f"{statistics.median(seeing_own) / statistics.median(seeing_every):.3f} |")
     print("\n".join(lines))
     if args.out:
         args.out.write_text(json.dumps({"gpus": gpus, "runs": runs}, indent=1), encoding="utf-8")
