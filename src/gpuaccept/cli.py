@@ -655,13 +655,13 @@ def _judged_locked(prepared: _Prepared, command: str, log: Path | None) -> tuple
 
 
 def _write_verdict(prepared: _Prepared, command: str, verdict, record) -> None:
-    """verdict.json in the reports folder, and the metrics where asked; a file that cannot be written
-    is said in one line (the run's verdict, its exit code, stands)."""
+    """The metrics where asked, then verdict.json in the reports folder; a file that cannot be
+    written is said in one line (the run's verdict, its exit code, stands). The metrics first: once
+    verdict.json says a run began (or ended), what a scrape serves says so too, never the run before's."""
     from gpuaccept.report.metrics import render_run_metrics
 
-    targets = [(prepared.reports / run_verdict.VERDICT_FILE, verdict.to_json())]
-    if prepared.metrics is not None:
-        targets.append((prepared.metrics, render_run_metrics(command, verdict, record)))
+    targets = [(prepared.metrics, render_run_metrics(command, verdict, record))] if prepared.metrics is not None else []
+    targets.append((prepared.reports / run_verdict.VERDICT_FILE, verdict.to_json()))
     for path, text in targets:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
