@@ -99,12 +99,15 @@ def steady_gemm(judge, profile, facts, gpu):
 
 def _checks_module_elsewhere(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """ELSEWHERE, written in `folder` and on the checks package's path for one test; its check is
-    taken out of the registry after it."""
+    taken out of the registry after it. The package's modules are looked for again, as a process
+    started with the module there would (a process looks once)."""
     (folder / "elsewhere.py").write_text(ELSEWHERE_SOURCE, encoding="utf-8")
     monkeypatch.setattr(gpuaccept.checks, "__path__", [*gpuaccept.checks.__path__, str(folder)])
+    declare._import_every_module_of_checks.cache_clear()
     yield
     REGISTRY.pop("steady_gemm", None)
     sys.modules.pop(ELSEWHERE, None)
+    declare._import_every_module_of_checks.cache_clear()
 
 
 @pytest.fixture

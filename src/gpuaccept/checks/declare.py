@@ -271,10 +271,18 @@ def declared_checks(runner: Runner | None = "suites") -> list[DeclaredCheck[Any]
     """Every check `runner` judges (every declared check for None), in the order of CHECK_MODULES
     and, within a module, of the file. Every module of checks (and of a package of checks) is
     imported first, so that each of its declarations is in the registry whatever was imported before."""
+    _import_every_module_of_checks()
+    return in_suite_order(declared for declared in REGISTRY.values() if runner is None or declared.declaration.runner == runner)
+
+
+@functools.cache
+def _import_every_module_of_checks() -> None:
+    """Once a process: a module imported stays so, with its declarations (a collection asks for the
+    declared checks once a test function, and walking the package's folders each time cost a
+    tenth of a second of a quick level)."""
     package = importlib.import_module(PACKAGE)
     for module in pkgutil.walk_packages(package.__path__, f"{PACKAGE}."):
         importlib.import_module(module.name)
-    return in_suite_order(declared for declared in REGISTRY.values() if runner is None or declared.declaration.runner == runner)
 
 
 def in_suite_order(found: Iterable[DeclaredCheck[Any]]) -> list[DeclaredCheck[Any]]:
