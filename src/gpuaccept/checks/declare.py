@@ -278,8 +278,8 @@ def declared_checks(runner: Runner | None = "suites") -> list[DeclaredCheck[Any]
 @functools.cache
 def _import_every_module_of_checks() -> None:
     """Once a process: a module imported stays so, with its declarations (a collection asks for the
-    declared checks once a test function, and walking the package's folders each time cost a
-    tenth of a second of a quick level)."""
+    declared checks once a test function, and walking the package's folders each time cost a few
+    hundredths of a second of a quick level)."""
     package = importlib.import_module(PACKAGE)
     for module in pkgutil.walk_packages(package.__path__, f"{PACKAGE}."):
         importlib.import_module(module.name)
