@@ -508,3 +508,19 @@ def test_a_bad_duration_is_one_line_and_exit_2_before_anything_runs(capsys, tmp_
     with pytest.raises(ProfileError) as error:
         load_profile(bad_profile, ProfileCatalog.with_shipped().base_folders())
     assert any("burnin.duration" in line for line in error.value.lines())
+
+
+def test_a_load_round_is_said_done_once_every_gpu_has_finished_it_whichever_finishes_last(tmp_path):
+    # each GPU's worker says it finished a round on a thread of its own, in any order: the line that
+    # says the round is done (what a person, or a script that stops the burn-in then, reads) waits
+    # for the last of them, the machine's last GPU or not
+    driver, _, lines, _ = _driver(tmp_path, 300, sustained=True)
+    for gpu in (3, 0, 2):
+        driver._round_done(gpu, 1)
+    assert not any("load round 1 done" in line for line in lines)  # gpu1's round 1 still runs
+    driver._round_done(0, 2)
+    driver._round_done(1, 1)
+    assert [line for line in lines if "load round" in line] == [lines[-1]] and "load round 1 done" in lines[-1]
+    for gpu in (3, 2, 1):
+        driver._round_done(gpu, 2)
+    assert sum("load round 2 done" in line for line in lines) == 1

@@ -20,6 +20,7 @@ burn-in: the load's round under way ends, and what ran is kept and judged.
 from __future__ import annotations
 
 import datetime
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,6 +67,10 @@ class BurninDriver:
         self.clock, self.sleep = clock, sleep
         self.start_load = start_load  # None: the load stage's own (`Stage.sustain`); the project's tests give a stand-in
         self.rounds: list[BurnInRound] = []
+        # the GPUs that finished each round of the load, until every one has: each GPU's worker
+        # says so on a thread of its own
+        self._finished: dict[int, set[int]] = {}
+        self._finished_lock = threading.Lock()
         self.start = 0.0
         self.last_fabric: float | None = None  # when the fabric stages last began, seconds into the burn-in
 
@@ -178,10 +183,16 @@ class BurninDriver:
                 )
 
     def _round_done(self, gpu: int, index: int) -> None:
-        """A GPU finished round `index` of the load: when the machine's last GPU has, the terminal
-        shows where the burn-in stands and each GPU's power and temperature now."""
-        if gpu != self.facts.gpu_count - 1:
-            return
+        """A GPU finished round `index` of the load: once every GPU has, the terminal shows where
+        the burn-in stands and each GPU's power and temperature now. (GPUs finish a round at
+        different moments: one that is done says nothing of the others, whose round, its memory
+        test included, may not have begun.)"""
+        with self._finished_lock:
+            finished = self._finished.setdefault(index, set())
+            finished.add(gpu)
+            if len(finished) < self.facts.gpu_count:
+                return
+            del self._finished[index]
         readings = self.readings()
         shown = []
         for number, sample in sorted(readings.items()):
