@@ -64,6 +64,12 @@ def run_at_one_go(processes: list[tuple[str, list[str], dict[str, str]]], work: 
         out.unlink(missing_ok=True)
         started.append((subprocess.Popen([sys.executable, "-c", code, str(out), str(go), *arguments], env=env), out))
     while not all(Path(f"{out}.ready").exists() for _, out in started):
+        ended = [process.returncode for process, out in started if process.poll() is not None and not Path(f"{out}.ready").exists()]
+        if ended:  # it never got as far as waiting for the go (its import failed): the go would never come
+            for process, _ in started:
+                process.kill()
+                process.wait()
+            raise RuntimeError(f"a process exited with {ended[0]} before it was ready")
         time.sleep(0.01)
     given = work / "go.tmp"
     given.write_text(repr(time.time()))

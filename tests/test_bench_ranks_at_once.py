@@ -40,3 +40,11 @@ def test_a_process_that_fails_is_said(tmp_path):
 @pytest.mark.parametrize("code", [context_creation.RANK_CODE, context_visibility.RANK_CODE], ids=["creation", "visibility"])
 def test_each_bench_s_rank_code_compiles(code):
     compile(code, "<rank>", "exec")
+
+
+@pytest.mark.slow
+def test_a_process_that_ends_before_it_is_ready_is_said_and_the_others_are_not_left_waiting(tmp_path):
+    broken = ("import no_such_module\n" + WAIT_FOR_GO, [], dict(os.environ))
+    waiting = ("import os\n" + WAIT_FOR_GO + "json.dump({}, open(out, 'w'))\n", [], dict(os.environ))
+    with pytest.raises(RuntimeError, match="exited with 1 before it was ready"):
+        run_at_one_go([waiting, broken], tmp_path)
