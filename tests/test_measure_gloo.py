@@ -50,6 +50,16 @@ def test_every_collective_and_pair_is_measured_and_correct(ranks):
     assert sorted(tuple(r.gpus) for r in pairs.results) == [(a, b) for a in range(ranks) for b in range(a + 1, ranks)]
     assert all(r.wrong == 0 and r.busbw_GBps > 0 for r in pairs.results)
     assert len({r.round for r in pairs.results}) == ranks - 1  # concurrent: N-1 rounds
+    # each collective's connections made while the set set up, not by its first timed step
+    assert collectives.phases["start-up: prepare: connections"] > 0
+
+
+@pytest.mark.slow
+def test_the_pairs_alone_have_their_connections_made_while_the_set_sets_up():
+    step = PairwiseStep(size_bytes=64 << 10, dtype="float32", warmup=1, iterations=2, pairs=[PairKey(0, 1)])
+    outcome = run_plan(Plan(steps=[step], backend="gloo"), 2)
+    assert list(outcome.values) == [PairKey(0, 1)] and outcome.failures == []
+    assert outcome.phases["start-up: prepare: connections"] > 0
 
 
 @pytest.mark.slow

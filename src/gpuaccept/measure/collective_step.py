@@ -4,6 +4,13 @@ Timing: a barrier, then CUDA events around `iterations` back-to-back operations 
 stream (a host clock under gloo, whose operations are synchronous); the time of one operation is
 the slowest rank's mean, as one nccl-tests process driving every GPU sees it.
 
+Connections: NCCL connects a communicator's peers lazily, at the first operation that needs them
+(an alltoall's first call on four H200s: about a second, far more than its timed iterations; an
+NVLink SHARP all_reduce's first call allocates its multicast buffers). `prepare_collectives` makes
+one untimed operation of each collective at the smallest size its steps measure, and a small
+alltoall where the pairs are measured (their send/receive connections are an alltoall's), while
+the workers set up: the set measures with every connection made, as it would after its warm-up.
+
 Validation: a separate, untimed operation on inputs whose exact result is known. The values are
 small integers (at most 256, and every partial sum too) so that bf16 sums are exact and any
 difference is a real error, not rounding. The output is poisoned with NaN first, so an element
@@ -16,7 +23,7 @@ import time
 
 from gpuaccept.measure.collectives import bandwidths, buffers
 from gpuaccept.measure.drills import NO_DRILLS, Drills
-from gpuaccept.measure.plan import CollectiveStep
+from gpuaccept.measure.plan import CollectiveStep, PairwiseStep
 from gpuaccept.measure.timing import slowest_rank_seconds, time_operation
 
 EXACT_LIMIT = 256  # bf16 holds every integer up to 256
@@ -68,6 +75,38 @@ def measure_collective(step: CollectiveStep, me, drills: Drills = NO_DRILLS) -> 
         "busbw_GBps": busbw,
         "wrong": wrong,
     }]
+
+
+def prepare_collectives(steps: list, me) -> None:
+    """One untimed operation of each collective of `steps` at the smallest size they measure (and an
+    alltoall for the pairs' connections), made before anything is timed: see the module's docstring."""
+    import torch
+
+    smallest: dict[str, tuple[int, str]] = {}
+    for step in steps:
+        if isinstance(step, CollectiveStep) and step.size_bytes < smallest.get(step.collective, (step.size_bytes + 1, ""))[0]:
+            smallest[step.collective] = (step.size_bytes, step.dtype)
+    pairwise = [step for step in steps if isinstance(step, PairwiseStep)]
+    if pairwise and "alltoall" not in smallest:
+        smallest["alltoall"] = (min(step.size_bytes for step in pairwise), pairwise[0].dtype)
+    if not smallest:
+        return
+    with me.phase("connections"):
+        for collective, (size, dtype) in smallest.items():
+            try:
+                shape = buffers(collective, size, me.world, dtype)
+                inputs = torch.zeros(shape.input_elements, dtype=getattr(torch, dtype), device=me.device)
+                outputs = inputs if collective in ("all_reduce", "broadcast") else torch.empty(
+                    shape.output_elements, dtype=inputs.dtype, device=me.device
+                )
+                _operation(collective, inputs, outputs, me.group)()
+            except Exception:
+                # left to the step that measures it: it meets the same error and fails by its name
+                # and keys, where the set's start-up would fail every step of the stage
+                continue
+        if me.cuda:
+            torch.cuda.synchronize(me.device)
+            torch.cuda.empty_cache()  # a held set keeps no buffers beside the stage that measures before it
 
 
 def _names(drill: str | None, step: CollectiveStep) -> bool:

@@ -19,7 +19,7 @@ for whichever stage takes them, while other measurements run. A waiting worker w
 gone exits. The ranks then set up: the CUDA device and the process group with its NCCL
 communicator (a few hundred MB a GPU) at once, then, once the launcher writes `DIR/prepare` (no
 other set of the machine is ending: one that ends may hold most of a GPU's memory until it is
-gone), what each step prepares before anything is timed (the DDP model, the copies' buffers).
+gone), what each step prepares before anything is timed (the DDP model, NCCL's connections, the copies' buffers).
 Rank 0 writes `DIR/set-up` once every rank has, and they hold until the launcher writes
 `DIR/measure`: the launcher has a set set up while nothing is measured and lets it measure once no
 other set of the machine is setting up or ending.
@@ -398,12 +398,17 @@ def run(
 
 def prepare_steps(steps: list, me: Rank) -> None:
     """What the steps set up before anything of the plan is timed, on every rank: for DDP, the
-    process groups of every world and the model; for the copies, every GPU's context and buffers."""
+    process groups of every world and the model; for the collectives and pairs, NCCL's connections;
+    for the copies, every GPU's context and buffers."""
     ddp = [step for step in steps if isinstance(step, DdpStep)]
     if ddp:
         from gpuaccept.measure.ddp_step import prepare_ddp
 
         prepare_ddp(ddp, me)
+    if any(isinstance(step, CollectiveStep | PairwiseStep) for step in steps):
+        from gpuaccept.measure.collective_step import prepare_collectives
+
+        prepare_collectives(steps, me)
     copies = [step for step in steps if isinstance(step, CopyStep)]
     if copies and me.cuda:  # without CUDA the step says why it cannot run
         from gpuaccept.measure.copy_step import prepare_copies

@@ -329,7 +329,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         output[NOT_SELECTED_OUTPUT] = not_selected(session.config)
     run = session.config.stash.get(RUN_KEY, None)
     if run is not None:
-        run.store.close()  # workers started ahead for a stage no test asked for after all
+        # workers started ahead for a stage no test asked for after all. The controlling process
+        # waits for the last stage's workers to be torn down (a second or more: the driver ends
+        # their CUDA contexts one by one) once its reports are written, not before
+        run.store.close(wait=output is not None)
 
 
 def _ready_to_draw_the_report() -> None:
@@ -414,6 +417,7 @@ class RecordingHooks:
                 self.recording.stopped_by(_interrupted(self.terminated))
             self.recording.leave_out(not_selected(self.config))
             self.recording.finish(session)  # decides the run's verdict, and the session's exit status with it
+        self.run.store.settle()  # the command ends with no worker of its left on a GPU
 
     def pytest_unconfigure(self) -> None:
         held = self.held

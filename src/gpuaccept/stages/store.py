@@ -171,15 +171,22 @@ class MeasurementStore:
         self._runs += 1
         return self.folder / f"{stage.name}-run{self._runs}"
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """End the workers started ahead that no stage took (a stage that was not asked for after
-        all), and wait until every set of workers is gone; the hooks that keep a process end it."""
+        all), and wait until every set of workers is gone (with `wait`: otherwise `settle` does,
+        later); the hooks that keep a process end it."""
         self.pool.close()
-        settle()
+        if wait:
+            settle()
         for hook in self.after_stage:
             close = getattr(hook, "close", None)  # SnapshotAfterStage keeps its child for the session
             if close is not None:
                 close()
+
+    @staticmethod
+    def settle() -> None:
+        """Until every set of workers this process ended is gone: nothing of its measurements holds a GPU."""
+        settle()
 
     def with_stage(self, name: str, facts: Facts, profile: Profile, gpus: list[int] | None = None) -> Facts:
         """`facts` with the stage's measurements in them, measuring first if this is the first ask.
