@@ -160,6 +160,34 @@ def test_workers_started_ahead_run_a_plan_given_later():
 
 
 @pytest.mark.slow
+def test_a_set_kept_after_its_plan_holds_idle_until_it_is_ended_and_a_failed_one_ends_at_once():
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+    kept = Workers(2)
+    try:
+        outcome = run_plan(Plan(steps=[step], backend="gloo"), 2, workers=kept, keep=True)
+        assert outcome.failures == [] and outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 0
+        time.sleep(1.0)  # a rank that tore itself down after its plan would have exited by now
+        assert [rank.poll() for rank in kept.processes] == [None, None] and kept.state == "measuring"
+        assert all(_alive(rank.pid) for rank in kept.processes)
+        pids = [rank.pid for rank in kept.processes]
+        kept.end()
+        settle()
+        assert not any(_alive(pid) for pid in pids) and kept.state == "gone"
+    finally:
+        kept.close()
+    # a set whose plan failed is ended whatever the caller asked: its ranks may be hung or gone
+    broken = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float64", warmup=0, iterations=1)
+    broken = broken.model_copy(update={"dtype": "complex7"})
+    failing = Workers(2)
+    outcome = run_plan(Plan(steps=[step], backend="gloo").model_copy(update={"steps": [broken]}), 2, workers=failing, keep=True,
+                       max_restarts=0)
+    assert [failure.reason for failure in outcome.failures] == ["crashed"]
+    assert failing.state in ("ending", "gone")
+    settle()
+    assert failing.processes == []
+
+
+@pytest.mark.slow
 def test_a_set_started_for_a_stage_imports_what_its_steps_import_while_it_waits(tmp_path):
     # a module that leaves a mark as it is imported, and one that cannot be imported: the first is
     # imported before the set is given a plan; the second is left to a step that would need it,

@@ -79,10 +79,12 @@ def run_plan(
     max_restarts: int = 2,
     workers: Workers | None = None,
     pool: WorkerPool | None = None,
+    keep: bool = False,
 ) -> Outcome:
     """Run `plan` on `ranks` workers: `workers` when given (started ahead, with `ranks` ranks and
     `env`), else a set of `pool`'s where it holds one and `env` is this process's own, fresh ones
-    otherwise and for every restart."""
+    otherwise and for every restart. With `keep`, the set given that runs the whole plan is left
+    to the caller to end: it holds, idle, once done (a fresh set of a restart ends as always)."""
     outcome = Outcome()
     began = time.monotonic()
     remaining = list(range(len(plan.steps)))
@@ -96,8 +98,9 @@ def run_plan(
         attempt_workers = workers if workers is not None and workers.serves(attempt_plan) else Workers(ranks, env, plan.imports_ahead)
         if workers is not None and attempt_workers is not workers:
             workers.end()  # set up for another plan: it must not hold its GPUs while this one measures
+        kept = keep and attempt_workers is workers
         workers = None  # a set started ahead serves the first attempt only
-        attempt = attempt_workers.run(attempt_plan, on_event)
+        attempt = attempt_workers.run(attempt_plan, on_event, keep=kept)
         prefix = f"attempt {number}: " if number > 1 else ""
         outcome.phases.update({prefix + name: seconds for name, seconds in attempt.phases.items()})
         outcome.ready = outcome.ready or attempt.ready
@@ -277,7 +280,9 @@ class Workers:
             return "held"  # past its limit: its own run says it did not start; it is not waited for
         return "setting up"
 
-    def run(self, plan: Plan, on_event: EventCallback | None) -> _Attempt:
+    def run(self, plan: Plan, on_event: EventCallback | None, keep: bool = False) -> _Attempt:
+        """The plan measured once the machine is quiet; the set then ends, unless `keep` and the
+        plan was done: its ranks then hold, idle, until `end`."""
         attempt = _Attempt()
         try:
             if self.plan is None:
@@ -294,7 +299,10 @@ class Workers:
             write_atomically(self.workdir / MEASURE_FILE, "")
             self._released = True
             _watch(plan, self.processes, self.workdir, attempt, on_event, self._went or time.time())
-        finally:
+        except BaseException:
+            self.end()
+            raise
+        if not keep or attempt.stop is not None:
             self.end()
         return attempt
 

@@ -22,7 +22,8 @@ other set of the machine is ending: one that ends may hold most of a GPU's memor
 gone), what each step prepares before anything is timed (the DDP model, NCCL's connections, the copies' buffers).
 Rank 0 writes `DIR/set-up` once every rank has, and they hold until the launcher writes
 `DIR/measure`: the launcher has a set set up while nothing is measured and lets it measure once no
-other set of the machine is setting up or ending.
+other set of the machine is setting up or ending. Once its plan is done, such a set holds again,
+idle, until the launcher ends it.
 
 Rank 0 says where its time went: the `ready` event's `startup_s` (torch's import, the wait for the
 go, the CUDA device, the process group, the wait to prepare, the steps' preparation), the hold, and with each step's
@@ -70,6 +71,7 @@ GO_FILE = "go"
 PREPARE_FILE = "prepare"  # the launcher's word that the steps may take the memory they prepare
 SET_UP_FILE = "set-up"  # written by rank 0 once every rank is set up, before the hold
 MEASURE_FILE = "measure"  # the launcher's word that the held ranks may measure now
+NEVER_WRITTEN = "never"  # what a set that has done its plan waits for: its end, or its launcher's
 LAUNCHER_PID = "GPUACCEPT_LAUNCHER_PID"
 HEARTBEAT_S = 1.0  # how often each rank touches its heartbeat file, from a thread of its own
 ORPHANED_EXIT = 5  # a rank that outlived its launcher
@@ -392,6 +394,12 @@ def run(
     # every rank is past its last step: the launcher may now end the processes without waiting for
     # the process group's and CUDA's tear-down
     progress.emit(event="done")
+    if hold_for is not None:
+        # a set started ahead holds, idle, until the launcher ends it: it may keep the set while
+        # another set measures (DDP's A/B arm), where a tear-down of its own would run beside it
+        _wait_for_file(out / NEVER_WRITTEN, hold_for)
+        sys.stdout.flush()
+        os._exit(ORPHANED_EXIT)  # the launcher is gone
     if needs_group:
         dist.destroy_process_group()
 

@@ -315,7 +315,9 @@ def run_ddp_stage(
     """The scaling sweep, and where the profile asks for it, the same settings without P2P; with
     `only`, just the settings with those keys (an arm with none of them gives None). Both arms set
     up at once (the A/B arm's processes hold while the scaling arm measures): one set-up less to
-    wait for."""
+    wait for. The scaling arm's processes hold, idle, while the A/B arm measures, and both arms
+    end together: the A/B arm does not wait for their tear-down (the driver ends their CUDA
+    contexts one by one: over a second on four H200s), which goes on while the stage's tests judge."""
     if spec.ddp is None:
         return None, None
     plan, ab_plan = ddp_stage_plans(spec, ranks, backend=backend, only=only, drills=drills)
@@ -329,7 +331,8 @@ def run_ddp_stage(
                 if workers.plan is None:
                     workers.begin(arm)  # both arms set up now; each measures once nothing else sets up
             arms.append(workers)
-        sweep = _ddp_sweep(spec, ranks, plan, False, backend, env, on_event, arms[0], only) if plan or only is None else None
+        keep = arms[1] is not None  # the A/B arm measures after it
+        sweep = _ddp_sweep(spec, ranks, plan, False, backend, env, on_event, arms[0], only, keep) if plan or only is None else None
         without = (
             _ddp_sweep(spec, ranks, ab_plan, True, backend, env, on_event, arms[1], only)
             if ab_plan or (only is None and spec.ddp.nvlink_ab)
@@ -352,7 +355,7 @@ def plan_ranks(plan: Plan) -> int:
     return max(step.world for step in plan.steps)
 
 
-def _ddp_sweep(spec, ranks, plan, without_p2p, backend, env, on_event, workers=None, only=None) -> DdpSweep:
+def _ddp_sweep(spec, ranks, plan, without_p2p, backend, env, on_event, workers=None, only=None, keep=False) -> DdpSweep:
     shape = ddp_shape(spec)
     failures = [
         StepFailure(step=step.label, reason="not_run", message=f"{step.label} not run: {ranks} GPU(s) under test", keys=step.keys)
@@ -360,7 +363,7 @@ def _ddp_sweep(spec, ranks, plan, without_p2p, backend, env, on_event, workers=N
         if step.world > ranks
     ]
     results: list[DdpResult] = []
-    outcome = run_plan(plan, plan_ranks(plan), env=env, on_event=on_event, workers=workers) if plan else None
+    outcome = run_plan(plan, plan_ranks(plan), env=env, on_event=on_event, workers=workers, keep=keep) if plan else None
     if outcome is not None:
         results = [DdpResult(**record) for key, record in outcome.values.items() if isinstance(key, DdpKey)]
         failures += outcome.failures
