@@ -167,7 +167,7 @@ def test_a_set_kept_after_its_plan_holds_idle_until_it_is_ended_and_a_failed_one
         outcome = run_plan(Plan(steps=[step], backend="gloo"), 2, workers=kept, keep=True)
         assert outcome.failures == [] and outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 0
         time.sleep(1.0)  # a rank that tore itself down after its plan would have exited by now
-        assert [rank.poll() for rank in kept.processes] == [None, None] and kept.state == "measuring"
+        assert [rank.poll() for rank in kept.processes] == [None, None] and kept.state == "held"
         assert all(_alive(rank.pid) for rank in kept.processes)
         pids = [rank.pid for rank in kept.processes]
         kept.end()

@@ -211,6 +211,7 @@ class Workers:
         self._starter: threading.Thread | None = None  # gives the go once no set of the machine is ending
         self._went: float | None = None  # when it was given the go (time.time())
         self._released = False
+        self._finished = False  # its plan done, the set kept (`run(keep=True)`): idle until `end`
         self._reaper: threading.Thread | None = None
         base = dict(os.environ if env is None else env)
         base.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), **{LAUNCHER_PID: str(os.getpid())})
@@ -264,7 +265,8 @@ class Workers:
         """What the set does to the machine now: "idle" (importing torch, or waiting for a plan,
         touching no GPU), "starting" (given its plan: its CUDA contexts and process group made,
         waiting for the word to prepare its steps), "setting up", "held"
-        (set up, or past the time its set-up may take, or dead), "measuring", "ending", "gone"."""
+        (set up, or past the time its set-up may take, or dead, or kept once its plan was done),
+        "measuring", "ending", "gone"."""
         if self._reaper is not None:
             return "ending" if self._reaper.is_alive() else "gone"
         if self.forker is None:
@@ -273,6 +275,8 @@ class Workers:
             return "idle"
         if self._went is None:
             return "starting"
+        if self._finished:
+            return "held"
         if self._released:
             return "measuring"
         done = (self.workdir / SET_UP_FILE).exists() or self.forker.poll() is not None
@@ -304,6 +308,8 @@ class Workers:
             raise
         if not keep or attempt.stop is not None:
             self.end()
+        else:
+            self._finished = True
         return attempt
 
     def end(self) -> None:
