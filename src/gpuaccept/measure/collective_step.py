@@ -84,7 +84,7 @@ def prepare_collectives(steps: list, me) -> None:
 
     smallest: dict[str, tuple[int, str]] = {}
     for step in steps:
-        if isinstance(step, CollectiveStep) and step.size_bytes < smallest.get(step.collective, (step.size_bytes + 1, ""))[0]:
+        if isinstance(step, CollectiveStep) and (step.collective not in smallest or step.size_bytes < smallest[step.collective][0]):
             smallest[step.collective] = (step.size_bytes, step.dtype)
     pairwise = [step for step in steps if isinstance(step, PairwiseStep)]
     if pairwise and "alltoall" not in smallest:

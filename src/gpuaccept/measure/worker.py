@@ -71,7 +71,6 @@ GO_FILE = "go"
 PREPARE_FILE = "prepare"  # the launcher's word that the steps may take the memory they prepare
 SET_UP_FILE = "set-up"  # written by rank 0 once every rank is set up, before the hold
 MEASURE_FILE = "measure"  # the launcher's word that the held ranks may measure now
-NEVER_WRITTEN = "never"  # what a set that has done its plan waits for: its end, or its launcher's
 LAUNCHER_PID = "GPUACCEPT_LAUNCHER_PID"
 HEARTBEAT_S = 1.0  # how often each rank touches its heartbeat file, from a thread of its own
 ORPHANED_EXIT = 5  # a rank that outlived its launcher
@@ -397,7 +396,8 @@ def run(
     if hold_for is not None:
         # a set started ahead holds, idle, until the launcher ends it: it may keep the set while
         # another set measures (DDP's A/B arm), where a tear-down of its own would run beside it
-        _wait_for_file(out / NEVER_WRITTEN, hold_for)
+        while os.getppid() == hold_for:
+            time.sleep(WAIT_POLL_S)
         sys.stdout.flush()
         os._exit(ORPHANED_EXIT)  # the launcher is gone
     if needs_group:
