@@ -115,6 +115,11 @@
 #   copy-rounds  bench/copy_rounds.py: the copy stage with its copies between GPUs one at a time
 #                and in rounds (copies.concurrent), COPY_ROUNDS (default 3) runs of each in turn:
 #                each copy's GB/s both ways, the copy step's time
+#   copy-setup   bench/copy_setup.py: the copy stage's set-up by part (contexts, buffers, pinned host
+#                memory, peer access, the process's end), one GPU after another as its worker does
+#                it and a thread a GPU, COPY_SETUP_ROUNDS (default 3) fresh processes each way in turn
+#   driver-start bench/driver_start.py: DRIVER_SETS (default 3) sets of a rank a GPU setting up at
+#                once, the CUDA driver and NVML started at the go or before it, DRIVER_ROUNDS runs each
 #   context-visibility  bench/context_visibility.py: a rank a GPU, seeing every GPU against only its
 #                own (CUDA_VISIBLE_DEVICES): its CUDA context, process group, NCCL's first operations
 #                and busbw, CONTEXT_ROUNDS (default 2) runs of each in turn
@@ -857,6 +862,16 @@ PY
   copy-rounds)
     say "copy-rounds: copies between GPUs one at a time and in rounds (bench/copy_rounds.py)"
     python3 bench/copy_rounds.py --rounds "${COPY_ROUNDS:-3}" --out "$OUT/copy-rounds-$tag.json" 2>&1 | tee "$OUT/copy-rounds-$tag.md" | tee -a "$log"
+    ;;
+  copy-setup)
+    say "copy-setup: the copy stage's set-up by part, one GPU after another and a thread a GPU (bench/copy_setup.py)"
+    python3 bench/copy_setup.py --rounds "${COPY_SETUP_ROUNDS:-3}" --out "$OUT/copy-setup-$tag.json" 2>&1 \
+      | tee "$OUT/copy-setup-$tag.md" | tee -a "$log"
+    ;;
+  driver-start)
+    say "driver-start: sets of a rank a GPU setting up with the driver started at the go or before it (bench/driver_start.py)"
+    python3 bench/driver_start.py --rounds "${DRIVER_ROUNDS:-3}" --sets "${DRIVER_SETS:-3}" --out "$OUT/driver-start-$tag.json" 2>&1 \
+      | tee "$OUT/driver-start-$tag.md" | tee -a "$log"
     ;;
   context-visibility)
     say "context-visibility: a rank seeing every GPU against its own (bench/context_visibility.py)"

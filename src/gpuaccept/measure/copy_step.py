@@ -18,9 +18,12 @@ the later of its two streams' ends. One at a time, a copy is timed by the host c
 synchronizations, as before.
 
 What the copies need is made before anything is timed (`prepare_copies`, while the worker sets
-up): a CUDA context on every GPU, each GPU's source and target buffers, the pinned host buffers
-(pinning a GiB takes a fraction of a second), and peer access between every pair (torch enables it
-at a pair's first copy).
+up): a CUDA context on every GPU, each GPU's source and target buffers, one pinned host buffer, and
+peer access between every pair (torch enables it at a pair's first copy). The host buffer serves
+both directions, one copy at a time: each GPU's copy to the host lands where the next GPU's copy
+from the host is read, and each is checked against what the buffer held. Pinning takes about half
+a second a GiB on a lent 4xH200 (bench/copy_setup.py), and as long again to release when the
+worker ends, both on the run's path: a second buffer would only double them.
 """
 
 from __future__ import annotations
@@ -39,8 +42,7 @@ from gpuaccept.vocabulary.steps import CopyKey
 class _Buffers:
     sources: list  # each GPU's random bytes
     targets: list  # each GPU's landing buffer
-    host: object | None  # pinned, filled from gpu0's bytes: what is copied to each GPU
-    landing: object | None  # pinned: where each GPU's bytes land
+    host: object | None  # pinned, first filled from gpu0's bytes: read by each copy to a GPU, written by each copy from one
 
 
 _PREPARED: dict[tuple[int, bool], _Buffers] = {}  # by size and whether host copies are asked: made once in this process
@@ -73,18 +75,17 @@ def _buffers(step: CopyStep) -> _Buffers:
     size = step.size_bytes
     sources = [_random_bytes(size, torch.device("cuda", g)) for g in range(gpus)]
     targets = [torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", g)) for g in range(gpus)]
-    host = landing = None
+    host = None
     if host_copies:
         # pinned from the start, filled from a GPU's random bytes: random numbers drawn on the CPU
         # and then pinned cost seconds per GiB
         host = torch.empty(size, dtype=torch.uint8, pin_memory=True).copy_(sources[0])
-        landing = torch.empty(size, dtype=torch.uint8, pin_memory=True)
     for a, b in {key.gpus for key in step.copies if len(key.gpus) == 2}:
         targets[b][:1].copy_(sources[a][:1])  # a byte each way: torch enables peer access at a pair's first copy
         targets[a][:1].copy_(sources[b][:1])
     for g in range(gpus):
         torch.cuda.synchronize(g)
-    _PREPARED[key] = _Buffers(sources, targets, host, landing)
+    _PREPARED[key] = _Buffers(sources, targets, host)
     return _PREPARED[key]
 
 
@@ -133,14 +134,15 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
         for g in range(gpus):
             record("local", (g,), [lambda g=g: targets[g].copy_(sources[g])], size, lambda g=g: differ(targets[g], sources[g]))
     if "host_to_device" in kinds or "device_to_host" in kinds:
-        host, landing = buffers.host, buffers.landing
+        host = buffers.host
         for g in range(gpus):
+            # one buffer both ways: a GPU's copy from the host reads what the copy before it left there
             if "host_to_device" in kinds:
                 copy = [lambda g=g: targets[g].copy_(host, non_blocking=True)]
                 record("host_to_device", (g,), copy, size, lambda g=g: differ(targets[g], host))
             if "device_to_host" in kinds:
-                copy = [lambda g=g: landing.copy_(sources[g], non_blocking=True)]
-                record("device_to_host", (g,), copy, size, lambda g=g: differ(sources[g], landing))
+                copy = [lambda g=g: host.copy_(sources[g], non_blocking=True)]
+                record("device_to_host", (g,), copy, size, lambda g=g: differ(sources[g], host))
 
     def one_way(a: int, b: int) -> _Together:
         return _Together(
