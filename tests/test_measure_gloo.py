@@ -1,6 +1,7 @@
 """The real measurement path (workers, launcher, watchdog) on CPU with gloo, 2 and 4 processes."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -9,10 +10,10 @@ import pytest
 
 from gpuaccept.checks.verdict import Outcome
 from gpuaccept.measure.drills import Drills
-from gpuaccept.measure.launch import MACHINE, Workers, run_plan, settle
+from gpuaccept.measure.launch import MACHINE, WorkerPool, Workers, run_plan, settle
 from gpuaccept.measure.pairwise_step import round_robin, schedule
 from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
-from gpuaccept.measure.worker import GO_FILE, PREPARE_FILE, PREPARE_MARK, WAITING_MARK
+from gpuaccept.measure.worker import GO_FILE, PREPARE_FILE, PREPARE_MARK, WAITING_MARK, driver_started_file
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.stages.fabric import nccl_plan, run_nccl_stage
 from gpuaccept.vocabulary.collectives import COLLECTIVES
@@ -186,6 +187,68 @@ def test_a_set_kept_after_its_plan_holds_idle_until_it_is_ended_and_a_failed_one
     assert failing.state in ("ending", "gone")
     settle()
     assert failing.processes == []
+
+
+@pytest.mark.slow
+def test_a_set_asked_to_start_its_driver_ahead_counts_as_starting_until_every_rank_has_then_runs_that_plan_only():
+    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
+    plan = Plan(steps=[step], backend="gloo", environment={"NCCL_TEST_MARK": "driven"})
+    pool = WorkerPool()
+    try:
+        pool.prepare([2])
+        (workers,) = pool._ready[(2, ())]
+        wait_until_waiting(workers)
+        ranks = [rank.pid for rank in workers.processes]
+        for pid in ranks:  # held still, so that their start cannot be over before it is looked at
+            os.kill(pid, signal.SIGSTOP)
+        pool.start_drivers("nccl", [(plan, 2)])
+        time.sleep(0.3)
+        assert workers.state == "starting"  # no set may begin to measure beside it
+        for pid in ranks:
+            os.kill(pid, signal.SIGCONT)
+        deadline = time.monotonic() + 60
+        while not all(driver_started_file(workers.workdir, rank).exists() for rank in range(2)):
+            assert time.monotonic() < deadline, "the ranks never said their driver was started"
+            time.sleep(0.05)
+        assert workers.state == "idle" and workers.plan is None  # no context, no plan yet: it holds nothing
+        other = plan.model_copy(update={"environment": {"NCCL_TEST_MARK": "other"}})
+        assert not workers.serves(other) and workers.serves(plan)
+        assert pool.take_for(other, 2) is None and pool.take(2) is None  # kept for its own plan
+        pool.set_up("nccl", [(plan, 2)])  # its stage's wave sets up: this set, given that plan
+        assert workers.plan == plan
+        events: list[dict] = []
+        outcome = run_plan(plan, 2, pool=pool, on_event=events.append)
+        assert outcome.failures == [] and outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 0
+        (ready,) = [event for event in events if event["event"] == "ready"]
+        assert "driver before the go" in ready["startup_s"] and ready["environment"]["NCCL_TEST_MARK"] == "driven"
+        assert [event["timed"] for event in events if event["event"] == "start"] == [True]
+        settle()
+        assert workers.state == "gone"  # the set that ran the plan was the one that started its driver
+    finally:
+        pool.close()
+
+
+def test_the_driver_starts_with_the_plans_environment_set_first(monkeypatch):
+    import ctypes
+
+    from gpuaccept.measure import worker
+
+    calls: list[tuple[str, str | None]] = []
+
+    class Library:
+        def __init__(self, name):
+            if name == "libnvidia-ml.so.1":
+                raise OSError(f"{name}: cannot open shared object file")  # no NVML here: nothing is said
+            self.name = name
+
+        def __getattr__(self, function):
+            return lambda *arguments: calls.append((function, os.environ.get("CUDA_VISIBLE_DEVICES")))
+
+    monkeypatch.setattr(ctypes, "CDLL", Library)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # restored after the test, whatever the start set
+    seconds = worker.start_driver({"CUDA_VISIBLE_DEVICES": "3"})
+    # CUDA reads which GPUs it sees as its driver starts: the plan's choice is in place before
+    assert calls == [("cuInit", "3")] and seconds >= 0
 
 
 @pytest.mark.slow

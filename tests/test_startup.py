@@ -29,6 +29,9 @@ class FakePool:
     def set_up(self, stage, plans):
         self.asked.append((f"set up {stage}", [ranks for _, ranks in plans]))
 
+    def start_drivers(self, stage, plans):
+        self.asked.append((f"drivers {stage}", [ranks for _, ranks in plans]))
+
     def take(self, ranks):
         return None
 
@@ -76,6 +79,45 @@ def test_stages_are_set_up_in_waves_that_end_with_the_memory_test(tmp_path, monk
     store.with_stage("compute", PROBED, profile)  # measured already: nothing starts
     store.close()
     assert pool.asked[6:] == [("closed", [])]
+
+
+def test_the_next_waves_drivers_start_once_every_gpus_memory_test_has_begun(tmp_path, monkeypatch):
+    from gpuaccept.stages.stage import Stage
+    from gpuaccept.vocabulary.steps import LoadKey
+
+    profile = ProfileCatalog.with_shipped().load("h200-4-nvswitch")
+    monkeypatch.setattr(store_module, "starts_ahead", lambda facts: True)
+    store = MeasurementStore(tmp_path, live=True)
+    store.pool = pool = FakePool()
+    seen: list[list] = []  # what the pool had been asked after each event
+
+    def start(what, gpu, timed):
+        return {"event": "start", "label": f"{what} on gpu{gpu}", "keys": [str(LoadKey(what, gpu))], "timed": timed}
+
+    def measure(stage, spec, run):
+        if stage.name == "compute":
+            # the GPUs' loads at once: each GPU's GEMM, then each one's memory test, one GPU's late
+            for event in [*(start("gemm", gpu, True) for gpu in range(4)), *(start("memtest", gpu, False) for gpu in (0, 1, 2, 2, 3, 3))]:
+                run.on_event(event)
+                seen.append(list(pool.asked))
+        return Measurements()
+
+    monkeypatch.setattr(Stage, "measure", measure)
+    store.expect(["copies", "compute", "ddp", "nccl"], PROBED, profile)
+    store.with_stage("copies", PROBED, profile)
+    before = len(pool.asked)
+    store.with_stage("compute", PROBED, profile)
+    drivers = [("drivers ddp", [4, 4]), ("drivers nccl", [4])]
+    # nothing while any GPU runs a step that measures a time or a rate (its GEMM), nor while one
+    # GPU has not begun its memory test; then the DDP stage's two arms and the NCCL stage's ranks
+    # start their drivers, once
+    def since(asked):  # what was asked since the copies, but the compute stage's own sets kept as they are
+        return [entry for entry in asked[before:] if entry != ("end compute", [1, 1, 1, 1])]
+
+    assert [since(asked) for asked in seen[:8]] == [[]] * 8
+    assert [since(asked) for asked in seen[8:]] == [drivers, drivers]
+    # once it has measured, the same plans are set up: the pool takes the sets whose drivers started
+    assert since(pool.asked) == [*drivers, ("set up ddp", [4, 4]), ("set up nccl", [4])]
 
 
 def test_a_standard_run_sets_up_as_it_is_configured_and_keeps_that_where_its_tests_ask_the_same(tmp_path, monkeypatch):

@@ -11,8 +11,10 @@ their keys too (`Outcome.values`): nothing here, or above, finds a step by its l
 Workers start, import torch and then wait for their plan (`Workers`): a stage can start the next
 set ahead, so that its import overlaps the measurement running now, and a session keeps sets
 started ahead for its next stage (`WorkerPool`). They touch no GPU while they wait, so they cannot
-disturb it. One process imports torch and forks the ranks (worker.py's
-`--ranks`); each rank is still watched, and killed, as a process of its own (`Rank`).
+disturb it; where the launcher asks (`Workers.start_driver`, with the plan's environment), they
+start the CUDA driver and NVML meanwhile, which make no context and take no GPU memory. One
+process imports torch and forks the ranks (worker.py's `--ranks`); each rank is still watched, and
+killed, as a process of its own (`Rank`).
 
 Given its plan (`Workers.begin`), a set sets up (CUDA, the process group and its communicator, what
 its steps prepare) and holds; `Workers.run` lets it measure once the machine is quiet for it: no
@@ -46,7 +48,17 @@ from pathlib import Path
 from gpuaccept.facts.measurements import FailureReason, StepFailure
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.plan import Plan, Step
-from gpuaccept.measure.worker import ERROR_MARK, GO_FILE, LAUNCHER_PID, MEASURE_FILE, PREPARE_FILE, SET_UP_FILE, heartbeat_file
+from gpuaccept.measure.worker import (
+    DRIVER_FILE,
+    ERROR_MARK,
+    GO_FILE,
+    LAUNCHER_PID,
+    MEASURE_FILE,
+    PREPARE_FILE,
+    SET_UP_FILE,
+    driver_started_file,
+    heartbeat_file,
+)
 from gpuaccept.process import kill_group
 from gpuaccept.vocabulary.steps import StepKey, parse_step_key
 
@@ -208,6 +220,9 @@ class Workers:
         self.processes: list[Rank] = []
         self.forker: subprocess.Popen | None = None
         self.plan: Plan | None = None  # the plan it was given (`begin`)
+        # the environment its ranks started the CUDA driver with before a plan (`start_driver`), and when
+        self._driver: dict[str, str] | None = None
+        self._driver_asked: tuple[float, float] | None = None  # (time.time(), the plan's start-up limit)
         self._starter: threading.Thread | None = None  # gives the go once no set of the machine is ending
         self._went: float | None = None  # when it was given the go (time.time())
         self._released = False
@@ -233,8 +248,28 @@ class Workers:
         MACHINE.add(self)
 
     def serves(self, plan: Plan) -> bool:
-        """Whether `run(plan)` may take this set: not given a plan yet, or given this one."""
-        return self.plan is None or self.plan == plan
+        """Whether `run(plan)` may take this set: not given a plan yet (nor its driver started with
+        another environment), or given this one."""
+        return (self.plan is None and self._driver in (None, plan.environment)) or self.plan == plan
+
+    def start_driver(self, plan: Plan) -> None:
+        """Have the ranks, still waiting for a plan, set `plan`'s environment and start the CUDA
+        driver and NVML (no context, no GPU memory): the set is then for that plan's environment.
+        Until each rank has, the set counts as starting: nothing begins to measure beside it."""
+        if self.plan is not None or self._driver is not None:
+            return
+        self._driver = dict(plan.environment)
+        self._driver_asked = (time.time(), plan.startup_timeout_s)
+        write_atomically(self.workdir / DRIVER_FILE, json.dumps(self._driver))
+
+    def _starting_driver(self) -> bool:
+        """Whether its ranks are starting the driver they were asked to (`start_driver`): not every
+        rank has said it did, none has died, and the time its plan allows for a start-up has not passed."""
+        if self._driver_asked is None or self.forker is None or self.forker.poll() is not None:
+            return False
+        asked, limit = self._driver_asked
+        started = all(driver_started_file(self.workdir, rank).exists() for rank in range(self.ranks))
+        return not started and time.time() - asked <= limit
 
     def begin(self, plan: Plan) -> None:
         """Hand the set its plan: it sets up at once (CUDA, the process group), and prepares what its
@@ -242,6 +277,8 @@ class Workers:
         ending; then it holds until `run` lets it measure. Call it only while nothing measures."""
         if self.plan is not None:
             raise ValueError("a set of workers is given one plan")
+        if not self.serves(plan):
+            raise ValueError("this set of workers started its driver for another environment")
         self.plan = plan
         (self.workdir / "plan.json").write_text(plan.model_dump_json(), encoding="utf-8")
         self._starter = threading.Thread(target=self._go_when_quiet, name="gpu-accept workers' go", daemon=True)
@@ -263,8 +300,8 @@ class Workers:
     @property
     def state(self) -> str:
         """What the set does to the machine now: "idle" (importing torch, or waiting for a plan,
-        touching no GPU), "starting" (given its plan: its CUDA contexts and process group made,
-        waiting for the word to prepare its steps), "setting up", "held"
+        touching no GPU), "starting" (starting the CUDA driver before a plan, or given its plan: its
+        CUDA contexts and process group made, waiting for the word to prepare its steps), "setting up", "held"
         (set up, or past the time its set-up may take, or dead, or kept once its plan was done),
         "measuring", "ending", "gone"."""
         if self._reaper is not None:
@@ -272,7 +309,7 @@ class Workers:
         if self.forker is None:
             return "gone"
         if self.plan is None:
-            return "idle"
+            return "starting" if self._starting_driver() else "idle"
         if self._went is None:
             return "starting"
         if self._finished:
@@ -406,40 +443,66 @@ class WorkerPool:
     def __init__(self) -> None:
         self._ready: dict[tuple[int, tuple[str, ...]], list[Workers]] = {}  # by size and what each imported
         self._set_up: list[tuple[str, Plan, int, Workers]] = []
+        self._driven: list[tuple[str, Plan, int, Workers]] = []  # sets whose ranks start the driver for a plan (`start_drivers`)
+        # the store asks for the drivers from a stage's progress thread, while the session's thread waits on that stage
+        self._lock = threading.RLock()
 
     def prepare(self, ranks: list[int], imports: tuple[str, ...] = ()) -> None:
         """Start a set for each of `ranks` (their sizes), each importing `imports` with torch (what
         the steps of the stage they are for import at their first use), beside those already
         waiting unclaimed."""
-        waiting = {shape: len(sets) for shape, sets in self._ready.items()}
-        for size in ranks:
-            if waiting.get((size, imports), 0) > 0:
-                waiting[(size, imports)] -= 1  # one already waits for this size
-                continue
-            self._ready.setdefault((size, imports), []).append(Workers(size, imports=imports))
+        with self._lock:
+            waiting = {shape: len(sets) for shape, sets in self._ready.items()}
+            for size in ranks:
+                if waiting.get((size, imports), 0) > 0:
+                    waiting[(size, imports)] -= 1  # one already waits for this size
+                    continue
+                self._ready.setdefault((size, imports), []).append(Workers(size, imports=imports))
 
     def take(self, ranks: int, imports: tuple[str, ...] = ()) -> Workers | None:
         """A set of `ranks` ranks started ahead, if one waits: one that imported `imports` where
         there is, else any of that size (a step imports what it needs at its first use)."""
-        for shape in [(ranks, imports), *sorted(shape for shape in self._ready if shape[0] == ranks)]:
-            sets = self._ready.get(shape)
-            if sets:
-                return sets.pop(0)
-        return None
+        with self._lock:
+            for shape in [(ranks, imports), *sorted(shape for shape in self._ready if shape[0] == ranks)]:
+                sets = self._ready.get(shape)
+                if sets:
+                    return sets.pop(0)
+            return None
+
+    def start_drivers(self, stage: str, plans: list[tuple[Plan, int]]) -> None:
+        """Have a set for each of `stage`'s plans, one waiting where there is, start the CUDA driver
+        and NVML with the plan's environment, still waiting for its plan (`Workers.start_driver`):
+        only beside a stage that makes no CUDA context and measures no time or rate (another stage's
+        memory test). `set_up` and `take_for` then take those sets for those plans."""
+        with self._lock:
+            for plan, ranks in plans:
+                if any(size == ranks and given == plan for _, given, size, _ in self._driven + self._set_up):
+                    continue
+                workers = self.take(ranks, plan.imports_ahead) or Workers(ranks, imports=plan.imports_ahead)
+                workers.start_driver(plan)
+                self._driven.append((stage, plan, ranks, workers))
 
     def set_up(self, stage: str, plans: list[tuple[Plan, int]]) -> None:
-        """Give each of `stage`'s plans (with its number of ranks) a set, one waiting where there
-        is, to set up with and hold. Call it only while nothing measures: the sets set up at once."""
-        for plan, ranks in plans:
-            workers = self.take(ranks, plan.imports_ahead) or Workers(ranks, imports=plan.imports_ahead)
-            workers.begin(plan)
-            self._set_up.append((stage, plan, ranks, workers))
+        """Give each of `stage`'s plans (with its number of ranks) a set, the one that started its
+        driver for it or one waiting where there is, to set up with and hold. Call it only while
+        nothing measures: the sets set up at once."""
+        with self._lock:
+            for plan, ranks in plans:
+                workers = self._take(self._driven, plan, ranks) or self.take(ranks, plan.imports_ahead)
+                workers = workers or Workers(ranks, imports=plan.imports_ahead)
+                workers.begin(plan)
+                self._set_up.append((stage, plan, ranks, workers))
 
     def take_for(self, plan: Plan, ranks: int) -> Workers | None:
-        """The set given `plan` ahead, if there is one."""
-        for index, (_, given, size, workers) in enumerate(self._set_up):
+        """The set given `plan` ahead, or that started its driver for it, if there is one."""
+        with self._lock:
+            return self._take(self._set_up, plan, ranks) or self._take(self._driven, plan, ranks)
+
+    @staticmethod
+    def _take(sets: list[tuple[str, Plan, int, Workers]], plan: Plan, ranks: int) -> Workers | None:
+        for index, (_, given, size, workers) in enumerate(sets):
             if size == ranks and given == plan:
-                del self._set_up[index]
+                del sets[index]
                 return workers
         return None
 
@@ -447,13 +510,19 @@ class WorkerPool:
         """End the sets given a plan of `stage` ahead that is none of `plans`: the stage asked
         otherwise after all, they must not hold GPU memory (a DDP model, a context) while it
         measures. The sets of the stages after it hold on."""
+        with self._lock:
+            self._set_up = self._kept(self._set_up, stage, plans)
+            self._driven = self._kept(self._driven, stage, plans)
+
+    @staticmethod
+    def _kept(sets: list[tuple[str, Plan, int, Workers]], stage: str, plans: list[tuple[Plan, int]]) -> list:
         kept = []
-        for name, given, size, workers in self._set_up:
+        for name, given, size, workers in sets:
             if name != stage or (given, size) in plans:
                 kept.append((name, given, size, workers))
             else:
                 workers.end()
-        self._set_up = kept
+        return kept
 
     @property
     def waiting(self) -> list[int]:
@@ -461,13 +530,15 @@ class WorkerPool:
         return sorted(size for (size, _), sets in self._ready.items() for _ in sets)
 
     def close(self) -> None:
-        for sets in self._ready.values():
-            for workers in sets:
+        with self._lock:
+            for sets in self._ready.values():
+                for workers in sets:
+                    workers.close()
+            self._ready.clear()
+            for _, _, _, workers in self._set_up + self._driven:
                 workers.close()
-        self._ready.clear()
-        for _, _, _, workers in self._set_up:
-            workers.close()
-        self._set_up.clear()
+            self._set_up.clear()
+            self._driven.clear()
 
 
 @dataclass

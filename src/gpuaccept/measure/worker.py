@@ -16,7 +16,11 @@ stage it was started for import at their first use) and then waits for the file 
 holds the rendezvous port; the plan is read after it, and its `environment` (the GPU a per-GPU
 worker sees, NCCL's settings) set before CUDA or NCCL start. The suite can so start workers ahead,
 for whichever stage takes them, while other measurements run. A waiting worker whose parent is
-gone exits. The ranks then set up: the CUDA device and the process group with its NCCL
+gone exits. Where the launcher writes `DIR/driver` (the plan's environment, as JSON) before the go,
+each rank sets that environment and starts the CUDA driver and NVML meanwhile (cuInit and nvmlInit:
+no CUDA context, no GPU memory), then writes `DIR/driver-started-rank<r>`: what every process pays
+once, and the driver does for one process at a time, is then paid beside another stage's memory
+test instead of after it. The ranks then set up: the CUDA device and the process group with its NCCL
 communicator (a few hundred MB a GPU) at once, then, once the launcher writes `DIR/prepare` (no
 other set of the machine is ending: one that ends may hold most of a GPU's memory until it is
 gone), what each step prepares before anything is timed (the DDP model, NCCL's connections, the copies' buffers).
@@ -47,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import importlib
 import json
 import os
@@ -68,6 +73,7 @@ from gpuaccept.measure.ranks import launch_of
 
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
 GO_FILE = "go"
+DRIVER_FILE = "driver"  # the launcher's word to start the CUDA driver and NVML before the go, with this environment
 PREPARE_FILE = "prepare"  # the launcher's word that the steps may take the memory they prepare
 SET_UP_FILE = "set-up"  # written by rank 0 once every rank is set up, before the hold
 MEASURE_FILE = "measure"  # the launcher's word that the held ranks may measure now
@@ -161,15 +167,21 @@ def serve(args: argparse.Namespace, import_s: float | None = None) -> int:
         imported = time.perf_counter()
         if import_s is not None:
             began = imported - import_s
+        driver_s = 0.0
         if args.wait:
             print(f"{WAITING_MARK} rank {rank}: torch imported in {imported - began:.1f} s", flush=True)
-            if not wait_for_go(args.out, parent):
+            went = wait_for_go(args.out, parent, rank)
+            if went is None:
                 return 4
+            driver_s = went
         waited = time.perf_counter()
         plan = Plan.model_validate_json(args.plan.read_text(encoding="utf-8"))
         args.out.mkdir(parents=True, exist_ok=True)
         hold = parent if args.wait else None
-        run(plan, args.out, rank, world, local_rank, import_s=imported - began, waited_s=waited - imported, hold_for=hold)
+        run(
+            plan, args.out, rank, world, local_rank, import_s=imported - began, waited_s=waited - imported - driver_s,
+            driver_s=driver_s, hold_for=hold,
+        )
     except Exception as exc:  # reported to the launcher in one line; the traceback goes to this rank's log
         _report_error(rank, exc)
         return 3
@@ -293,12 +305,42 @@ def _beat(paths: list[Path], parent: int, stop: threading.Event) -> None:
         stop.wait(HEARTBEAT_S)
 
 
-def wait_for_go(out: Path, parent: int) -> bool:
-    """Wait for the launcher's go; False when the launcher died first."""
-    if not _wait_for_file(out / GO_FILE, parent):
-        return False
+def wait_for_go(out: Path, parent: int, rank: int = 0) -> float | None:
+    """Wait for the launcher's go, starting the CUDA driver and NVML meanwhile where it says so
+    (`DRIVER_FILE`): the seconds that start took (0.0 where it was not asked for); None when the
+    launcher died first."""
+    driver_s = 0.0
+    asked = out / DRIVER_FILE
+    started = False
+    while not (out / GO_FILE).exists():
+        if os.getppid() != parent:
+            return None
+        if not started and asked.exists():
+            started = True
+            driver_s = start_driver(json.loads(asked.read_text(encoding="utf-8")))
+            write_atomically(driver_started_file(out, rank), "")
+            continue
+        time.sleep(WAIT_POLL_S)
     os.environ["MASTER_PORT"] = (out / GO_FILE).read_text(encoding="utf-8").strip()
-    return True
+    return driver_s
+
+
+def driver_started_file(out: Path, rank: int) -> Path:
+    return out / f"driver-started-rank{rank}"
+
+
+def start_driver(environment: dict[str, str]) -> float:
+    """The plan's environment set (CUDA reads CUDA_VISIBLE_DEVICES as its driver starts), then the
+    CUDA driver and NVML started in this process: cuInit and nvmlInit, which make no CUDA context
+    and take no GPU memory; torch's first CUDA call and NCCL's initialization find them started.
+    The seconds it took. Where either cannot start (no driver here), nothing is said: the set-up
+    meets the same and says why."""
+    os.environ.update(environment)
+    began = time.perf_counter()
+    for library, function, arguments in (("libcuda.so.1", "cuInit", (0,)), ("libnvidia-ml.so.1", "nvmlInit_v2", ())):
+        with contextlib.suppress(OSError, AttributeError):
+            getattr(ctypes.CDLL(library), function)(*arguments)
+    return time.perf_counter() - began
 
 
 def _wait_for_file(path: Path, parent: int) -> bool:
@@ -312,7 +354,7 @@ def _wait_for_file(path: Path, parent: int) -> bool:
 
 def run(
     plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s: float = 0.0, waited_s: float = 0.0,
-    hold_for: int | None = None,
+    driver_s: float = 0.0, hold_for: int | None = None,
 ) -> None:
     """The plan's steps in order; with `hold_for` (the launcher's pid), the ranks set up, then hold
     until the launcher lets them measure (`MEASURE_FILE`)."""
@@ -361,9 +403,11 @@ def run(
         torch=torch.__version__,
         nccl=nccl,
         # where start-up time went: the import (before the go, for a set started ahead), the wait
-        # for the go, the CUDA device and its context, the process group and its communicator, the
-        # wait for the launcher's word to prepare, and what the steps prepare before anything is timed
-        startup_s={"import": round(import_s, 3), "waited": round(waited_s, 3), "device": round(device_s, 3),
+        # for the go, the CUDA driver's start where it was asked for before the go, the CUDA device
+        # and its context, the process group and its communicator, the wait for the launcher's word
+        # to prepare, and what the steps prepare before anything is timed
+        startup_s={"import": round(import_s, 3), "waited": round(waited_s, 3), "driver before the go": round(driver_s, 3),
+                   "device": round(device_s, 3),
                    "group": round(group_s, 3), "waited to prepare": round(allowed_s, 3), "prepare": round(prepare_s, 3),
                    **{f"prepare: {part}": seconds for part, seconds in me.phases.items()}},
         environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENVIRONMENT)},
@@ -378,7 +422,7 @@ def run(
     hang_at = plan.drills.hang
     for index, step in enumerate(plan.steps):
         keys = [str(key) for key in step.keys]
-        progress.emit(event="start", step=index, label=step.label, keys=keys, timeout_s=step.timeout_s)
+        progress.emit(event="start", step=index, label=step.label, keys=keys, timeout_s=step.timeout_s, timed=step.timed)
         if hang_at is not None and step.is_named(hang_at) and rank == world - 1:
             while True:  # the injected fault: this rank never joins the step's collectives
                 time.sleep(3600)

@@ -14,13 +14,16 @@ measures, and holds; the stages after it are set up together once it has ended. 
 (CUDA, NCCL, the DDP model) while no set measures, and measures once nothing else sets up or ends;
 a held set does nothing on its GPUs. The next wave's workers are started as the first stage of the
 wave before it begins (torch's import overlaps the measurements in flight, those of every stage of
-that wave). docs/what-is-checked.md says what never overlaps.
+that wave), and start the CUDA driver and NVML (no context, no GPU memory: what each process pays
+once, one process at a time) once every GPU's memory test has begun. docs/what-is-checked.md says
+what never overlaps.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -305,9 +308,36 @@ class MeasurementStore:
             facts=facts, gpus=gpus, only=only, drills=self.drills.for_attempt(attempt), on_event=self._progress, pool=self.pool,
             scratch=scratch or self._new_scratch(stage),
         )
+        plans = stage.plans(profile.spec, run) if stage.cannot_run(facts, gpus) is None else []
         # a set given other plans ahead (the stage asked otherwise) must not hold its GPUs while this run measures
-        self.pool.keep_only(stage.name, stage.plans(profile.spec, run) if stage.cannot_run(facts, gpus) is None else [])
+        self.pool.keep_only(stage.name, plans)
+        if stage.tests_free_memory and self._ahead and only is None and attempt == 0 and plans:
+            run = dataclasses.replace(run, on_event=self._drivers_once_untimed(len(plans), facts, profile))
         return stage.measure(profile.spec, run)
+
+    def _drivers_once_untimed(self, sets: int, facts: Facts, profile: Profile) -> Callable[[dict], None]:
+        """The progress of a stage that tests the memory free, with `sets` sets of workers: once each
+        of them has begun a step that measures no time or rate (its memory test), the next wave's
+        workers start the CUDA driver and NVML, which take no GPU memory, beside it (each process
+        pays that start once, and the driver makes one process's at a time: seconds for a second
+        wave of twelve on four H200s). A set that never gets that far leaves them to start at their go."""
+        begun: set[tuple[str, ...]] = set()
+        lock = threading.Lock()
+
+        def on_event(event: dict) -> None:
+            self._progress(event)
+            if event.get("event") != "start" or event.get("timed", True):
+                return
+            with lock:
+                before = len(begun)
+                begun.add(tuple(event.get("keys") or ()))
+                last = before < sets <= len(begun)
+            if last:
+                for name in self._wave(after_held=True):
+                    following = STAGES[name]
+                    self.pool.start_drivers(name, following.plans(profile.spec, self._first_run(following, facts)))
+
+        return on_event
 
     def _confirmed(self, stage: Stage, facts: Facts, profile: Profile, measured: Measurements, gpus: list[int]) -> Measurements:
         """Confirm before failing: a value that missed its criterion, by no more than a dip would
