@@ -12,12 +12,12 @@ from gpuaccept.checks.verdict import Outcome
 from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.launch import MACHINE, WorkerPool, Workers, run_plan, settle
 from gpuaccept.measure.pairwise_step import round_robin, schedule
-from gpuaccept.measure.plan import CollectiveStep, PairwiseStep, Plan
+from gpuaccept.measure.plan import CollectiveStep, MemtestStep, PairwiseStep, Plan
 from gpuaccept.measure.worker import GO_FILE, PREPARE_FILE, PREPARE_MARK, WAITING_MARK, driver_started_file
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.stages.fabric import nccl_plan, run_nccl_stage
 from gpuaccept.vocabulary.collectives import COLLECTIVES
-from gpuaccept.vocabulary.steps import CollectiveKey, PairKey
+from gpuaccept.vocabulary.steps import CollectiveKey, LoadKey, PairKey
 from tests.helpers import needs_torch
 
 pytestmark = needs_torch
@@ -221,11 +221,20 @@ def test_a_set_asked_to_start_its_driver_ahead_counts_as_starting_until_every_ra
         assert outcome.failures == [] and outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 0
         (ready,) = [event for event in events if event["event"] == "ready"]
         assert "driver before the go" in ready["startup_s"] and ready["environment"]["NCCL_TEST_MARK"] == "driven"
-        assert [event["timed"] for event in events if event["event"] == "start"] == [True]
         settle()
         assert workers.state == "gone"  # the set that ran the plan was the one that started its driver
     finally:
         pool.close()
+
+
+@pytest.mark.slow
+def test_a_memory_test_says_when_its_untimed_passes_begin_once_its_memory_is_allocated():
+    step = MemtestStep(gpu=0, fraction=0.5, max_bytes=8 << 20, chunk_bytes=1 << 20)
+    events: list[dict] = []
+    outcome = run_plan(Plan(steps=[step], backend="gloo"), 1, on_event=events.append)
+    assert outcome.failures == [] and outcome.values[LoadKey("memtest", 0)]["mismatches"] == 0
+    said = [(event["event"], event.get("keys")) for event in events if event["event"] in ("start", "untimed", "result")]
+    assert said == [("start", ["load/memtest/gpu0"]), ("untimed", ["load/memtest/gpu0"]), ("result", None)]
 
 
 def test_the_driver_starts_with_the_plans_environment_set_first(monkeypatch):

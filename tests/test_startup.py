@@ -91,13 +91,16 @@ def test_the_next_waves_drivers_start_once_every_gpus_memory_test_has_begun(tmp_
     store.pool = pool = FakePool()
     seen: list[list] = []  # what the pool had been asked after each event
 
-    def start(what, gpu, timed):
-        return {"event": "start", "label": f"{what} on gpu{gpu}", "keys": [str(LoadKey(what, gpu))], "timed": timed}
+    def said(kind, what, gpu):
+        return {"event": kind, "label": f"{what} on gpu{gpu}", "keys": [str(LoadKey(what, gpu))]}
 
     def measure(stage, spec, run):
         if stage.name == "compute":
-            # the GPUs' loads at once: each GPU's GEMM, then each one's memory test, one GPU's late
-            for event in [*(start("gemm", gpu, True) for gpu in range(4)), *(start("memtest", gpu, False) for gpu in (0, 1, 2, 2, 3, 3))]:
+            # the GPUs' loads at once: each GPU's GEMM, then each one's memory test, whose passes
+            # measure no time once its memory is allocated; one GPU's late, and said twice
+            events = [said("start", "gemm", gpu) for gpu in range(4)] + [said("start", "memtest", gpu) for gpu in range(4)]
+            events += [said("untimed", "memtest", gpu) for gpu in (0, 1, 2, 2, 3, 3)]
+            for event in events:
                 run.on_event(event)
                 seen.append(list(pool.asked))
         return Measurements()
@@ -108,14 +111,14 @@ def test_the_next_waves_drivers_start_once_every_gpus_memory_test_has_begun(tmp_
     before = len(pool.asked)
     store.with_stage("compute", PROBED, profile)
     drivers = [("drivers ddp", [4, 4]), ("drivers nccl", [4])]
-    # nothing while any GPU runs a step that measures a time or a rate (its GEMM), nor while one
-    # GPU has not begun its memory test; then the DDP stage's two arms and the NCCL stage's ranks
-    # start their drivers, once
+    # nothing while any GPU runs a step that measures a time or a rate (its GEMM) or allocates its
+    # memory test's memory, nor while one GPU has not got that far; then the DDP stage's two arms
+    # and the NCCL stage's ranks start their drivers, once
     def since(asked):  # what was asked since the copies, but the compute stage's own sets kept as they are
         return [entry for entry in asked[before:] if entry != ("end compute", [1, 1, 1, 1])]
 
-    assert [since(asked) for asked in seen[:8]] == [[]] * 8
-    assert [since(asked) for asked in seen[8:]] == [drivers, drivers]
+    assert [since(asked) for asked in seen[:12]] == [[]] * 12
+    assert [since(asked) for asked in seen[12:]] == [drivers, drivers]
     # once it has measured, the same plans are set up: the pool takes the sets whose drivers started
     assert since(pool.asked) == [*drivers, ("set up ddp", [4, 4]), ("set up nccl", [4])]
 

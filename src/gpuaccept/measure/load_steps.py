@@ -39,7 +39,7 @@ from typing import Any
 
 from gpuaccept.measure.drills import NO_DRILLS, SLOW_GEMM_S, Drills, names_gpu
 from gpuaccept.measure.plan import GemmStep, HbmStep, MemtestStep
-from gpuaccept.measure.timing import phase, time_operation
+from gpuaccept.measure.timing import phase, time_operation, untimed
 from gpuaccept.vocabulary.steps import LoadKey
 
 REFERENCE_BLOCK = 256  # rows and columns of the first result compared with a float32 product
@@ -210,6 +210,9 @@ def measure_memtest(step: MemtestStep, me: Any, drills: Drills = NO_DRILLS) -> d
             if not chunks:
                 raise
         scratch = torch.empty(words, dtype=torch.int32, device=device)
+    # its passes measure whether memory holds what was written, never how fast: what starts beside
+    # them changes nothing they judge (the allocation before, the driver's busiest part, it would slow)
+    untimed(me)
     test = _Memtest(chunks, scratch, step, began, device, names_gpu(drills.memtest_flip, step.gpu))
     test.run(lambda name: phase(me, f"{step.label}: {name}"))
     found = {

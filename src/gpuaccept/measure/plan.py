@@ -37,9 +37,6 @@ class Step(BaseModel):
     # modules the step imports at its first use that a set of workers started ahead for it imports
     # before its go, with torch, while the stage before it measures
     imports_ahead: ClassVar[tuple[str, ...]] = ()
-    # what it measures is a time or a rate, which a process starting the CUDA driver beside it
-    # could change: the next wave's workers start theirs only beside steps that measure neither
-    timed: ClassVar[bool] = True
 
     @property
     def keys(self) -> list[StepKey]:
@@ -203,8 +200,6 @@ class MemtestStep(Step):
     chunk_bytes: int = Field(256 << 20, gt=0)
     time_cap_s: float = Field(30.0, gt=0)  # passes not begun by then are not run; the record says how far it got
     seed: int = 0
-    # what it measures is whether memory holds what was written, never how fast
-    timed: ClassVar[bool] = False
 
     @property
     def keys(self) -> list[StepKey]:

@@ -46,3 +46,11 @@ def phase(me: Any, name: str) -> contextlib.AbstractContextManager[None]:
     """Time a part of a step under `name`, where the rank keeps phases (worker.py's Rank.phase)."""
     timed = getattr(me, "phase", None)
     return timed(name) if timed is not None else contextlib.nullcontext()
+
+
+def untimed(me: Any) -> None:
+    """Say that the step measures no time or rate from here on, where the rank passes that on
+    (worker.py's Rank.untimed)."""
+    said = getattr(me, "untimed", None)
+    if said is not None:
+        said()

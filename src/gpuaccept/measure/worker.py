@@ -96,6 +96,14 @@ class Rank:
     group: Any = None  # a process group of some ranks (rank and world are then within it); None: every rank
     # where a step's time went, by part ("wrap", "warm-up"): rank 0's are reported with its result
     phases: dict[str, float] = field(default_factory=dict)
+    on_untimed: Callable[[], None] | None = None  # rank 0's word to the launcher (`untimed`)
+
+    def untimed(self) -> None:
+        """The step says that what it does from now on measures no time or rate and starts nothing
+        (the memory test's passes, once its memory is allocated): rank 0 tells the launcher, which
+        may start the next stage's CUDA drivers beside it (an `untimed` event)."""
+        if self.on_untimed is not None:
+            self.on_untimed()
 
     @property
     def cuda(self) -> bool:
@@ -422,7 +430,8 @@ def run(
     hang_at = plan.drills.hang
     for index, step in enumerate(plan.steps):
         keys = [str(key) for key in step.keys]
-        progress.emit(event="start", step=index, label=step.label, keys=keys, timeout_s=step.timeout_s, timed=step.timed)
+        progress.emit(event="start", step=index, label=step.label, keys=keys, timeout_s=step.timeout_s)
+        me.on_untimed = lambda index=index, keys=keys: progress.emit(event="untimed", step=index, keys=keys)
         if hang_at is not None and step.is_named(hang_at) and rank == world - 1:
             while True:  # the injected fault: this rank never joins the step's collectives
                 time.sleep(3600)

@@ -317,16 +317,17 @@ class MeasurementStore:
 
     def _drivers_once_untimed(self, sets: int, facts: Facts, profile: Profile) -> Callable[[dict], None]:
         """The progress of a stage that tests the memory free, with `sets` sets of workers: once each
-        of them has begun a step that measures no time or rate (its memory test), the next wave's
-        workers start the CUDA driver and NVML, which take no GPU memory, beside it (each process
-        pays that start once, and the driver makes one process's at a time: seconds for a second
-        wave of twelve on four H200s). A set that never gets that far leaves them to start at their go."""
+        of them is in a part of a step that measures no time or rate (its memory test's passes, its
+        memory allocated), the next wave's workers start the CUDA driver and NVML, which take no GPU
+        memory, beside it (each process pays that start once, and the driver makes one process's at
+        a time: seconds for a second wave of twelve on four H200s). A set that never gets that far
+        leaves them to start at their go."""
         begun: set[tuple[str, ...]] = set()
         lock = threading.Lock()
 
         def on_event(event: dict) -> None:
             self._progress(event)
-            if event.get("event") != "start" or event.get("timed", True):
+            if event.get("event") != "untimed":
                 return
             with lock:
                 before = len(begun)
