@@ -21,9 +21,8 @@ What the copies need is made before anything is timed (`prepare_copies`, while t
 up): a CUDA context on every GPU, each GPU's source and target buffers, one pinned host buffer, and
 peer access between every pair (torch enables it at a pair's first copy). The host buffer serves
 both directions, one copy at a time: each GPU's copy to the host lands where the next GPU's copy
-from the host is read, and each is checked against what the buffer held. Pinning takes about half
-a second a GiB on a lent 4xH200 (bench/copy_setup.py), and as long again to release when the
-worker ends, both on the run's path: a second buffer would only double them.
+from the host is read, and each is checked against what the buffer held. Pinning a GiB took
+0.5-0.6 s on lent 4xH200s (bench/copy_setup.py), on the run's path: a second buffer would double it.
 """
 
 from __future__ import annotations
