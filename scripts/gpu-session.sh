@@ -199,6 +199,12 @@ run_suite() {
   return 0
 }
 
+# bench_into NAME SCRIPT [ARGS...]: a bench script's table into $OUT/NAME-TAG.md and the log, its JSON into $OUT/NAME-TAG.json
+bench_into() {
+  local name=$1 script=$2; shift 2
+  python3 "$script" "$@" --out "$OUT/$name-$tag.json" 2>&1 | tee "$OUT/$name-$tag.md" | tee -a "$log"
+}
+
 # only_last_failed WHAT RUN TEST: after a fault on the last GPU, TEST[gpu<last>] failed and no other GPU's test
 only_last_failed() {
   python3 - "$work/$2/results.json" "$last" "$3" "$1" <<'PY' 2>&1 | tee -a "$log"
@@ -861,27 +867,24 @@ PY
     ;;
   copy-rounds)
     say "copy-rounds: copies between GPUs one at a time and in rounds (bench/copy_rounds.py)"
-    python3 bench/copy_rounds.py --rounds "${COPY_ROUNDS:-3}" --out "$OUT/copy-rounds-$tag.json" 2>&1 | tee "$OUT/copy-rounds-$tag.md" | tee -a "$log"
+    bench_into copy-rounds bench/copy_rounds.py --rounds "${COPY_ROUNDS:-3}"
     ;;
   copy-setup)
     say "copy-setup: the copy stage's set-up by part, one GPU after another and a thread a GPU (bench/copy_setup.py)"
-    python3 bench/copy_setup.py --rounds "${COPY_SETUP_ROUNDS:-3}" --out "$OUT/copy-setup-$tag.json" 2>&1 \
-      | tee "$OUT/copy-setup-$tag.md" | tee -a "$log"
+    bench_into copy-setup bench/copy_setup.py --rounds "${COPY_SETUP_ROUNDS:-3}"
     ;;
   driver-start)
     say "driver-start: sets of a rank a GPU setting up with the driver started at the go or before it (bench/driver_start.py)"
-    python3 bench/driver_start.py --rounds "${DRIVER_ROUNDS:-3}" --sets "${DRIVER_SETS:-3}" --out "$OUT/driver-start-$tag.json" 2>&1 \
-      | tee "$OUT/driver-start-$tag.md" | tee -a "$log"
+    bench_into driver-start bench/driver_start.py --rounds "${DRIVER_ROUNDS:-3}" --sets "${DRIVER_SETS:-3}"
     ;;
   context-visibility)
     say "context-visibility: a rank seeing every GPU against its own (bench/context_visibility.py)"
-    python3 bench/context_visibility.py --rounds "${CONTEXT_ROUNDS:-2}" --out "$OUT/context-visibility-$tag.json" 2>&1 \
-      | tee "$OUT/context-visibility-$tag.md" | tee -a "$log"
+    bench_into context-visibility bench/context_visibility.py --rounds "${CONTEXT_ROUNDS:-2}"
     ;;
   context-creation)
     say "context-creation: sets of a rank a GPU setting up at once (bench/context_creation.py)"
-    python3 bench/context_creation.py --rounds "${CONTEXT_ROUNDS:-2}" --sets ${CONTEXT_SETS:-1 2 3 4} \
-      --out "$OUT/context-creation-$tag.json" 2>&1 | tee "$OUT/context-creation-$tag.md" | tee -a "$log"
+    # CONTEXT_SETS unquoted: the counts of sets, one argument each
+    bench_into context-creation bench/context_creation.py --rounds "${CONTEXT_ROUNDS:-2}" --sets ${CONTEXT_SETS:-1 2 3 4}
     ;;
   ddp-ab)
     if [ ! -f .prev/pyproject.toml ]; then say "ddp-ab: skipped: no .prev/"; continue; fi

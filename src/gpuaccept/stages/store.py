@@ -15,8 +15,8 @@ measures, and holds; the stages after it are set up together once it has ended. 
 a held set does nothing on its GPUs. The next wave's workers are started as the first stage of the
 wave before it begins (torch's import overlaps the measurements in flight, those of every stage of
 that wave), and start the CUDA driver and NVML (no context, no GPU memory: what each process pays
-once, one process at a time) once every GPU's memory test has begun. docs/what-is-checked.md says
-what never overlaps.
+once, one process at a time) once every GPU's memory test has allocated its memory.
+docs/what-is-checked.md says what never overlaps.
 """
 
 from __future__ import annotations
