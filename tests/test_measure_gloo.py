@@ -237,6 +237,27 @@ def test_a_memory_test_says_when_its_untimed_passes_begin_once_its_memory_is_all
     assert said == [("start", ["load/memtest/gpu0"]), ("untimed", ["load/memtest/gpu0"]), ("result", None)]
 
 
+@pytest.mark.slow
+def test_a_set_whose_rank_died_before_starting_its_driver_keeps_nothing_waiting():
+    plan = Plan(steps=[CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32")], backend="gloo")
+    workers = Workers(2)
+    try:
+        wait_until_waiting(workers)
+        ranks = [rank.pid for rank in workers.processes]
+        os.kill(ranks[0], signal.SIGSTOP)  # the other rank could not start its driver before it is looked at
+        os.kill(ranks[1], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while workers.processes[1].poll() is None:
+            assert time.monotonic() < deadline, "the dead rank's exit was never written"
+            time.sleep(0.05)
+        workers.start_driver(plan)
+        # not "starting" until its start-up limit: no other set's measurement waits on a dead rank
+        assert workers.state == "idle"
+        os.kill(ranks[0], signal.SIGCONT)
+    finally:
+        workers.close()
+
+
 def test_the_driver_starts_with_the_plans_environment_set_first(monkeypatch):
     import ctypes
 

@@ -265,8 +265,8 @@ class Workers:
     def _starting_driver(self) -> bool:
         """Whether its ranks are starting the driver they were asked to (`start_driver`): not every
         rank has said it did, none has died, and the time its plan allows for a start-up has not passed."""
-        if self._driver_asked is None or self.forker is None or self.forker.poll() is not None:
-            return False
+        if self._driver_asked is None or self.forker is None or any(rank.poll() is not None for rank in self.processes):
+            return False  # a rank that died is its set-up's to report: nothing waits on it meanwhile
         asked, limit = self._driver_asked
         started = all(driver_started_file(self.workdir, rank).exists() for rank in range(self.ranks))
         return not started and time.time() - asked <= limit
