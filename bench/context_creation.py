@@ -31,21 +31,23 @@ sys.path.insert(0, str(ROOT))
 from bench.ranks_at_once import TIMED_SET_UP, WAIT_FOR_GO, free_port, run_at_one_go  # noqa: E402
 from bench.run_time import gpus_of_machine  # noqa: E402
 
-RANK_CODE = "import torch, torch.distributed as dist\n" + WAIT_FOR_GO + TIMED_SET_UP + r'''
+# a rank's answer once it is set up: its parts, and the wall time from the go until it was done
+REPORT = r'''
 parts["done after the go"] = time.time() - went
 json.dump(parts, open(out, "w"))
 if world > 1:
     dist.destroy_process_group()
 '''
+RANK_CODE = "import torch, torch.distributed as dist\n" + WAIT_FOR_GO + TIMED_SET_UP + REPORT
 
 
-def one_run(gpus: int, sets: int, work: Path) -> dict:
-    """`sets` sets of `gpus` ranks (one a GPU) set up at once: the slowest context and group, and
-    the wall time from the go until the last rank was done."""
+def one_run(gpus: int, sets: int, work: Path, code: str = RANK_CODE) -> dict:
+    """`sets` sets of `gpus` ranks (one a GPU, each running `code`) set up at once: the slowest
+    context and group, and the wall time from the go until the last rank was done."""
     processes = []
     for _ in range(sets):
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-        processes += [(RANK_CODE, [str(rank), str(gpus), str(rank)], env) for rank in range(gpus)]
+        processes += [(code, [str(rank), str(gpus), str(rank)], env) for rank in range(gpus)]
     ranks = run_at_one_go(processes, work)
     return {part: max(rank[part] for rank in ranks) for part in ranks[0]}
 

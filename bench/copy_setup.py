@@ -23,6 +23,11 @@ from pathlib import Path
 
 from gpuaccept.vocabulary.sizes import parse_size
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.run_time import gpus_of_machine  # noqa: E402
+
 PARTS = ("first context", "other contexts", "buffers", "pinned host buffer", "peer access", "synchronize", "whole", "end")
 WAYS = ("one after another", "a thread a GPU")
 
@@ -141,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     for number in range(args.rounds):
         for threaded in (False, True) if number % 2 == 0 else (True, False):
             runs[threaded].append(measure(size, threaded))
-    import torch
-
-    gpus = torch.cuda.device_count()
+    gpus, _ = gpus_of_machine()
     print(f"## The copy stage's set-up on {gpus} GPU(s), {args.size} buffers, {args.rounds} fresh processes each way (medians, s)\n")
     print(f"| part | {WAYS[0]} | {WAYS[1]} | ratio |")
     print("| --- | ---: | ---: | ---: |")

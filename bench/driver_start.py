@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -24,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.ranks_at_once import TIMED_SET_UP, WAIT_FOR_GO, free_port, run_at_one_go  # noqa: E402
+from bench.context_creation import REPORT, one_run  # noqa: E402
+from bench.ranks_at_once import TIMED_SET_UP, WAIT_FOR_GO  # noqa: E402
 from bench.run_time import gpus_of_machine  # noqa: E402
 
 DRIVER_BEFORE = r'''
@@ -35,23 +35,13 @@ ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()
 driver_s = _time.time() - _began
 '''
 WAYS = {"at the go": "", "before the go": DRIVER_BEFORE}
-DONE = r'''
-parts["done after the go"] = time.time() - went
-parts["driver before the go"] = globals().get("driver_s", 0.0)
-json.dump(parts, open(out, "w"))
-if world > 1:
-    dist.destroy_process_group()
-'''
 
 
-def one_run(gpus: int, sets: int, before: str, work: Path) -> dict:
-    code = "import torch, torch.distributed as dist\n" + before + WAIT_FOR_GO + TIMED_SET_UP + DONE
-    processes = []
-    for _ in range(sets):
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-        processes += [(code, [str(rank), str(gpus), str(rank)], env) for rank in range(gpus)]
-    ranks = run_at_one_go(processes, work)
-    return {part: round(max(rank[part] for rank in ranks), 4) for part in ranks[0]}
+def rank_code(before: str) -> str:
+    """A rank that runs `before` ahead of its ready (the driver's start, or nothing), then is timed
+    from the go as bench/context_creation.py's ranks are."""
+    said = 'parts["driver before the go"] = globals().get("driver_s", 0.0)\n'
+    return "import torch, torch.distributed as dist\n" + before + WAIT_FOR_GO + TIMED_SET_UP + said + REPORT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="driver-start-") as folder:
         for number in range(args.rounds):
             for way in WAYS if number % 2 == 0 else reversed(list(WAYS)):
-                runs[way].append(one_run(gpus, args.sets, WAYS[way], Path(folder)))
+                runs[way].append(one_run(gpus, args.sets, Path(folder), rank_code(WAYS[way])))
     print(f"## {args.sets} sets of a rank a GPU on {gpus} GPUs set up at once, the driver started at the go or before it")
     print(f"\n{args.rounds} runs each, in turn; the slowest rank's part, medians (s)\n")
     parts = list(runs["at the go"][0])

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from bench import context_creation, context_visibility
+from bench import context_creation, context_visibility, driver_start
 from bench.ranks_at_once import WAIT_FOR_GO, run_at_one_go
 
 ANSWER = "import os\n" + WAIT_FOR_GO + r'''
@@ -37,7 +37,11 @@ def test_a_process_that_fails_is_said(tmp_path):
         run_at_one_go([failing], tmp_path)
 
 
-@pytest.mark.parametrize("code", [context_creation.RANK_CODE, context_visibility.RANK_CODE], ids=["creation", "visibility"])
+@pytest.mark.parametrize(
+    "code",
+    [context_creation.RANK_CODE, context_visibility.RANK_CODE, *(driver_start.rank_code(before) for before in driver_start.WAYS.values())],
+    ids=["creation", "visibility", "driver at the go", "driver before the go"],
+)
 def test_each_bench_s_rank_code_compiles(code):
     compile(code, "<rank>", "exec")
 
