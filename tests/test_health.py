@@ -15,7 +15,7 @@ import pytest
 from gpuaccept.checks import health
 from gpuaccept.checks.verdict import Outcome, Verdict
 from gpuaccept.facts import load_facts, save_facts
-from gpuaccept.facts.health import HealthFacts, KernelLog
+from gpuaccept.facts.health import LINK_COUNTERS_NOT_AT_QUICK, HealthFacts, KernelLog
 from gpuaccept.facts.record import Unavailable
 from gpuaccept.probe.health import (
     AGGREGATE,
@@ -25,10 +25,12 @@ from gpuaccept.probe.health import (
     NVLINK_RECOVERY,
     NVLINK_REPLAY,
     SRAM,
+    START_LABEL,
     UNCORRECTED,
     VOLATILE,
     Field,
     Target,
+    health_reading,
     parse_kernel_xids,
     read_kernel_log,
 )
@@ -657,3 +659,42 @@ def test_snapshots_taken_at_one_instant_are_no_rate():
     for check, subject in ((health.pcie_replay_rate, 0), (health.clock_slowdown_during_run, 0)):
         verdict = judged(check, facts, subject)
         assert verdict.outcome is Outcome.ERROR and "taken at the same instant" in verdict.message, verdict.message
+
+
+def test_the_quick_levels_reading_asks_no_nvlink_error_counter_and_says_why():
+    asked: list[str] = []
+
+    class Counting(ReplayNvml):
+        def query(self, name, *args):
+            asked.append(name)
+            return super().query(name, *args)
+
+    replay = healthy_h200x2()
+    counting = Counting([])
+    counting.__dict__.update(replay.__dict__)
+    facts = probe_replay(replay)
+    targets = [Target.of(gpu) for gpu in facts.gpus]
+    quick = health_reading(counting, targets, START_LABEL, link_counters=False)
+    assert "nvlink_error_counter" not in asked and "inforom_valid" in asked
+    links = [counters for snapshot in quick.snapshots for counters in snapshot.nvlink_errors]
+    assert len(links) == 36  # every active link of both GPUs, each counter saying why it was not read
+    assert {counters.replay.detail for counters in links} == {LINK_COUNTERS_NOT_AT_QUICK.detail}
+    assert {(c.replay, c.recovery, c.crc_flit, c.crc_data) == (LINK_COUNTERS_NOT_AT_QUICK,) * 4 for c in links} == {True}
+    full = health_reading(counting, targets, START_LABEL)
+    assert {type(counters.crc_data) for snapshot in full.snapshots for counters in snapshot.nvlink_errors} == {int}
+
+
+def test_nvlink_errors_are_not_judged_from_a_start_reading_made_for_the_quick_level():
+    # facts of the quick level's probe with a load's reading after them: could not judge, never "not applicable"
+    start, after = healthy_h200x2(), healthy_h200x2()
+    facts = with_health(start, after)
+    quick_start = [
+        snapshot.model_copy(update={"nvlink_errors": [
+            counters.model_copy(update=dict.fromkeys(("replay", "recovery", "crc_flit", "crc_data"), LINK_COUNTERS_NOT_AT_QUICK))
+            for counters in snapshot.nvlink_errors
+        ]}) if snapshot.label == START_LABEL else snapshot
+        for snapshot in facts.health.snapshots
+    ]
+    facts = facts.model_copy(update={"health": facts.health.model_copy(update={"snapshots": quick_start})})
+    verdict = judged(health.nvlink_errors_during_run, facts, (1, 4))
+    assert verdict.outcome is Outcome.ERROR and "error counters not read at 'start'" in verdict.message, verdict.message

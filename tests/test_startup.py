@@ -340,11 +340,12 @@ def imported_modules(folder) -> list[set[str]]:
 
 
 def assert_imports_nothing_heavy(folder) -> None:
-    """One probe started (the one the command started as it began); the command's own process ran
-    pytest and wrote report.html with Jinja2; the probe's child imported neither; no process
-    imported a heavy module (HEAVY_MODULES)."""
+    """One probe started (the one the command started as it began, for the quick level); the
+    command's own process ran pytest and wrote report.html with Jinja2; the probe's child imported
+    neither, and ended on its own once read (its modules written as it exited); no process imported
+    a heavy module (HEAVY_MODULES)."""
     started = [path.read_text() for path in (folder / "modules").glob("started-*")]
-    assert [argv for argv in started if "gpuaccept.probe" in argv] == ["-m gpuaccept.probe"], started
+    assert [argv for argv in started if "gpuaccept.probe" in argv] == ["-m gpuaccept.probe --quick"], started
     processes = imported_modules(folder)
     command = [modules for modules in processes if "gpuaccept.cli" in modules]
     probe = [modules for modules in processes if "gpuaccept.probe.collect" in modules and "gpuaccept.cli" not in modules]
@@ -430,6 +431,50 @@ def test_the_command_starts_its_probe_as_it_begins_only_where_it_reads_this_mach
     from gpuaccept.entry import _probes
 
     assert _probes(argv) is probes
+
+
+@pytest.mark.parametrize(
+    "argv, quick",
+    [
+        (["health-check"], True),
+        (["health-check", "--profile", "h200-4-nvswitch"], True),
+        (["run", "--level", "quick"], True),
+        (["run", "--level=quick", "-q"], True),
+        (["run"], False),
+        (["run", "--level", "standard"], False),
+        (["run", "--level", "quick", "--level", "standard"], False),  # two levels: the probe reads all, the run checks
+        (["run", "--", "--level", "quick"], False),  # after "--": pytest's arguments, not gpu-accept's
+        (["burn-in", "--duration", "30m"], False),
+    ],
+)
+def test_the_probe_is_started_for_the_quick_level_only_where_the_arguments_say_so(argv, quick):
+    from gpuaccept.entry import _quick
+
+    assert _quick(argv) is quick
+
+
+def test_a_probe_started_for_another_level_is_ended_and_one_for_the_runs_level_read(tmp_path, monkeypatch):
+    import sys
+
+    from gpuaccept.facts.health import LINK_COUNTERS_NOT_AT_QUICK
+    from gpuaccept.probe import probe_machine
+    from gpuaccept.process import Bounded
+    from tests.cuda_driver import driver_environment, fake_cuda_driver
+    from tests.helpers import DATA, nvml_replay
+
+    replay = nvml_replay("h200x4")
+    uuids = [replay.query("uuid", i).removeprefix("GPU-") for i in range(4)]
+    for key, value in {**driver_environment(uuids), "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x4.json"),
+                       "LD_LIBRARY_PATH": str(fake_cuda_driver(tmp_path / "cuda"))}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    for guessed, level_quick in ((["--quick"], False), ([], True)):
+        wrong = Bounded([sys.executable, "-m", "gpuaccept.probe", *guessed], timeout_s=120)
+        facts = probe_machine(started=wrong, quick=level_quick)
+        assert wrong.process.poll() is not None  # ended, unread
+        counters = [c for snapshot in facts.health.snapshots for c in snapshot.nvlink_errors]
+        assert len(counters) == 72
+        assert all((c.replay == LINK_COUNTERS_NOT_AT_QUICK) is level_quick for c in counters)
 
 
 def test_a_burn_in_sets_nothing_up_ahead_of_its_rounds(tmp_path, monkeypatch):

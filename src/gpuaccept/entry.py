@@ -15,6 +15,7 @@ import sys
 PROBING_COMMANDS = ("run", "health-check", "burn-in")
 # options after which the run reads no machine, and help, which runs nothing
 NOT_PROBING = ("--facts", "--import", "-h", "--help")
+PROBE_END_GRACE_S = 10.0  # a probe whose facts were read, given this long to end on its own
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     if _probes(argv):
         from gpuaccept.probe import start_probe, warm
 
-        probe = start_probe()
+        probe = start_probe(quick=_quick(argv))
         warm.begin_nvml()  # for the XID listener this process opens as its session starts
     try:
         from gpuaccept.cli import main as command_line
@@ -31,10 +32,23 @@ def main(argv: list[str] | None = None) -> int:
         return command_line(argv, probe=probe)
     finally:
         if probe is not None:
-            probe.stop()  # read by the run, or not wanted after all
+            # read by the run (it closed its output then, and has ended since, or ends now), or not
+            # wanted after all (a run refused for bad input: ended unread)
+            probe.stop(grace_s=PROBE_END_GRACE_S if probe.output_read else 0.0)
         # the process ends next, its reports written: Python's collection as it exits need not go
         # through every object the command made
         gc.freeze()
+
+
+def _quick(argv: list[str]) -> bool:
+    """Whether these arguments ask for the quick level, as far as they can tell unparsed: the run
+    checks the guess once its options are read (a probe for another level is then started again)."""
+    mine = argv[: argv.index("--")] if "--" in argv else argv
+    if mine[:1] == ["health-check"]:
+        return True
+    levels = [after for word, after in zip(mine, [*mine[1:], ""], strict=True) if word == "--level"]
+    levels += [word.removeprefix("--level=") for word in mine if word.startswith("--level=")]
+    return len(levels) == 1 and levels[0] == "quick"
 
 
 def _probes(argv: list[str]) -> bool:

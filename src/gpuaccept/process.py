@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import threading
@@ -45,28 +46,72 @@ class Bounded:
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, start_new_session=True
         )
         self._finished: Finished | None = None
+        self._read: tuple[bytes, bytes] | None = None  # what it wrote until it closed its standard output
+
+    def output_once_closed(self) -> str | None:
+        """All it writes to its standard output, as soon as it closes it, without waiting for its
+        exit: a child that closes its output once done (the probe) may take a while more to end (its
+        drivers' teardown). None where its time limit came first (the group is then killed)."""
+        if self._read is None:
+            assert self.process.stdout is not None and self.process.stderr is not None
+            read = {self.process.stdout.fileno(): bytearray(), self.process.stderr.fileno(): bytearray()}
+            stdout = self.process.stdout.fileno()
+            with selectors.DefaultSelector() as selector:
+                for fd in read:  # its errors too: a full pipe of them would stop it mid-write
+                    selector.register(fd, selectors.EVENT_READ)
+                while stdout in selector.get_map():
+                    left = self.deadline - time.monotonic()
+                    ready = selector.select(left) if left > 0 else []
+                    if not ready:
+                        self._read = (bytes(read[stdout]), bytes(read[self.process.stderr.fileno()]))
+                        self.stop()
+                        return None
+                    for key, _ in ready:
+                        chunk = os.read(key.fd, 1 << 20)
+                        read[key.fd] += chunk
+                        if not chunk:
+                            selector.unregister(key.fd)
+            self._read = (bytes(read[stdout]), bytes(read[self.process.stderr.fileno()]))
+        return self._read[0].decode(errors="replace")
 
     def finished(self) -> Finished:
         if self._finished is not None:
             return self._finished
         try:
             stdout, stderr = self.process.communicate(timeout=max(0.0, self.deadline - time.monotonic()))
-            self._finished = Finished(self.process.returncode, stdout, stderr)
+            self._finished = self._with_read(self.process.returncode, stdout, stderr)
         except subprocess.TimeoutExpired:
             kill_group(self.process)
             stdout, stderr = self.process.communicate()
-            self._finished = Finished(None, stdout, stderr)
+            self._finished = self._with_read(None, stdout, stderr)
         except BaseException:
             self.stop()
             raise
         return self._finished
 
-    def stop(self) -> None:
-        """Kill it now, if it still runs (its result is no longer wanted)."""
+    @property
+    def output_read(self) -> bool:
+        """Whether `output_once_closed` read its output to the end."""
+        return self._read is not None and self._finished is None
+
+    def stop(self, grace_s: float = 0.0) -> None:
+        """Kill it now, if it still runs (its result is no longer wanted); `grace_s`: wait that long
+        first for it to end on its own (a child whose output was read, ending)."""
         if self._finished is None:
-            kill_group(self.process)
+            ended = False
+            if grace_s > 0:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=grace_s)
+                    ended = True
+            if not ended:
+                kill_group(self.process)
             stdout, stderr = self.process.communicate()
-            self._finished = Finished(None, stdout, stderr)
+            self._finished = self._with_read(self.process.returncode if ended else None, stdout, stderr)
+
+    def _with_read(self, returncode: int | None, stdout: str, stderr: str) -> Finished:
+        """Its output: what `output_once_closed` read first, then the rest (the pipes' ends)."""
+        before = self._read or (b"", b"")
+        return Finished(returncode, before[0].decode(errors="replace") + stdout, before[1].decode(errors="replace") + stderr)
 
 
 class _Process(Protocol):

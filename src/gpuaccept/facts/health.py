@@ -31,6 +31,15 @@ class NvLinkErrors(Record):
     crc_data: IntReading
 
 
+# NVLink's error counters are judged as their change over a run's loads (checks/health/counters.py),
+# never as they stand: the quick level, which loads nothing, leaves them out of its one reading
+# (a call a link and counter: 72 an H200, the most of a reading after the InfoROM's check, as
+# bench/README.md's "Run time" measures it)
+LINK_COUNTERS_NOT_AT_QUICK = Unavailable(
+    unavailable="not_probed", detail="the quick level reads no NVLink error counter: only their change over a load is judged"
+)
+
+
 class ClockEventTimes(Record):
     """Cumulative time, in ns, the clocks were held down for each reason (NVML fields 74, 76, 269-271)."""
 

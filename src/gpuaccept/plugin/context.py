@@ -43,9 +43,11 @@ class RunContext:
         expect_gpus: int | None = None,
         derive_into: Path | None = None,
         started_probe: Bounded | None = None,
+        quick: bool = False,
     ) -> RunContext:
         """`derive_into`: where a profile derived from the catalogue is kept (beside the reports);
-        `started_probe`: the probe's child, where the command started it as it began."""
+        `started_probe`: the probe's child, where the command started it as it began; `quick`: a
+        run of the quick level, whose probe reads no NVLink error counter."""
         catalog = ProfileCatalog.with_shipped(list(profile_dirs))
         # a named profile is loaded first: a bad profile is reported before any hardware is touched
         profile = catalog.load(choice.name) if isinstance(choice, NamedProfile) else None
@@ -58,7 +60,7 @@ class RunContext:
         if isinstance(source, FactsFile):
             facts, drills = load_facts(Path(source.path)), NO_DRILLS  # replayed facts: nothing runs, no drill acts
         else:
-            facts = drills.recorded_in(probe_machine(started=started_probe))
+            facts = drills.recorded_in(probe_machine(started=started_probe, quick=quick))
         reason = ""
         if profile is None:
             selection = catalog.select(facts, expect_gpus, derive_into, derived_only=derived_only, catalogue=catalogue, profiles=candidates)

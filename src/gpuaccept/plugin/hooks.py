@@ -103,7 +103,7 @@ def pytest_configure(config: pytest.Config) -> None:
         derive_into = options.outputs.results.parent if options.outputs.results is not None else None
         context = RunContext.build(
             options.profile, options.source, options.profile_dirs, Drills.from_environment(os.environ), options.expect_gpus, derive_into,
-            started_probe,
+            started_probe, quick=options.level == "quick",
         )
         _refuse_a_baseline_of_another_kind(options, context)
         _refuse_a_burnin_without_loads(options, context)

@@ -28,7 +28,7 @@ import threading  # noqa: E402
 
 from gpuaccept.errors import GpuAcceptError, NoDriverError  # noqa: E402
 from gpuaccept.facts import dump_facts  # noqa: E402
-from gpuaccept.probe import EXIT_NO_DRIVER  # noqa: E402
+from gpuaccept.probe import EXIT_NO_DRIVER, QUICK_OPTION  # noqa: E402
 from gpuaccept.probe.collect import collect_facts  # noqa: E402
 from gpuaccept.probe.cuda import probe_cuda  # noqa: E402
 from gpuaccept.probe.health import START_LABEL, Target, health_reading  # noqa: E402
@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpuaccept.probe")
     parser.add_argument("--nvml-log", help="also save every NVML answer here, for replay in tests")
     parser.add_argument("--phases", action="store_true", help="say where the time went, on stderr: one JSON line")
+    parser.add_argument(
+        QUICK_OPTION, action="store_true",
+        help="facts for the quick level: its start reading leaves out NVLink's error counters (only their change over a load is judged)",
+    )
     args = parser.parse_args(argv)
     phases = {"imports": time.perf_counter() - IMPORTING}
     cuda: list = []
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             phases["NVML facts"] = time.perf_counter() - began
             # the health snapshot every later one is compared with, before any load
             began = time.perf_counter()
-            start = health_reading(nvml, [Target.of(gpu) for gpu in facts.gpus], START_LABEL)
+            start = health_reading(nvml, [Target.of(gpu) for gpu in facts.gpus], START_LABEL, link_counters=not args.quick)
             phases["health reading"] = time.perf_counter() - began
             facts = facts.model_copy(update={"health": start})
         finally:
@@ -74,7 +78,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.phases:
         phases["whole, after Python's start"] = time.perf_counter() - BEGAN
         print(json.dumps({"probe_phases_s": {name: round(seconds, 3) for name, seconds in phases.items()}}), file=sys.stderr)
+    _close_output()
     return 0
+
+
+def _close_output() -> None:
+    """The facts are whole: the output is closed now, so that the suite reads them without waiting
+    for this process's end, which waits for NVML's and CUDA's teardown. Nothing is written to it
+    after this."""
+    sys.stdout.flush()
+    with open(os.devnull, "wb") as nowhere:
+        os.dup2(nowhere.fileno(), sys.stdout.fileno())
 
 
 def _timed(read, phases: dict[str, float], name: str):

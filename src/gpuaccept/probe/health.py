@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaccept.facts.health import (
+    LINK_COUNTERS_NOT_AT_QUICK,
     ClockEventTimes,
     ComputeProcess,
     EccCounts,
@@ -106,11 +107,17 @@ START_LABEL = "start"
 INFOROM_AT_START_ONLY = not_probed("the InfoROM is validated in the reading at the start only")
 
 
-def take_snapshot(nvml: Nvml, target: Target, label: str, own_pids: frozenset[int] = frozenset()) -> HealthSnapshot:
+def take_snapshot(
+    nvml: Nvml, target: Target, label: str, own_pids: frozenset[int] = frozenset(), link_counters: bool = True
+) -> HealthSnapshot:
     """One GPU's health as NVML answers now. `own_pids`: processes of the suite itself (the probe
     holds a CUDA context while it runs), left out of the GPU's compute processes. The InfoROM is
-    validated where `label` is the start's reading."""
+    validated where `label` is the start's reading; NVLink's error counters are read unless
+    `link_counters` is False (the quick level's reading)."""
     i = target.nvml_index
+
+    def link_counter(link: int, counter: int) -> Any:
+        return read(nvml, "nvlink_error_counter", i, link, counter) if link_counters else LINK_COUNTERS_NOT_AT_QUICK
 
     def field(number: int) -> Any:
         return read(nvml, "field_value", i, number, 0)  # scope 0: the whole GPU
@@ -160,10 +167,10 @@ def take_snapshot(nvml: Nvml, target: Target, label: str, own_pids: frozenset[in
         nvlink_errors=[
             NvLinkErrors(
                 link=link,
-                replay=read(nvml, "nvlink_error_counter", i, link, NVLINK_REPLAY),
-                recovery=read(nvml, "nvlink_error_counter", i, link, NVLINK_RECOVERY),
-                crc_flit=read(nvml, "nvlink_error_counter", i, link, NVLINK_CRC_FLIT),
-                crc_data=read(nvml, "nvlink_error_counter", i, link, NVLINK_CRC_DATA),
+                replay=link_counter(link, NVLINK_REPLAY),
+                recovery=link_counter(link, NVLINK_RECOVERY),
+                crc_flit=link_counter(link, NVLINK_CRC_FLIT),
+                crc_data=link_counter(link, NVLINK_CRC_DATA),
             )
             for link in target.active_links
         ],
@@ -228,8 +235,10 @@ def _command_of(pid: int) -> str:
         return ""  # another container's process, or gone already
 
 
-def take_snapshots(nvml: Nvml, targets: list[Target], label: str, own_pids: frozenset[int] = frozenset()) -> list[HealthSnapshot]:
-    return [take_snapshot(nvml, target, label, own_pids) for target in targets]
+def take_snapshots(
+    nvml: Nvml, targets: list[Target], label: str, own_pids: frozenset[int] = frozenset(), link_counters: bool = True
+) -> list[HealthSnapshot]:
+    return [take_snapshot(nvml, target, label, own_pids, link_counters) for target in targets]
 
 
 # --- the kernel log ---------------------------------------------------------------------------
@@ -394,11 +403,13 @@ def own_pids() -> frozenset[int]:
 KERNEL_LOG_OVERRIDE = "GPUACCEPT_KERNEL_LOG"  # test hook: read this file as the kernel log
 
 
-def health_reading(nvml: Nvml, targets: list[Target], label: str, environ: dict[str, str] | None = None) -> HealthFacts:
+def health_reading(
+    nvml: Nvml, targets: list[Target], label: str, environ: dict[str, str] | None = None, link_counters: bool = True
+) -> HealthFacts:
     """Snapshots of every target and the kernel log's Xid lines as they stand now (none of them
     marked as seen during the run: that is decided against the first reading)."""
     environ = dict(os.environ if environ is None else environ)
-    snapshots = take_snapshots(nvml, targets, label, own_pids())
+    snapshots = take_snapshots(nvml, targets, label, own_pids(), link_counters)
     override = environ.get(KERNEL_LOG_OVERRIDE)
     if override:
         log, events = read_kernel_log(targets, run=_unreadable, files=(Path(override),))

@@ -10,6 +10,7 @@ from typing import Any
 from gpuaccept.checks.declare import GPU, Subjects, check
 from gpuaccept.checks.health.snapshots import NO_TIME, all_of, counter_delta, first_and_last, seconds_between, span_of, unreadable
 from gpuaccept.checks.verdict import AtMost, Criterion, Described, Judge, Verdict
+from gpuaccept.facts.health import LINK_COUNTERS_NOT_AT_QUICK
 from gpuaccept.facts.model import Facts
 from gpuaccept.facts.record import Unavailable
 from gpuaccept.profile.model import Profile
@@ -168,6 +169,9 @@ def nvlink_errors_during_run(judge: Judge, profile: Profile, facts: Facts, gpu_l
         return judge.not_applicable(
             subject, "no error counters read for this link (not active when read): test_nvlink_links judges the link"
         )
+    if LINK_COUNTERS_NOT_AT_QUICK in (before.replay, after.replay):
+        # facts probed for the quick level judged as a run that loaded: never "not applicable"
+        return judge.error(subject, f"error counters not read at {first.label!r}: {LINK_COUNTERS_NOT_AT_QUICK.detail}")
     seconds = seconds_between(first, last)
     crc = [counter_delta(before.crc_flit, after.crc_flit), counter_delta(before.crc_data, after.crc_data)]
     if seconds == 0:  # replays and recoveries are judged as counts; CRC errors, a rate, are not
