@@ -272,13 +272,23 @@ def test_the_driver_starts_with_the_plans_environment_set_first(monkeypatch):
             self.name = name
 
         def __getattr__(self, function):
-            return lambda *arguments: calls.append((function, os.environ.get("CUDA_VISIBLE_DEVICES")))
+            def call(*arguments):
+                # the ordinal asked for a handle; the handle a context is asked for
+                asked = {"cuDeviceGet": lambda: arguments[1], "cuDevicePrimaryCtxRetain": lambda: arguments[1].value}
+                calls.append((function, os.environ.get("CUDA_VISIBLE_DEVICES"), *([asked[function]()] if function in asked else [])))
+                if function == "cuDeviceGet":  # the driver writes the handle of the ordinal asked for
+                    ctypes.cast(arguments[0], ctypes.POINTER(ctypes.c_int)).contents.value = 100 + arguments[1]
+                return 0  # CUDA_SUCCESS
+
+            return call
 
     monkeypatch.setattr(ctypes, "CDLL", Library)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # restored after the test, whatever the start set
-    seconds = worker.start_driver({"CUDA_VISIBLE_DEVICES": "3"})
-    # CUDA reads which GPUs it sees as its driver starts: the plan's choice is in place before
-    assert calls == [("cuInit", "3")] and seconds >= 0
+    seconds = worker.start_driver({"CUDA_VISIBLE_DEVICES": "2,3"}, device=1)
+    # CUDA reads which GPUs it sees as its driver starts: the plan's choice is in place before; the
+    # context made is the primary one (torch's) of this rank's GPU as the process sees it
+    assert [call[:2] for call in calls] == [("cuInit", "2,3"), ("cuDeviceGet", "2,3"), ("cuDevicePrimaryCtxRetain", "2,3")]
+    assert calls[1][2:] == (1,) and calls[2][2:] == (101,) and seconds >= 0
 
 
 @pytest.mark.slow

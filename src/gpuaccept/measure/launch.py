@@ -12,7 +12,7 @@ Workers start, import torch and then wait for their plan (`Workers`): a stage ca
 set ahead, so that its import overlaps the measurement running now, and a session keeps sets
 started ahead for its next stage (`WorkerPool`). They touch no GPU while they wait, so they cannot
 disturb it; where the launcher asks (`Workers.start_driver`, with the plan's environment), they
-start the CUDA driver and NVML meanwhile, which make no context and take no GPU memory. One
+start the CUDA driver and NVML meanwhile and make their GPU's context, which runs nothing on it. One
 process imports torch and forks the ranks (worker.py's `--ranks`); each rank is still watched, and
 killed, as a process of its own (`Rank`).
 
@@ -254,7 +254,7 @@ class Workers:
 
     def start_driver(self, plan: Plan) -> None:
         """Have the ranks, still waiting for a plan, set `plan`'s environment and start the CUDA
-        driver and NVML (no context, no GPU memory): the set is then for that plan's environment.
+        driver and NVML and make their GPU's context (nothing runs on it): the set is then for that plan's environment.
         Until each rank has, the set counts as starting: nothing begins to measure beside it."""
         if self.plan is not None or self._driver is not None:
             return

@@ -17,11 +17,12 @@ holds the rendezvous port; the plan is read after it, and its `environment` (the
 worker sees, NCCL's settings) set before CUDA or NCCL start. The suite can so start workers ahead,
 for whichever stage takes them, while other measurements run. A waiting worker whose parent is
 gone exits. Where the launcher writes `DIR/driver` (the plan's environment, as JSON) before the go,
-each rank sets that environment and starts the CUDA driver and NVML meanwhile (cuInit and nvmlInit:
-no CUDA context, no GPU memory), then writes `DIR/driver-started-rank<r>`: what every process pays
-once, and the driver does for one process at a time, is then paid beside another stage's memory
-test instead of after it. The ranks then set up: the CUDA device and the process group with its NCCL
-communicator (a few hundred MB a GPU) at once, then, once the launcher writes `DIR/prepare` (no
+each rank sets that environment, starts the CUDA driver and NVML meanwhile (cuInit, nvmlInit) and
+makes its GPU's primary context (the one torch then uses: a few hundred MB of the GPU's memory, no
+work on it), then writes `DIR/driver-started-rank<r>`: what every process pays once, and the driver
+does for one process at a time, is then paid beside another stage's memory test instead of after
+it. The ranks then set up: the CUDA device and the process group with its NCCL communicator (a few
+hundred MB a GPU) at once, then, once the launcher writes `DIR/prepare` (no
 other set of the machine is ending: one that ends may hold most of a GPU's memory until it is
 gone), what each step prepares before anything is timed (the DDP model, NCCL's connections, the copies' buffers).
 Rank 0 writes `DIR/set-up` once every rank has, and they hold until the launcher writes
@@ -178,7 +179,7 @@ def serve(args: argparse.Namespace, import_s: float | None = None) -> int:
         driver_s = 0.0
         if args.wait:
             print(f"{WAITING_MARK} rank {rank}: torch imported in {imported - began:.1f} s", flush=True)
-            went = wait_for_go(args.out, parent, rank)
+            went = wait_for_go(args.out, parent, rank, local_rank)
             if went is None:
                 return 4
             driver_s = went
@@ -313,10 +314,10 @@ def _beat(paths: list[Path], parent: int, stop: threading.Event) -> None:
         stop.wait(HEARTBEAT_S)
 
 
-def wait_for_go(out: Path, parent: int, rank: int = 0) -> float | None:
-    """Wait for the launcher's go, starting the CUDA driver and NVML meanwhile where it says so
-    (`DRIVER_FILE`): the seconds that start took (0.0 where it was not asked for); None when the
-    launcher died first."""
+def wait_for_go(out: Path, parent: int, rank: int = 0, local_rank: int = 0) -> float | None:
+    """Wait for the launcher's go, starting the CUDA driver, NVML and the context of this rank's GPU
+    (`local_rank`) meanwhile where it says so (`DRIVER_FILE`): the seconds that start took (0.0 where
+    it was not asked for); None when the launcher died first."""
     driver_s = 0.0
     asked = out / DRIVER_FILE
     started = False
@@ -325,7 +326,7 @@ def wait_for_go(out: Path, parent: int, rank: int = 0) -> float | None:
             return None
         if not started and asked.exists():
             started = True
-            driver_s = start_driver(json.loads(asked.read_text(encoding="utf-8")))
+            driver_s = start_driver(json.loads(asked.read_text(encoding="utf-8")), local_rank)
             write_atomically(driver_started_file(out, rank), "")
             continue
         time.sleep(WAIT_POLL_S)
@@ -337,17 +338,22 @@ def driver_started_file(out: Path, rank: int) -> Path:
     return out / f"driver-started-rank{rank}"
 
 
-def start_driver(environment: dict[str, str]) -> float:
+def start_driver(environment: dict[str, str], device: int = 0) -> float:
     """The plan's environment set (CUDA reads CUDA_VISIBLE_DEVICES as its driver starts), then the
-    CUDA driver and NVML started in this process: cuInit and nvmlInit, which make no CUDA context
-    and take no GPU memory; torch's first CUDA call and NCCL's initialization find them started.
-    The seconds it took. Where either cannot start (no driver here), nothing is said: the set-up
-    meets the same and says why."""
+    CUDA driver and NVML started in this process (cuInit, nvmlInit) and the primary context of
+    `device` (as this process sees it) made: the context torch's first CUDA call then takes, and
+    NCCL's initialization finds the driver started. It runs nothing on the GPU; the context holds a
+    few hundred MB of its memory. The seconds it took. Where any of it cannot be done (no driver
+    here, no memory left), nothing is said: the set-up does it again and says why."""
     os.environ.update(environment)
     began = time.perf_counter()
-    for library, function, arguments in (("libcuda.so.1", "cuInit", (0,)), ("libnvidia-ml.so.1", "nvmlInit_v2", ())):
-        with contextlib.suppress(OSError, AttributeError):
-            getattr(ctypes.CDLL(library), function)(*arguments)
+    with contextlib.suppress(OSError, AttributeError):
+        cuda = ctypes.CDLL("libcuda.so.1")
+        handle, context = ctypes.c_int(), ctypes.c_void_p()
+        if cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(handle), device) == 0:
+            cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle)  # kept for the process: torch's context
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()
     return time.perf_counter() - began
 
 

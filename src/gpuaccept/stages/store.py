@@ -14,8 +14,9 @@ measures, and holds; the stages after it are set up together once it has ended. 
 (CUDA, NCCL, the DDP model) while no set measures, and measures once nothing else sets up or ends;
 a held set does nothing on its GPUs. The next wave's workers are started as the first stage of the
 wave before it begins (torch's import overlaps the measurements in flight, those of every stage of
-that wave), and start the CUDA driver and NVML (no context, no GPU memory: what each process pays
-once, one process at a time) once every GPU's memory test has allocated its memory.
+that wave), and start the CUDA driver and NVML and make their GPU's context (nothing runs on it:
+what each process pays once, one process at a time) once every GPU's memory test has allocated its
+memory.
 docs/what-is-checked.md says what never overlaps.
 """
 
@@ -318,10 +319,10 @@ class MeasurementStore:
     def _drivers_once_untimed(self, sets: int, facts: Facts, profile: Profile) -> Callable[[dict], None]:
         """The progress of a stage that tests the memory free, with `sets` sets of workers: once each
         of them is in a part of a step that measures no time or rate (its memory test's passes, its
-        memory allocated), the next wave's workers start the CUDA driver and NVML, which take no GPU
-        memory, beside it (each process pays that start once, and the driver makes one process's at
-        a time: seconds for a second wave of twelve on four H200s). A set that never gets that far
-        leaves them to start at their go."""
+        memory allocated), the next wave's workers start the CUDA driver and NVML and make their
+        GPU's context, in the memory the test leaves free, beside it (each process pays that start
+        once, and the driver makes one process's at a time: seconds for a second wave of twelve on
+        four H200s). A set that never gets that far leaves them to start at their go."""
         begun: set[tuple[str, ...]] = set()
         lock = threading.Lock()
 
