@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 def _quick(argv: list[str]) -> bool:
     """Whether these arguments ask for the quick level, as far as they can tell unparsed: the run
     checks the guess once its options are read (a probe for another level is then started again)."""
-    mine = argv[: argv.index("--")] if "--" in argv else argv
+    mine = _own(argv)
     if mine[:1] == ["health-check"]:
         return True
     levels = [after for word, after in zip(mine, [*mine[1:], ""], strict=True) if word == "--level"]
@@ -54,7 +54,12 @@ def _quick(argv: list[str]) -> bool:
 def _probes(argv: list[str]) -> bool:
     """Whether these arguments run the suites on this machine, as far as they can tell unparsed:
     a wrong guess costs a probe that is ended unread."""
-    mine = argv[: argv.index("--")] if "--" in argv else argv
+    mine = _own(argv)
     if not mine or mine[0] not in PROBING_COMMANDS:
         return False
     return not any(word == option or word.startswith(option + "=") for word in mine for option in NOT_PROBING)
+
+
+def _own(argv: list[str]) -> list[str]:
+    """The command's own arguments: those before "--", after which pytest's come."""
+    return argv[: argv.index("--")] if "--" in argv else argv

@@ -47,32 +47,39 @@ class Bounded:
         )
         self._finished: Finished | None = None
         self._read: tuple[bytes, bytes] | None = None  # what it wrote until it closed its standard output
+        self._output_closed = False  # whether it did, before its time limit
 
     def output_once_closed(self) -> str | None:
         """All it writes to its standard output, as soon as it closes it, without waiting for its
         exit: a child that closes its output once done (the probe) may take a while more to end (its
         drivers' teardown). None where its time limit came first (the group is then killed)."""
         if self._read is None:
-            assert self.process.stdout is not None and self.process.stderr is not None
-            read = {self.process.stdout.fileno(): bytearray(), self.process.stderr.fileno(): bytearray()}
-            stdout = self.process.stdout.fileno()
-            with selectors.DefaultSelector() as selector:
-                for fd in read:  # its errors too: a full pipe of them would stop it mid-write
-                    selector.register(fd, selectors.EVENT_READ)
-                while stdout in selector.get_map():
-                    left = self.deadline - time.monotonic()
-                    ready = selector.select(left) if left > 0 else []
-                    if not ready:
-                        self._read = (bytes(read[stdout]), bytes(read[self.process.stderr.fileno()]))
-                        self.stop()
-                        return None
-                    for key, _ in ready:
-                        chunk = os.read(key.fd, 1 << 20)
-                        read[key.fd] += chunk
-                        if not chunk:
-                            selector.unregister(key.fd)
-            self._read = (bytes(read[stdout]), bytes(read[self.process.stderr.fileno()]))
-        return self._read[0].decode(errors="replace")
+            self._read, self._output_closed = self._read_until_closed()
+            if not self._output_closed:
+                self.stop()
+        return self._read[0].decode(errors="replace") if self._output_closed else None
+
+    def _read_until_closed(self) -> tuple[tuple[bytes, bytes], bool]:
+        """What it wrote to its output and its errors until it closed its output (True), or until
+        its time limit (False). Its errors are read meanwhile: a full pipe of them would stop it."""
+        assert self.process.stdout is not None and self.process.stderr is not None
+        out, errors = self.process.stdout.fileno(), self.process.stderr.fileno()
+        read = {out: bytearray(), errors: bytearray()}
+        with selectors.DefaultSelector() as selector:
+            for fd in read:
+                selector.register(fd, selectors.EVENT_READ)
+            while out in selector.get_map():
+                left = self.deadline - time.monotonic()
+                ready = selector.select(left) if left > 0 else []
+                if not ready:
+                    break
+                for key, _ in ready:
+                    chunk = os.read(key.fd, 1 << 20)
+                    read[key.fd] += chunk
+                    if not chunk:
+                        selector.unregister(key.fd)
+            closed = out not in selector.get_map()
+        return (bytes(read[out]), bytes(read[errors])), closed
 
     def finished(self) -> Finished:
         if self._finished is not None:
@@ -92,7 +99,7 @@ class Bounded:
     @property
     def output_read(self) -> bool:
         """Whether `output_once_closed` read its output to the end."""
-        return self._read is not None and self._finished is None
+        return self._output_closed and self._finished is None
 
     def stop(self, grace_s: float = 0.0) -> None:
         """Kill it now, if it still runs (its result is no longer wanted); `grace_s`: wait that long

@@ -253,9 +253,9 @@ class Workers:
         return (self.plan is None and self._driver in (None, plan.environment)) or self.plan == plan
 
     def start_driver(self, plan: Plan) -> None:
-        """Have the ranks, still waiting for a plan, set `plan`'s environment and start the CUDA
-        driver and NVML and make their GPU's context (nothing runs on it): the set is then for that plan's environment.
-        Until each rank has, the set counts as starting: nothing begins to measure beside it."""
+        """Have the ranks, still waiting for a plan, set `plan`'s environment, start the CUDA driver
+        and NVML and make their GPU's context (nothing runs on it): the set is then for that plan's
+        environment. Until each rank has, the set counts as starting: nothing begins to measure beside it."""
         if self.plan is not None or self._driver is not None:
             return
         self._driver = dict(plan.environment)
