@@ -118,6 +118,9 @@
 #   copy-setup   bench/copy_setup.py: the copy stage's set-up by part (contexts, buffers, pinned host
 #                memory, peer access, the process's end), one GPU after another as its worker does
 #                it and a thread a GPU, COPY_SETUP_ROUNDS (default 3) fresh processes each way in turn
+#   host-size    bench/host_copy_size.py: each GPU's copies to and from pinned host memory through the
+#                copy stage's code at 1 GiB and at 256 MiB, HOST_SIZE_ROUNDS (default 3) rounds each in
+#                turn: GB/s of each, their ratio, the step's time
 #   driver-start bench/driver_start.py: DRIVER_SETS (default 3) sets of a rank a GPU setting up at
 #                once, the CUDA driver and NVML started at the go or before it, DRIVER_ROUNDS runs each
 #   context-visibility  bench/context_visibility.py: a rank a GPU, seeing every GPU against only its
@@ -872,6 +875,10 @@ PY
   copy-setup)
     say "copy-setup: the copy stage's set-up by part, one GPU after another and a thread a GPU (bench/copy_setup.py)"
     bench_into copy-setup bench/copy_setup.py --rounds "${COPY_SETUP_ROUNDS:-3}"
+    ;;
+  host-size)
+    say "host-size: each GPU's host copies of 1 GiB and of 256 MiB through the copy stage's code (bench/host_copy_size.py)"
+    bench_into host-size bench/host_copy_size.py --rounds "${HOST_SIZE_ROUNDS:-3}"
     ;;
   driver-start)
     say "driver-start: sets of a rank a GPU setting up with the driver started at the go or before it (bench/driver_start.py)"

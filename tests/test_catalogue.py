@@ -365,6 +365,7 @@ def test_what_profile_derive_writes_validates_and_loads(tmp_path):
     profile = ProfileCatalog.with_shipped().load(str(path))
     assert profile.spec == derived.profile.spec
     assert profile.where("nccl.busbw.all_reduce.1GiB").startswith("h200-4-nvswitch: 10 runs on 2 machines")
+    assert (profile.spec.copies.size, profile.spec.copies.host_size) == ("1GiB", "256MiB")  # host copies have floors here
     assert derived.text.startswith(f"# {derived.name}: derived by gpu-accept from its catalogue for 4x NVIDIA H200")
 
 

@@ -421,6 +421,25 @@ def test_a_plan_names_the_keys_of_its_values_and_reads_back_as_written():
     assert [str(key) for step in without.steps for key in step.keys] == ["ddp_without_p2p/4gpu-bs8"]
 
 
+def test_host_copies_take_the_profiles_host_size_and_their_time_limit_counts_it():
+    from gpuaccept.profile import ProfileCatalog
+    from gpuaccept.stages.fabric import copy_plan
+
+    spec = ProfileCatalog.with_shipped().load("h200-4-nvswitch").spec
+    step = copy_plan(spec, 4).steps[0]
+    assert (step.size_bytes, step.host_size_bytes, step.host_bytes) == (2**30, 2**28, 2**28)
+    whole = spec.model_copy(update={"copies": spec.copies.model_copy(update={"host_size": None})})
+    same_size = copy_plan(whole, 4).steps[0]
+    assert same_size.host_size_bytes is None and same_size.host_bytes == 2**30
+    # a slow floor makes the limit the copies' own time at it: a quarter of the bytes, a quarter of the time
+    slow = {"host_to_device_min": 15.0, "device_to_host_min": 15.0}
+    limits = [
+        copy_plan(spec.model_copy(update={"copies": copies.model_copy(update=slow)}), 4).steps[0].timeout_s
+        for copies in (spec.copies, whole.copies)
+    ]
+    assert 60 < limits[0] < limits[1] * 0.4 and limits[1] < 600
+
+
 @pytest.mark.parametrize("step", [
     {"kind": "pairwise", "size_bytes": 1024, "pairs": [[0, 1]]},
     {"kind": "pairwise", "size_bytes": 1024},

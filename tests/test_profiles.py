@@ -269,6 +269,12 @@ MALFORMED = {
     "control-character": (MINIMAL + "description: ding\x07\n", 5, "", "invalid YAML: character 0x07 is not allowed"),
     "alias-loop": (MINIMAL + "x-list: &a [1, *a]\n", 5, "", "an alias refers to a value that contains it"),
     "nested-too-deep": (MINIMAL + "x: " + "[" * 5000 + "]" * 5000 + "\n", 5, "", "nested more than 100 levels deep"),
+    "host-copy-larger-than-the-buffers": (
+        MINIMAL + "copies:\n  size: 256MiB\n  host_size: 1GiB\n  host_to_device_min: 40\n",
+        5,
+        "copies",
+        "host_size 1GiB is larger than size 256MiB",
+    ),
     "efficiency-above-1": (
         MINIMAL + "ddp:\n  model: tiny\n  world_sizes: [1, 2]\n  batches: [8]\n  min_efficiency:\n    2gpu-bs8: 1.5\n",
         10,

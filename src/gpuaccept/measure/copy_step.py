@@ -4,7 +4,10 @@
 - p2p_bidirectional: both directions of a pair at once, bytes of both directions counted;
 - local: a copy within one GPU, bytes counted once;
 - host_to_device / device_to_host: pinned host memory to and from each GPU: the PCIe link under
-  load, which catches a link that trained down (x8, Gen3) while idle readings looked right.
+  load, which catches a link that trained down (x8, Gen3) while idle readings looked right. Their
+  copies may be smaller than the others (`host_size_bytes`, the profile's copies.host_size): a
+  PCIe link's 55 GB/s is reached with far less than the GiB a copy over NVLink needs, and each
+  GPU's host copies run alone, one GPU after another, so their size is paid once a GPU.
 
 Each copy is checked: the destination must equal the source afterwards.
 
@@ -22,7 +25,8 @@ up): a CUDA context on every GPU, each GPU's source and target buffers, one pinn
 peer access between every pair (torch enables it at a pair's first copy). The host buffer serves
 both directions, one copy at a time: each GPU's copy to the host lands where the next GPU's copy
 from the host is read, and each is checked against what the buffer held. Pinning a GiB took
-0.5-0.6 s on lent 4xH200s (bench/copy_setup.py), on the run's path: a second buffer would double it.
+0.5-0.6 s on lent 4xH200s (bench/copy_setup.py), on the run's path: a second buffer would double it,
+and a host copy's own size (the first part of each GPU's buffers) shortens it.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 
 from gpuaccept.measure.pairwise_step import schedule
 from gpuaccept.measure.plan import CopyStep
-from gpuaccept.vocabulary.copies import CopyKind
+from gpuaccept.vocabulary.copies import HOST_COPIES, CopyKind
 from gpuaccept.vocabulary.steps import CopyKey
 
 
@@ -44,7 +48,7 @@ class _Buffers:
     host: object | None  # pinned, first filled from gpu0's bytes: read by each copy to a GPU, written by each copy from one
 
 
-_PREPARED: dict[tuple[int, bool], _Buffers] = {}  # by size and whether host copies are asked: made once in this process
+_PREPARED: dict[tuple[int, int], _Buffers] = {}  # by size and host copies' size (0: none asked): made once in this process
 
 
 def prepare_copies(step: CopyStep, me) -> None:
@@ -67,8 +71,8 @@ def _buffers(step: CopyStep) -> _Buffers:
     if beyond:
         raise ValueError(f"{', '.join(beyond)}: this process sees {gpus} GPU(s)")
     kinds = {key.what for key in step.copies}
-    host_copies = bool(kinds & {"host_to_device", "device_to_host"})
-    key = (step.size_bytes, host_copies)
+    host_copies = bool(kinds & set(HOST_COPIES))
+    key = (step.size_bytes, step.host_bytes if host_copies else 0)
     if key in _PREPARED:
         return _PREPARED[key]
     size = step.size_bytes
@@ -78,7 +82,7 @@ def _buffers(step: CopyStep) -> _Buffers:
     if host_copies:
         # pinned from the start, filled from a GPU's random bytes: random numbers drawn on the CPU
         # and then pinned cost seconds per GiB
-        host = torch.empty(size, dtype=torch.uint8, pin_memory=True).copy_(sources[0])
+        host = torch.empty(step.host_bytes, dtype=torch.uint8, pin_memory=True).copy_(sources[0][: step.host_bytes])
     for a, b in {key.gpus for key in step.copies if len(key.gpus) == 2}:
         targets[b][:1].copy_(sources[a][:1])  # a byte each way: torch enables peer access at a pair's first copy
         targets[a][:1].copy_(sources[b][:1])
@@ -103,7 +107,8 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
         return int((destination != source.to(destination.device)).sum().item())
 
     def measured(what: CopyKind, devices: tuple[int, ...], bytes_per_s: float, wrong: int) -> dict:
-        return {"key": str(CopyKey(what, devices)), "what": what, "gpus": list(devices), "size_bytes": size,
+        return {"key": str(CopyKey(what, devices)), "what": what, "gpus": list(devices),
+                "size_bytes": step.host_bytes if what in HOST_COPIES else size,
                 "iterations": step.iterations, "GBps": bytes_per_s / 1e9, "wrong": wrong}
 
     def record(what: CopyKind, devices: tuple[int, ...], copies: list, moved: int, check) -> None:
@@ -132,16 +137,17 @@ def measure_copies(step: CopyStep, me) -> list[dict]:
     if "local" in kinds:
         for g in range(gpus):
             record("local", (g,), [lambda g=g: targets[g].copy_(sources[g])], size, lambda g=g: differ(targets[g], sources[g]))
-    if "host_to_device" in kinds or "device_to_host" in kinds:
-        host = buffers.host
+    if kinds & set(HOST_COPIES):
+        host, moved = buffers.host, step.host_bytes
         for g in range(gpus):
             # one buffer both ways: a GPU's copy from the host reads what the copy before it left there
+            landing, source = targets[g][:moved], sources[g][:moved]
             if "host_to_device" in kinds:
-                copy = [lambda g=g: targets[g].copy_(host, non_blocking=True)]
-                record("host_to_device", (g,), copy, size, lambda g=g: differ(targets[g], host))
+                copy = [lambda landing=landing: landing.copy_(host, non_blocking=True)]
+                record("host_to_device", (g,), copy, moved, lambda landing=landing: differ(landing, host))
             if "device_to_host" in kinds:
-                copy = [lambda g=g: host.copy_(sources[g], non_blocking=True)]
-                record("device_to_host", (g,), copy, size, lambda g=g: differ(sources[g], host))
+                copy = [lambda source=source: host.copy_(source, non_blocking=True)]
+                record("device_to_host", (g,), copy, moved, lambda source=source: differ(source, host))
 
     def one_way(a: int, b: int) -> _Together:
         return _Together(

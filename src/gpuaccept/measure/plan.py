@@ -100,6 +100,7 @@ class CopyStep(Step):
 
     kind: Literal["copies"] = "copies"
     size_bytes: int
+    host_size_bytes: int | None = None  # each copy to and from pinned host memory, where not size_bytes
     warmup: int = 2
     iterations: int = 10
     concurrent: bool = False  # copies between disjoint GPU pairs at once, in rounds (switch systems)
@@ -113,6 +114,10 @@ class CopyStep(Step):
     @property
     def keys(self) -> list[StepKey]:
         return list(self.copies)
+
+    @property
+    def host_bytes(self) -> int:
+        return self.host_size_bytes or self.size_bytes
 
     @property
     def label(self) -> str:

@@ -36,6 +36,7 @@ from gpuaccept.vocabulary.links import gpu_key, pair_key
 from gpuaccept.vocabulary.steps import ddp_case
 
 SIZES = ("256MiB", "1GiB", "4GiB")  # the sizes the shipped profiles judge, as measured here
+HOST_COPY_SIZE = "256MiB"  # a host copy: a PCIe link reaches its rate far below the GiB a copy over NVLink needs
 Origin = Literal["measured", "carried", "public", "datasheet"]
 ORIGIN_WORDS: dict[Origin, str] = {
     "measured": "measured on this kind of machine",
@@ -594,6 +595,8 @@ class _Builder:
         self.keep("copies.local_min", self.gpu_value("copies.local_min", lambda g: g.memory_GBps.value, "memory"), copies, "local_min")
         for kind in ("host_to_device", "device_to_host"):
             self.keep(f"copies.{kind}_min", self.host_value(f"copies.{kind}_min"), copies, f"{kind}_min")
+        if "host_to_device_min" in copies or "device_to_host_min" in copies:
+            copies["host_size"] = HOST_COPY_SIZE
         if len(copies) > 2:
             if "p2p_min" in copies and t.fabric.kind == "nvswitch":
                 copies["concurrent"] = True

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from gpuaccept.vocabulary.affinity import CPU_LIST_PATTERN
 from gpuaccept.vocabulary.collectives import Collective
@@ -247,6 +247,11 @@ class CopySpec(Strict):
     """Copy-engine bandwidth: GPU to GPU, within a GPU, and between pinned host memory and each GPU."""
 
     size: SizeText = "1GiB"
+    host_size: SizeText | None = Field(
+        None,
+        description="the size of each copy to and from pinned host memory, where not `size`: a PCIe link reaches its "
+        "rate with far less than the GiB a copy over NVLink needs, and each GPU's host copies run one after another",
+    )
     warmup: Annotated[int, Field(ge=0)] = 2
     iterations: Annotated[int, Field(ge=1)] = 10
     timeout_s: Annotated[float, Field(gt=0)] | None = Field(
@@ -263,6 +268,14 @@ class CopySpec(Strict):
     local_min: GBps | None = Field(None, description="GB/s of a copy within one GPU, bytes counted once")
     host_to_device_min: GBps | None = Field(None, description="GB/s from pinned host memory, per GPU")
     device_to_host_min: GBps | None = Field(None, description="GB/s to pinned host memory, per GPU")
+
+    @model_validator(mode="after")
+    def _host_size_within_size(self) -> CopySpec:
+        if self.host_size is not None and parse_size(self.host_size) > parse_size(self.size):
+            raise ValueError(
+                f"host_size {self.host_size} is larger than size {self.size}: a host copy uses the first part of a GPU's buffers"
+            )
+        return self
 
     def floor(self, kind: CopyKind) -> float | None:
         """The floor of a copy kind: one field above per kind, named by `floor_key`."""

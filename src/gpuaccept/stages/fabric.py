@@ -34,7 +34,7 @@ from gpuaccept.measure.pairwise_step import schedule
 from gpuaccept.measure.plan import CollectiveStep, CopyStep, DdpStep, PairwiseStep, Plan
 from gpuaccept.probe.nvls import read_nccl_nvls
 from gpuaccept.profile.spec import ProfileSpec
-from gpuaccept.vocabulary.copies import COPY_KINDS, CopyKind
+from gpuaccept.vocabulary.copies import COPY_KINDS, HOST_COPIES, CopyKind
 from gpuaccept.vocabulary.gpt import PRESETS, GptDims
 from gpuaccept.vocabulary.sizes import parse_size
 from gpuaccept.vocabulary.steps import CollectiveKey, CopyKey, DdpKey, PairKey, StepKey, parse_ddp_case
@@ -126,13 +126,16 @@ def copy_plan(spec: ProfileSpec, gpus: int, only: set[StepKey] | None = None, dr
     if not keys:
         return None
     size = parse_size(copies.size)
-    # what the copies take at their floors' pace: bidirectional ones move the size both ways
-    at_floor = sum(
-        (copies.warmup + copies.iterations + 1) * (2 * size if key.what == "p2p_bidirectional" else size) / (floors[key.what] * 1e9)
-        for key in keys
-    )
+    host_size = parse_size(copies.host_size) if copies.host_size is not None else None
+
+    def moved(what: str) -> int:  # bytes a copy of this kind moves: bidirectional ones move the size both ways
+        return 2 * size if what == "p2p_bidirectional" else (host_size or size) if what in HOST_COPIES else size
+
+    # what the copies take at their floors' pace
+    at_floor = sum((copies.warmup + copies.iterations + 1) * moved(key.what) / (floors[key.what] * 1e9) for key in keys)
     step = CopyStep(
         size_bytes=size,
+        host_size_bytes=host_size,
         warmup=copies.warmup,
         iterations=copies.iterations,
         concurrent=copies.concurrent,
