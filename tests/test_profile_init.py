@@ -222,3 +222,26 @@ def test_an_efficiency_floor_is_at_most_1_even_where_a_run_scaled_past_it(tmp_pa
     efficiency = [line for line in text.splitlines() if "2gpu-bs8: 1.0  #" in line]
     assert len(efficiency) == 1 and efficiency[0].endswith("= 1.8954, capped at 1")
     assert "ddp.min_efficiency.2gpu-bs8: 1.8954 is above 1, the most an efficiency can be: written as 1" in said
+
+
+def host_copies_of(document: dict, size_bytes: int) -> dict:
+    """The run as if its host copies had a size of their own (copies.host_size)."""
+    other = copy.deepcopy(document)
+    for result in other["facts"]["measurements"]["copies"]["results"]:
+        if result["what"] in ("host_to_device", "device_to_host"):
+            result["size_bytes"] = size_bytes
+    return other
+
+
+@pytest.mark.parametrize("first_kind", ["local", "host_to_device"])
+def test_a_profile_from_runs_whose_host_copies_had_their_own_size_measures_them_so(first_kind):
+    # whichever copy the run measured first, the copies between and within GPUs keep their size
+    # and the host copies theirs
+    document = host_copies_of(real_run(), 256 << 20)
+    results = document["facts"]["measurements"]["copies"]["results"]
+    results.sort(key=lambda result: result["what"] != first_kind)
+    text = from_results([document], ["run.json"], "h200-4-like", MARGIN)
+    copies = re.search(r"^copies:\n((?:  .*\n)+)", text, re.MULTILINE)
+    assert copies is not None and "  size: 1GiB\n" in copies.group(1) and "  host_size: 256MiB\n" in copies.group(1)
+    alike = from_results([real_run()], ["run.json"], "h200-4-like", MARGIN)
+    assert "host_size" not in alike  # measured at one size: none of its own

@@ -30,7 +30,7 @@ from gpuaccept.facts.run_record import RunRecord
 from gpuaccept.profile.render import render_yaml
 from gpuaccept.profile.spec import SCHEMA_VERSION, MeasureDtype
 from gpuaccept.vocabulary.collectives import COLLECTIVES
-from gpuaccept.vocabulary.copies import COPY_KINDS, floor_key
+from gpuaccept.vocabulary.copies import COPY_KINDS, HOST_COPIES, floor_key
 from gpuaccept.vocabulary.links import PCIE_LEVELS, gpu_key, pair_key
 from gpuaccept.vocabulary.nvml_codes import FABRIC_STATE_NAMES, NVLINK_VERSION_NAMES
 from gpuaccept.vocabulary.sizes import GIB, format_size, parse_size
@@ -485,8 +485,13 @@ def _measured(machines: list[Machine], data: Data, note: Note, margin: float, wa
             data["pairwise"]["min_busbw"] = spread.floor(margin)
             note("pairwise.min_busbw", f"slowest pair: {spread.floor_text(margin, 'GB/s')}")
     if measured.copies and measured.copies.results:
-        first_copy = measured.copies.results[0]
+        # the copies as measured: host copies may have had a size of their own (copies.host_size)
+        between = [result for result in measured.copies.results if result.what not in HOST_COPIES]
+        host = [result for result in measured.copies.results if result.what in HOST_COPIES]
+        first_copy = (between or host)[0]
         copies: Data = {"size": format_size(first_copy.size_bytes), "iterations": first_copy.iterations}
+        if host and between and host[0].size_bytes != first_copy.size_bytes:
+            copies["host_size"] = format_size(host[0].size_bytes)
         if any(result.round is not None for result in measured.copies.results):
             copies["concurrent"] = True  # measured that way: its floors hold for copies in rounds
         for what in COPY_KINDS:
