@@ -118,8 +118,6 @@
 #   copy-setup   bench/copy_setup.py: the copy stage's set-up by part (contexts, buffers, pinned host
 #                memory, peer access, the process's end), one GPU after another as its worker does
 #                it and a thread a GPU, COPY_SETUP_ROUNDS (default 3) fresh processes each way in turn
-#   second-wave  2 standard runs (on one GPU, with its profile and a one-GPU DDP world added, no
-#                floor): the next wave's start-up by part, begun beside the memory test's passes
 #   host-size    bench/host_copy_size.py: each GPU's copies to and from pinned host memory through the
 #                copy stage's code at 1 GiB and at 256 MiB, HOST_SIZE_ROUNDS (default 3) rounds each in
 #                turn: GB/s of each, their ratio, the step's time
@@ -724,33 +722,6 @@ PY
       cp "$work/burn/gpu-accept/report.html" "$OUT/report-burn-$tag.html" 2>/dev/null
       tar -czf "$OUT/burn-logs-$tag.tar.gz" -C "$work/burn" $(cd "$work/burn" && ls *.log) "$work/gpu-burn-build.log" 2>/dev/null
     fi
-    ;;
-  second-wave)
-    # the DDP and NCCL stages' sets given their plans beside the memory test's passes: their start-up
-    # by part, and the memory test's passes beside them. On one GPU the lone GPU's profile with a
-    # one-GPU DDP world added (no floor), so that a set makes its NCCL process group there too
-    gpus=$(nvidia-smi -L | wc -l)
-    profile=()
-    if [ "$gpus" = 1 ]; then
-      base=$(gpu-accept profile list 2>/dev/null | awk -v t="$tag" '$1 == t {print $1; exit}')
-      printf 'schema: 1\nextends: %s\nddp: {model: gpt2-medium, world_sizes: [1], batches: [8]}\n' "$base" > "$work/second-wave.yaml"
-      profile=(--profile "$work/second-wave.yaml")
-    fi
-    for i in 1 2; do
-      enough 60 "standard run $i" || break
-      say "second-wave: standard run $i ${profile[*]}"
-      run_suite "wave$i" "${profile[@]}"
-      python3 - "$work/wave$i/results.json" <<'PY' | tee -a "$log"
-import json, sys
-measured = json.load(open(sys.argv[1]))["facts"]["measurements"]
-for sweep in ("ddp", "ddp_without_p2p", "collectives", "compute"):
-    found = measured.get(sweep)
-    if found:
-        parts = {k: v for k, v in found.get("phases", {}).items() if "start-up" in k or "waited" in k or "memory test" in k or k.startswith("step")}
-        print(f"  {sweep}: " + "; ".join(f"{k} {v}" for k, v in parts.items()))
-PY
-    done
-    tar -czf "$OUT/second-wave-$tag.tar.gz" -C "$work" $(cd "$work" && ls -d wave*/results.json 2>/dev/null)
     ;;
   hostlink)
     base=$(gpu-accept profile list 2>/dev/null | awk -v t="$tag" '$1 == t || $1 == t"-nvswitch" {print $1; exit}')

@@ -13,7 +13,7 @@ from gpuaccept.measure.drills import Drills
 from gpuaccept.measure.launch import MACHINE, WorkerPool, Workers, run_plan, settle
 from gpuaccept.measure.pairwise_step import round_robin, schedule
 from gpuaccept.measure.plan import CollectiveStep, MemtestStep, PairwiseStep, Plan
-from gpuaccept.measure.worker import GO_FILE, GROUPED_FILE, PREPARE_FILE, PREPARE_MARK, WAITING_MARK
+from gpuaccept.measure.worker import GO_FILE, PREPARE_FILE, PREPARE_MARK, WAITING_MARK, driver_started_file
 from gpuaccept.profile.spec import ProfileSpec
 from gpuaccept.stages.fabric import nccl_plan, run_nccl_stage
 from gpuaccept.vocabulary.collectives import COLLECTIVES
@@ -190,58 +190,39 @@ def test_a_set_kept_after_its_plan_holds_idle_until_it_is_ended_and_a_failed_one
 
 
 @pytest.mark.slow
-def test_a_set_begun_ahead_makes_its_group_counts_as_starting_until_then_and_prepares_only_once_let():
+def test_a_set_asked_to_start_its_driver_ahead_counts_as_starting_until_every_rank_has_then_runs_that_plan_only():
     step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
-    plan = Plan(steps=[step], backend="gloo", environment={"NCCL_TEST_MARK": "ahead"})
+    plan = Plan(steps=[step], backend="gloo", environment={"NCCL_TEST_MARK": "driven"})
     pool = WorkerPool()
     try:
         pool.prepare([2])
         (workers,) = pool._ready[(2, ())]
         wait_until_waiting(workers)
         ranks = [rank.pid for rank in workers.processes]
-        for pid in ranks:  # held still, so that their group cannot be made before it is looked at
+        for pid in ranks:  # held still, so that their start cannot be over before it is looked at
             os.kill(pid, signal.SIGSTOP)
-        pool.begin_ahead("nccl", [(plan, 2)])
+        pool.start_drivers("nccl", [(plan, 2)])
         time.sleep(0.3)
-        assert workers.plan == plan and workers.state == "starting"  # no set may begin to measure beside it
+        assert workers.state == "starting"  # no set may begin to measure beside it
         for pid in ranks:
             os.kill(pid, signal.SIGCONT)
         deadline = time.monotonic() + 60
-        while workers.state != "held":
-            assert time.monotonic() < deadline, "the ranks never said they made their process group"
+        while not all(driver_started_file(workers.workdir, rank).exists() for rank in range(2)):
+            assert time.monotonic() < deadline, "the ranks never said their driver was started"
             time.sleep(0.05)
-        assert (workers.workdir / GROUPED_FILE).exists()
-        time.sleep(0.3)  # nothing lets it prepare: it does not, and nothing of it is ready
-        progress = workers.workdir / "progress.jsonl"  # opened by rank 0 as it began: nothing said in it
-        assert not (workers.workdir / PREPARE_FILE).exists() and (not progress.exists() or progress.read_text() == "")
-        assert pool.take(2) is None  # kept for its own plan
-        pool.begin_ahead("nccl", [(plan, 2)])  # asked again: the same set, no other started
-        pool.set_up("nccl", [(plan, 2)])  # its stage's wave sets up: this set prepares
-        assert [given for _, _, _, given in pool._set_up] == [workers]
-        deadline = time.monotonic() + 60
-        while not (workers.workdir / PREPARE_FILE).exists():
-            assert time.monotonic() < deadline, "the set was never let prepare"
-            time.sleep(0.05)
+        assert workers.state == "idle" and workers.plan is None  # no context, no plan yet: it holds nothing
+        other = plan.model_copy(update={"environment": {"NCCL_TEST_MARK": "other"}})
+        assert not workers.serves(other) and workers.serves(plan)
+        assert pool.take_for(other, 2) is None and pool.take(2) is None  # kept for its own plan
+        pool.set_up("nccl", [(plan, 2)])  # its stage's wave sets up: this set, given that plan
+        assert workers.plan == plan
         events: list[dict] = []
         outcome = run_plan(plan, 2, pool=pool, on_event=events.append)
         assert outcome.failures == [] and outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 0
         (ready,) = [event for event in events if event["event"] == "ready"]
-        assert ready["environment"]["NCCL_TEST_MARK"] == "ahead"
+        assert "driver before the go" in ready["startup_s"] and ready["environment"]["NCCL_TEST_MARK"] == "driven"
         settle()
-        assert workers.state == "gone"  # the set that ran the plan was the one begun ahead
-    finally:
-        pool.close()
-
-
-@pytest.mark.slow
-def test_a_set_begun_ahead_and_never_let_prepare_is_taken_by_its_plans_run_which_lets_it():
-    step = CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32", warmup=0, iterations=1)
-    plan = Plan(steps=[step], backend="gloo")
-    pool = WorkerPool()
-    try:
-        pool.begin_ahead("nccl", [(plan, 2)])
-        outcome = run_plan(plan, 2, pool=pool)  # no set-up of its wave first: the run itself lets it prepare
-        assert outcome.failures == [] and outcome.values[CollectiveKey("all_reduce", 64 << 10)]["wrong"] == 0
+        assert workers.state == "gone"  # the set that ran the plan was the one that started its driver
     finally:
         pool.close()
 
@@ -257,24 +238,57 @@ def test_a_memory_test_says_when_its_untimed_passes_begin_once_its_memory_is_all
 
 
 @pytest.mark.slow
-def test_a_set_begun_ahead_whose_rank_died_keeps_nothing_waiting():
+def test_a_set_whose_rank_died_before_starting_its_driver_keeps_nothing_waiting():
     plan = Plan(steps=[CollectiveStep(collective="all_reduce", size_bytes=64 << 10, dtype="float32")], backend="gloo")
     workers = Workers(2)
     try:
         wait_until_waiting(workers)
         ranks = [rank.pid for rank in workers.processes]
-        os.kill(ranks[0], signal.SIGSTOP)  # the other rank could not make its group before it is looked at
+        os.kill(ranks[0], signal.SIGSTOP)  # the other rank could not start its driver before it is looked at
         os.kill(ranks[1], signal.SIGKILL)
         deadline = time.monotonic() + 60
         while workers.processes[1].poll() is None:
             assert time.monotonic() < deadline, "the dead rank's exit was never written"
             time.sleep(0.05)
-        workers.begin(plan, prepare=False)
+        workers.start_driver(plan)
         # not "starting" until its start-up limit: no other set's measurement waits on a dead rank
-        assert workers.state == "held"
+        assert workers.state == "idle"
         os.kill(ranks[0], signal.SIGCONT)
     finally:
         workers.close()
+
+
+def test_the_driver_starts_with_the_plans_environment_set_first(monkeypatch):
+    import ctypes
+
+    from gpuaccept.measure import worker
+
+    calls: list[tuple[str, str | None]] = []
+
+    class Library:
+        def __init__(self, name):
+            if name == "libnvidia-ml.so.1":
+                raise OSError(f"{name}: cannot open shared object file")  # no NVML here: nothing is said
+            self.name = name
+
+        def __getattr__(self, function):
+            def call(*arguments):
+                # the ordinal asked for a handle; the handle a context is asked for
+                asked = {"cuDeviceGet": lambda: arguments[1], "cuDevicePrimaryCtxRetain": lambda: arguments[1].value}
+                calls.append((function, os.environ.get("CUDA_VISIBLE_DEVICES"), *([asked[function]()] if function in asked else [])))
+                if function == "cuDeviceGet":  # the driver writes the handle of the ordinal asked for
+                    ctypes.cast(arguments[0], ctypes.POINTER(ctypes.c_int)).contents.value = 100 + arguments[1]
+                return 0  # CUDA_SUCCESS
+
+            return call
+
+    monkeypatch.setattr(ctypes, "CDLL", Library)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # restored after the test, whatever the start set
+    seconds = worker.start_driver({"CUDA_VISIBLE_DEVICES": "2,3"}, device=1)
+    # CUDA reads which GPUs it sees as its driver starts: the plan's choice is in place before; the
+    # context made is the primary one (torch's) of this rank's GPU as the process sees it
+    assert [call[:2] for call in calls] == [("cuInit", "2,3"), ("cuDeviceGet", "2,3"), ("cuDevicePrimaryCtxRetain", "2,3")]
+    assert calls[1][2:] == (1,) and calls[2][2:] == (101,) and seconds >= 0
 
 
 @pytest.mark.slow

@@ -29,8 +29,8 @@ class FakePool:
     def set_up(self, stage, plans):
         self.asked.append((f"set up {stage}", [ranks for _, ranks in plans]))
 
-    def begin_ahead(self, stage, plans):
-        self.asked.append((f"groups {stage}", [ranks for _, ranks in plans]))
+    def start_drivers(self, stage, plans):
+        self.asked.append((f"drivers {stage}", [ranks for _, ranks in plans]))
 
     def take(self, ranks):
         return None
@@ -81,7 +81,7 @@ def test_stages_are_set_up_in_waves_that_end_with_the_memory_test(tmp_path, monk
     assert pool.asked[6:] == [("closed", [])]
 
 
-def test_the_next_waves_groups_are_made_once_every_gpus_memory_test_has_begun(tmp_path, monkeypatch):
+def test_the_next_waves_drivers_start_once_every_gpus_memory_test_has_begun(tmp_path, monkeypatch):
     from gpuaccept.stages.stage import Stage
     from gpuaccept.vocabulary.steps import LoadKey
 
@@ -110,17 +110,17 @@ def test_the_next_waves_groups_are_made_once_every_gpus_memory_test_has_begun(tm
     store.with_stage("copies", PROBED, profile)
     before = len(pool.asked)
     store.with_stage("compute", PROBED, profile)
-    groups = [("groups ddp", [4, 4]), ("groups nccl", [4])]
+    drivers = [("drivers ddp", [4, 4]), ("drivers nccl", [4])]
     # nothing while any GPU runs a step that measures a time or a rate (its GEMM) or allocates its
     # memory test's memory, nor while one GPU has not got that far; then the DDP stage's two arms
-    # and the NCCL stage's ranks are given their plans to make their contexts and groups, once
+    # and the NCCL stage's ranks start their drivers, once
     def since(asked):  # what was asked since the copies, but the compute stage's own sets kept as they are
         return [entry for entry in asked[before:] if entry != ("end compute", [1, 1, 1, 1])]
 
     assert [since(asked) for asked in seen[:12]] == [[]] * 12
-    assert [since(asked) for asked in seen[12:]] == [groups, groups]
-    # once it has measured, the same plans are set up: the pool lets the sets begun ahead prepare
-    assert since(pool.asked) == [*groups, ("set up ddp", [4, 4]), ("set up nccl", [4])]
+    assert [since(asked) for asked in seen[12:]] == [drivers, drivers]
+    # once it has measured, the same plans are set up: the pool takes the sets whose drivers started
+    assert since(pool.asked) == [*drivers, ("set up ddp", [4, 4]), ("set up nccl", [4])]
 
 
 def test_a_standard_run_sets_up_as_it_is_configured_and_keeps_that_where_its_tests_ask_the_same(tmp_path, monkeypatch):

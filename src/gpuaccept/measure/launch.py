@@ -11,13 +11,13 @@ their keys too (`Outcome.values`): nothing here, or above, finds a step by its l
 Workers start, import torch and then wait for their plan (`Workers`): a stage can start the next
 set ahead, so that its import overlaps the measurement running now, and a session keeps sets
 started ahead for its next stage (`WorkerPool`). They touch no GPU while they wait, so they cannot
-disturb it. One process imports torch and forks the ranks (worker.py's `--ranks`); each rank is
-still watched, and killed, as a process of its own (`Rank`).
+disturb it; where the launcher asks (`Workers.start_driver`, with the plan's environment), they
+start the CUDA driver and NVML meanwhile and make their GPU's context, which runs nothing on it. One
+process imports torch and forks the ranks (worker.py's `--ranks`); each rank is still watched, and
+killed, as a process of its own (`Rank`).
 
 Given its plan (`Workers.begin`), a set sets up (CUDA, the process group and its communicator, what
-its steps prepare) and holds; given it with `prepare=False`, it makes its CUDA contexts and process
-group only, which run nothing on the GPUs but a barrier, and holds until `allow_prepare` (the
-next wave's sets, beside another stage's memory test). `Workers.run` lets it measure once the machine is quiet for it: no
+its steps prepare) and holds; `Workers.run` lets it measure once the machine is quiet for it: no
 other set of this process being started, setting up or ending (`MACHINE`). So a set can be set up
 while nothing measures (the tests between two stages, the other arm of DDP's A/B setting up beside
 it), and no measurement runs beside a set that sets up CUDA or NCCL, or whose processes are being
@@ -49,13 +49,14 @@ from gpuaccept.facts.measurements import FailureReason, StepFailure
 from gpuaccept.files import write_atomically
 from gpuaccept.measure.plan import Plan, Step
 from gpuaccept.measure.worker import (
+    DRIVER_FILE,
     ERROR_MARK,
     GO_FILE,
-    GROUPED_FILE,
     LAUNCHER_PID,
     MEASURE_FILE,
     PREPARE_FILE,
     SET_UP_FILE,
+    driver_started_file,
     heartbeat_file,
 )
 from gpuaccept.process import kill_group
@@ -219,8 +220,9 @@ class Workers:
         self.processes: list[Rank] = []
         self.forker: subprocess.Popen | None = None
         self.plan: Plan | None = None  # the plan it was given (`begin`)
-        self._given: float | None = None  # when it was given its plan and its go (time.time())
-        self._may_prepare = threading.Event()  # set: its steps may prepare once no set of the machine is ending
+        # the environment its ranks started the CUDA driver with before a plan (`start_driver`), and when
+        self._driver: dict[str, str] | None = None
+        self._driver_asked: tuple[float, float] | None = None  # (time.time(), the plan's start-up limit)
         self._starter: threading.Thread | None = None  # gives the go once no set of the machine is ending
         self._went: float | None = None  # when it was given the go (time.time())
         self._released = False
@@ -246,21 +248,38 @@ class Workers:
         MACHINE.add(self)
 
     def serves(self, plan: Plan) -> bool:
-        """Whether `run(plan)` may take this set: not given a plan yet, or given this one."""
-        return self.plan is None or self.plan == plan
+        """Whether `run(plan)` may take this set: not given a plan yet (nor its driver started with
+        another environment), or given this one."""
+        return (self.plan is None and self._driver in (None, plan.environment)) or self.plan == plan
 
-    def begin(self, plan: Plan, prepare: bool = True) -> None:
+    def start_driver(self, plan: Plan) -> None:
+        """Have the ranks, still waiting for a plan, set `plan`'s environment, start the CUDA driver
+        and NVML and make their GPU's context (nothing runs on it): the set is then for that plan's
+        environment. Until each rank has, the set counts as starting: nothing begins to measure beside it."""
+        if self.plan is not None or self._driver is not None:
+            return
+        self._driver = dict(plan.environment)
+        self._driver_asked = (time.time(), plan.startup_timeout_s)
+        write_atomically(self.workdir / DRIVER_FILE, json.dumps(self._driver))
+
+    def _starting_driver(self) -> bool:
+        """Whether its ranks are starting the driver they were asked to (`start_driver`): not every
+        rank has said it did, none has died, and the time its plan allows for a start-up has not passed."""
+        if self._driver_asked is None or self.forker is None or any(rank.poll() is not None for rank in self.processes):
+            return False  # a rank that died is its set-up's to report: nothing waits on it meanwhile
+        asked, limit = self._driver_asked
+        started = all(driver_started_file(self.workdir, rank).exists() for rank in range(self.ranks))
+        return not started and time.time() - asked <= limit
+
+    def begin(self, plan: Plan) -> None:
         """Hand the set its plan: it sets up at once (CUDA, the process group), and prepares what its
         steps take memory for (a DDP model, the copies' buffers) as soon as no set of the machine is
-        ending, and, where not `prepare`, it has been let (`allow_prepare`); then it holds until
-        `run` lets it measure. Call it only while nothing measures, or beside a step that measures
-        no time or rate and leaves memory free (another stage's memory test, without `prepare`)."""
+        ending; then it holds until `run` lets it measure. Call it only while nothing measures."""
         if self.plan is not None:
             raise ValueError("a set of workers is given one plan")
+        if not self.serves(plan):
+            raise ValueError("this set of workers started its driver for another environment")
         self.plan = plan
-        self._given = time.time()
-        if prepare:
-            self.allow_prepare()
         (self.workdir / "plan.json").write_text(plan.model_dump_json(), encoding="utf-8")
         self._starter = threading.Thread(target=self._go_when_quiet, name="gpu-accept workers' go", daemon=True)
         self._starter.start()
@@ -272,40 +291,27 @@ class Workers:
         # a CUDA context and an NCCL communicator take a few hundred MB a GPU, which a set that ends
         # leaves free (the loads hold nine tenths of a GPU's memory until their processes are gone:
         # seconds on an H200); what the steps prepare waits until nothing ends
-        MACHINE.wait_until(lambda: self._may_prepare.is_set() and not MACHINE.ending(besides=self), lambda: self.forker is None)
+        MACHINE.wait_until(lambda: not MACHINE.ending(besides=self), lambda: self.forker is None)
         if self.forker is None:
             return  # closed meanwhile
         write_atomically(self.workdir / PREPARE_FILE, "")
         self._went = time.time()
 
-    def allow_prepare(self) -> None:
-        """Let a set given its plan without `prepare` prepare its steps (once no set is ending)."""
-        self._may_prepare.set()
-
-    def _grouped(self) -> bool:
-        """Whether a set given its plan has made its contexts and process group (rank 0 said so
-        once every rank had), or cannot any more (a rank died), or is past the time its plan allows
-        for a start-up: a set that waits to prepare holds nothing up after that."""
-        assert self.plan is not None and self._given is not None and self.forker is not None
-        if (self.workdir / GROUPED_FILE).exists() or any(rank.poll() is not None for rank in self.processes):
-            return True
-        return time.time() - self._given > self.plan.startup_timeout_s
-
     @property
     def state(self) -> str:
         """What the set does to the machine now: "idle" (importing torch, or waiting for a plan,
-        touching no GPU), "starting" (given its plan: its CUDA contexts and process group being
-        made), "setting up", "held" (set up, or past the time its set-up may take, or dead, or kept
-        once its plan was done, or its contexts and group made while it waits to be let prepare),
+        touching no GPU), "starting" (starting the CUDA driver before a plan, or given its plan: its
+        CUDA contexts and process group made, waiting for the word to prepare its steps), "setting up", "held"
+        (set up, or past the time its set-up may take, or dead, or kept once its plan was done),
         "measuring", "ending", "gone"."""
         if self._reaper is not None:
             return "ending" if self._reaper.is_alive() else "gone"
         if self.forker is None:
             return "gone"
         if self.plan is None:
-            return "idle"
+            return "starting" if self._starting_driver() else "idle"
         if self._went is None:
-            return "held" if not self._may_prepare.is_set() and self._grouped() else "starting"
+            return "starting"
         if self._finished:
             return "held"
         if self._released:
@@ -324,7 +330,6 @@ class Workers:
                 self.begin(plan)
             elif self.plan != plan:
                 raise ValueError("this set of workers was set up for another plan")
-            self.allow_prepare()  # given its plan ahead and held before it prepared: it prepares now
             asked = time.monotonic()
             assert self._starter is not None
             while self._starter.is_alive():
@@ -433,15 +438,13 @@ class WorkerPool:
     CUDA's libraries). A plan brings its own environment (Plan.environment): one set serves any
     stage of its size. Where coming stages' plans are known and nothing measures, sets are given
     them ahead (`set_up`), by stage: they set up and hold, and the stage that runs one of those
-    plans takes its set (`take_for`). Beside a step that measures no time or rate and leaves some
-    memory free (another stage's memory test), sets may be given their plans to make their CUDA
-    contexts and process groups only (`begin_ahead`): `set_up` then lets them prepare. Those never
-    taken are ended by `close`."""
+    plans takes its set (`take_for`). Those never taken are ended by `close`."""
 
     def __init__(self) -> None:
         self._ready: dict[tuple[int, tuple[str, ...]], list[Workers]] = {}  # by size and what each imported
-        self._set_up: list[tuple[str, Plan, int, Workers]] = []  # by stage, each with its plan and size
-        # the store begins sets ahead from a stage's progress thread, while the session's thread waits on that stage
+        self._set_up: list[tuple[str, Plan, int, Workers]] = []
+        self._driven: list[tuple[str, Plan, int, Workers]] = []  # sets whose ranks start the driver for a plan (`start_drivers`)
+        # the store asks for the drivers from a stage's progress thread, while the session's thread waits on that stage
         self._lock = threading.RLock()
 
     def prepare(self, ranks: list[int], imports: tuple[str, ...] = ()) -> None:
@@ -466,42 +469,42 @@ class WorkerPool:
                     return sets.pop(0)
             return None
 
-    def begin_ahead(self, stage: str, plans: list[tuple[Plan, int]]) -> None:
-        """Give each of `stage`'s plans a set, one waiting where there is, to make its CUDA contexts
-        and process group with, and hold before it prepares its steps (`Workers.begin` without
-        `prepare`): only beside a step that measures no time or rate and leaves memory free for
-        them (another stage's memory test). `set_up` then lets those sets prepare."""
+    def start_drivers(self, stage: str, plans: list[tuple[Plan, int]]) -> None:
+        """Have a set for each of `stage`'s plans, one waiting where there is, start the CUDA driver
+        and NVML with the plan's environment, still waiting for its plan (`Workers.start_driver`):
+        only beside a stage that makes no CUDA context and measures no time or rate (another stage's
+        memory test). `set_up` and `take_for` then take those sets for those plans."""
         with self._lock:
             for plan, ranks in plans:
-                if self._given(plan, ranks) is not None:
+                if any(size == ranks and given == plan for _, given, size, _ in self._driven + self._set_up):
                     continue
                 workers = self.take(ranks, plan.imports_ahead) or Workers(ranks, imports=plan.imports_ahead)
-                workers.begin(plan, prepare=False)
-                self._set_up.append((stage, plan, ranks, workers))
+                workers.start_driver(plan)
+                self._driven.append((stage, plan, ranks, workers))
 
     def set_up(self, stage: str, plans: list[tuple[Plan, int]]) -> None:
-        """Give each of `stage`'s plans (with its number of ranks) a set, one waiting where there
-        is, to set up with and hold; a set given the plan ahead (`begin_ahead`) is let prepare.
-        Call it only while nothing measures: the sets set up at once."""
+        """Give each of `stage`'s plans (with its number of ranks) a set, the one that started its
+        driver for it or one waiting where there is, to set up with and hold. Call it only while
+        nothing measures: the sets set up at once."""
         with self._lock:
             for plan, ranks in plans:
-                given = self._given(plan, ranks)
-                if given is not None:
-                    given.allow_prepare()
-                    continue
-                workers = self.take(ranks, plan.imports_ahead) or Workers(ranks, imports=plan.imports_ahead)
+                workers = self._take(self._driven, plan, ranks) or self.take(ranks, plan.imports_ahead)
+                workers = workers or Workers(ranks, imports=plan.imports_ahead)
                 workers.begin(plan)
                 self._set_up.append((stage, plan, ranks, workers))
 
-    def _given(self, plan: Plan, ranks: int) -> Workers | None:
-        return next((workers for _, given, size, workers in self._set_up if size == ranks and given == plan), None)
-
     def take_for(self, plan: Plan, ranks: int) -> Workers | None:
-        """The set given `plan` ahead, if there is one."""
+        """The set given `plan` ahead, or that started its driver for it, if there is one."""
         with self._lock:
-            found = self._given(plan, ranks)
-            self._set_up = [entry for entry in self._set_up if entry[3] is not found]
-            return found
+            return self._take(self._set_up, plan, ranks) or self._take(self._driven, plan, ranks)
+
+    @staticmethod
+    def _take(sets: list[tuple[str, Plan, int, Workers]], plan: Plan, ranks: int) -> Workers | None:
+        for index, (_, given, size, workers) in enumerate(sets):
+            if size == ranks and given == plan:
+                del sets[index]
+                return workers
+        return None
 
     def keep_only(self, stage: str, plans: list[tuple[Plan, int]]) -> None:
         """End the sets given a plan of `stage` ahead that is none of `plans`: the stage asked
@@ -509,6 +512,7 @@ class WorkerPool:
         measures. The sets of the stages after it hold on."""
         with self._lock:
             self._set_up = self._kept(self._set_up, stage, plans)
+            self._driven = self._kept(self._driven, stage, plans)
 
     @staticmethod
     def _kept(sets: list[tuple[str, Plan, int, Workers]], stage: str, plans: list[tuple[Plan, int]]) -> list:
@@ -531,9 +535,10 @@ class WorkerPool:
                 for workers in sets:
                     workers.close()
             self._ready.clear()
-            for _, _, _, workers in self._set_up:
+            for _, _, _, workers in self._set_up + self._driven:
                 workers.close()
             self._set_up.clear()
+            self._driven.clear()
 
 
 @dataclass

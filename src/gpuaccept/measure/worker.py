@@ -16,13 +16,15 @@ stage it was started for import at their first use) and then waits for the file 
 holds the rendezvous port; the plan is read after it, and its `environment` (the GPU a per-GPU
 worker sees, NCCL's settings) set before CUDA or NCCL start. The suite can so start workers ahead,
 for whichever stage takes them, while other measurements run. A waiting worker whose parent is
-gone exits. After the go the ranks set up: the CUDA device and its context, and the process group
-with its NCCL communicator (a few hundred MB a GPU, a barrier its only work on the GPU), at once;
-rank 0 then writes `DIR/grouped`. What every process pays once there, and the driver does for one
-process at a time, the launcher may so have paid beside another stage's memory test. Then, once the
-launcher writes `DIR/prepare` (no other set of the machine is ending: one that ends may hold most
-of a GPU's memory until it is gone), what each step prepares before anything is timed (the DDP
-model, NCCL's connections, the copies' buffers).
+gone exits. Where the launcher writes `DIR/driver` (the plan's environment, as JSON) before the go,
+each rank sets that environment, starts the CUDA driver and NVML meanwhile (cuInit, nvmlInit) and
+makes its GPU's primary context (the one torch then uses: a few hundred MB of the GPU's memory, no
+work on it), then writes `DIR/driver-started-rank<r>`: what every process pays once, and the driver
+does for one process at a time, is then paid beside another stage's memory test instead of after
+it. The ranks then set up: the CUDA device and the process group with its NCCL communicator (a few
+hundred MB a GPU) at once, then, once the launcher writes `DIR/prepare` (no
+other set of the machine is ending: one that ends may hold most of a GPU's memory until it is
+gone), what each step prepares before anything is timed (the DDP model, NCCL's connections, the copies' buffers).
 Rank 0 writes `DIR/set-up` once every rank has, and they hold until the launcher writes
 `DIR/measure`: the launcher has a set set up while nothing is measured and lets it measure once no
 other set of the machine is setting up or ending. Once its plan is done, such a set holds again,
@@ -50,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import importlib
 import json
 import os
@@ -71,7 +74,7 @@ from gpuaccept.measure.ranks import launch_of
 
 ERROR_MARK = "GPUACCEPT-WORKER-ERROR:"
 GO_FILE = "go"
-GROUPED_FILE = "grouped"  # written by rank 0 once every rank has made its CUDA context and process group
+DRIVER_FILE = "driver"  # the launcher's word to start the CUDA driver and NVML before the go, with this environment
 PREPARE_FILE = "prepare"  # the launcher's word that the steps may take the memory they prepare
 SET_UP_FILE = "set-up"  # written by rank 0 once every rank is set up, before the hold
 MEASURE_FILE = "measure"  # the launcher's word that the held ranks may measure now
@@ -99,8 +102,7 @@ class Rank:
     def untimed(self) -> None:
         """The step says that what it does from now on measures no time or rate and starts nothing
         (the memory test's passes, once its memory is allocated): rank 0 tells the launcher, which
-        may have the next stage's ranks make their CUDA contexts and process groups beside it (an
-        `untimed` event)."""
+        may start the next stage's CUDA drivers beside it (an `untimed` event)."""
         if self.on_untimed is not None:
             self.on_untimed()
 
@@ -174,16 +176,20 @@ def serve(args: argparse.Namespace, import_s: float | None = None) -> int:
         imported = time.perf_counter()
         if import_s is not None:
             began = imported - import_s
+        driver_s = 0.0
         if args.wait:
             print(f"{WAITING_MARK} rank {rank}: torch imported in {imported - began:.1f} s", flush=True)
-            if not wait_for_go(args.out, parent):
+            went = wait_for_go(args.out, parent, rank, local_rank)
+            if went is None:
                 return 4
+            driver_s = went
         waited = time.perf_counter()
         plan = Plan.model_validate_json(args.plan.read_text(encoding="utf-8"))
         args.out.mkdir(parents=True, exist_ok=True)
         hold = parent if args.wait else None
         run(
-            plan, args.out, rank, world, local_rank, import_s=imported - began, waited_s=waited - imported, hold_for=hold,
+            plan, args.out, rank, world, local_rank, import_s=imported - began, waited_s=waited - imported - driver_s,
+            driver_s=driver_s, hold_for=hold,
         )
     except Exception as exc:  # reported to the launcher in one line; the traceback goes to this rank's log
         _report_error(rank, exc)
@@ -308,12 +314,47 @@ def _beat(paths: list[Path], parent: int, stop: threading.Event) -> None:
         stop.wait(HEARTBEAT_S)
 
 
-def wait_for_go(out: Path, parent: int) -> bool:
-    """Wait for the launcher's go, with the rendezvous port; False when the launcher died first."""
-    if not _wait_for_file(out / GO_FILE, parent):
-        return False
+def wait_for_go(out: Path, parent: int, rank: int = 0, local_rank: int = 0) -> float | None:
+    """Wait for the launcher's go, starting the CUDA driver, NVML and the context of this rank's GPU
+    (`local_rank`) meanwhile where it says so (`DRIVER_FILE`): the seconds that start took (0.0 where
+    it was not asked for); None when the launcher died first."""
+    driver_s = 0.0
+    asked = out / DRIVER_FILE
+    started = False
+    while not (out / GO_FILE).exists():
+        if os.getppid() != parent:
+            return None
+        if not started and asked.exists():
+            started = True
+            driver_s = start_driver(json.loads(asked.read_text(encoding="utf-8")), local_rank)
+            write_atomically(driver_started_file(out, rank), "")
+            continue
+        time.sleep(WAIT_POLL_S)
     os.environ["MASTER_PORT"] = (out / GO_FILE).read_text(encoding="utf-8").strip()
-    return True
+    return driver_s
+
+
+def driver_started_file(out: Path, rank: int) -> Path:
+    return out / f"driver-started-rank{rank}"
+
+
+def start_driver(environment: dict[str, str], device: int = 0) -> float:
+    """The plan's environment set (CUDA reads CUDA_VISIBLE_DEVICES as its driver starts), then the
+    CUDA driver and NVML started in this process (cuInit, nvmlInit) and the primary context of
+    `device` (as this process sees it) made: the context torch's first CUDA call then takes, and
+    NCCL's initialization finds the driver started. It runs nothing on the GPU; the context holds a
+    few hundred MB of its memory. The seconds it took. Where any of it cannot be done (no driver
+    here, no memory left), nothing is said: the set-up does it again and says why."""
+    os.environ.update(environment)
+    began = time.perf_counter()
+    with contextlib.suppress(OSError, AttributeError):
+        cuda = ctypes.CDLL("libcuda.so.1")
+        handle, context = ctypes.c_int(), ctypes.c_void_p()
+        if cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(handle), device) == 0:
+            cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle)  # kept for the process: torch's context
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2()
+    return time.perf_counter() - began
 
 
 def _wait_for_file(path: Path, parent: int) -> bool:
@@ -327,7 +368,7 @@ def _wait_for_file(path: Path, parent: int) -> bool:
 
 def run(
     plan: Plan, out: Path, rank: int, world: int, local_rank: int, import_s: float = 0.0, waited_s: float = 0.0,
-    hold_for: int | None = None,
+    driver_s: float = 0.0, hold_for: int | None = None,
 ) -> None:
     """The plan's steps in order; with `hold_for` (the launcher's pid), the ranks set up, then hold
     until the launcher lets them measure (`MEASURE_FILE`)."""
@@ -357,8 +398,6 @@ def run(
     group_s = time.perf_counter() - grouped
     allowed = time.perf_counter()
     if hold_for is not None:
-        if rank == 0:  # past the barrier: every rank has its context and its communicator
-            write_atomically(out / GROUPED_FILE, "")
         print(f"{PREPARE_MARK} rank {rank}: device and process group made in {time.perf_counter() - began:.1f} s", flush=True)
         if not _wait_for_file(out / PREPARE_FILE, hold_for):
             sys.stdout.flush()
@@ -378,9 +417,11 @@ def run(
         torch=torch.__version__,
         nccl=nccl,
         # where start-up time went: the import (before the go, for a set started ahead), the wait
-        # for the go, the CUDA device and its context, the process group and its communicator, the
-        # wait for the launcher's word to prepare, and what the steps prepare before anything is timed
-        startup_s={"import": round(import_s, 3), "waited": round(waited_s, 3), "device": round(device_s, 3),
+        # for the go, the CUDA driver's start where it was asked for before the go, the CUDA device
+        # and its context, the process group and its communicator, the wait for the launcher's word
+        # to prepare, and what the steps prepare before anything is timed
+        startup_s={"import": round(import_s, 3), "waited": round(waited_s, 3), "driver before the go": round(driver_s, 3),
+                   "device": round(device_s, 3),
                    "group": round(group_s, 3), "waited to prepare": round(allowed_s, 3), "prepare": round(prepare_s, 3),
                    **{f"prepare: {part}": seconds for part, seconds in me.phases.items()}},
         environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENVIRONMENT)},

@@ -14,10 +14,9 @@ measures, and holds; the stages after it are set up together once it has ended. 
 (CUDA, NCCL, the DDP model) while no set measures, and measures once nothing else sets up or ends;
 a held set does nothing on its GPUs. The next wave's workers are started as the first stage of the
 wave before it begins (torch's import overlaps the measurements in flight, those of every stage of
-that wave), and are given their plans once every GPU's memory test has allocated its memory: they
-make their CUDA contexts and process groups beside the test's passes (what each process pays once,
-the driver one process at a time; a barrier their only work on the GPUs), and prepare their steps
-(the DDP model, NCCL's connections) once the memory test's stage has ended.
+that wave), and start the CUDA driver and NVML and make their GPU's context (nothing runs on it:
+what each process pays once, one process at a time) once every GPU's memory test has allocated its
+memory.
 docs/what-is-checked.md says what never overlaps.
 """
 
@@ -314,17 +313,16 @@ class MeasurementStore:
         # a set given other plans ahead (the stage asked otherwise) must not hold its GPUs while this run measures
         self.pool.keep_only(stage.name, plans)
         if stage.tests_free_memory and self._ahead and only is None and attempt == 0 and plans:
-            run = dataclasses.replace(run, on_event=self._groups_once_untimed(len(plans), facts, profile))
+            run = dataclasses.replace(run, on_event=self._drivers_once_untimed(len(plans), facts, profile))
         return stage.measure(profile.spec, run)
 
-    def _groups_once_untimed(self, sets: int, facts: Facts, profile: Profile) -> Callable[[dict], None]:
+    def _drivers_once_untimed(self, sets: int, facts: Facts, profile: Profile) -> Callable[[dict], None]:
         """The progress of a stage that tests the memory free, with `sets` sets of workers: once each
         of them is in a part of a step that measures no time or rate (its memory test's passes, its
-        memory allocated), the next wave's workers are given their plans to make their CUDA
-        contexts and process groups, in the memory the test leaves free, beside it, and hold: each
-        process pays that once, and the driver makes one process's at a time (seconds for a second
-        wave of twelve on four H200s). They prepare their steps once this stage has ended
-        (`_ended`). A set that never gets that far leaves them to set up then."""
+        memory allocated), the next wave's workers start the CUDA driver and NVML and make their
+        GPU's context, in the memory the test leaves free, beside it (each process pays that start
+        once, and the driver makes one process's at a time: seconds for a second wave of twelve on
+        four H200s). A set that never gets that far leaves them to start at their go."""
         begun: set[tuple[str, ...]] = set()
         lock = threading.Lock()
 
@@ -339,7 +337,7 @@ class MeasurementStore:
             if last:
                 for name in self._wave(after_held=True):
                     following = STAGES[name]
-                    self.pool.begin_ahead(name, following.plans(profile.spec, self._first_run(following, facts)))
+                    self.pool.start_drivers(name, following.plans(profile.spec, self._first_run(following, facts)))
 
         return on_event
 
