@@ -134,6 +134,10 @@
 #                while the budget allows: each run's scaling efficiency, exposed communication and
 #                P2P speedup, a line per run (both as `python3 -m gpuaccept`: the previous commit
 #                may lack this one's console entry)
+#   ddp-variance bench/ddp_variance.py: the DDP workload on every GPU in DDP_VARIANCE_RUNS (default
+#                4) fresh sets of processes, each timing 8 blocks of 10 steps with and without
+#                communication in turn; then as many runs with each rank bound to its own share of
+#                the CPUs: whether the efficiency swings within a process or between processes
 #
 # The wheels it installs come from scripts/fetch-wheels.sh (run here, before the device call).
 #
@@ -337,6 +341,17 @@ for stage in "$@"; do
     # the launcher kills its workers once they report done: nothing may be left behind
     sleep 2
     say "left behind: $(( $(ls /dev/shm | wc -l) - shm_before )) new entries in /dev/shm; GPU processes: $(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader | wc -l)"
+    ;;
+  ddp-variance)
+    if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
+      say "ddp-variance: needs 2 GPUs or more"
+    else
+      for pin in "" --pin; do
+        enough 120 "DDP variance ${pin:-unpinned}" || break
+        say "DDP variance ${pin:-unpinned}"
+        python3 bench/ddp_variance.py --runs "${DDP_VARIANCE_RUNS:-4}" $pin --json "$OUT/ddp-variance-$tag${pin:+-pinned}.json" 2>&1 | tee -a "$log"
+      done
+    fi
     ;;
   trust)
     # TRUST_FIRST numbers the runs on from an earlier call on the same warm machine

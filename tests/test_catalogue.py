@@ -132,6 +132,9 @@ def test_a_machine_measured_here_gets_back_the_floors_it_shipped_with(machine, s
     assert derived.profile is not None and derived.profile.gpu_count == profile.gpu_count
     # disjoint pairs share nothing on NVSwitch: copied in rounds, as the shipped profile copies them
     assert derived.profile.spec.copies.concurrent is profile.spec.copies.concurrent
+    # on NVSwitch DDP trains on one GPU and on the whole machine, as the shipped profile does
+    shipped_worlds = profile.spec.ddp.world_sizes if profile.spec.ddp is not None else None
+    assert (derived.profile.spec.ddp.world_sizes if derived.profile.spec.ddp is not None else None) == shipped_worlds
 
 
 def _floors(data, prefix=""):
@@ -308,6 +311,8 @@ def test_eight_rtx4090s_on_two_sockets_from_their_public_topo_output():
     spec = derived.profile.spec
     assert spec.links.all == "SYS" and spec.p2p.all.read is False and spec.nvlink.active_links == 0
     assert spec.pairwise.concurrent is False
+    # without a switch, the smaller worlds cross other links than the whole machine (one socket's GPUs, then both)
+    assert spec.ddp is not None and spec.ddp.world_sizes == [1, 2, 4, 8]
     assert spec.copies is None or spec.copies.concurrent is False  # pairs share PCIe uplinks: one copy at a time
     # the path through host memory measured on 4xH200's PCIe Gen5 x16, at the 4090's Gen4 x16, across the sockets
     all_reduce = derived.values["nccl.busbw.all_reduce.1GiB"]

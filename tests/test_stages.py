@@ -51,8 +51,8 @@ def test_each_stage_plans_what_the_recorded_run_measured(tmp_path, monkeypatch):
 
     assert planned("nccl") == recorded("nccl") and len(planned("nccl")) == 21  # every collective and size, every pair
     assert planned("copies") == recorded("copies") and len(planned("copies")) == 30
-    # the recording swept batch 2 too; the profile asks for batch 8, and its A/B arm on 4 GPUs
-    assert planned("ddp") == {"ddp/1gpu-bs8", "ddp/2gpu-bs8", "ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8"} <= recorded("ddp")
+    # the recording swept batch 2 and 2 GPUs too; the profile asks for batch 8 on 1 and 4 GPUs, and its A/B arm on 4
+    assert planned("ddp") == {"ddp/1gpu-bs8", "ddp/4gpu-bs8", "ddp_without_p2p/4gpu-bs8"} <= recorded("ddp")
     # each plan as its workers run it, environment included: what a set given it ahead sets up with
     (nccl, ranks), = STAGES["nccl"].plans(profile.spec, run)
     assert ranks == 4 and nccl.environment["NCCL_DEBUG_FILE"].startswith(str(tmp_path))  # NCCL's set-up lines in the run's folder

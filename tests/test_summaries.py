@@ -61,15 +61,15 @@ def test_facts_without_measurements_name_each_cause_once(tmp_path):
     record = "(record them with `gpu-accept record --measure --profile h200-4-nvswitch`) (profile h200-4-nvswitch)"
     summary = summary_of(done.stdout)
     assert summary[:8] == [
-        "COULD NOT JUDGE: 251 test(s) could not judge, none failed; not checked: health, nccl, copies, ddp, compute, telemetry",
+        "COULD NOT JUDGE: 249 test(s) could not judge, none failed; not checked: health, nccl, copies, ddp, compute, telemetry",
         "partly checked: health — the facts hold no health readings; the facts hold no kernel log reading (144 test(s) not judged); "
         "4 judged",
         "not checked: nccl — the facts hold no NCCL sweep; the facts hold no pairwise sweep (36 test(s) not judged)",
         "not checked: copies — the facts hold no copy bandwidth (30 test(s) not judged)",
-        "not checked: ddp — the facts hold no DDP sweep (5 test(s) not judged)",
+        "not checked: ddp — the facts hold no DDP sweep (3 test(s) not judged)",
         "not checked: compute — the facts hold no per-GPU loads (24 test(s) not judged)",
         "not checked: telemetry — the facts hold no telemetry (12 test(s) not judged)",
-        "251 test(s) did not pass, 8 cause(s), root causes first:",
+        "249 test(s) did not pass, 8 cause(s), root causes first:",
     ]
     causes = summary[8:-1]
     assert len(causes) == 8 and all(line.startswith("  ERROR  ") for line in causes)
@@ -80,10 +80,10 @@ def test_facts_without_measurements_name_each_cause_once(tmp_path):
         f"  ERROR  6 tests: could not be established: the facts hold no pairwise sweep {record}; "
         "test_pair_busbw[gpu0-gpu1, gpu0-gpu2 and 4 more]",
     ]
-    # 23 skipped: what the profile asks nothing of (no NIC, CPU or NUMA affinity, no NVLS, no baseline,
+    # 22 skipped: what the profile asks nothing of (no NIC, CPU or NUMA affinity, no NVLS, no baseline,
     # no limit on corrected ECC errors)
-    assert summary[-1] == "69 passed, 23 skipped, 251 errors in " + done.stdout.rsplit(" in ", 1)[1].strip("= \n")
-    # each cause's message said once: pytest's own failure section and short summary would say every one of the 251 again
+    assert summary[-1] == "69 passed, 22 skipped, 249 errors in " + done.stdout.rsplit(" in ", 1)[1].strip("= \n")
+    # each cause's message said once: pytest's own failure section and short summary would say every one of the 249 again
     assert done.stdout.count("could not be established: the facts hold no") == 8
     assert "short test summary" not in done.stdout and "= FAILURES =" not in done.stdout
     assert len(done.stdout.splitlines()) < 40

@@ -608,9 +608,14 @@ class _Builder:
         if t.count < 2:
             return
         choice = self._ddp_choice()
-        worlds = [1] + [2**n for n in range(1, 8) if 2**n <= t.count]
-        if t.count not in worlds:
-            worlds.append(t.count)
+        if t.fabric.kind == "nvswitch":
+            # every pair and every subset crosses the switches the whole machine does (the pairwise
+            # and NCCL stages measure each pair): a smaller world would train the same links again
+            worlds = [1, t.count]
+        else:
+            worlds = [1] + [2**n for n in range(1, 8) if 2**n <= t.count]
+            if t.count not in worlds:
+                worlds.append(t.count)
         tables: dict[str, dict[str, float]] = {"min_efficiency": {}, "max_exposed_comm": {}, "nvlink_ab": {}}
         for world in worlds[1:]:
             for batch in choice.batches:
