@@ -14,17 +14,19 @@ pytestmark = [pytest.mark.slow, needs_torch]  # live runs: probe, load workers, 
 
 # Every GPU's worker loads at once, four on a 2-core machine: a bfloat16 64^3 product takes about
 # 0.3 ms alone here (1.7e-3 TFLOP/s); beside three others (and their torch imports) healthy workers
-# gave 2.8e-4 to 2.9e-3 TFLOP/s, up to 6.3 times apart in one run. A slowed GPU's each product is
-# followed by 200 ms idle: 2.6e-6 TFLOP/s, a hundred times below the slowest healthy worker. The
-# floor sits 14 times below that worker and 8 times above the slowed one; within_best 0.96 fails a
-# GPU 25 times below the best: 4 times the healthy spread, a quarter of the slowed GPU's distance.
+# gave 2.8e-4 to 2.5e-2 TFLOP/s, 41 times apart in one run (a fresh clone's CI beside its other
+# tests). A slowed GPU's each product is followed by 200 ms idle: its ten products take 2 s or more,
+# at most 2.6e-6 TFLOP/s whatever the machine. The floor sits 4 times above that and 28 times below
+# the slowest healthy worker seen: a healthy worker misses it only where its ten products wait half
+# a second for a core. No `within_best`: how far apart healthy workers sharing two cores land is
+# the scheduler's to say (tests/test_compute.py judges it on recorded values).
 PROFILE = """
     schema: 1
     extends: bases/hgx-h200
     description: the 4xH200 recording, with per-GPU loads a CPU can carry
     gpus: {count: 4}
     compute:
-      gemm: {size: 64, warmup: 1, repeats: 10, verify_repeats: 2, min_tflops: 0.00002, within_best: 0.96}
+      gemm: {size: 64, warmup: 1, repeats: 10, verify_repeats: 2, min_tflops: 0.00001, within_best: null}
       hbm: {size: 1MiB, iterations: 5, copy_min: 0.01, triad_min: 0.01}
       memtest: {fraction: 0.9, max_size: 4MiB, chunk: 1MiB, time_cap_s: 30}
 """
@@ -46,7 +48,7 @@ def outcomes(tmp_path) -> dict[str, str]:
 def test_every_gpu_is_loaded_once_at_once_and_passes(tmp_path):
     done = run(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "24 passed" in done.stdout
+    assert "20 passed, 4 skipped" in done.stdout  # within_best skipped: the profile sets none
     assert done.stdout.count("gpu-accept: compute stage ") == 1
     assert "gpu-accept: compute stage on gpu0, gpu1, gpu2, gpu3 " in done.stdout
     sweep = json.loads((tmp_path / "reports" / "facts.json").read_text())["measurements"]["compute"]
@@ -59,14 +61,14 @@ def test_a_gpu_slowed_among_its_siblings_loaded_at_once_fails_its_own_tests_only
     done = run(tmp_path, env={"GPUACCEPT_INJECT_SLOW_GEMM": "gpu1"})  # each product of gpu1 followed by 200 ms idle
     assert done.returncode == 1, done.stdout + done.stderr
     failed = {name for name, message in outcomes(tmp_path).items() if message != "passed"}
-    assert failed == {"test_gemm_throughput[gpu1]", "test_gemm_within_best[gpu1]"}
+    assert failed == {"test_gemm_throughput[gpu1]"}
     # the four GPUs in one stage, one window of load (the slowed GEMM, far below a dip, not measured again)
     assert done.stdout.count("gpu-accept: compute stage ") == 1
     assert "gpu-accept: compute stage on gpu0, gpu1, gpu2, gpu3 " in done.stdout
     facts = json.loads((tmp_path / "reports" / "facts.json").read_text())
     assert [load["stage"] for load in facts["telemetry"]["loads"]] == ["compute"]
     gemm = {r["gpu"]: r["tflops"] for r in facts["measurements"]["compute"]["results"] if r["load"] == "gemm"}
-    assert gemm[1] < 2e-05 < min(gemm[0], gemm[2], gemm[3])
+    assert gemm[1] < 1e-05 < min(gemm[0], gemm[2], gemm[3])
 
 
 def test_faults_on_three_gpus_fail_exactly_their_tests_under_xdist(tmp_path):
@@ -75,9 +77,9 @@ def test_faults_on_three_gpus_fail_exactly_their_tests_under_xdist(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     failed = {name: message for name, message in outcomes(tmp_path).items() if message != "passed"}
     assert set(failed) == {
-        "test_gemm_throughput[gpu1]", "test_gemm_within_best[gpu1]", "test_gemm_correct[gpu2]", "test_memtest[gpu3]",
+        "test_gemm_throughput[gpu1]", "test_gemm_correct[gpu2]", "test_memtest[gpu3]",
     }
-    assert failed["test_gemm_throughput[gpu1]"].startswith("gpu1: GEMM ") and "< 2e-05 TFLOP/s" in failed["test_gemm_throughput[gpu1]"]
+    assert failed["test_gemm_throughput[gpu1]"].startswith("gpu1: GEMM ") and "< 1e-05 TFLOP/s" in failed["test_gemm_throughput[gpu1]"]
     assert failed["test_gemm_correct[gpu2]"].startswith("gpu2: GEMM result check: 1 wrong elements, expected 0 wrong elements")
     assert failed["test_memtest[gpu3]"].startswith("gpu3: memory test: 1 mismatches, expected 0 mismatches")
     assert len(outcomes(tmp_path)) == 24
@@ -89,7 +91,7 @@ def test_the_stage_loads_only_the_gpus_asked_and_a_hung_load_costs_only_its_own_
     from gpuaccept.resources import shipped_dir
     from gpuaccept.stages.compute import run_compute_stage
 
-    text = PROFILE.replace("within_best: 0.96}", "within_best: 0.96, timeout_s: 5}")
+    text = PROFILE.replace("within_best: null}", "within_best: null, timeout_s: 5}")
     assert text != PROFILE
     profile = load_profile(cpu_profile(tmp_path, text), [shipped_dir("profiles")])
     drills = Drills.from_environment({"GPUACCEPT_INJECT_HANG": "load/gemm/gpu3"})
