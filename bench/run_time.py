@@ -300,6 +300,7 @@ def projection(runs: list[Run], gpus: int) -> list[str]:
                 f"{', '.join(f'{measuring_s(run):.1f} s on {run.gpus}' for run in alike)}): {measuring:.2f} s per GPU; "
                 f"set-up, waits and the rest: {slope - measuring:.2f} s per GPU"
             )
+            lines += _contexts_beside_memory_test(alike, base + 8 * slope)
     else:
         lines += ["", "this commit: fewer than two GPU counts that measured the same stages, no slope"]
     previous = next((run for run in runs if run.label == "standard-previous"), None)
@@ -310,6 +311,40 @@ def projection(runs: list[Run], gpus: int) -> list[str]:
             f"8 GPUs projected {previous.wall_s + (8 - gpus) * per_gpu:.1f} s from its {gpus}-GPU run of {previous.wall_s:.1f} s"
         )
     return lines
+
+
+DRIVER_BEFORE_GO = "start-up: driver before the go"
+
+
+def _contexts_beside_memory_test(runs: list[Run], projected_s: float) -> list[str]:
+    """What a straight line does not see: the later stages' sets start the CUDA driver and make
+    their contexts beside the memory test, one process's context after another (three a GPU), so
+    the time that takes grows with the GPUs while the memory test's does not; past its end, it is
+    on the run's path. Its span at each GPU count (the longest set's), drawn on to 8 GPUs, and what
+    of that would outlast the memory test."""
+    points = [(run.gpus, span, test) for run in runs if (span := driver_span(run)) and (test := memory_test_s(run))]
+    if len({gpus for gpus, _, _ in points}) < 2:
+        return []
+    slope, base = _slope([(gpus, span) for gpus, span, _ in points])
+    at_eight = base + 8 * slope
+    test = statistics.fmean(test for _, _, test in points)
+    past = max(0.0, at_eight - test)
+    measured = ", ".join(f"{span:.1f} s on {gpus}" for gpus, span, _ in points)
+    return [
+        f"the later stages' CUDA contexts, made beside the memory test ({test:.1f} s): {measured}; at 8 GPUs about "
+        f"{at_eight:.1f} s, {past:.1f} s past the memory test's end: **8 GPUs projected with it: {projected_s + past:.1f} s**"
+    ]
+
+
+def driver_span(run: Run) -> float:
+    """The longest time a set of the run took to start the CUDA driver before its go (0 where none did)."""
+    return max((phases.get(DRIVER_BEFORE_GO, 0.0) for phases in run.phases.values()), default=0.0)
+
+
+def memory_test_s(run: Run) -> float:
+    """The slowest GPU's memory test in the run (0 where none ran)."""
+    compute = run.phases.get("compute", {})
+    return max((seconds for name, seconds in compute.items() if ": step: memory test on " in name), default=0.0)
 
 
 def measuring_s(run: Run) -> float:

@@ -108,3 +108,23 @@ def test_a_profiled_run_s_main_thread_is_counted_by_the_part_of_the_run_its_stac
     assert parts == {"tests: a stage measured (its workers' wait and run)": 5.0, "configure: waiting for torch's check": 2.0,
                      "configure: waiting for the probe": 0.5}
     assert threads == {"MainThread": 7.5, "gpu-accept telemetry": 7.5}
+
+
+def test_the_later_stages_contexts_beside_the_memory_test_are_drawn_on_to_8_gpus():
+    def run(gpus: int, wall_s: float, driver_s: float) -> run_time.Run:
+        made = _standard(gpus, wall_s, 0.0, {"copies": 2.0, "compute": 7.0, "ddp": 6.0, "nccl": 3.0})
+        made.phases = {
+            "compute": {f"gpu{gpu}: step: memory test on gpu{gpu}": 5.2 - gpu / 100 for gpu in range(gpus)},
+            "ddp": {"start-up: driver before the go": driver_s, "step: DDP on 1 GPU": 0.9},
+            "collectives": {"start-up: driver before the go": driver_s - 0.1},
+        }
+        return made
+
+    lines = " ".join(run_time.projection([run(2, 22.0, 1.75), run(4, 29.8, 4.5)], 4))
+    # contexts (2, 1.75) and (4, 4.5): at 8, 10.0 s, 4.8 s past the memory test's 5.2 s; 22.0 + 6 x 3.9 = 45.4
+    assert "**8 GPUs projected: 45.4 s**" in lines
+    assert "made beside the memory test (5.2 s): 1.8 s on 2, 4.5 s on 4; at 8 GPUs about 10.0 s, 4.8 s past" in lines
+    assert "**8 GPUs projected with it: 50.2 s**" in lines
+    # where they stay within the memory test at 8, the projection stands
+    lines = " ".join(run_time.projection([run(2, 22.0, 1.0), run(4, 29.8, 1.5)], 4))
+    assert "at 8 GPUs about 2.5 s, 0.0 s past the memory test's end: **8 GPUs projected with it: 45.4 s**" in lines
