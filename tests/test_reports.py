@@ -213,14 +213,27 @@ def test_sigterm_ends_the_run_with_its_reports_written(tmp_path):
     ET.parse(tmp_path / "reports" / "junit.xml")
 
 
-def test_sigterm_ends_the_run_as_interrupted_where_pytest_fails_to_report_it(tmp_path):
+def test_sigterm_landing_where_python_keeps_no_line_ends_the_run_interrupted_by_either_entry(tmp_path):
+    # tests/interrupted_report.py: SIGTERM as the run's handler takes it, in a frame stopped where
+    # no line number is kept; pytest's own report of it used to raise (exit 1, a traceback)
     facts = EXAMPLES / "h200x4-measured.json"
-    done = gpu_accept_run(tmp_path, "--facts", str(facts), "-p", "tests.interrupted_report", profile="h200-4-nvswitch")
+    done = gpu_accept_run(tmp_path / "cli", "--facts", str(facts), "-p", "tests.interrupted_report", profile="h200-4-nvswitch")
     output = done.stdout + done.stderr
     assert done.returncode == 2, output  # interrupted: not a verdict on the machine, nor a crash of ours
     assert "Traceback" not in output and "COULD NOT JUDGE: interrupted by SIGTERM" in output
-    document = load_results(tmp_path / "reports" / "results.json")
+    document = load_results(tmp_path / "cli" / "reports" / "results.json")
     assert document.complete is True and document.run.exit_status == 2 and document.verdict.stopped == ["interrupted by SIGTERM"]
+    # a plain pytest run of the suites ends as pytest ends an interrupted session
+    results = tmp_path / "plain" / "results.json"
+    plain = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", "-q", "-p", "tests.interrupted_report", "--profile", "h200-4-nvswitch",
+         "--facts", str(facts), "--results", str(results)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "GPUACCEPT_NVML_REPLAY": str(DATA / "nvml" / "h200x4.json")},
+    )
+    assert plain.returncode == 2, plain.stdout + plain.stderr
+    assert "Traceback" not in plain.stdout + plain.stderr and "KeyboardInterrupt: signal 15" in plain.stdout
+    assert load_results(results).run.exit_status == 2
 
 
 @pytest.mark.slow

@@ -563,20 +563,10 @@ class _Prepared:
         could not judge where no session began (no driver, a profile that does not load at run time)."""
         import pytest
 
-        from gpuaccept.plugin.hooks import TERMINATED
-
         if self.imports:
             save_facts(self.imported.facts, self.reports / "facts.json")
         with _output_to(log):
-            try:
-                self.exit_status = int(pytest.main(self.pytest_args, plugins=self.plugins))
-            except Exception:
-                if not TERMINATED:
-                    raise
-                # a signal that landed where Python keeps no line number (inside a `with` statement's
-                # set-up) makes pytest's own report of the interruption fail after the session has
-                # finished and recorded its verdict: the run was interrupted all the same
-                self.exit_status = int(pytest.ExitCode.INTERRUPTED)
+            self.exit_status = int(pytest.main(self.pytest_args, plugins=self.plugins))
         record = self.outcome.record
         if record is None or record.verdict is None:
             why = self.outcome.not_started or f"the run ended before any test (pytest exit status {self.exit_status})"

@@ -315,6 +315,23 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     return report_status(report)  # a verdict that could not be established: ERROR, not FAILED
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own report of the interruption reads the traceback
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """A signal that lands where Python keeps no line number (a `with` statement's set-up) leaves a
+    traceback entry whose line is None, and pytest's report of the interruption, subtracting from
+    it, raised after the session had recorded its verdict: the run then ended with a traceback and
+    exit 1. Such entries are left out of the traceback shown; the run ends interrupted."""
+    excinfo.traceback = excinfo.traceback.filter(_has_a_line)
+
+
+def _has_a_line(entry: Any) -> bool:
+    try:
+        entry.lineno  # noqa: B018  # None - 1 for a frame where the signal landed outside any line
+    except TypeError:
+        return False
+    return True
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logfinish() -> None:
     # Python drops an exception raised while it runs a finalizer (`__del__`, a weakref callback):
