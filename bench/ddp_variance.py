@@ -17,6 +17,7 @@ With --pin, each rank is bound to its own share of this process's CPUs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -56,7 +57,7 @@ def _rank(rank: int, world: int, args: argparse.Namespace, port: int, out: str) 
             torch.cuda.synchronize()
             marks = [_mark(torch)]
             for _ in range(args.steps):
-                context = trained.no_sync() if not sync and hasattr(trained, "no_sync") else _Nothing()
+                context = trained.no_sync() if not sync and hasattr(trained, "no_sync") else contextlib.nullcontext()
                 with context:
                     with torch.autocast("cuda", dtype=torch.bfloat16):
                         logits = trained(inputs)
@@ -106,14 +107,6 @@ def _mark(torch):
     event = torch.cuda.Event(enable_timing=True)
     event.record()
     return event
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def main() -> int:
