@@ -289,6 +289,11 @@ def test_an_8xa100_nvswitch_board_from_its_public_topo_output():
     assert small.origin == "carried" and "measured at fewer GPUs" in small.note and "another link rate" in small.note
     assert [v for v in verdicts(derived.profile, facts) if v[0] == "link_type" and v[2] != "passed"] == []
     assert spec.compute.gemm.min_tflops == pytest.approx(271.2 * 660.1 / 794.5 * 0.9, abs=0.1)
+    # its P2P speedup, carried from 4xH200 through two allowances, comes below 1.0x, which training
+    # with P2P off reaches: no floor that could not fail, and the reason written where it would be
+    assert "8gpu-bs8" in spec.ddp.min_efficiency and spec.ddp.nvlink_ab == {}
+    assert "ddp.nvlink_ab.8gpu-bs8" not in derived.values
+    assert "# nvlink_ab 8gpu-bs8 not derived: carried, it comes to 0.9871x, which a machine with P2P off reaches" in derived.text
 
 
 def test_a_bridged_rtx3090_pair_from_a_public_rig_report():

@@ -172,7 +172,7 @@ class DdpChoice(Sourced):
     batches: list[Annotated[int, Field(ge=1)]] = Field(min_length=1)
 
 
-RuleName = Literal["floor", "load_floor", "ceiling", "public_floor"]
+RuleName = Literal["floor", "load_floor", "ceiling", "public_floor", "record_floor", "record_ceiling"]
 AllowanceName = Literal[
     "other_count_up", "other_count_down", "other_link_rate", "other_link_kind", "across_sockets", "other_gpu", "unmeasured_gpu",
     "unmeasured_gpu_compute",
@@ -279,6 +279,9 @@ class Record(Sourced):
                 raise ValueError(f"{key}: {kind}")
             if key.startswith("ddp.") and self.ddp_model is None:
                 raise ValueError(f"{key}: a DDP value needs the record's ddp_model")
+            if value.rule is not None and value.rule.endswith("ceiling") != key.startswith("ddp.max_exposed_comm"):
+                wanted = "a ceiling rule" if key.startswith("ddp.max_exposed_comm") else "a floor rule"
+                raise ValueError(f"{key}: rule {value.rule} is not {wanted}: only the exposed-communication values are ceilings")
         return self
 
 

@@ -30,6 +30,7 @@ from gpuaccept.profile.load import load_profile_text
 from gpuaccept.profile.machine import Fabric, Installed, UnknownMachine, fabric_of, installed_gpus, most_common_link
 from gpuaccept.profile.model import Profile
 from gpuaccept.profile.render import render_yaml
+from gpuaccept.profile.source import ENDS
 from gpuaccept.profile.spec import SCHEMA_VERSION
 from gpuaccept.vocabulary.collectives import COLLECTIVES
 from gpuaccept.vocabulary.links import gpu_key, pair_key
@@ -173,6 +174,11 @@ class Runs:
         return f"{self.count} run{'s' if self.count > 1 else ''} on {len(machines)} machine{'s' if len(machines) > 1 else ''} ({each})"
 
 
+def _is_ceiling(rule_name: str) -> bool:
+    """A rule that makes a ceiling of its runs (the highest counts), not a floor."""
+    return rule_name.endswith("ceiling")
+
+
 # ---- the values ----------------------------------------------------------------------------------
 
 
@@ -302,9 +308,12 @@ class _Builder:
         else:
             runs = Runs(tuple((c.record_key, r) for c in chosen for r in (c.entry.runs or [])))
             rule = self.catalogue.fabric.rules[rule_name]
-            if rule_name == "ceiling":
+            if _is_ceiling(rule_name) and rule.less_spread:
                 base = runs.high + (1 - rule.margin) + (runs.high - runs.low)
                 formula = f"highest {runs.high:g} + {1 - rule.margin:.2f} + range {runs.high - runs.low:.3f}"
+            elif _is_ceiling(rule_name):
+                base = runs.high + (1 - rule.margin)
+                formula = f"highest {runs.high:g} + {1 - rule.margin:.2f}"
             elif rule.less_spread:
                 base = runs.low * max(rule.margin - runs.spread, 0.0)
                 formula = f"lowest {runs.low:g} x ({rule.margin:g} - spread {runs.spread:.1%})"
@@ -323,18 +332,18 @@ class _Builder:
         for factor, why in factors:
             value *= factor
             formula += f" x {factor:.4g} ({why})" if factor != 1.0 else f" ({why})"
-        digits = 3 if rule_name == "ceiling" else (4 if value < 10 else 1)
-        value = round(min(value, 1.0) if rule_name == "ceiling" or key.startswith("ddp.min_efficiency") else value, digits)
+        digits = 3 if _is_ceiling(rule_name) else (4 if value < 10 else 1)
+        value = round(min(value, 1.0) if _is_ceiling(rule_name) or key.startswith("ddp.min_efficiency") else value, digits)
         distance = ", ".join(why for _, why in factors)
         records = tuple(dict.fromkeys([lowest.record_key] if public else [c.record_key for c in chosen]))
         return Value(value, origin, f"{source}: {formula} = {value:g}", f"{names} ({distance})" if distance else "", records)
 
     def _rule_name(self, key: str, chosen: list[_Candidate]) -> Any:
-        if key.startswith("ddp.max_exposed_comm"):
-            return "ceiling"
         rules = {c.entry.rule for c in chosen}
         if len(rules) == 1 and None not in rules:
             return rules.pop()
+        if key.startswith("ddp.max_exposed_comm"):
+            return "ceiling"
         return "load_floor" if key.startswith("compute.") else "floor"
 
     def host_value(self, key: str) -> Value | None:
@@ -617,6 +626,7 @@ class _Builder:
             if t.count not in worlds:
                 worlds.append(t.count)
         tables: dict[str, dict[str, float]] = {"min_efficiency": {}, "max_exposed_comm": {}, "nvlink_ab": {}}
+        left_out: list[str] = []
         for world in worlds[1:]:
             for batch in choice.batches:
                 case = ddp_case(world, batch, 1)
@@ -626,13 +636,21 @@ class _Builder:
                 self.keep(f"ddp.max_exposed_comm.{case}", exposed, tables["max_exposed_comm"], case)
                 if t.fabric.kind == "nvswitch" and world == worlds[-1]:  # the A/B arm trains once more: at the largest world only
                     speedup = self.fabric_value(f"ddp.nvlink_ab.{case}", t.fabric.kind, t.fabric.rate_GBps, world=world)
-                    self.keep(f"ddp.nvlink_ab.{case}", speedup, tables["nvlink_ab"], case)
+                    if speedup is not None and speedup.value <= 1.0:
+                        # training without P2P is 1.0x as fast as itself: a floor there cannot fail when P2P is off
+                        left_out.append(
+                            f"# nvlink_ab {case} not derived: carried, it comes to {speedup.value:g}x, which a machine with P2P off reaches"
+                        )
+                    else:
+                        self.keep(f"ddp.nvlink_ab.{case}", speedup, tables["nvlink_ab"], case)
         if not tables["min_efficiency"]:
             return
         ddp: dict[str, Any] = {"model": choice.model, "world_sizes": worlds, "batches": list(choice.batches)}
         self.note("ddp.model", f"{choice.kind}: {choice.source}")
         ddp.update({name: table for name, table in tables.items() if table})
         data["ddp"] = ddp
+        if left_out:
+            self.note(f"ddp.{ENDS}", "\n".join(left_out))
 
     def _compute(self, data: dict[str, Any]) -> None:
         gpu = self.target.gpu

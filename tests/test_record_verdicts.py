@@ -1,0 +1,70 @@
+"""bench/record_verdicts.py: every run kept under bench/runs judged again by today's shipped
+profiles. No healthy run may fail and no fault drill may pass; a change of floors that does either
+fails here, naming the run."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+from bench import record_verdicts
+
+ROOT = Path(__file__).resolve().parents[1]
+MEASURED_4 = ROOT / "examples" / "facts" / "h200x4-measured.json"
+P2P_OFF_4 = ROOT / "examples" / "results" / "h200x4-nccl-p2p-disabled.json"
+
+
+def capture(folder: Path, runs: dict[str, Path]) -> None:
+    """A capture as scripts/gpu-session.sh keeps one: each run's facts.json or results.json in a
+    folder of its name, in one tar.gz."""
+    folder.mkdir(parents=True)
+    with tarfile.open(folder / "runs.tar.gz", "w:gz") as archive:
+        for name, path in runs.items():
+            archive.add(path, arcname=f"{name}/{'results' if 'results' in path.parts else 'facts'}.json")
+
+
+def test_the_kept_runs_pass_where_healthy_and_fail_where_a_fault_was_injected(tmp_path, capsys):
+    written = tmp_path / "record-verdicts.md"
+    assert record_verdicts.main(["--markdown", str(written)]) == 0, capsys.readouterr().out
+    assert written.read_text() == (ROOT / "bench" / "record-verdicts.md").read_text(), (
+        "bench/record-verdicts.md is stale: python bench/record_verdicts.py --markdown bench/record-verdicts.md"
+    )
+
+
+def test_a_healthy_run_that_fails_and_a_drill_that_passes_are_named_and_the_exit_says_so(tmp_path, capsys):
+    capture(tmp_path / "ok", {"trust1": MEASURED_4, "nop2p": P2P_OFF_4})
+    assert record_verdicts.main(["--runs", str(tmp_path / "ok")]) == 0
+    said = capsys.readouterr().out
+    assert "| h200-4-nvswitch | 1 | 0 | 1 | 0 |" in said
+    assert "runs.tar.gz:nop2p (h200-4-nvswitch): 24 failed: busbw[all_reduce 256 MiB]: 27.87 (>= 307.4 GB/s)" in said
+
+    # the same facts under each other's names: the P2P-off run taken for healthy, the healthy one for a drill
+    capture(tmp_path / "swapped", {"trust1": P2P_OFF_4, "hog": MEASURED_4})
+    assert record_verdicts.main(["--runs", str(tmp_path / "swapped")]) == 1
+    said = capsys.readouterr().out
+    assert "| h200-4-nvswitch | 1 | 1 | 1 | 1 |" in said
+    failing = said.split("## Healthy runs that fail")[1].split("## Drills")[0]
+    assert "runs.tar.gz:trust1 (h200-4-nvswitch): " in failing and "busbw[all_reduce 1 GiB]" in failing
+    assert "runs.tar.gz:hog (h200-4-nvswitch): **passes**" in said
+
+
+def test_what_a_run_was_is_read_from_its_folder_name_and_the_runs_named_otherwise():
+    assert record_verdicts.kind_of("2026-11-28-session7/call3-h200-4/trust-h200-4.tar.gz:trust12") == "healthy"
+    assert record_verdicts.kind_of("x.tar.gz:derived-nop2p-auto") == "drill"
+    assert record_verdicts.kind_of("x.tar.gz:burn-SLOW_GEMM") == "drill"
+    assert record_verdicts.kind_of("x.tar.gz:dip") == "healthy"  # a one-off dip its round must ride out
+    assert record_verdicts.kind_of("x.tar.gz:standard-this-1gpu") == "part"
+    assert record_verdicts.kind_of("x.tar.gz:profiled-standard") == "profiled"
+    assert record_verdicts.kind_of("x.tar.gz:standard-this", "vm/59116112") == "faulty"
+    assert record_verdicts.kind_of("2026-11-27/call4/drills-x1.tar.gz:stop") == "healthy"  # stopped after it delivered
+
+
+def test_the_catalogue_lists_the_runs_this_bench_reads_for_the_h200_ddp_values(capsys):
+    """profiles/catalogue/measured.yaml holds each DDP value's healthy runs as this bench gives them."""
+    assert record_verdicts.main(["--catalogue-runs"]) == 0
+    catalogue = (ROOT / "profiles" / "catalogue" / "measured.yaml").read_text()
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("h200-")]
+    assert len(lines) == 6  # three values each of 2xH200 and 4xH200
+    for line in lines:
+        for entry in line.split(": [", 1)[1].strip("[]").split("], ["):
+            assert f"[{entry}]" in catalogue, f"profiles/catalogue/measured.yaml lacks {entry} of {line[:60]}"
