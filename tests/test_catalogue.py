@@ -93,6 +93,17 @@ def test_a_broken_catalogue_is_refused_naming_file_line_and_key(tmp_path):
     assert len(lines) == 1 and re.search(r"measured.yaml:\d+: records.h100-1.gpu: 'h900-sxm' is no GPU of gpus.yaml", lines[0]), lines
 
 
+def test_a_ceiling_rule_on_a_floor_and_a_floor_rule_on_a_ceiling_are_refused(tmp_path):
+    folder = copied_catalogue(tmp_path)
+    floor = "ddp.min_efficiency.4gpu-bs8: {rule: record_floor,"
+    _, lines = problems_after(folder, "measured.yaml", (floor, floor.replace("record_floor", "record_ceiling")))
+    assert any("ddp.min_efficiency.4gpu-bs8: rule record_ceiling is not a floor rule" in line for line in lines), lines
+    shutil.copy(ROOT / "profiles" / "catalogue" / "measured.yaml", folder / "measured.yaml")
+    ceiling = "ddp.max_exposed_comm.4gpu-bs8: {rule: record_ceiling,"
+    _, lines = problems_after(folder, "measured.yaml", (ceiling, ceiling.replace("record_ceiling", "floor")))
+    assert any("ddp.max_exposed_comm.4gpu-bs8: rule floor is not a ceiling rule" in line for line in lines), lines
+
+
 def test_profile_validate_reads_a_catalogue_file_with_the_other_two(tmp_path, capsys):
     from gpuaccept.cli import main
 
