@@ -1,10 +1,11 @@
 """Every run kept under bench/runs judged again by the profiles gpu-accept gives now: does a healthy
 run fail, and does every fault drill still fail?
 
-A run is a facts.json inside one of the tar.gz captures of bench/runs, named by its folder there
-(trust3/facts.json). A folder whose name says a fault was injected (a competing load, P2P off, one
-NCCL channel, a replayed health state...) is a drill; any other run is healthy: the lent machines
-as lent, gpu-accept's own runs of the shipped profile. Each run is judged, with its confirmation
+A run is a facts.json (or the facts in a results.json) inside one of the tar.gz captures of
+bench/runs, named by its capture and folder there (trust-h200-4.tar.gz:trust3). A folder whose name
+says a fault was injected (a competing load, P2P off, one NCCL channel, a hidden GPU, a stopped
+worker...) is a drill; a few kinds of run are counted apart (DRILL_WORDS and what follows it); any
+other run is healthy: a lent machine as lent. Each run is judged, with its confirmation
 rounds, by every check the suites declare, against the profile `--profile auto` gives its machine
 (the shipped one that fits, else one derived from the catalogue), as the suites judge it; a
 measurement the run did not make (a quick-level run, a loads bench) is judged as the checks judge
@@ -66,15 +67,17 @@ CATALOGUE_KEYS = {"ddp_scaling": "ddp.min_efficiency", "ddp_exposed_comm": "ddp.
 
 @dataclass
 class Judged:
-    """One kept run and what today's shipped profile says of it."""
+    """One kept run and what the profile gpu-accept gives its machine today says of it."""
 
     name: str  # capture:folder
     profile: str
     kind: str  # one of KINDS
     machine: str  # vm/ and its first GPU's UUID's first eight digits, as profiles/catalogue/measured.yaml names machines
     failed: list[str] = field(default_factory=list)  # check[subject]: every attempt's value (what was expected)
-    not_judged: int = 0  # verdicts that could not be established (measurements the run did not make)
     best: dict[str, float] = field(default_factory=dict)  # each DDP value's best attempt, by catalogue key
+
+    def fails(self, check: str) -> bool:
+        return any(failure.startswith(f"{check}[") for failure in self.failed)
 
 
 def kept_runs(runs: Path, unread: list[str]) -> list[tuple[str, Facts]]:
@@ -144,8 +147,6 @@ def judge(name: str, facts: Facts, catalog: ProfileCatalog, profiles: list[Profi
                 judged.best[f"{key}.{verdict.subject}"] = min(values) if verdict.better is Better.LOWER else max(values)
             if verdict.outcome is Outcome.FAILED:
                 judged.failed.append(_failure(verdict))
-            elif verdict.outcome is Outcome.ERROR:
-                judged.not_judged += 1
     return judged
 
 
@@ -188,7 +189,7 @@ def markdown(judged: list[Judged], unread: list[str]) -> str:
         return [j for j in runs if j.kind == kind]
 
     lines = [
-        "# The kept runs judged by today's shipped profiles",
+        "# The kept runs judged by the profiles gpu-accept gives them today",
         "",
         "Written by `python bench/record_verdicts.py --markdown bench/record-verdicts.md` from the captures",
         "under bench/runs, each run's confirmation rounds judged with it as the suites judge them. Healthy:",
@@ -218,8 +219,8 @@ def markdown(judged: list[Judged], unread: list[str]) -> str:
         runs = [j for j in of("faulty") if j.machine == machine]
         if not runs:
             continue
-        caught = [j for j in runs if any(f.startswith(check) for f in j.failed)]
-        others = sorted({f.split(":", 1)[0] for j in runs for f in j.failed if not f.startswith(check)})
+        caught = [j for j in runs if j.fails(check)]
+        others = sorted({f.split(":", 1)[0] for j in runs for f in j.failed if not f.startswith(f"{check}[")})
         lines.append(
             f"- {machine}, {why}: {len(caught)} of {len(runs)} runs fail {check}"
             + (f"; they fail besides: {', '.join(others)}" if others else "; nothing else fails")
@@ -241,10 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--catalogue-runs", action="store_true", help="print each DDP value's healthy runs as the catalogue lists runs")
     parser.add_argument("--runs", type=Path, default=RUNS, help="where the captures are (default: bench/runs)")
     args = parser.parse_args(argv)
-    catalog = ProfileCatalog.with_shipped()
-    profiles = catalog.load_all()
     unread: list[str] = []
-    judged = [j for name, facts in kept_runs(args.runs, unread) if (j := judge(name, facts, catalog, profiles, unread))]
+    judged = judge_all(args.runs, unread)
     if args.catalogue_runs:
         print(catalogue_runs(judged), end="")
         return 0
@@ -252,9 +251,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         args.markdown.write_text(text, encoding="utf-8")
     print(text)
-    healthy_failing = sum(1 for j in judged if j.kind == "healthy" and j.failed)
-    drills_passing = sum(1 for j in judged if j.kind == "drill" and not j.failed)
-    faults_missed = sum(1 for j in judged if j.kind == "faulty" and not any(f.startswith(FAULTY_AS_LENT[j.machine][0]) for f in j.failed))
+    return exit_code(judged)
+
+
+def judge_all(runs: Path, unread: list[str]) -> list[Judged]:
+    """Every run kept under `runs`, judged; what could not be, with why, in `unread`."""
+    catalog = ProfileCatalog.with_shipped()
+    profiles = catalog.load_all()
+    return [j for name, facts in kept_runs(runs, unread) if (j := judge(name, facts, catalog, profiles, unread))]
+
+
+def exit_code(judged: list[Judged]) -> int:
+    """1 where a healthy run fails, a drill passes or a machine's own fault is not caught; else 0."""
+    healthy_failing = any(j.kind == "healthy" and j.failed for j in judged)
+    drills_passing = any(j.kind == "drill" and not j.failed for j in judged)
+    faults_missed = any(j.kind == "faulty" and not j.fails(FAULTY_AS_LENT[j.machine][0]) for j in judged)
     return 1 if healthy_failing or drills_passing or faults_missed else 0
 
 

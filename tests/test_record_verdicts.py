@@ -1,17 +1,26 @@
-"""bench/record_verdicts.py: every run kept under bench/runs judged again by today's shipped
-profiles. No healthy run may fail and no fault drill may pass; a change of floors that does either
-fails here, naming the run."""
+"""bench/record_verdicts.py: every run kept under bench/runs judged again by the profiles
+gpu-accept gives them today. No healthy run may fail and no fault drill may pass; a change of
+floors that does either fails here, naming the run."""
 
 from __future__ import annotations
 
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from bench import record_verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED_4 = ROOT / "examples" / "facts" / "h200x4-measured.json"
 P2P_OFF_4 = ROOT / "examples" / "results" / "h200x4-nccl-p2p-disabled.json"
+
+
+@pytest.fixture(scope="module")
+def record() -> tuple[list[record_verdicts.Judged], list[str]]:
+    """The whole record judged, once for the tests that read it (its captures take seconds to read)."""
+    unread: list[str] = []
+    return record_verdicts.judge_all(record_verdicts.RUNS, unread), unread
 
 
 def capture(folder: Path, runs: dict[str, Path]) -> None:
@@ -23,10 +32,10 @@ def capture(folder: Path, runs: dict[str, Path]) -> None:
             archive.add(path, arcname=f"{name}/{'results' if 'results' in path.parts else 'facts'}.json")
 
 
-def test_the_kept_runs_pass_where_healthy_and_fail_where_a_fault_was_injected(tmp_path, capsys):
-    written = tmp_path / "record-verdicts.md"
-    assert record_verdicts.main(["--markdown", str(written)]) == 0, capsys.readouterr().out
-    assert written.read_text() == (ROOT / "bench" / "record-verdicts.md").read_text(), (
+def test_the_kept_runs_pass_where_healthy_and_fail_where_a_fault_was_injected(record):
+    judged, unread = record
+    assert record_verdicts.exit_code(judged) == 0, [j.name for j in judged if j.kind == "healthy" and j.failed]
+    assert record_verdicts.markdown(judged, unread) == (ROOT / "bench" / "record-verdicts.md").read_text(), (
         "bench/record-verdicts.md is stale: python bench/record_verdicts.py --markdown bench/record-verdicts.md"
     )
 
@@ -59,11 +68,10 @@ def test_what_a_run_was_is_read_from_its_folder_name_and_the_runs_named_otherwis
     assert record_verdicts.kind_of("2026-11-27/call4/drills-x1.tar.gz:stop") == "healthy"  # stopped after it delivered
 
 
-def test_the_catalogue_lists_the_runs_this_bench_reads_for_the_h200_ddp_values(capsys):
+def test_the_catalogue_lists_the_runs_this_bench_reads_for_the_h200_ddp_values(record):
     """profiles/catalogue/measured.yaml holds each DDP value's healthy runs as this bench gives them."""
-    assert record_verdicts.main(["--catalogue-runs"]) == 0
     catalogue = (ROOT / "profiles" / "catalogue" / "measured.yaml").read_text()
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("h200-")]
+    lines = [line for line in record_verdicts.catalogue_runs(record[0]).splitlines() if line.startswith("h200-")]
     assert len(lines) == 6  # three values each of 2xH200 and 4xH200
     for line in lines:
         for entry in line.split(": [", 1)[1].strip("[]").split("], ["):
