@@ -143,6 +143,10 @@ def derive_profile(
 # ---- floors of runs ----------------------------------------------------------------------------------
 
 
+# how many machines' runs a derived value's note names one by one
+MACHINES_NAMED = 6
+
+
 @dataclass(frozen=True)
 class Runs:
     """One value's runs over machines, as a record lists them."""
@@ -167,6 +171,14 @@ class Runs:
 
     def text(self) -> str:
         machines = {r.machine for _, r in self.ranges}
+        if len(self.ranges) > MACHINES_NAMED:
+            # a record of many machines (every healthy run kept): its extremes, where the rest are
+            lowest = min((r for _, r in self.ranges), key=lambda r: r.low)
+            highest = max((r for _, r in self.ranges), key=lambda r: r.high)
+            return (
+                f"{self.count} runs on {len(machines)} machines ({self.low:g}-{self.high:g}: lowest on {lowest.machine}, "
+                f"highest on {highest.machine}; each machine's runs in profiles/catalogue/measured.yaml)"
+            )
         each = ", ".join(
             f"{r.machine} {r.runs} run{'s' if r.runs > 1 else ''} {r.low:g}" + (f"-{r.high:g}" if r.high != r.low else "")
             for _, r in self.ranges
