@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import record_verdicts
+from gpuaccept.profile.catalogue import load_catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED_4 = ROOT / "examples" / "facts" / "h200x4-measured.json"
@@ -68,11 +69,28 @@ def test_what_a_run_was_is_read_from_its_folder_name_and_the_runs_named_otherwis
     assert record_verdicts.kind_of("2026-11-27/call4/drills-x1.tar.gz:stop") == "healthy"  # stopped after it delivered
 
 
-def test_the_catalogue_lists_the_runs_this_bench_reads_for_the_h200_ddp_values(record):
-    """profiles/catalogue/measured.yaml holds each DDP value's healthy runs as this bench gives them."""
-    catalogue = (ROOT / "profiles" / "catalogue" / "measured.yaml").read_text()
-    lines = [line for line in record_verdicts.catalogue_runs(record[0]).splitlines() if line.startswith("h200-")]
-    assert len(lines) == 6  # three values each of 2xH200 and 4xH200
-    for line in lines:
-        for entry in line.split(": [", 1)[1].strip("[]").split("], ["):
-            assert f"[{entry}]" in catalogue, f"profiles/catalogue/measured.yaml lacks {entry} of {line[:60]}"
+def test_the_catalogue_lists_the_runs_this_bench_reads_where_it_draws_a_limit_from_the_record(record):
+    """Each value profiles/catalogue/measured.yaml draws from the record (rule record_floor or
+    record_ceiling) holds every machine's healthy runs as this bench gives them."""
+    catalogue = load_catalogue()
+    from_record = {
+        (name, key): {tuple(run) for run in _runs(entry)}
+        for name, record in catalogue.records.items()
+        for key, entry in record.values.items()
+        if entry.rule is not None and entry.rule.startswith("record_")
+    }
+    assert {key for _, key in from_record} == {
+        "ddp.min_efficiency.2gpu-bs8", "ddp.max_exposed_comm.2gpu-bs8", "ddp.min_efficiency.4gpu-bs8",
+        "ddp.max_exposed_comm.4gpu-bs8", "ddp.nvlink_ab.4gpu-bs8",
+    }
+    given = record_verdicts.catalogue_runs(record[0]).splitlines()
+    for profile in ("h200-2-nvswitch", "h200-4-nvswitch"):
+        for key in [key for name, key in from_record if name == profile]:
+            line = next(line for line in given if line.startswith(f"{profile} {key}:"))
+            runs = {tuple(entry.split(", ")) for entry in line.split(": [", 1)[1].strip("[]").split("], [")}
+            listed = {(machine, str(count), f"{low:g}", f"{high:g}") for machine, count, low, high in from_record[(profile, key)]}
+            assert runs <= listed, f"profiles/catalogue/measured.yaml's {profile} {key} lacks {sorted(runs - listed)}"
+
+
+def _runs(entry) -> list[tuple[str, int, float, float]]:
+    return [(run.machine, run.runs, run.low, run.high) for run in entry.runs or []]
