@@ -173,6 +173,12 @@ class DdpChoice(Sourced):
 
 
 RuleName = Literal["floor", "load_floor", "ceiling", "public_floor", "record_floor", "record_ceiling"]
+
+
+def is_ceiling(rule: str) -> bool:
+    """A rule that makes a ceiling of its runs (the highest counts), not a floor: the
+    exposed-communication values' only."""
+    return rule.endswith("ceiling")
 AllowanceName = Literal[
     "other_count_up", "other_count_down", "other_link_rate", "other_link_kind", "across_sockets", "other_gpu", "unmeasured_gpu",
     "unmeasured_gpu_compute",
@@ -279,7 +285,7 @@ class Record(Sourced):
                 raise ValueError(f"{key}: {kind}")
             if key.startswith("ddp.") and self.ddp_model is None:
                 raise ValueError(f"{key}: a DDP value needs the record's ddp_model")
-            if value.rule is not None and value.rule.endswith("ceiling") != key.startswith("ddp.max_exposed_comm"):
+            if value.rule is not None and is_ceiling(value.rule) != key.startswith("ddp.max_exposed_comm"):
                 wanted = "a ceiling rule" if key.startswith("ddp.max_exposed_comm") else "a floor rule"
                 raise ValueError(f"{key}: rule {value.rule} is not {wanted}: only the exposed-communication values are ceilings")
         return self

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from gpuaccept.errors import ProfileError
 from gpuaccept.facts.model import Facts
 from gpuaccept.facts.record import Unavailable
-from gpuaccept.profile.catalogue import Catalogue, Entry, FabricKind, Gpu, Record, RunRange
+from gpuaccept.profile.catalogue import Catalogue, Entry, FabricKind, Gpu, Record, RunRange, is_ceiling
 from gpuaccept.profile.load import load_profile_text
 from gpuaccept.profile.machine import Fabric, Installed, UnknownMachine, fabric_of, installed_gpus, most_common_link
 from gpuaccept.profile.model import Profile
@@ -186,11 +186,6 @@ class Runs:
         return f"{self.count} run{'s' if self.count > 1 else ''} on {len(machines)} machine{'s' if len(machines) > 1 else ''} ({each})"
 
 
-def _is_ceiling(rule_name: str) -> bool:
-    """A rule that makes a ceiling of its runs (the highest counts), not a floor."""
-    return rule_name.endswith("ceiling")
-
-
 # ---- the values ----------------------------------------------------------------------------------
 
 
@@ -320,10 +315,10 @@ class _Builder:
         else:
             runs = Runs(tuple((c.record_key, r) for c in chosen for r in (c.entry.runs or [])))
             rule = self.catalogue.fabric.rules[rule_name]
-            if _is_ceiling(rule_name) and rule.less_spread:
+            if is_ceiling(rule_name) and rule.less_spread:
                 base = runs.high + (1 - rule.margin) + (runs.high - runs.low)
                 formula = f"highest {runs.high:g} + {1 - rule.margin:.2f} + range {runs.high - runs.low:.3f}"
-            elif _is_ceiling(rule_name):
+            elif is_ceiling(rule_name):
                 base = runs.high + (1 - rule.margin)
                 formula = f"highest {runs.high:g} + {1 - rule.margin:.2f}"
             elif rule.less_spread:
@@ -344,8 +339,8 @@ class _Builder:
         for factor, why in factors:
             value *= factor
             formula += f" x {factor:.4g} ({why})" if factor != 1.0 else f" ({why})"
-        digits = 3 if _is_ceiling(rule_name) else (4 if value < 10 else 1)
-        value = round(min(value, 1.0) if _is_ceiling(rule_name) or key.startswith("ddp.min_efficiency") else value, digits)
+        digits = 3 if is_ceiling(rule_name) else (4 if value < 10 else 1)
+        value = round(min(value, 1.0) if is_ceiling(rule_name) or key.startswith("ddp.min_efficiency") else value, digits)
         distance = ", ".join(why for _, why in factors)
         records = tuple(dict.fromkeys([lowest.record_key] if public else [c.record_key for c in chosen]))
         return Value(value, origin, f"{source}: {formula} = {value:g}", f"{names} ({distance})" if distance else "", records)
