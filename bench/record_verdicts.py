@@ -61,8 +61,13 @@ NAMED = {
     ),
 }
 KINDS = ("healthy", "drill", "part", "profiled", "faulty", "tool")
-# the DDP checks by the catalogue's name of the value each judges
+# a healthy run's value this close to its limit (a share of it) is listed as near
+NEAR = 0.03
+# the checks whose runs the catalogue may draw from the record, by the catalogue's name of the value
+# each judges: a DDP value's for each world and batch (its subject), a host copy's for the machine
+# (its slowest GPU: the catalogue's value is the machine's floor)
 CATALOGUE_KEYS = {"ddp_scaling": "ddp.min_efficiency", "ddp_exposed_comm": "ddp.max_exposed_comm", "ddp_nvlink_speedup": "ddp.nvlink_ab"}
+PER_GPU_CATALOGUE_KEYS = {"host_to_device": "copies.host_to_device_min", "device_to_host": "copies.device_to_host_min"}
 
 
 @dataclass
@@ -74,7 +79,8 @@ class Judged:
     kind: str  # one of KINDS
     machine: str  # vm/ and its first GPU's UUID's first eight digits, as profiles/catalogue/measured.yaml names machines
     failed: list[str] = field(default_factory=list)  # check[subject]: every attempt's value (what was expected)
-    best: dict[str, float] = field(default_factory=dict)  # each DDP value's best attempt, by catalogue key
+    best: dict[str, float] = field(default_factory=dict)  # each value the catalogue may draw from the record: its best attempt
+    headroom: dict[str, float] = field(default_factory=dict)  # check: how far its passing value closest to a limit sat from it, a share of the limit
 
     def fails(self, check: str) -> bool:
         return any(failure.startswith(f"{check}[") for failure in self.failed)
@@ -142,9 +148,19 @@ def judge(name: str, facts: Facts, catalog: ProfileCatalog, profiles: list[Profi
         for subject in declared.declaration.subjects.of(profile):
             verdict = declared(profile, facts) if subject is None else declared(profile, facts, subject)
             key = CATALOGUE_KEYS.get(verdict.check)
-            values = [v for v in (verdict.attempts or [verdict.measured]) if isinstance(v, (int, float))]
-            if key and values:
-                judged.best[f"{key}.{verdict.subject}"] = min(values) if verdict.better is Better.LOWER else max(values)
+            values = [v for v in (verdict.attempts or [verdict.measured]) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            best = (min(values) if verdict.better is Better.LOWER else max(values)) if values else None
+            if key and best is not None:
+                judged.best[f"{key}.{verdict.subject}"] = best
+            gpu_key = PER_GPU_CATALOGUE_KEYS.get(verdict.check)
+            if gpu_key and best is not None:
+                judged.best[gpu_key] = min(best, judged.best.get(gpu_key, best))
+            limit = getattr(verdict.criterion, "limit", None)
+            measured_value = verdict.measure_judged is not None  # a rate or share measured, not a spec read (PCIe width, memory)
+            if verdict.outcome is Outcome.PASSED and measured_value and best is not None and isinstance(limit, (int, float)) and limit:
+                share = (best - limit) / limit if verdict.better is Better.HIGHER else (limit - best) / limit
+                if verdict.better in (Better.HIGHER, Better.LOWER):
+                    judged.headroom[verdict.check] = min(share, judged.headroom.get(verdict.check, share))
             if verdict.outcome is Outcome.FAILED:
                 judged.failed.append(_failure(verdict))
     return judged
@@ -156,7 +172,8 @@ def machine_of(facts: Facts) -> str:
 
 
 def catalogue_runs(judged: list[Judged]) -> str:
-    """Each DDP value of the healthy runs by profile, as profiles/catalogue/measured.yaml lists runs:
+    """Each value of the healthy runs the catalogue may draw from the record, by profile, as
+    profiles/catalogue/measured.yaml lists runs:
     [machine, runs, lowest, highest] of each run's best attempt, machine by machine."""
     lines = []
     by_value: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -208,6 +225,16 @@ def markdown(judged: list[Judged], unread: list[str]) -> str:
     failing = [j for j in of("healthy") if j.failed]
     lines += ["", "## Healthy runs that fail", ""]
     lines += [f"- {j.name} ({j.profile}): " + "; ".join(j.failed) for j in failing] or ["None."]
+    lines += ["", f"## Healthy runs closest to a limit (every check whose passing value came within {NEAR:.0%} of it)", ""]
+    lines += ["| profile | check | runs within | closest | its run |", "| --- | --- | ---: | ---: | --- |"]
+    nearest: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
+    for j in of("healthy"):
+        for check, share in j.headroom.items():
+            if share < NEAR:
+                nearest[(j.profile, check)].append((share, j.name))
+    for (profile, check), near in sorted(nearest.items(), key=lambda item: min(item[1])[0]):
+        share, name = min(near)
+        lines.append(f"| {profile} | {check} | {len(near)} | {share:.1%} | {name} |")
     lines += ["", "## Drills", ""]
     for j in of("drill"):
         shown = "; ".join(j.failed[:3]) + (f"; and {len(j.failed) - 3} more" if len(j.failed) > 3 else "")
@@ -239,7 +266,7 @@ def markdown(judged: list[Judged], unread: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markdown", type=Path, help="write the table and the failures here")
-    parser.add_argument("--catalogue-runs", action="store_true", help="print each DDP value's healthy runs as the catalogue lists runs")
+    parser.add_argument("--catalogue-runs", action="store_true", help="print the healthy runs of each value the catalogue may draw from the record, as it lists runs")
     parser.add_argument("--runs", type=Path, default=RUNS, help="where the captures are (default: bench/runs)")
     args = parser.parse_args(argv)
     unread: list[str] = []

@@ -81,7 +81,7 @@ def test_the_catalogue_lists_the_runs_this_bench_reads_where_it_draws_a_limit_fr
     }
     assert {key for _, key in from_record} == {
         "ddp.min_efficiency.2gpu-bs8", "ddp.max_exposed_comm.2gpu-bs8", "ddp.min_efficiency.4gpu-bs8",
-        "ddp.max_exposed_comm.4gpu-bs8", "ddp.nvlink_ab.4gpu-bs8",
+        "ddp.max_exposed_comm.4gpu-bs8", "ddp.nvlink_ab.4gpu-bs8", "copies.host_to_device_min",
     }
     given = record_verdicts.catalogue_runs(record[0]).splitlines()
     for profile in ("h200-2-nvswitch", "h200-4-nvswitch"):
