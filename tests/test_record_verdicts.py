@@ -33,6 +33,7 @@ def capture(folder: Path, runs: dict[str, Path]) -> None:
             archive.add(path, arcname=f"{name}/{'results' if 'results' in path.parts else 'facts'}.json")
 
 
+@pytest.mark.slow  # reads every archived run
 def test_the_kept_runs_pass_where_healthy_and_fail_where_a_fault_was_injected(record):
     judged, unread = record
     assert record_verdicts.exit_code(judged) == 0, [j.name for j in judged if j.kind == "healthy" and j.failed]
@@ -69,6 +70,7 @@ def test_what_a_run_was_is_read_from_its_folder_name_and_the_runs_named_otherwis
     assert record_verdicts.kind_of("2026-11-27/call4/drills-x1.tar.gz:stop") == "healthy"  # stopped after it delivered
 
 
+@pytest.mark.slow  # reads every archived run
 def test_the_catalogue_lists_the_runs_this_bench_reads_where_it_draws_a_limit_from_the_record(record):
     """Each value profiles/catalogue/measured.yaml draws from the record (rule record_floor or
     record_ceiling) holds every machine's healthy runs as this bench gives them."""
