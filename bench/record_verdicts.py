@@ -212,8 +212,8 @@ def markdown(judged: list[Judged], unread: list[str]) -> str:
         "under bench/runs, each run's confirmation rounds judged with it as the suites judge them. Healthy:",
         "a lent machine as lent (a one-off injected dip among them); drill: a fault injected in software.",
         "",
-        "| profile | healthy runs | healthy runs failing | drills | drills passing |",
-        "| --- | --- | --- | --- | --- |",
+        "| profile | healthy runs | machines | healthy runs failing | drills | drills passing |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     by_profile: dict[str, list[Judged]] = defaultdict(list)
     for j in judged:
@@ -221,7 +221,8 @@ def markdown(judged: list[Judged], unread: list[str]) -> str:
     for name, runs in sorted(by_profile.items()):
         healthy, drills = of("healthy", runs), of("drill", runs)
         failing, passing = sum(1 for j in healthy if j.failed), sum(1 for j in drills if not j.failed)
-        lines.append(f"| {name} | {len(healthy)} | {failing} | {len(drills)} | {passing} |")
+        machines = len({j.machine for j in healthy})
+        lines.append(f"| {name} | {len(healthy)} | {machines} | {failing} | {len(drills)} | {passing} |")
     failing = [j for j in of("healthy") if j.failed]
     lines += ["", "## Healthy runs that fail", ""]
     lines += [f"- {j.name} ({j.profile}): " + "; ".join(j.failed) for j in failing] or ["None."]

@@ -46,14 +46,14 @@ def test_a_healthy_run_that_fails_and_a_drill_that_passes_are_named_and_the_exit
     capture(tmp_path / "ok", {"trust1": MEASURED_4, "nop2p": P2P_OFF_4})
     assert record_verdicts.main(["--runs", str(tmp_path / "ok")]) == 0
     said = capsys.readouterr().out
-    assert "| h200-4-nvswitch | 1 | 0 | 1 | 0 |" in said
+    assert "| h200-4-nvswitch | 1 | 1 | 0 | 1 | 0 |" in said
     assert "runs.tar.gz:nop2p (h200-4-nvswitch): 24 failed: busbw[all_reduce 256 MiB]: 27.87 (>= 307.4 GB/s)" in said
 
     # the same facts under each other's names: the P2P-off run taken for healthy, the healthy one for a drill
     capture(tmp_path / "swapped", {"trust1": P2P_OFF_4, "hog": MEASURED_4})
     assert record_verdicts.main(["--runs", str(tmp_path / "swapped")]) == 1
     said = capsys.readouterr().out
-    assert "| h200-4-nvswitch | 1 | 1 | 1 | 1 |" in said
+    assert "| h200-4-nvswitch | 1 | 1 | 1 | 1 | 1 |" in said
     failing = said.split("## Healthy runs that fail")[1].split("## Drills")[0]
     assert "runs.tar.gz:trust1 (h200-4-nvswitch): " in failing and "busbw[all_reduce 1 GiB]" in failing
     assert "runs.tar.gz:hog (h200-4-nvswitch): **passes**" in said
