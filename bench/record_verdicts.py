@@ -80,7 +80,8 @@ class Judged:
     machine: str  # vm/ and its first GPU's UUID's first eight digits, as profiles/catalogue/measured.yaml names machines
     failed: list[str] = field(default_factory=list)  # check[subject]: every attempt's value (what was expected)
     best: dict[str, float] = field(default_factory=dict)  # each value the catalogue may draw from the record: its best attempt
-    headroom: dict[str, float] = field(default_factory=dict)  # check: how far its passing value closest to a limit sat from it, a share of the limit
+    # check: how far its passing value closest to a limit sat from that limit, a share of the limit
+    headroom: dict[str, float] = field(default_factory=dict)
 
     def fails(self, check: str) -> bool:
         return any(failure.startswith(f"{check}[") for failure in self.failed)
@@ -267,7 +268,10 @@ def markdown(judged: list[Judged], unread: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markdown", type=Path, help="write the table and the failures here")
-    parser.add_argument("--catalogue-runs", action="store_true", help="print the healthy runs of each value the catalogue may draw from the record, as it lists runs")
+    parser.add_argument(
+        "--catalogue-runs", action="store_true",
+        help="print the healthy runs of each value the catalogue may draw from the record, as it lists runs",
+    )
     parser.add_argument("--runs", type=Path, default=RUNS, help="where the captures are (default: bench/runs)")
     args = parser.parse_args(argv)
     unread: list[str] = []
