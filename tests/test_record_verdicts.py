@@ -76,9 +76,9 @@ def test_the_catalogue_lists_the_runs_this_bench_reads_where_it_draws_a_limit_fr
     record_ceiling) holds every machine's healthy runs as this bench gives them."""
     catalogue = load_catalogue()
     from_record = {
-        (name, key): {tuple(run) for run in _runs(entry)}
-        for name, record in catalogue.records.items()
-        for key, entry in record.values.items()
+        (name, key): set(_runs(entry))
+        for name, machine_kind in catalogue.records.items()
+        for key, entry in machine_kind.values.items()
         if entry.rule is not None and entry.rule.startswith("record_")
     }
     assert {key for _, key in from_record} == {
