@@ -35,6 +35,7 @@ from gpuaccept.errors import GpuAcceptError
 from gpuaccept.facts import Facts, parse_facts
 from gpuaccept.outcomes import Outcome
 from gpuaccept.profile import Profile, ProfileCatalog
+from gpuaccept.profile.from_results import short_uuid
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "bench" / "runs"
@@ -168,8 +169,8 @@ def judge(name: str, facts: Facts, catalog: ProfileCatalog, profiles: list[Profi
 
 
 def machine_of(facts: Facts) -> str:
-    uuid = facts.gpus[0].uuid if facts.gpus and facts.gpus[0].uuid else "GPU-unknown"
-    return "vm/" + uuid.removeprefix("GPU-")[:8]
+    """As profiles/catalogue/measured.yaml names a lent machine (its host name is vm on every one)."""
+    return f"vm/{short_uuid(facts)}"
 
 
 def catalogue_runs(judged: list[Judged]) -> str:

@@ -68,12 +68,13 @@ def machines_of(runs: list[Facts], sources: list[str]) -> list[Machine]:
     machines = []
     for (host, _), indices in groups.items():
         # a host name is the machine's word: shown as a line shows it in the profile's text and comments
-        label = shown(host) if hostnames[host] == 1 else f"{shown(host)}/{_short_uuid(runs[indices[0]])}"
+        label = shown(host) if hostnames[host] == 1 else f"{shown(host)}/{short_uuid(runs[indices[0]])}"
         machines.append(Machine(label, tuple(runs[i] for i in indices), tuple(sources[i] for i in indices)))
     return machines
 
 
-def _short_uuid(facts: Facts) -> str:
+def short_uuid(facts: Facts) -> str:
+    """The machine's first GPU's UUID, its first eight digits: how a machine is named beside its host name."""
     first = min(facts.gpus, key=lambda g: g.index).uuid if facts.gpus else "no-gpus"
     return first.removeprefix("GPU-")[:8]
 
